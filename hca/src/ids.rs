@@ -1,0 +1,297 @@
+//! InfiniBand identities as newtypes: GUIDs, GIDs, LIDs, P_Keys, Q_Keys, QPNs and PSNs.
+//!
+//! Each type carries the width rules of IBTA Vol 1 (QPN and PSN are 24-bit) so a value that
+//! cannot exist on the wire cannot be built. Wire byte order is big-endian everywhere.
+
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use core::str::FromStr;
+
+/// Errors building or parsing an identity.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdError {
+    /// A 24-bit field (QPN, PSN) was given a value that does not fit.
+    #[error("{what} {value:#x} does not fit in 24 bits")]
+    Over24Bits {
+        /// Which identity.
+        what: &'static str,
+        /// The offending value.
+        value: u32,
+    },
+    /// A GUID string is not 16 hex digits (colons and a `0x` prefix allowed).
+    #[error("not a GUID: {0:?} (want 16 hex digits, e.g. 0002:c903:0001:0a2b)")]
+    BadGuid(
+        /// The rejected text.
+        String,
+    ),
+}
+
+/// A 64-bit EUI-64 GUID (node, port, or I/O controller).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Guid(pub u64);
+
+impl Guid {
+    /// The GUID as 8 big-endian bytes, as it appears on the wire.
+    pub fn to_bytes(self) -> [u8; 8] {
+        self.0.to_be_bytes()
+    }
+
+    /// A GUID from 8 big-endian wire bytes.
+    pub fn from_bytes(b: [u8; 8]) -> Self {
+        Guid(u64::from_be_bytes(b))
+    }
+}
+
+/// `xxxx:xxxx:xxxx:xxxx`, the form LIO uses to name SRP target ports.
+impl fmt::Display for Guid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.0;
+        write!(
+            f,
+            "{:04x}:{:04x}:{:04x}:{:04x}",
+            (v >> 48) & 0xffff,
+            (v >> 32) & 0xffff,
+            (v >> 16) & 0xffff,
+            v & 0xffff
+        )
+    }
+}
+
+/// Accepts `0002:c903:0001:0a2b`, `0002c90300010a2b` and `0x0002c90300010a2b`.
+impl FromStr for Guid {
+    type Err = IdError;
+
+    fn from_str(s: &str) -> Result<Self, IdError> {
+        let bad = || IdError::BadGuid(s.to_owned());
+        let body = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+        let mut value: u64 = 0;
+        let mut digits = 0;
+        for c in body.chars() {
+            if c == ':' {
+                continue;
+            }
+            let d = c.to_digit(16).ok_or_else(bad)?;
+            digits += 1;
+            if digits > 16 {
+                return Err(bad());
+            }
+            value = (value << 4) | u64::from(d);
+        }
+        if digits != 16 {
+            return Err(bad());
+        }
+        Ok(Guid(value))
+    }
+}
+
+/// A 128-bit GID. On RoCEv2 it is the port's IP address (IPv4-mapped IPv6 for IPv4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// The GID of an IPv4 address: `::ffff:a.b.c.d` (RoCEv2 over IPv4).
+    pub fn from_ipv4(addr: Ipv4Addr) -> Self {
+        Gid(addr.to_ipv6_mapped().octets())
+    }
+
+    /// The GID of an IPv6 address: the address itself.
+    pub fn from_ipv6(addr: Ipv6Addr) -> Self {
+        Gid(addr.octets())
+    }
+
+    /// The GID of either address family.
+    pub fn from_ip(addr: IpAddr) -> Self {
+        match addr {
+            IpAddr::V4(a) => Self::from_ipv4(a),
+            IpAddr::V6(a) => Self::from_ipv6(a),
+        }
+    }
+
+    /// The IP address this GID names: IPv4 for an IPv4-mapped GID, IPv6 otherwise.
+    pub fn to_ip(self) -> IpAddr {
+        let v6 = Ipv6Addr::from(self.0);
+        match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        }
+    }
+
+    /// The upper 64 bits (subnet prefix in IB terms).
+    pub fn subnet_prefix(self) -> u64 {
+        u64::from_be_bytes([
+            self.0[0], self.0[1], self.0[2], self.0[3], self.0[4], self.0[5], self.0[6], self.0[7],
+        ])
+    }
+
+    /// The lower 64 bits (the port GUID in IB terms).
+    pub fn interface_id(self) -> Guid {
+        Guid(u64::from_be_bytes([
+            self.0[8], self.0[9], self.0[10], self.0[11], self.0[12], self.0[13], self.0[14],
+            self.0[15],
+        ]))
+    }
+}
+
+/// Printed as an IPv6 address (`::ffff:127.0.0.2` for RoCEv2 over IPv4).
+impl fmt::Display for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&Ipv6Addr::from(self.0), f)
+    }
+}
+
+/// A 16-bit local identifier. RoCE has no LIDs; CM messages carry the permissive LID there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Lid(pub u16);
+
+impl Lid {
+    /// The permissive LID, 0xFFFF (what Linux puts in CM REQ paths on RoCE).
+    pub const PERMISSIVE: Lid = Lid(0xffff);
+}
+
+/// A 16-bit partition key; bit 15 is the full-membership bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PKey(pub u16);
+
+impl PKey {
+    /// The default partition, full member (0xFFFF).
+    pub const DEFAULT: PKey = PKey(0xffff);
+
+    /// Whether the full-membership bit is set.
+    pub fn is_full_member(self) -> bool {
+        self.0 & 0x8000 != 0
+    }
+}
+
+impl Default for PKey {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// A 32-bit queue key checked on UD receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct QKey(pub u32);
+
+impl QKey {
+    /// The well-known Q_Key of the GSI (QP1): 0x80010000.
+    pub const GSI: QKey = QKey(0x8001_0000);
+}
+
+const MASK_24: u32 = 0x00ff_ffff;
+
+/// A 24-bit queue pair number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Qpn(u32);
+
+impl Qpn {
+    /// QP0, the subnet management interface (unused on RoCE).
+    pub const SMI: Qpn = Qpn(0);
+    /// QP1, the general services interface that carries CM, SA and DM MADs.
+    pub const GSI: Qpn = Qpn(1);
+
+    /// A QPN, if `value` fits in 24 bits.
+    pub fn new(value: u32) -> Result<Self, IdError> {
+        if value > MASK_24 {
+            return Err(IdError::Over24Bits { what: "QPN", value });
+        }
+        Ok(Qpn(value))
+    }
+
+    /// The low 24 bits of `value` (for fields that are 24 bits wide on the wire).
+    pub fn from_wire(value: u32) -> Self {
+        Qpn(value & MASK_24)
+    }
+
+    /// The number.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl fmt::Display for Qpn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#08x}", self.0)
+    }
+}
+
+/// A 24-bit packet sequence number with modulo-2^24 arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Psn(u32);
+
+impl Psn {
+    /// A PSN, if `value` fits in 24 bits.
+    pub fn new(value: u32) -> Result<Self, IdError> {
+        if value > MASK_24 {
+            return Err(IdError::Over24Bits { what: "PSN", value });
+        }
+        Ok(Psn(value))
+    }
+
+    /// The low 24 bits of `value`.
+    pub fn from_wire(value: u32) -> Self {
+        Psn(value & MASK_24)
+    }
+
+    /// The number.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+
+    /// `self + n` modulo 2^24.
+    pub fn wrapping_add(self, n: u32) -> Self {
+        Psn(self.0.wrapping_add(n) & MASK_24)
+    }
+
+    /// Signed distance `self - other` in the 24-bit circle (rxe's `(a - b) << 8` compare):
+    /// positive when `self` is after `other`.
+    pub fn diff(self, other: Psn) -> i32 {
+        ((self.0.wrapping_sub(other.0) << 8) as i32) >> 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guid_text_forms() {
+        let g: Guid = "0002:c903:0001:0a2b".parse().expect("colon form");
+        assert_eq!(g, Guid(0x0002_c903_0001_0a2b));
+        assert_eq!(g.to_string(), "0002:c903:0001:0a2b");
+        assert_eq!("0x0002c90300010a2b".parse::<Guid>(), Ok(g));
+        assert_eq!("0002c90300010a2b".parse::<Guid>(), Ok(g));
+        assert!("0002c9030001".parse::<Guid>().is_err());
+        assert!("0002c90300010a2bff".parse::<Guid>().is_err());
+        assert!("zz02c90300010a2b".parse::<Guid>().is_err());
+        assert_eq!(Guid::from_bytes(g.to_bytes()), g);
+    }
+
+    #[test]
+    fn gid_from_ipv4_is_mapped() {
+        let gid = Gid::from_ipv4(Ipv4Addr::new(127, 0, 0, 2));
+        assert_eq!(gid.0[10..12], [0xff, 0xff]);
+        assert_eq!(gid.0[12..], [127, 0, 0, 2]);
+        assert_eq!(gid.to_ip(), IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)));
+        assert_eq!(gid.to_string(), "::ffff:127.0.0.2");
+        assert_eq!(gid.subnet_prefix(), 0);
+        assert_eq!(gid.interface_id(), Guid(0x0000_ffff_7f00_0002));
+        let v6 = Ipv6Addr::new(0xfe80, 0, 0, 0, 0x0202, 0xc9ff, 0xfe03, 0x0a2b);
+        assert_eq!(Gid::from_ipv6(v6).to_ip(), IpAddr::V6(v6));
+    }
+
+    #[test]
+    fn qpn_and_psn_are_24_bit() {
+        assert!(Qpn::new(0x00ff_ffff).is_ok());
+        assert_eq!(
+            Qpn::new(0x0100_0000),
+            Err(IdError::Over24Bits { what: "QPN", value: 0x0100_0000 })
+        );
+        assert_eq!(Qpn::from_wire(0xab12_3456).get(), 0x12_3456);
+        assert!(Psn::new(0x0100_0000).is_err());
+        let top = Psn::new(0x00ff_fffe).expect("fits");
+        assert_eq!(top.wrapping_add(3).get(), 1);
+        assert_eq!(top.wrapping_add(3).diff(top), 3);
+        assert_eq!(top.diff(top.wrapping_add(3)), -3);
+    }
+}

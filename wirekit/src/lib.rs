@@ -1,0 +1,15 @@
+//! The wire-format toolkit every layer shares, and nothing else: it knows no protocol.
+//!
+//! - [`open_enum!`]: code points as enums whose unknown values survive a round trip;
+//! - [`WireRepr`]: the parse/emit contract of every wire type (parse never panics, emit
+//!   writes every byte), and [`wire_repr::check`], the assertions behind the four tests
+//!   each wire type carries.
+//!
+//! It sits under `hca`, `scsi`, `access-layer` and `srp` so their wire modules read alike.
+#![deny(unsafe_code)]
+#![no_std]
+
+mod open_enum;
+pub mod wire_repr;
+
+pub use wire_repr::WireRepr;
