@@ -1,6 +1,6 @@
 //! InfiniBand identities as newtypes: GUIDs, GIDs, LIDs, P_Keys, Q_Keys, QPNs and PSNs.
 //!
-//! Each type carries the width rules of IBTA Vol 1 (QPN and PSN are 24-bit) so a value that
+//! Keys ([`Rkey`], [`Lkey`]) are 32-bit. Each type carries the width rules of IBTA Vol 1 (QPN and PSN are 24-bit) so a value that
 //! cannot exist on the wire cannot be built. Wire byte order is big-endian everywhere.
 
 use core::fmt;
@@ -64,7 +64,10 @@ impl FromStr for Guid {
 
     fn from_str(s: &str) -> Result<Self, IdError> {
         let bad = || IdError::BadGuid(s.to_owned());
-        let body = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+        let body = s
+            .strip_prefix("0x")
+            .or_else(|| s.strip_prefix("0X"))
+            .unwrap_or(s);
         let mut value: u64 = 0;
         let mut digits = 0;
         for c in body.chars() {
@@ -178,6 +181,15 @@ impl QKey {
     pub const GSI: QKey = QKey(0x8001_0000);
 }
 
+/// A remote key: names a memory region (or window) to a peer's RDMA READ/WRITE.
+/// Format as rxe: `index << 8 | variant`, the low 8 bits rolled on each fast registration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Rkey(pub u32);
+
+/// A local key: names a memory region to the local HCA in scatter/gather entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Lkey(pub u32);
+
 const MASK_24: u32 = 0x00ff_ffff;
 
 /// A 24-bit queue pair number.
@@ -285,7 +297,10 @@ mod tests {
         assert!(Qpn::new(0x00ff_ffff).is_ok());
         assert_eq!(
             Qpn::new(0x0100_0000),
-            Err(IdError::Over24Bits { what: "QPN", value: 0x0100_0000 })
+            Err(IdError::Over24Bits {
+                what: "QPN",
+                value: 0x0100_0000
+            })
         );
         assert_eq!(Qpn::from_wire(0xab12_3456).get(), 0x12_3456);
         assert!(Psn::new(0x0100_0000).is_err());

@@ -1,7 +1,7 @@
 //! The bottom layer of the stack: the software HCA.
 //!
 //! Today this crate holds what every layer above needs to name InfiniBand things: the identity
-//! newtypes in [`ids`] (GUID, GID, LID, P_Key, Q_Key, QPN, PSN). The RoCEv2 verbs provider
+//! newtypes in [`ids`] (GUID, GID, LID, P_Key, Q_Key, QPN, PSN, L_Key, R_Key). The RoCEv2 verbs provider
 //! itself (QPs, CQs, MRs, the UDP driver) arrives with issue #3 and will live beside them in
 //! `qp/`, `cq/`, `mr/`, `wire/` and `port/`.
 //!
@@ -10,4 +10,4 @@
 
 pub mod ids;
 
-pub use ids::{Gid, Guid, IdError, Lid, PKey, Psn, QKey, Qpn};
+pub use ids::{Gid, Guid, IdError, Lid, Lkey, PKey, Psn, QKey, Qpn, Rkey};

@@ -36,7 +36,10 @@ pub mod check {
     /// Known bytes decode to `expected`.
     pub fn decodes<'a, T: WireRepr<'a> + PartialEq + Debug>(bytes: &'a [u8], expected: &T) {
         match T::parse(bytes) {
-            Ok(got) => assert_eq!(&got, expected, "decoded value differs from the expected one"),
+            Ok(got) => assert_eq!(
+                &got, expected,
+                "decoded value differs from the expected one"
+            ),
             Err(e) => panic!("known bytes failed to parse: {e:?}"),
         }
     }
@@ -44,17 +47,32 @@ pub mod check {
     /// Emitting `repr` into a buffer pre-filled with 0xa5 reproduces `bytes` exactly, writes
     /// `bytes.len()` bytes, and leaves the rest of the buffer alone.
     pub fn emits<'a, T: WireRepr<'a> + Debug>(repr: &T, bytes: &[u8]) {
-        assert_eq!(repr.buffer_len(), bytes.len(), "buffer_len disagrees with the known bytes");
+        assert_eq!(
+            repr.buffer_len(),
+            bytes.len(),
+            "buffer_len disagrees with the known bytes"
+        );
         let mut buf = vec![0xa5u8; bytes.len() + 8];
-        let n = repr.emit(&mut buf).expect("emit into a large enough buffer");
+        let n = repr
+            .emit(&mut buf)
+            .expect("emit into a large enough buffer");
         assert_eq!(n, bytes.len(), "emit wrote a different number of bytes");
         for (i, (got, want)) in buf[..n].iter().zip(bytes).enumerate() {
-            assert_eq!(got, want, "byte {i} differs: emitted {got:#04x}, expected {want:#04x}");
+            assert_eq!(
+                got, want,
+                "byte {i} differs: emitted {got:#04x}, expected {want:#04x}"
+            );
         }
-        assert!(buf[n..].iter().all(|&b| b == 0xa5), "emit wrote past the message");
+        assert!(
+            buf[n..].iter().all(|&b| b == 0xa5),
+            "emit wrote past the message"
+        );
         if n > 0 {
             let mut short = vec![0xa5u8; n - 1];
-            assert!(repr.emit(&mut short).is_err(), "emit into a short buffer must fail");
+            assert!(
+                repr.emit(&mut short).is_err(),
+                "emit into a short buffer must fail"
+            );
         }
     }
 
@@ -76,7 +94,10 @@ pub mod check {
     pub fn truncation_errors<'a, T: WireRepr<'a> + Debug>(bytes: &'a [u8]) {
         for n in 0..bytes.len() {
             if let Ok(v) = T::parse(&bytes[..n]) {
-                panic!("a {n}-byte prefix of a {}-byte message parsed as {v:?}", bytes.len());
+                panic!(
+                    "a {n}-byte prefix of a {}-byte message parsed as {v:?}",
+                    bytes.len()
+                );
             }
         }
     }

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The project's test command: formatting, lints, every test, and the fuzz targets compiling.
+# README's second set-up command and .ci/run both call this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# rustfmt and clippy ship with the toolchain here; add them if a minimal install lacks them.
+for component in rustfmt clippy; do
+    if ! rustup component list --installed 2>/dev/null | grep -q "^${component}"; then
+        rustup component add "${component}"
+    fi
+done
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== fuzz targets compile (running them: scripts/fuzz-smoke.sh)"
+cargo check --manifest-path fuzz/Cargo.toml --locked --quiet
+
+echo "== cargo test"
+cargo test --workspace --locked
