@@ -18,7 +18,9 @@ pub enum LunError {
     #[error("LUN {0} uses more than one addressing level; only single-level LUNs are supported")]
     MultiLevel(Lun),
     /// The field uses an address method other than peripheral (bus 0) or flat space.
-    #[error("LUN {lun} uses address method {method:#04b}{extra}; only peripheral (bus 0) and flat space are supported")]
+    #[error(
+        "LUN {lun} uses address method {method:#04b}{extra}; only peripheral (bus 0) and flat space are supported"
+    )]
     UnsupportedMethod {
         /// The field.
         lun: Lun,
@@ -54,9 +56,17 @@ impl Lun {
         let method = self.0[0] >> 6;
         match method {
             0b00 if self.0[0] == 0 => Ok(u32::from(self.0[1])),
-            0b00 => Err(LunError::UnsupportedMethod { lun: self, method, extra: " with bus != 0" }),
+            0b00 => Err(LunError::UnsupportedMethod {
+                lun: self,
+                method,
+                extra: " with bus != 0",
+            }),
             0b01 => Ok((u32::from(self.0[0] & 0x3f) << 8) | u32::from(self.0[1])),
-            _ => Err(LunError::UnsupportedMethod { lun: self, method, extra: "" }),
+            _ => Err(LunError::UnsupportedMethod {
+                lun: self,
+                method,
+                extra: "",
+            }),
         }
     }
 
@@ -89,11 +99,23 @@ mod tests {
     #[test]
     fn peripheral_and_flat_encodings() {
         assert_eq!(Lun::from_number(0), Ok(Lun::ZERO));
-        assert_eq!(Lun::from_number(5).map(|l| l.0), Ok([0, 5, 0, 0, 0, 0, 0, 0]));
-        assert_eq!(Lun::from_number(255).map(|l| l.0), Ok([0, 0xff, 0, 0, 0, 0, 0, 0]));
+        assert_eq!(
+            Lun::from_number(5).map(|l| l.0),
+            Ok([0, 5, 0, 0, 0, 0, 0, 0])
+        );
+        assert_eq!(
+            Lun::from_number(255).map(|l| l.0),
+            Ok([0, 0xff, 0, 0, 0, 0, 0, 0])
+        );
         // SAM-5 table 13: flat space, LUN 256 = 0x4100.
-        assert_eq!(Lun::from_number(256).map(|l| l.0), Ok([0x41, 0x00, 0, 0, 0, 0, 0, 0]));
-        assert_eq!(Lun::from_number(16383).map(|l| l.0), Ok([0x7f, 0xff, 0, 0, 0, 0, 0, 0]));
+        assert_eq!(
+            Lun::from_number(256).map(|l| l.0),
+            Ok([0x41, 0x00, 0, 0, 0, 0, 0, 0])
+        );
+        assert_eq!(
+            Lun::from_number(16383).map(|l| l.0),
+            Ok([0x7f, 0xff, 0, 0, 0, 0, 0, 0])
+        );
         assert_eq!(Lun::from_number(16384), Err(LunError::TooLarge(16384)));
     }
 
@@ -113,8 +135,14 @@ mod tests {
             Lun([0x80, 0x07, 0, 0, 0, 0, 0, 0]).number(),
             Err(LunError::UnsupportedMethod { method: 2, .. })
         ));
-        assert!(matches!(Lun([0, 1, 0, 2, 0, 0, 0, 0]).number(), Err(LunError::MultiLevel(_))));
+        assert!(matches!(
+            Lun([0, 1, 0, 2, 0, 0, 0, 0]).number(),
+            Err(LunError::MultiLevel(_))
+        ));
         assert_eq!(Lun::from_number(300).expect("flat").to_string(), "300");
-        assert_eq!(Lun([0xc0, 0, 0, 0, 0, 0, 0, 1]).to_string(), "c000000000000001");
+        assert_eq!(
+            Lun([0xc0, 0, 0, 0, 0, 0, 0, 1]).to_string(),
+            "c000000000000001"
+        );
     }
 }
