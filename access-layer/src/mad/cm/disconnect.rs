@@ -85,11 +85,11 @@ impl<'a> WireRepr<'a> for CmDrep {
     type Error = MadError;
 
     fn parse(buf: &'a [u8]) -> Result<Self, MadError> {
-        let r: IdsAndDataRaw = read_fixed("CM DREP", buf)?;
+        let (local_comm_id, remote_comm_id, private_data) = IdsAndDataRaw::read("CM DREP", buf)?;
         Ok(CmDrep {
-            local_comm_id: CommId(r.local_comm_id.get()),
-            remote_comm_id: CommId(r.remote_comm_id.get()),
-            private_data: PrivateData(r.private_data),
+            local_comm_id,
+            remote_comm_id,
+            private_data,
         })
     }
 
@@ -98,12 +98,8 @@ impl<'a> WireRepr<'a> for CmDrep {
     }
 
     fn emit(&self, buf: &mut [u8]) -> Result<usize, MadError> {
-        let r = IdsAndDataRaw {
-            local_comm_id: U32::new(self.local_comm_id.0),
-            remote_comm_id: U32::new(self.remote_comm_id.0),
-            private_data: self.private_data.0,
-        };
-        write_fixed("CM DREP", &r, buf)
+        let fields = (self.local_comm_id, self.remote_comm_id, self.private_data);
+        IdsAndDataRaw::write("CM DREP", fields, buf)
     }
 }
 

@@ -23,6 +23,35 @@ pub struct IdsAndDataRaw {
 }
 const _: () = assert!(size_of::<IdsAndDataRaw>() == CM_MSG_LEN);
 
+/// The fields of an RTU or DREP: local and remote communication IDs and private data.
+pub(crate) type IdsAndData = (CommId, CommId, PrivateData<RTU_PRIVATE_DATA_LEN>);
+
+impl IdsAndDataRaw {
+    /// Reads the layout shared by RTU and DREP.
+    pub(crate) fn read(what: &'static str, buf: &[u8]) -> Result<IdsAndData, MadError> {
+        let r: IdsAndDataRaw = read_fixed(what, buf)?;
+        Ok((
+            CommId(r.local_comm_id.get()),
+            CommId(r.remote_comm_id.get()),
+            PrivateData(r.private_data),
+        ))
+    }
+
+    /// Writes the layout shared by RTU and DREP.
+    pub(crate) fn write(
+        what: &'static str,
+        (local, remote, data): IdsAndData,
+        buf: &mut [u8],
+    ) -> Result<usize, MadError> {
+        let r = IdsAndDataRaw {
+            local_comm_id: U32::new(local.0),
+            remote_comm_id: U32::new(remote.0),
+            private_data: data.0,
+        };
+        write_fixed(what, &r, buf)
+    }
+}
+
 /// The validated RTU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CmRtu {
@@ -38,11 +67,11 @@ impl<'a> WireRepr<'a> for CmRtu {
     type Error = MadError;
 
     fn parse(buf: &'a [u8]) -> Result<Self, MadError> {
-        let r: IdsAndDataRaw = read_fixed("CM RTU", buf)?;
+        let (local_comm_id, remote_comm_id, private_data) = IdsAndDataRaw::read("CM RTU", buf)?;
         Ok(CmRtu {
-            local_comm_id: CommId(r.local_comm_id.get()),
-            remote_comm_id: CommId(r.remote_comm_id.get()),
-            private_data: PrivateData(r.private_data),
+            local_comm_id,
+            remote_comm_id,
+            private_data,
         })
     }
 
@@ -51,12 +80,8 @@ impl<'a> WireRepr<'a> for CmRtu {
     }
 
     fn emit(&self, buf: &mut [u8]) -> Result<usize, MadError> {
-        let r = IdsAndDataRaw {
-            local_comm_id: U32::new(self.local_comm_id.0),
-            remote_comm_id: U32::new(self.remote_comm_id.0),
-            private_data: self.private_data.0,
-        };
-        write_fixed("CM RTU", &r, buf)
+        let fields = (self.local_comm_id, self.remote_comm_id, self.private_data);
+        IdsAndDataRaw::write("CM RTU", fields, buf)
     }
 }
 
