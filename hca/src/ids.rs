@@ -28,7 +28,7 @@ pub enum IdError {
 }
 
 /// A 64-bit EUI-64 GUID (node, port, or I/O controller).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Guid(pub u64);
 
 impl Guid {
@@ -89,7 +89,7 @@ impl FromStr for Guid {
 }
 
 /// A 128-bit GID. On RoCEv2 it is the port's IP address (IPv4-mapped IPv6 for IPv4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Gid(pub [u8; 16]);
 
 impl Gid {
@@ -144,7 +144,7 @@ impl fmt::Display for Gid {
 }
 
 /// A 16-bit local identifier. RoCE has no LIDs; CM messages carry the permissive LID there.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Lid(pub u16);
 
 impl Lid {
@@ -153,7 +153,7 @@ impl Lid {
 }
 
 /// A 16-bit partition key; bit 15 is the full-membership bit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PKey(pub u16);
 
 impl PKey {
@@ -173,7 +173,7 @@ impl Default for PKey {
 }
 
 /// A 32-bit queue key checked on UD receives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct QKey(pub u32);
 
 impl QKey {
@@ -183,17 +183,17 @@ impl QKey {
 
 /// A remote key: names a memory region (or window) to a peer's RDMA READ/WRITE.
 /// Format as rxe: `index << 8 | variant`, the low 8 bits rolled on each fast registration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Rkey(pub u32);
 
 /// A local key: names a memory region to the local HCA in scatter/gather entries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Lkey(pub u32);
 
 const MASK_24: u32 = 0x00ff_ffff;
 
 /// A 24-bit queue pair number.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Qpn(u32);
 
 impl Qpn {
@@ -228,7 +228,7 @@ impl fmt::Display for Qpn {
 }
 
 /// A 24-bit packet sequence number with modulo-2^24 arithmetic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Psn(u32);
 
 impl Psn {
@@ -259,6 +259,20 @@ impl Psn {
     /// positive when `self` is after `other`.
     pub fn diff(self, other: Psn) -> i32 {
         ((self.0.wrapping_sub(other.0) << 8) as i32) >> 8
+    }
+}
+
+wirekit::debug_as_hex!(Lid, PKey, QKey, Rkey, Lkey, Qpn, Psn);
+
+impl fmt::Debug for Guid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Guid({self})")
+    }
+}
+
+impl fmt::Debug for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Gid({self})")
     }
 }
 

@@ -26,7 +26,12 @@ pub(crate) fn decode(kind: Kind, bytes: &[u8], imm_offset: u16) -> Result<String
             Some(&code) if srp::wire::IuType::from(code) == srp::wire::IuType::Cmd => {
                 let cmd = srp::wire::cmd::Cmd::parse_with(bytes, imm_offset)
                     .context("not a valid SRP_CMD")?;
-                format!("{cmd:#?}")
+                let cdb: Vec<u8> = cmd.cdb_bytes().collect();
+                let scsi = match scsi::Command::parse(&cdb) {
+                    Ok(c) => format!("{c:#?}"),
+                    Err(e) => format!("not a CDB this target serves: {e}"),
+                };
+                format!("{cmd:#?}\nCDB {}\n{scsi}", crate::hex::dump(&cdb).trim())
             }
             _ => format!(
                 "{:#?}",

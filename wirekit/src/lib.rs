@@ -5,10 +5,13 @@
 //!   writes every byte), and [`wire_repr::check`], the assertions behind the four tests
 //!   each wire type carries.
 //!
+//! - [`debug_as_hex!`]: `Debug` in hex for identifier newtypes.
+//!
 //! It sits under `hca`, `scsi`, `access-layer` and `srp` so their wire modules read alike.
 #![deny(unsafe_code)]
 #![no_std]
 
+mod debug_hex;
 mod open_enum;
 pub mod wire_repr;
 

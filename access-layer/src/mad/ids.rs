@@ -2,15 +2,15 @@
 
 /// A 64-bit service ID (CM REQ, SA PathRecord, DM ServiceEntries). RDMA-CM IDs are built by
 /// [`ServiceId::rdma_ip`] (in [`crate::mad::cm::cma`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct ServiceId(pub u64);
 
 /// A 32-bit CM communication ID (Local/RemoteCommID; IBTA Vol1 12.6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct CommId(pub u32);
 
 /// A 64-bit MAD transaction ID. Linux puts the agent's `hi_tid` in the upper 32 bits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Tid(pub u64);
 
 wirekit::open_enum! {
@@ -43,6 +43,8 @@ impl Mtu {
         }
     }
 }
+
+wirekit::debug_as_hex!(ServiceId, CommId, Tid);
 
 #[cfg(test)]
 mod tests {

@@ -40,8 +40,10 @@ wirekit::open_enum! {
 ///
 /// Kept as the big-endian reading of those bytes; echoing it writes the same bytes back, so a
 /// peer that stores host-endian values in its tags (Linux does) gets them back unchanged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Tag(pub u64);
+
+wirekit::debug_as_hex!(Tag);
 
 impl core::fmt::Display for Tag {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
