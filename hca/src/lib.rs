@@ -9,5 +9,8 @@
 #![deny(unsafe_code)]
 
 pub mod ids;
+pub mod mem;
+pub mod mr;
+pub mod wire;
 
 pub use ids::{Gid, Guid, IdError, Lid, Lkey, PKey, Psn, QKey, Qpn, Rkey};

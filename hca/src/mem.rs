@@ -1,0 +1,359 @@
+//! Registered memory: [`MemBlock`], the only memory the HCA reads or writes.
+//!
+//! A user of the HCA allocates blocks here and reads/writes them through this API; the HCA engine
+//! (another thread) copies packet payloads in and out of the same blocks concurrently. Memory
+//! regions ([`crate::mr`]) name spans of blocks; the engine reaches blocks only through them.
+//!
+//! # Why atomics and no `unsafe`
+//! The backing store is `Box<[AtomicU64]>`. Bulk copies are relaxed word loads/stores over the
+//! aligned middle and a compare-and-swap read-modify-write for the partial words at either end, so
+//! concurrent access from any number of threads is never undefined behaviour. Racing writers to the
+//! same bytes get an unspecified mix of their data, exactly as with real RDMA, but never a torn
+//! pointer or a data race in the Rust sense. Relaxed word copies compile to plain moves on x86-64
+//! and aarch64. Measured (release, `copy_speed` test, 4 KiB..1 MiB): 18-23 GB/s read or write,
+//! against 24-37 GB/s for `copy_from_slice` on the same machine, so no `unsafe` is needed.
+//!
+//! Byte `i` of a block is byte `i % 8` of word `i / 8` in little-endian order, on every host.
+//!
+//! Every access is bounds-checked with checked arithmetic; errors carry the offending range.
+
+use core::ops::Range;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+const WORD: usize = 8;
+
+/// Errors accessing a [`MemBlock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemError {
+    /// The byte range `offset .. offset + len` is not inside the block.
+    #[error("range {offset:#x}+{len:#x} is outside a block of {block_len:#x} bytes")]
+    OutOfBounds {
+        /// First byte of the requested range.
+        offset: usize,
+        /// Length of the requested range (the end may overflow `usize`).
+        len: usize,
+        /// Length of the block.
+        block_len: usize,
+    },
+}
+
+/// A fixed-size, zero-initialised byte buffer shared between the HCA user and the HCA engine.
+///
+/// Always handled as `Arc<MemBlock>`; every method takes `&self` and is safe to call from any
+/// thread at any time.
+pub struct MemBlock {
+    words: Box<[AtomicU64]>,
+    len: usize,
+}
+
+impl core::fmt::Debug for MemBlock {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("MemBlock").field("len", &self.len).finish()
+    }
+}
+
+impl MemBlock {
+    /// A new block of `len` zero bytes.
+    pub fn new(len: usize) -> Arc<MemBlock> {
+        let words = core::iter::repeat_with(|| AtomicU64::new(0))
+            .take(len.div_ceil(WORD))
+            .collect();
+        Arc::new(MemBlock { words, len })
+    }
+
+    /// The block's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the block has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The range `offset .. offset + len` if it lies inside the block.
+    pub fn check_range(&self, offset: usize, len: usize) -> Result<Range<usize>, MemError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(offset..end),
+            _ => Err(MemError::OutOfBounds {
+                offset,
+                len,
+                block_len: self.len,
+            }),
+        }
+    }
+
+    /// Copies `dst.len()` bytes starting at `offset` into `dst`.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), MemError> {
+        let range = self.check_range(offset, dst.len())?;
+        self.read_words(range.start, dst);
+        Ok(())
+    }
+
+    /// Copies `src` into the block starting at `offset`.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), MemError> {
+        let range = self.check_range(offset, src.len())?;
+        self.write_words(range.start, src);
+        Ok(())
+    }
+
+    /// Sets `len` bytes starting at `offset` to `byte`.
+    pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), MemError> {
+        let range = self.check_range(offset, len)?;
+        let chunk = [byte; 512];
+        let mut at = range.start;
+        while at < range.end {
+            let n = (range.end - at).min(chunk.len());
+            self.write_words(at, &chunk[..n]);
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes at `offset` of this block to `dst_offset` of `dst`, with `memmove`
+    /// semantics when `dst` is this block and the ranges overlap.
+    pub fn copy_to_block(
+        &self,
+        offset: usize,
+        dst: &MemBlock,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<(), MemError> {
+        let src_range = self.check_range(offset, len)?;
+        let dst_range = dst.check_range(dst_offset, len)?;
+        // Bounce through the stack: the two offsets need not share a word alignment.
+        let mut bounce = [0u8; 4096];
+        let backwards = core::ptr::eq(self, dst) && dst_range.start > src_range.start;
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(bounce.len());
+            // Going backwards, chunk `done` is the one ending `done` bytes before the end.
+            let at = if backwards { len - done - n } else { done };
+            self.read_words(src_range.start + at, &mut bounce[..n]);
+            dst.write_words(dst_range.start + at, &bounce[..n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Reads `dst.len()` bytes at `start`; the range is already checked.
+    fn read_words(&self, start: usize, dst: &mut [u8]) {
+        debug_assert!(start + dst.len() <= self.len);
+        let mut word = start / WORD;
+        let mut out = dst;
+        let head = start % WORD;
+        if head != 0 && !out.is_empty() {
+            let n = (WORD - head).min(out.len());
+            let bytes = self.words[word].load(Relaxed).to_le_bytes();
+            let (first, rest) = out.split_at_mut(n);
+            first.copy_from_slice(&bytes[head..head + n]);
+            out = rest;
+            word += 1;
+        }
+        let whole = out.len() / WORD;
+        let (mid, tail) = out.split_at_mut(whole * WORD);
+        for (chunk, w) in mid
+            .chunks_exact_mut(WORD)
+            .zip(&self.words[word..word + whole])
+        {
+            chunk.copy_from_slice(&w.load(Relaxed).to_le_bytes());
+        }
+        if !tail.is_empty() {
+            let bytes = self.words[word + whole].load(Relaxed).to_le_bytes();
+            tail.copy_from_slice(&bytes[..tail.len()]);
+        }
+    }
+
+    /// Writes `src` at `start`; the range is already checked.
+    fn write_words(&self, start: usize, src: &[u8]) {
+        debug_assert!(start + src.len() <= self.len);
+        let mut word = start / WORD;
+        let mut rest = src;
+        let head = start % WORD;
+        if head != 0 && !rest.is_empty() {
+            let n = (WORD - head).min(rest.len());
+            store_partial(&self.words[word], head, &rest[..n]);
+            rest = &rest[n..];
+            word += 1;
+        }
+        let whole = rest.len() / WORD;
+        let (mid, tail) = rest.split_at(whole * WORD);
+        for (chunk, w) in mid.chunks_exact(WORD).zip(&self.words[word..word + whole]) {
+            let mut bytes = [0u8; WORD];
+            bytes.copy_from_slice(chunk);
+            w.store(u64::from_le_bytes(bytes), Relaxed);
+        }
+        if !tail.is_empty() {
+            store_partial(&self.words[word + whole], 0, tail);
+        }
+    }
+}
+
+/// Replaces bytes `at .. at + bytes.len()` of one word, leaving its other bytes as they are even
+/// if another thread writes them at the same time.
+fn store_partial(word: &AtomicU64, at: usize, bytes: &[u8]) {
+    let mut mask = [0u8; WORD];
+    let mut value = [0u8; WORD];
+    mask[at..at + bytes.len()].fill(0xff);
+    value[at..at + bytes.len()].copy_from_slice(bytes);
+    let (mask, value) = (u64::from_le_bytes(mask), u64::from_le_bytes(value));
+    // The closure always returns Some, so this cannot fail.
+    let _ = word.fetch_update(Relaxed, Relaxed, |old| Some((old & !mask) | value));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    #[test]
+    fn new_block_is_zeroed() {
+        let b = MemBlock::new(13);
+        assert_eq!(b.len(), 13);
+        let mut out = [0xa5u8; 13];
+        b.read(0, &mut out).expect("in range");
+        assert_eq!(out, [0u8; 13]);
+        assert!(MemBlock::new(0).is_empty());
+    }
+
+    #[test]
+    fn every_offset_and_length_round_trips_against_a_model() {
+        let len = 40;
+        for off in 0..len {
+            for n in 0..=len - off {
+                let b = MemBlock::new(len);
+                let mut model = pattern(len, 7);
+                b.write(0, &model).expect("whole block");
+                let data = pattern(n, 100);
+                b.write(off, &data).expect("in range");
+                model[off..off + n].copy_from_slice(&data);
+                let mut all = vec![0u8; len];
+                b.read(0, &mut all).expect("whole block");
+                assert_eq!(all, model, "write at {off}+{n}");
+                let mut part = vec![0u8; n];
+                b.read(off, &mut part).expect("in range");
+                assert_eq!(part, &model[off..off + n], "read at {off}+{n}");
+            }
+        }
+    }
+
+    #[test]
+    fn out_of_bounds_errors_carry_the_range() {
+        let b = MemBlock::new(16);
+        let mut buf = [0u8; 4];
+        assert_eq!(
+            b.read(13, &mut buf),
+            Err(MemError::OutOfBounds {
+                offset: 13,
+                len: 4,
+                block_len: 16
+            })
+        );
+        assert!(b.write(usize::MAX, &buf).is_err());
+        assert!(b.fill(usize::MAX - 1, 4, 0).is_err());
+        assert!(b.read(16, &mut []).is_ok());
+        assert!(b.read(17, &mut []).is_err());
+        let other = MemBlock::new(4);
+        assert!(b.copy_to_block(0, &other, 1, 4).is_err());
+    }
+
+    #[test]
+    fn fill_and_copies_including_overlapping_moves() {
+        let b = MemBlock::new(10_000);
+        b.fill(3, 9_000, 0x5a).expect("in range");
+        let mut out = vec![0u8; 10_000];
+        b.read(0, &mut out).expect("whole");
+        assert!(out[..3].iter().all(|&x| x == 0));
+        assert!(out[3..9_003].iter().all(|&x| x == 0x5a));
+        assert!(out[9_003..].iter().all(|&x| x == 0));
+
+        for (src, dst) in [(1usize, 5_003usize), (5_003, 1), (100, 107), (107, 100)] {
+            let mut model = pattern(10_000, 3);
+            b.write(0, &model).expect("whole");
+            b.copy_to_block(src, &b, dst, 4_900).expect("in range");
+            model.copy_within(src..src + 4_900, dst);
+            b.read(0, &mut out).expect("whole");
+            assert_eq!(out, model, "move {src} -> {dst}");
+        }
+        let other = MemBlock::new(64);
+        b.copy_to_block(5, &other, 9, 50).expect("in range");
+        let mut got = [0u8; 50];
+        other.read(9, &mut got).expect("in range");
+        b.read(5, &mut out[..50]).expect("in range");
+        assert_eq!(got[..], out[..50]);
+    }
+
+    #[test]
+    fn concurrent_disjoint_writers_and_a_reader() {
+        let len = 1 << 16;
+        let b = MemBlock::new(len);
+        let half = len / 2 + 3; // unaligned split: the writers share a word
+        let a = pattern(half, 1);
+        let c = pattern(len - half, 2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..50 {
+                    b.write(0, &a).expect("in range");
+                }
+            });
+            s.spawn(|| {
+                for _ in 0..50 {
+                    b.write(half, &c).expect("in range");
+                }
+            });
+            s.spawn(|| {
+                let mut buf = vec![0u8; len];
+                for _ in 0..50 {
+                    b.read(0, &mut buf).expect("in range");
+                }
+            });
+        });
+        let mut out = vec![0u8; len];
+        b.read(0, &mut out).expect("whole");
+        assert_eq!(out[..half], a[..]);
+        assert_eq!(out[half..], c[..]);
+    }
+
+    /// Timing check, not a test: `cargo test --release -p hca copy_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn copy_speed() {
+        for size in [4 << 10, 64 << 10, 1 << 20] {
+            let b = MemBlock::new(size + 8);
+            let mut buf = pattern(size, 9);
+            let rounds = (256 << 20) / size;
+            for (name, offset) in [("aligned", 0), ("offset 3", 3)] {
+                let t = std::time::Instant::now();
+                for _ in 0..rounds {
+                    b.write(offset, &buf).expect("in range");
+                }
+                let w = t.elapsed();
+                let t = std::time::Instant::now();
+                for _ in 0..rounds {
+                    b.read(offset, &mut buf).expect("in range");
+                }
+                let r = t.elapsed();
+                let mut plain = vec![0u8; size];
+                let t = std::time::Instant::now();
+                for _ in 0..rounds {
+                    plain.copy_from_slice(std::hint::black_box(&buf));
+                }
+                let m = t.elapsed();
+                let gbs = |d: std::time::Duration| (size * rounds) as f64 / d.as_secs_f64() / 1e9;
+                println!(
+                    "{size:>8} B {name:>8}: write {:.1} GB/s, read {:.1} GB/s, memcpy {:.1} GB/s",
+                    gbs(w),
+                    gbs(r),
+                    gbs(m)
+                );
+            }
+        }
+    }
+}
