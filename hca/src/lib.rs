@@ -8,9 +8,14 @@
 //! Layering: `hca <- access-layer <- srp <- {srp-target, srp-initiator-*} <- mpio <- srpctl`.
 #![deny(unsafe_code)]
 
+pub mod engine;
 pub mod ids;
 pub mod mem;
 pub mod mr;
+pub mod qp;
+pub mod sim;
+pub mod time;
+pub mod verbs;
 pub mod wire;
 
 pub use ids::{Gid, Guid, IdError, Lid, Lkey, PKey, Psn, QKey, Qpn, Rkey};

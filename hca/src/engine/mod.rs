@@ -1,0 +1,582 @@
+//! The device engine: one HCA's objects and protocol state, sans-IO.
+//!
+//! Inputs are verbs calls, received datagrams ([`Engine::handle_datagram`]) and the passage
+//! of time ([`Engine::handle_timeout`]); outputs are datagrams to send
+//! ([`Engine::poll_transmit`]), the next deadline ([`Engine::poll_timeout`]) and
+//! asynchronous events ([`Engine::poll_event`]). A driver calls, in a loop: feed what
+//! arrived, feed the time when the deadline passed, then drain transmits and events. The
+//! engine owns no socket, thread or clock, so the same code runs on UDP sockets and in the
+//! seeded simulator.
+
+mod ctx;
+mod slab;
+
+pub(crate) use ctx::Ctx;
+pub(crate) use slab::Slab;
+
+use crate::ids::{Gid, Guid, Qpn};
+use crate::mem::MemBlock;
+use crate::mr::{Access, MrError, MrKeys, MrTable, PdId};
+use crate::qp::state::{QpAttrMask, QpState, QpType};
+use crate::qp::{Qp, QpAttr, QpError, QpInit};
+use crate::time::Time;
+use crate::verbs::{ArmMode, Cq, RecvWr, SendWr, Srq, SrqFull, Wc};
+use crate::wire::{IcrcContext, Kind, Packet, ROCE_V2_UDP_PORT, Transport, WireError};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+/// A completion queue handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CqId(pub u32);
+
+/// A shared receive queue handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SrqId(pub u32);
+
+/// A queue pair handle: the QP number, or a port's GSI (every port has its own QP1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QpId {
+    /// An ordinary QP.
+    Qp(Qpn),
+    /// QP1 of a port (1-based).
+    Gsi(u8),
+}
+
+/// A datagram to send: from port `port`'s address (UDP port 4791) to `dst`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Sending port, 1-based.
+    pub port: u8,
+    /// Destination address and UDP port.
+    pub dst: SocketAddr,
+    /// The UDP payload: BTH to ICRC.
+    pub bytes: Vec<u8>,
+}
+
+/// Asynchronous events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// An armed completion queue got a qualifying completion.
+    CqNotify(CqId),
+    /// A completion queue overflowed; completions were lost.
+    CqOverrun(CqId),
+    /// A QP went to the error state.
+    QpError(Qpn),
+    /// A shared receive queue fell below its limit.
+    SrqLimit(SrqId),
+    /// A port became active.
+    PortActive(u8),
+    /// A port went down.
+    PortDown(u8),
+}
+
+/// Counters of what the engine dropped or did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Datagrams received.
+    pub rx_packets: u64,
+    /// Datagrams queued for sending.
+    pub tx_packets: u64,
+    /// Datagrams that failed to build.
+    pub tx_errors: u64,
+    /// Received datagrams whose ICRC did not match.
+    pub icrc_errors: u64,
+    /// Received datagrams that did not parse.
+    pub malformed: u64,
+    /// Received for a QP that does not exist, or from the wrong peer.
+    pub unknown_qp: u64,
+    /// Received while the port was down.
+    pub port_down_drops: u64,
+    /// UD datagrams with the wrong Q_Key.
+    pub qkey_mismatch: u64,
+    /// UD datagrams with no receive posted.
+    pub no_recv_posted: u64,
+    /// Completions for a destroyed CQ.
+    pub lost_completions: u64,
+}
+
+/// Why a verb failed synchronously.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerbsError {
+    /// No such object.
+    #[error("no such {what} {id}")]
+    NoSuch {
+        /// Kind of object.
+        what: &'static str,
+        /// Its id.
+        id: u64,
+    },
+    /// The object is still used by another.
+    #[error("{what} {id} is in use by a QP")]
+    InUse {
+        /// Kind of object.
+        what: &'static str,
+        /// Its id.
+        id: u64,
+    },
+    /// A QP verb failed.
+    #[error(transparent)]
+    Qp(#[from] QpError),
+    /// A memory region verb failed.
+    #[error(transparent)]
+    Mr(#[from] MrError),
+    /// A shared receive queue is full.
+    #[error(transparent)]
+    SrqFull(#[from] SrqFull),
+    /// The port already has a GSI QP, or does not exist.
+    #[error("port {0} does not exist or already has its GSI QP")]
+    BadPort(u8),
+    /// QP numbers are exhausted.
+    #[error("no free QP numbers")]
+    NoQpn,
+}
+
+/// One port: its address (and so its GID) and whether it is up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Port {
+    /// The address the port sends from and receives on (UDP 4791).
+    pub ip: IpAddr,
+    /// Whether the port is active.
+    pub active: bool,
+}
+
+impl Port {
+    /// The port's GID (its address, IPv4-mapped when IPv4).
+    pub fn gid(&self) -> Gid {
+        Gid::from_ip(self.ip)
+    }
+}
+
+/// First QP number handed out (rxe starts at 16 too; 0 and 1 are special).
+const FIRST_QPN: u32 = 0x11;
+/// Memory regions per device.
+const MAX_MRS: u32 = 1 << 16;
+/// UD QPs send datagrams up to the port MTU.
+const PORT_MTU: usize = 4096;
+
+/// One software HCA's state.
+pub struct Engine {
+    node_guid: Guid,
+    ports: Vec<Port>,
+    port_ips: Vec<IpAddr>,
+    next_pd: u32,
+    mrs: MrTable,
+    cqs: Slab<Cq>,
+    srqs: Slab<Srq>,
+    qps: BTreeMap<QpId, Qp>,
+    next_qpn: u32,
+    out: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    stats: Stats,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("node_guid", &self.node_guid)
+            .field("ports", &self.ports)
+            .field("qps", &self.qps.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+macro_rules! ctx {
+    ($self:ident, $now:expr) => {
+        Ctx {
+            now: $now,
+            mrs: &mut $self.mrs,
+            cqs: &mut $self.cqs,
+            srqs: &mut $self.srqs,
+            out: &mut $self.out,
+            events: &mut $self.events,
+            port_ips: &$self.port_ips,
+            stats: &mut $self.stats,
+        }
+    };
+}
+
+impl Engine {
+    /// A device with `node_guid` and one port per address, all active.
+    pub fn new(node_guid: Guid, port_addrs: &[IpAddr]) -> Self {
+        Engine {
+            node_guid,
+            ports: port_addrs
+                .iter()
+                .map(|&ip| Port { ip, active: true })
+                .collect(),
+            port_ips: port_addrs.to_vec(),
+            next_pd: 1,
+            mrs: MrTable::new(MAX_MRS),
+            cqs: Slab::default(),
+            srqs: Slab::default(),
+            qps: BTreeMap::new(),
+            next_qpn: FIRST_QPN,
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// The node GUID.
+    pub fn node_guid(&self) -> Guid {
+        self.node_guid
+    }
+
+    /// The ports, 1-based in order.
+    pub fn ports(&self) -> &[Port] {
+        &self.ports
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Brings a port up or down; a down port drops traffic and its QPs' peers time out.
+    pub fn set_port_active(&mut self, port: u8, active: bool) -> Result<(), VerbsError> {
+        let p = self
+            .ports
+            .get_mut(usize::from(port).wrapping_sub(1))
+            .ok_or(VerbsError::BadPort(port))?;
+        if p.active != active {
+            p.active = active;
+            self.events.push_back(if active {
+                Event::PortActive(port)
+            } else {
+                Event::PortDown(port)
+            });
+        }
+        Ok(())
+    }
+
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&mut self) -> PdId {
+        let pd = PdId(self.next_pd);
+        self.next_pd += 1;
+        pd
+    }
+
+    /// Registers `len` bytes of `block` from `offset` at I/O address `iova`.
+    pub fn reg_mr(
+        &mut self,
+        pd: PdId,
+        block: Arc<MemBlock>,
+        offset: u64,
+        len: u64,
+        iova: u64,
+        access: Access,
+    ) -> Result<MrKeys, VerbsError> {
+        Ok(self.mrs.reg_mr(pd, block, offset, len, iova, access)?)
+    }
+
+    /// Allocates a fast-registration memory region of up to `max_pages` pages.
+    pub fn alloc_fast_reg_mr(&mut self, pd: PdId, max_pages: usize) -> Result<MrKeys, VerbsError> {
+        Ok(self.mrs.alloc_fast_reg_mr(pd, max_pages)?)
+    }
+
+    /// Deregisters the memory region named by `keys`.
+    pub fn dereg_mr(&mut self, keys: MrKeys) -> Result<(), VerbsError> {
+        Ok(self.mrs.dereg(keys.index())?)
+    }
+
+    /// Creates a completion queue for `capacity` completions.
+    pub fn create_cq(&mut self, capacity: usize) -> CqId {
+        CqId(self.cqs.insert(Cq::new(capacity)))
+    }
+
+    /// Destroys a completion queue no QP uses.
+    pub fn destroy_cq(&mut self, cq: CqId) -> Result<(), VerbsError> {
+        if self
+            .qps
+            .values()
+            .any(|q| q.init.send_cq == cq || q.init.recv_cq == cq)
+        {
+            return Err(VerbsError::InUse {
+                what: "CQ",
+                id: cq.0.into(),
+            });
+        }
+        self.cqs.remove(cq.0).map(|_| ()).ok_or(VerbsError::NoSuch {
+            what: "CQ",
+            id: cq.0.into(),
+        })
+    }
+
+    /// Moves up to `max` completions into `out`; returns how many.
+    pub fn poll_cq(
+        &mut self,
+        cq: CqId,
+        max: usize,
+        out: &mut Vec<Wc>,
+    ) -> Result<usize, VerbsError> {
+        let q = self.cqs.get_mut(cq.0).ok_or(VerbsError::NoSuch {
+            what: "CQ",
+            id: cq.0.into(),
+        })?;
+        Ok(q.poll(max, out))
+    }
+
+    /// Arms a completion queue's next notification.
+    pub fn req_notify_cq(&mut self, cq: CqId, mode: ArmMode) -> Result<(), VerbsError> {
+        let q = self.cqs.get_mut(cq.0).ok_or(VerbsError::NoSuch {
+            what: "CQ",
+            id: cq.0.into(),
+        })?;
+        q.arm(mode);
+        Ok(())
+    }
+
+    /// Creates a shared receive queue.
+    pub fn create_srq(&mut self, max_wr: usize) -> SrqId {
+        SrqId(self.srqs.insert(Srq::new(max_wr)))
+    }
+
+    /// Posts a receive to a shared receive queue.
+    pub fn post_srq_recv(&mut self, srq: SrqId, wr: RecvWr) -> Result<(), VerbsError> {
+        let q = self.srqs.get_mut(srq.0).ok_or(VerbsError::NoSuch {
+            what: "SRQ",
+            id: srq.0.into(),
+        })?;
+        Ok(q.post(wr)?)
+    }
+
+    /// Arms a shared receive queue's limit event.
+    pub fn srq_set_limit(&mut self, srq: SrqId, limit: usize) -> Result<(), VerbsError> {
+        let q = self.srqs.get_mut(srq.0).ok_or(VerbsError::NoSuch {
+            what: "SRQ",
+            id: srq.0.into(),
+        })?;
+        q.set_limit(limit);
+        Ok(())
+    }
+
+    fn check_qp_init(&self, init: &QpInit) -> Result<(), VerbsError> {
+        for cq in [init.send_cq, init.recv_cq] {
+            if self.cqs.get(cq.0).is_none() {
+                return Err(VerbsError::NoSuch {
+                    what: "CQ",
+                    id: cq.0.into(),
+                });
+            }
+        }
+        if let Some(srq) = init.srq {
+            if self.srqs.get(srq.0).is_none() {
+                return Err(VerbsError::NoSuch {
+                    what: "SRQ",
+                    id: srq.0.into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a QP (in RESET).
+    pub fn create_qp(&mut self, init: QpInit) -> Result<QpId, VerbsError> {
+        self.check_qp_init(&init)?;
+        let mut tries = 0u32;
+        let qpn = loop {
+            let candidate = Qpn::from_wire(self.next_qpn);
+            self.next_qpn = if self.next_qpn >= 0x00ff_ffff {
+                FIRST_QPN
+            } else {
+                self.next_qpn + 1
+            };
+            if !self.qps.contains_key(&QpId::Qp(candidate)) {
+                break candidate;
+            }
+            tries += 1;
+            if tries > 0x00ff_ffff {
+                return Err(VerbsError::NoQpn);
+            }
+        };
+        let mut qp = Qp::new(qpn, init);
+        if init.qp_type == QpType::Ud {
+            qp.mtu = PORT_MTU;
+        }
+        self.qps.insert(QpId::Qp(qpn), qp);
+        Ok(QpId::Qp(qpn))
+    }
+
+    /// Creates a port's GSI QP (QP1, UD, Q_Key 0x80010000 once modified to INIT).
+    pub fn create_gsi_qp(&mut self, port: u8, init: QpInit) -> Result<QpId, VerbsError> {
+        self.check_qp_init(&init)?;
+        let id = QpId::Gsi(port);
+        if usize::from(port).wrapping_sub(1) >= self.ports.len() || self.qps.contains_key(&id) {
+            return Err(VerbsError::BadPort(port));
+        }
+        let mut qp = Qp::new(
+            Qpn::GSI,
+            QpInit {
+                qp_type: QpType::Ud,
+                ..init
+            },
+        );
+        qp.mtu = PORT_MTU;
+        qp.port = port;
+        self.qps.insert(id, qp);
+        Ok(id)
+    }
+
+    fn qp_mut(&mut self, id: QpId) -> Result<&mut Qp, VerbsError> {
+        let what = "QP";
+        let n = match id {
+            QpId::Qp(q) => q.get().into(),
+            QpId::Gsi(p) => p.into(),
+        };
+        self.qps
+            .get_mut(&id)
+            .ok_or(VerbsError::NoSuch { what, id: n })
+    }
+
+    /// The QP's number.
+    pub fn qp_num(&self, id: QpId) -> Option<Qpn> {
+        self.qps.get(&id).map(|q| q.qpn())
+    }
+
+    /// The QP's state.
+    pub fn qp_state(&self, id: QpId) -> Option<QpState> {
+        self.qps.get(&id).map(|q| q.state())
+    }
+
+    /// Modifies a QP's state and attributes.
+    pub fn modify_qp(
+        &mut self,
+        now: Time,
+        id: QpId,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+    ) -> Result<(), VerbsError> {
+        let mut ctx = ctx!(self, now);
+        let qp = self
+            .qps
+            .get_mut(&id)
+            .ok_or(VerbsError::NoSuch { what: "QP", id: 0 })?;
+        Ok(qp.modify(attr, mask, &mut ctx)?)
+    }
+
+    /// Destroys a QP; whatever it had outstanding is flushed to its CQs first.
+    pub fn destroy_qp(&mut self, now: Time, id: QpId) -> Result<(), VerbsError> {
+        self.qp_mut(id)?;
+        let mut ctx = ctx!(self, now);
+        if let Some(mut qp) = self.qps.remove(&id) {
+            if qp.state() != QpState::Err {
+                qp.enter_error(&mut ctx);
+            }
+        }
+        Ok(())
+    }
+
+    /// Posts a send work request.
+    pub fn post_send(&mut self, now: Time, id: QpId, wr: SendWr) -> Result<(), VerbsError> {
+        let mut ctx = ctx!(self, now);
+        let qp = self
+            .qps
+            .get_mut(&id)
+            .ok_or(VerbsError::NoSuch { what: "QP", id: 0 })?;
+        Ok(qp.post_send(wr, &mut ctx)?)
+    }
+
+    /// Posts a receive work request.
+    pub fn post_recv(&mut self, now: Time, id: QpId, wr: RecvWr) -> Result<(), VerbsError> {
+        let mut ctx = ctx!(self, now);
+        let qp = self
+            .qps
+            .get_mut(&id)
+            .ok_or(VerbsError::NoSuch { what: "QP", id: 0 })?;
+        Ok(qp.post_recv(wr, &mut ctx)?)
+    }
+
+    /// A datagram arrived on `port` (1-based) from `src`.
+    pub fn handle_datagram(&mut self, now: Time, port: u8, src: SocketAddr, data: &[u8]) {
+        self.stats.rx_packets += 1;
+        let Some(p) = self.ports.get(usize::from(port).wrapping_sub(1)).copied() else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if !p.active {
+            self.stats.port_down_drops += 1;
+            return;
+        }
+        let icrc = IcrcContext::new(src.ip(), p.ip, src.port());
+        let pkt = match Packet::parse_verified(data, &icrc) {
+            Ok(pkt) => pkt,
+            Err(WireError::BadIcrc { .. }) => {
+                self.stats.icrc_errors += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        let Some(info) = pkt.bth.opcode.info() else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let dest = pkt.bth.dest_qp;
+        let id = if dest == Qpn::GSI {
+            QpId::Gsi(port)
+        } else {
+            QpId::Qp(dest)
+        };
+        let mut ctx = ctx!(self, now);
+        let Some(qp) = self.qps.get_mut(&id) else {
+            ctx.stats.unknown_qp += 1;
+            return;
+        };
+        if (pkt.bth.pkey.0 & 0x7fff) != (qp.pkey.0 & 0x7fff) || qp.port != port {
+            ctx.stats.unknown_qp += 1;
+            return;
+        }
+        match (qp.init.qp_type, info.transport) {
+            (QpType::Rc, Transport::Rc) => {
+                if qp.dest_gid.to_ip() != src.ip()
+                    || !matches!(qp.state(), QpState::Rtr | QpState::Rts | QpState::Sqd)
+                {
+                    ctx.stats.unknown_qp += 1;
+                    return;
+                }
+                match info.kind {
+                    Kind::Ack | Kind::ReadResponse | Kind::AtomicAck => {
+                        qp.rc_handle_response(&pkt, &mut ctx)
+                    }
+                    _ => qp.rc_handle_request(&pkt, &mut ctx),
+                }
+                qp.pump(&mut ctx);
+            }
+            (QpType::Ud, Transport::Ud) => qp.ud_receive(&pkt, src.ip(), p.ip, &mut ctx),
+            _ => ctx.stats.unknown_qp += 1,
+        }
+    }
+
+    /// Time passed: fires the timers that are due.
+    pub fn handle_timeout(&mut self, now: Time) {
+        let mut ctx = ctx!(self, now);
+        for qp in self.qps.values_mut() {
+            if qp.next_timeout().is_some_and(|t| t <= now) {
+                qp.rc_handle_timeout(&mut ctx);
+            }
+        }
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    /// The earliest deadline at which [`Engine::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.qps.values().filter_map(|q| q.next_timeout()).min()
+    }
+
+    /// The next asynchronous event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The UDP port every RoCEv2 datagram goes to.
+    pub const UDP_PORT: u16 = ROCE_V2_UDP_PORT;
+}

@@ -1,0 +1,12 @@
+//! Verbs objects that hold no protocol state: work requests and completions ([`wr`]),
+//! completion queues ([`cq`]) and shared receive queues ([`srq`]).
+
+pub mod cq;
+pub mod srq;
+pub mod wr;
+
+pub use cq::{ArmMode, Cq, CqOverrun};
+pub use srq::{Srq, SrqFull};
+pub use wr::{
+    FastRegPages, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus,
+};
