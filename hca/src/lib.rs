@@ -8,6 +8,7 @@
 //! Layering: `hca <- access-layer <- srp <- {srp-target, srp-initiator-*} <- mpio <- srpctl`.
 #![deny(unsafe_code)]
 
+pub mod driver;
 pub mod engine;
 pub mod ids;
 pub mod mem;

@@ -20,6 +20,10 @@ use std::collections::VecDeque;
 
 /// Most PSNs in flight before the requester waits for ACKs (rxe `RXE_MAX_UNACKED_PSNS`).
 const MAX_UNACKED_PSNS: i32 = 128;
+/// Largest READ request, in response packets (half the window: two in flight).
+const MAX_READ_CHUNK: u32 = 64;
+/// Smallest READ request worth sending when the window is nearly full.
+const MIN_READ_CHUNK: u32 = 16;
 /// Ask for an ACK at least every this many packets (rxe `RXE_MAX_PKT_PER_ACK`).
 const MAX_PKT_PER_ACK: u32 = 64;
 /// An RNR or retry count of 7 means "retry forever" for RNR only (IBTA; rxe also never
@@ -323,25 +327,41 @@ impl Qp {
         }
         let mtu = self.mtu as u64;
         let k = self.req.cursor_pkt;
+        let in_flight = self.req.next_psn.diff(self.req.comp_psn).max(0) as u32;
+        let window = (MAX_UNACKED_PSNS as u32).saturating_sub(in_flight);
         let wqe = &mut self.req.sq[idx];
+        let remaining = wqe.npsn - k;
+        // A READ is asked for in chunks that fit the window of unacknowledged PSNs, so its
+        // responses are flow-controlled like SENDs and WRITEs: a 4 MiB READ never bursts
+        // thousands of responses into a receiver that cannot take them.
+        let chunk = remaining.min(MAX_READ_CHUNK).min(window);
+        if chunk < remaining.min(MIN_READ_CHUNK) {
+            return false;
+        }
         let first = *wqe.first_psn.get_or_insert(self.req.next_psn);
         let psn = first.wrapping_add(k);
+        debug_assert_eq!(psn, self.req.next_psn, "requests go out in PSN order");
         let SendOp::Read { remote_addr, rkey } = wqe.wr.op else {
             return false;
         };
         let done = (u64::from(k) * mtu).min(wqe.len);
+        let len = (wqe.len - done).min(u64::from(chunk) * mtu);
         let mut bth = self.bth(Opcode::RcRdmaReadRequest, psn);
         bth.ack_req = true;
         let mut pkt = Packet::new(bth);
         pkt.reth = Some(Reth {
             va: remote_addr.wrapping_add(done),
             rkey,
-            dma_len: (self.req.sq[idx].len - done) as u32,
+            dma_len: len as u32,
         });
         ctx.transmit(self.port, self.dest_gid, &pkt, 0, |_| {});
-        self.req.next_psn = first.wrapping_add(self.req.sq[idx].npsn);
-        self.req.cursor += 1;
-        self.req.cursor_pkt = 0;
+        self.req.next_psn = psn.wrapping_add(chunk);
+        if k + chunk == self.req.sq[idx].npsn {
+            self.req.cursor += 1;
+            self.req.cursor_pkt = 0;
+        } else {
+            self.req.cursor_pkt = k + chunk;
+        }
         self.req.noack = 0;
         self.arm_retransmit(ctx.now);
         true
@@ -592,14 +612,9 @@ impl Qp {
         let k = wqe.read_next;
         let offset = u64::from(k) * mtu;
         let want_len = (wqe.len - offset.min(wqe.len)).min(mtu) as usize;
-        let want_pos = match (k, n) {
-            (_, 1) => Position::Only,
-            (0, _) => Position::First,
-            (k, n) if k + 1 == n => Position::Last,
-            _ => Position::Middle,
-        };
-        let pos = pkt.bth.opcode.info().map(|i| i.position);
-        if pos != Some(want_pos) || pkt.payload.len() != want_len {
+        // Positions (First/Middle/Last) are relative to the request that asked for the
+        // responses, which may be a chunk or a retry; what matters is PSN and length.
+        if pkt.payload.len() != want_len {
             self.rc_fail_at(idx, WcStatus::BadRespErr, ctx);
             return;
         }

@@ -222,6 +222,47 @@ impl Qp {
             (true, Some(_)) => Some(self.take_recv(ctx).ok_or(Refuse::Rnr)?),
             _ => None,
         };
+        let written = self.rc_write_data(pkt, starts, ends, ctx);
+        match (written, imm_recv, pkt.imm) {
+            // The receive taken above must still complete, not vanish: IBTA's "local access
+            // error" is exactly a protection error during an RDMA WRITE with immediate (rxe
+            // completes it too, with the status of the NAK).
+            (Err(Refuse::Fatal(code)), Some(wr), _) => {
+                let status = match code {
+                    NakCode::RemoteAccessError => WcStatus::LocAccessErr,
+                    _ => WcStatus::RemInvReqErr,
+                };
+                let wc = Wc::new(wr.wr_id, status, WcOpcode::RecvRdmaWithImm, self.qpn);
+                self.complete_recv(wc, ctx);
+                return Err(Refuse::Fatal(code));
+            }
+            (Err(e), _, _) => return Err(e),
+            (Ok(Some(len)), Some(wr), Some(imm)) => {
+                let mut wc = Wc::new(
+                    wr.wr_id,
+                    WcStatus::Success,
+                    WcOpcode::RecvRdmaWithImm,
+                    self.qpn,
+                );
+                wc.byte_len = len as u32;
+                wc.imm = Some(imm.imm);
+                wc.solicited = pkt.bth.solicited;
+                self.complete_recv(wc, ctx);
+            }
+            _ => {}
+        }
+        self.ack_if_asked(pkt, ctx);
+        Ok(())
+    }
+
+    /// Checks and places one RDMA WRITE packet; returns the message length when it ends.
+    fn rc_write_data(
+        &mut self,
+        pkt: &Packet<'_>,
+        starts: bool,
+        ends: bool,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<Option<u64>, Refuse> {
         if starts {
             let reth = pkt.reth.ok_or(Refuse::Fatal(NakCode::InvalidRequest))?;
             if !self.access.contains(Access::REMOTE_WRITE) {
@@ -249,29 +290,17 @@ impl Qp {
         }
         w.offset += len;
         self.resp.epsn = self.resp.epsn.wrapping_add(1);
-        if ends {
-            let Some(w) = self.resp.write.take() else {
-                return Ok(());
-            };
-            if w.offset != w.span.len() {
-                return Err(Refuse::Fatal(NakCode::InvalidRequest));
-            }
-            self.resp.msn = self.resp.msn.wrapping_add(1);
-            if let (Some(wr), Some(imm)) = (imm_recv, pkt.imm) {
-                let mut wc = Wc::new(
-                    wr.wr_id,
-                    WcStatus::Success,
-                    WcOpcode::RecvRdmaWithImm,
-                    self.qpn,
-                );
-                wc.byte_len = w.offset as u32;
-                wc.imm = Some(imm.imm);
-                wc.solicited = pkt.bth.solicited;
-                self.complete_recv(wc, ctx);
-            }
+        if !ends {
+            return Ok(None);
         }
-        self.ack_if_asked(pkt, ctx);
-        Ok(())
+        let Some(w) = self.resp.write.take() else {
+            return Ok(None);
+        };
+        if w.offset != w.span.len() {
+            return Err(Refuse::Fatal(NakCode::InvalidRequest));
+        }
+        self.resp.msn = self.resp.msn.wrapping_add(1);
+        Ok(Some(w.offset))
     }
 
     fn rc_recv_read(&mut self, pkt: &Packet<'_>, ctx: &mut Ctx<'_>) -> Result<(), Refuse> {
@@ -303,26 +332,32 @@ impl Qp {
         // C9-148: the MSN counts a READ when it is accepted.
         self.resp.msn = self.resp.msn.wrapping_add(1);
         self.resp.epsn = pkt.bth.psn.wrapping_add(npsn);
-        let at = self.resp.reads.len() - 1;
-        self.send_read_responses(at, 0, ctx);
+        self.send_read_range(pkt.bth.psn, npsn, ctx);
         Ok(())
     }
 
-    /// Sends responses `from..` of the read resource at `at`.
-    fn send_read_responses(&mut self, at: usize, from: u32, ctx: &mut Ctx<'_>) {
+    /// Sends the responses with PSNs `first..first + n` from the read resources that cover
+    /// them (a replay may span several); First/Middle/Last are relative to this request, as
+    /// rxe does when it replays.
+    fn send_read_range(&mut self, first: Psn, n: u32, ctx: &mut Ctx<'_>) {
         let mtu = self.mtu as u64;
-        let Some(res) = self.resp.reads.get(at) else {
-            return;
-        };
-        let (first, n, span) = (res.first, res.npsn, res.span.clone());
-        for k in from..n {
-            let opcode = match (k, n) {
+        for i in 0..n {
+            let q = first.wrapping_add(i);
+            let Some(res) = self.resp.reads.iter().find(|r| {
+                let d = q.diff(r.first);
+                d >= 0 && (d as u32) < r.npsn
+            }) else {
+                break;
+            };
+            let offset = u64::from(q.diff(res.first) as u32) * mtu;
+            let span = res.span.clone();
+            let opcode = match (i, n) {
                 (_, 1) => Opcode::RcRdmaReadResponseOnly,
                 (0, _) => Opcode::RcRdmaReadResponseFirst,
-                (k, n) if k + 1 == n => Opcode::RcRdmaReadResponseLast,
+                (i, n) if i + 1 == n => Opcode::RcRdmaReadResponseLast,
                 _ => Opcode::RcRdmaReadResponseMiddle,
             };
-            let mut bth = Bth::new(opcode, self.dest_qpn, first.wrapping_add(k));
+            let mut bth = Bth::new(opcode, self.dest_qpn, q);
             bth.pkey = self.pkey;
             let mut pkt = Packet::new(bth);
             if opcode != Opcode::RcRdmaReadResponseMiddle {
@@ -331,7 +366,6 @@ impl Qp {
                     msn: self.resp.msn & 0x00ff_ffff,
                 });
             }
-            let offset = u64::from(k) * mtu;
             let len = (span.len() - offset.min(span.len())).min(mtu) as usize;
             ctx.transmit(self.port, self.dest_gid, &pkt, len, |buf| {
                 let ok = span.read(offset, buf).is_ok();
@@ -350,14 +384,15 @@ impl Qp {
                 self.send_aeth(last, Syndrome::ACK_UNLIMITED, ctx);
             }
             Some(Kind::ReadRequest) => {
+                // Replay only what we served under the same key; anything else is dropped.
                 let Some(reth) = pkt.reth else { return };
-                let hit = self.resp.reads.iter().position(|r| {
+                let known = self.resp.reads.iter().any(|r| {
                     let d = psn.diff(r.first);
                     d >= 0 && (d as u32) < r.npsn && r.rkey == reth.rkey
                 });
-                if let Some(at) = hit {
-                    let from = psn.diff(self.resp.reads[at].first) as u32;
-                    self.send_read_responses(at, from, ctx);
+                if known {
+                    let n = u64::from(reth.dma_len).div_ceil(self.mtu as u64).max(1) as u32;
+                    self.send_read_range(psn, n, ctx);
                 }
             }
             _ => {}

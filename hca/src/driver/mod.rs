@@ -1,0 +1,356 @@
+//! The driver: runs a device [`Engine`] on real UDP sockets.
+//!
+//! One thread per port waits (epoll via mio) for datagrams, a wake-up or the engine's next
+//! deadline, feeds the engine, and sends what it produced with `sendmmsg`. Verbs are direct
+//! calls on [`Hca`]: they lock the engine briefly, and datagrams a post produces are sent
+//! from the caller's thread right away (the doorbell), so a post never waits for another
+//! thread. Nothing here blocks on I/O except [`Hca::wait_event`], meant for threads that may
+//! block. Dropping the [`Hca`] stops the threads and closes the sockets.
+
+mod socket;
+
+use crate::engine::{Engine, Event, Transmit};
+use crate::ids::Guid;
+use crate::time::Time;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+use socket::{Receiver, Sender};
+use std::collections::VecDeque;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const SOCKET: Token = Token(0);
+const WAKE: Token = Token(1);
+/// How long a port thread sleeps when the engine has no deadline (it is woken earlier by
+/// any post that arms a timer).
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+
+/// What an [`Hca`] is opened with.
+#[derive(Clone, Debug)]
+pub struct HcaConfig {
+    /// The node GUID.
+    pub node_guid: Guid,
+    /// One address per port; each port binds `address:udp_port`.
+    pub ports: Vec<IpAddr>,
+    /// The UDP port: 4791 (RoCEv2) unless a test needs another.
+    pub udp_port: u16,
+}
+
+impl HcaConfig {
+    /// A device with one port per address, on UDP 4791.
+    pub fn new(node_guid: Guid, ports: Vec<IpAddr>) -> Self {
+        HcaConfig {
+            node_guid,
+            ports,
+            udp_port: Engine::UDP_PORT,
+        }
+    }
+}
+
+/// Why an HCA could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriverError {
+    /// A port's address could not be bound.
+    #[error("cannot bind port {port} to {addr}: {source}")]
+    Bind {
+        /// Port number, 1-based.
+        port: u8,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// The event loop could not be set up.
+    #[error("cannot set up the port event loop: {0}")]
+    Poll(#[source] io::Error),
+    /// No ports were configured.
+    #[error("an HCA needs at least one port")]
+    NoPorts,
+}
+
+type Handler = Box<dyn Fn(Event) + Send + Sync>;
+
+struct Port {
+    senders: Mutex<Sender>,
+    pending: Mutex<VecDeque<Transmit>>,
+    waker: Waker,
+}
+
+struct Shared {
+    engine: Mutex<Engine>,
+    epoch: Instant,
+    ports: Vec<Port>,
+    stop: AtomicBool,
+    events: Mutex<VecDeque<Event>>,
+    event_cv: Condvar,
+    handler: Mutex<Option<Handler>>,
+}
+
+/// A software HCA running on UDP sockets.
+pub struct Hca {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    addrs: Vec<SocketAddr>,
+}
+
+impl std::fmt::Debug for Hca {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hca").field("ports", &self.addrs).finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic in another thread while it held the lock must not take the device down.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn now(&self) -> Time {
+        Time(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// Sends what the engine produced, per port; what the socket does not take waits.
+    fn send(&self, out: Vec<Transmit>) {
+        if out.is_empty() {
+            return;
+        }
+        let mut by_port: Vec<Vec<Transmit>> = (0..self.ports.len()).map(|_| Vec::new()).collect();
+        for t in out {
+            if let Some(v) = by_port.get_mut(usize::from(t.port).wrapping_sub(1)) {
+                v.push(t);
+            }
+        }
+        for (i, batch) in by_port.into_iter().enumerate() {
+            if batch.is_empty() {
+                continue;
+            }
+            let port = &self.ports[i];
+            let mut pending = lock(&port.pending);
+            if !pending.is_empty() {
+                pending.extend(batch);
+                let _ = port.waker.wake();
+                continue;
+            }
+            let sent = lock(&port.senders)
+                .send_batch(&batch)
+                .unwrap_or(batch.len());
+            if sent < batch.len() {
+                pending.extend(batch.into_iter().skip(sent));
+                let _ = port.waker.wake();
+            }
+        }
+    }
+
+    /// Delivers events to the handler and the waiting queue.
+    fn dispatch(&self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        if let Some(h) = lock(&self.handler).as_ref() {
+            for e in &events {
+                h(*e);
+            }
+        }
+        lock(&self.events).extend(events);
+        self.event_cv.notify_all();
+    }
+
+    /// Runs `f` on the engine, then sends its output and dispatches its events outside the
+    /// lock; wakes the port threads if `f` armed an earlier deadline.
+    fn with<R>(&self, f: impl FnOnce(&mut Engine, Time) -> R) -> R {
+        let (r, out, events, wake) = {
+            let mut e = lock(&self.engine);
+            let before = e.poll_timeout();
+            let r = f(&mut e, self.now());
+            let after = e.poll_timeout();
+            let out: Vec<Transmit> = std::iter::from_fn(|| e.poll_transmit()).collect();
+            let events: Vec<Event> = std::iter::from_fn(|| e.poll_event()).collect();
+            let wake = match (before, after) {
+                (_, None) => false,
+                (None, Some(_)) => true,
+                (Some(b), Some(a)) => a < b,
+            };
+            (r, out, events, wake)
+        };
+        self.send(out);
+        self.dispatch(events);
+        if wake {
+            for p in &self.ports {
+                let _ = p.waker.wake();
+            }
+        }
+        r
+    }
+}
+
+impl Hca {
+    /// Opens a device: binds every port and starts its thread.
+    pub fn open(config: HcaConfig) -> Result<Hca, DriverError> {
+        if config.ports.is_empty() {
+            return Err(DriverError::NoPorts);
+        }
+        let mut sockets = Vec::new();
+        let mut polls = Vec::new();
+        let mut ports = Vec::new();
+        let mut addrs = Vec::new();
+        for (i, &ip) in config.ports.iter().enumerate() {
+            let addr = SocketAddr::new(ip, config.udp_port);
+            let sock = socket::bind(ip, config.udp_port).map_err(|source| DriverError::Bind {
+                port: (i + 1) as u8,
+                addr,
+                source,
+            })?;
+            addrs.push(sock.local_addr().unwrap_or(addr));
+            let poll = Poll::new().map_err(DriverError::Poll)?;
+            let fd = sock.as_raw_fd();
+            poll.registry()
+                .register(&mut SourceFd(&fd), SOCKET, Interest::READABLE)
+                .map_err(DriverError::Poll)?;
+            let waker = Waker::new(poll.registry(), WAKE).map_err(DriverError::Poll)?;
+            ports.push(Port {
+                senders: Mutex::new(Sender::new(sock.clone())),
+                pending: Mutex::new(VecDeque::new()),
+                waker,
+            });
+            sockets.push(sock);
+            polls.push(poll);
+        }
+        let shared = Arc::new(Shared {
+            engine: Mutex::new(Engine::new(config.node_guid, &config.ports)),
+            epoch: Instant::now(),
+            ports,
+            stop: AtomicBool::new(false),
+            events: Mutex::new(VecDeque::new()),
+            event_cv: Condvar::new(),
+            handler: Mutex::new(None),
+        });
+        let mut threads = Vec::new();
+        for (i, (sock, poll)) in sockets.into_iter().zip(polls).enumerate() {
+            let shared = shared.clone();
+            let port = (i + 1) as u8;
+            let t = std::thread::Builder::new()
+                .name(format!("hca-port{port}"))
+                .spawn(move || port_thread(&shared, port, Receiver::new(sock), poll))
+                .map_err(DriverError::Poll)?;
+            threads.push(t);
+        }
+        Ok(Hca {
+            shared,
+            threads,
+            addrs,
+        })
+    }
+
+    /// The bound address of each port.
+    pub fn port_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Runs a verb: `f` gets the engine and the current time. Datagrams it produces are sent
+    /// before this returns; events go to the handler and to [`Hca::poll_event`].
+    pub fn with<R>(&self, f: impl FnOnce(&mut Engine, Time) -> R) -> R {
+        self.shared.with(f)
+    }
+
+    /// Calls `handler` for every asynchronous event, from the thread that produced it
+    /// (a port thread or a verb's caller); it must not block.
+    pub fn set_event_handler(&self, handler: impl Fn(Event) + Send + Sync + 'static) {
+        *lock(&self.shared.handler) = Some(Box::new(handler));
+    }
+
+    /// The next queued event, if any.
+    pub fn poll_event(&self) -> Option<Event> {
+        lock(&self.shared.events).pop_front()
+    }
+
+    /// Waits up to `timeout` for an event (for threads that may block).
+    pub fn wait_event(&self, timeout: Duration) -> Option<Event> {
+        let deadline = Instant::now() + timeout;
+        let mut q = lock(&self.shared.events);
+        loop {
+            if let Some(e) = q.pop_front() {
+                return Some(e);
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            q = self
+                .shared
+                .event_cv
+                .wait_timeout(q, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+}
+
+impl Drop for Hca {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        for p in &self.shared.ports {
+            let _ = p.waker.wake();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One port's loop: receive, fire timers, flush what waits, sleep until the next of a
+/// datagram, a wake-up or the engine's deadline.
+fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll) {
+    let mut events = Events::with_capacity(8);
+    let idx = usize::from(port) - 1;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let wait = {
+            let e = lock(&shared.engine);
+            e.poll_timeout()
+                .map(|t| Duration::from_nanos(t.0.saturating_sub(shared.now().0)))
+        };
+        let pending = !lock(&shared.ports[idx].pending).is_empty();
+        let wait = if pending {
+            Duration::from_micros(200)
+        } else {
+            wait.unwrap_or(IDLE_WAIT).min(IDLE_WAIT)
+        };
+        if poll.poll(&mut events, Some(wait)).is_err() {
+            continue; // EINTR
+        }
+        // Receive everything waiting, a batch per lock.
+        loop {
+            let mut n = 0;
+            shared.with(|e, now| {
+                n = rx
+                    .recv_batch(|src, bytes| e.handle_datagram(now, port, src, bytes))
+                    .unwrap_or(0);
+            });
+            if n == 0 {
+                break;
+            }
+        }
+        shared.with(|e, now| {
+            if e.poll_timeout().is_some_and(|t| t <= now) {
+                e.handle_timeout(now);
+            }
+        });
+        flush_pending(shared, idx);
+    }
+}
+
+/// Sends what an earlier send could not.
+fn flush_pending(shared: &Shared, idx: usize) {
+    let port = &shared.ports[idx];
+    let mut pending = lock(&port.pending);
+    if pending.is_empty() {
+        return;
+    }
+    let batch: Vec<Transmit> = pending.drain(..).collect();
+    let sent = lock(&port.senders)
+        .send_batch(&batch)
+        .unwrap_or(batch.len());
+    pending.extend(batch.into_iter().skip(sent));
+}

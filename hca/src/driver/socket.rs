@@ -1,0 +1,138 @@
+//! The UDP side of a port: a non-blocking socket on `ip:4791` with batched send and receive
+//! (`sendmmsg`/`recvmmsg`, through nix's safe wrappers), sized buffers, and DF set so the
+//! kernel writes IP ID 0 (what the ICRC assumes for IPv4; see `wire::icrc`).
+
+use crate::engine::Transmit;
+use nix::sys::socket::{
+    MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg, setsockopt, sockopt,
+};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::Arc;
+
+/// Datagrams per `sendmmsg`/`recvmmsg` call.
+pub(crate) const BATCH: usize = 32;
+/// Largest datagram we receive (MTU 4096 + headers, with room to spare).
+pub(crate) const MAX_DATAGRAM: usize = 4096 + 128;
+/// Socket buffer size asked for (the kernel caps it at net.core.{r,w}mem_max unless root).
+const SOCK_BUF_BYTES: usize = 8 << 20;
+
+/// Opens `ip:port` (port 4791 outside tests): non-blocking, large buffers.
+pub(crate) fn bind(ip: IpAddr, port: u16) -> io::Result<Arc<UdpSocket>> {
+    let socket = UdpSocket::bind(SocketAddr::new(ip, port))?;
+    socket.set_nonblocking(true)?;
+    let fd = socket.as_fd();
+    // Larger buffers keep a burst of MTU packets from being dropped on loopback; as root the
+    // *Force variants exceed rmem_max. Failure only costs performance.
+    if setsockopt(&fd, sockopt::RcvBufForce, &SOCK_BUF_BYTES).is_err() {
+        let _ = setsockopt(&fd, sockopt::RcvBuf, &SOCK_BUF_BYTES);
+    }
+    if setsockopt(&fd, sockopt::SndBufForce, &SOCK_BUF_BYTES).is_err() {
+        let _ = setsockopt(&fd, sockopt::SndBuf, &SOCK_BUF_BYTES);
+    }
+    Ok(Arc::new(socket))
+}
+
+/// The receive side of a port, owned by its thread.
+pub(crate) struct Receiver {
+    socket: Arc<UdpSocket>,
+    bufs: Vec<Vec<u8>>,
+    hdrs: MultiHeaders<SockaddrStorage>,
+}
+
+impl Receiver {
+    /// Receive buffers for `socket`.
+    pub(crate) fn new(socket: Arc<UdpSocket>) -> Self {
+        Receiver {
+            socket,
+            bufs: (0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]).collect(),
+            hdrs: MultiHeaders::preallocate(BATCH, None),
+        }
+    }
+
+    /// Receives up to [`BATCH`] datagrams, handing each to `each(src, bytes)`; returns how
+    /// many arrived (0 when none were waiting).
+    pub(crate) fn recv_batch(
+        &mut self,
+        mut each: impl FnMut(SocketAddr, &[u8]),
+    ) -> io::Result<usize> {
+        let fd = self.socket.as_raw_fd();
+        let got: Vec<(usize, Option<SocketAddr>)> = {
+            let mut slices: Vec<[IoSliceMut<'_>; 1]> =
+                self.bufs.iter_mut().map(|b| [IoSliceMut::new(b)]).collect();
+            match recvmmsg(
+                fd,
+                &mut self.hdrs,
+                slices.iter_mut(),
+                MsgFlags::MSG_DONTWAIT,
+                None,
+            ) {
+                Ok(results) => results
+                    .map(|r| (r.bytes, r.address.and_then(|a: SockaddrStorage| to_std(&a))))
+                    .collect(),
+                Err(nix::errno::Errno::EAGAIN) => return Ok(0),
+                Err(e) => return Err(io::Error::from(e)),
+            }
+        };
+        for (i, (len, src)) in got.iter().enumerate() {
+            if let Some(src) = src {
+                each(*src, &self.bufs[i][..*len]);
+            }
+        }
+        Ok(got.len())
+    }
+}
+
+/// The send side of a port, shared (behind a lock) by every thread that posts. The
+/// `mmsghdr` array holds raw pointers (not `Send`), so it is built per call.
+pub(crate) struct Sender {
+    socket: Arc<UdpSocket>,
+}
+
+impl Sender {
+    /// A sender on `socket`.
+    pub(crate) fn new(socket: Arc<UdpSocket>) -> Self {
+        Sender { socket }
+    }
+
+    /// Sends as many of `out` as the socket takes now; returns how many left (the rest wait
+    /// for the socket to drain).
+    pub(crate) fn send_batch(&mut self, out: &[Transmit]) -> io::Result<usize> {
+        let fd = self.socket.as_raw_fd();
+        let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(BATCH.min(out.len()), None);
+        let mut sent = 0;
+        while sent < out.len() {
+            let chunk = &out[sent..out.len().min(sent + BATCH)];
+            let iovs: Vec<[IoSlice<'_>; 1]> =
+                chunk.iter().map(|t| [IoSlice::new(&t.bytes)]).collect();
+            let addrs: Vec<Option<SockaddrStorage>> = chunk
+                .iter()
+                .map(|t| Some(SockaddrStorage::from(t.dst)))
+                .collect();
+            match sendmmsg(fd, &mut hdrs, &iovs, &addrs, [], MsgFlags::MSG_DONTWAIT) {
+                Ok(results) => {
+                    let n = results.count();
+                    if n == 0 {
+                        break;
+                    }
+                    sent += n;
+                }
+                Err(nix::errno::Errno::EAGAIN) => break,
+                // A peer that is gone (ICMP unreachable on loopback) must not stop the port:
+                // the datagram is lost, as a NIC would lose it.
+                Err(nix::errno::Errno::ECONNREFUSED) => sent += 1,
+                Err(e) => return Err(io::Error::from(e)),
+            }
+        }
+        Ok(sent)
+    }
+}
+
+fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = a.as_sockaddr_in() {
+        return Some(SocketAddr::from((v4.ip(), v4.port())));
+    }
+    a.as_sockaddr_in6()
+        .map(|v6| SocketAddr::from((v6.ip(), v6.port())))
+}
