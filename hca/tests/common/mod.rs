@@ -1,6 +1,8 @@
 //! Two HCAs on a simulated fabric with a connected RC QP pair, and helpers to drive them.
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod udp;
+
 use hca::engine::{CqId, Engine, QpId};
 use hca::ids::{Guid, Psn, Qpn, Rkey};
 use hca::mem::MemBlock;
@@ -74,7 +76,90 @@ fn node(fabric: &mut Fabric, last_octet: u8, opts: PairOpts) -> Node {
         Guid(0x5352_5000_0000_0000 | u64::from(last_octet)),
         &[ip],
     ));
-    let e = fabric.hca(hca);
+    let (pd, mem, mr, cq, qp, qpn) = rc_endpoint(fabric.hca(hca), opts);
+    Node {
+        hca,
+        pd,
+        cq,
+        qp,
+        qpn,
+        ip,
+        mem,
+        mr,
+    }
+}
+
+/// Brings `a` to RTS connected to `b`.
+pub fn connect(fabric: &mut Fabric, a: &Node, b: &Node, a_psn: Psn, b_psn: Psn, opts: PairOpts) {
+    let now = fabric.now();
+    connect_qp(
+        fabric.hca(a.hca),
+        now,
+        a.qp,
+        b.ip,
+        b.qpn,
+        a_psn,
+        b_psn,
+        opts,
+    );
+}
+
+/// Brings QP `qp` of `e` to RTS, connected to QP `peer_qpn` at `peer_ip`.
+#[allow(clippy::too_many_arguments)]
+pub fn connect_qp(
+    e: &mut Engine,
+    now: hca::time::Time,
+    qp: QpId,
+    peer_ip: IpAddr,
+    peer_qpn: Qpn,
+    sq_psn: Psn,
+    rq_psn: Psn,
+    opts: PairOpts,
+) {
+    use hca::qp::state::QpState;
+    let mut attr = QpAttr {
+        state: QpState::Init,
+        access: opts.access,
+        ..QpAttr::default()
+    };
+    let m =
+        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS;
+    e.modify_qp(now, qp, &attr, m).expect("INIT");
+    attr.state = QpState::Rtr;
+    attr.dest_gid = hca::ids::Gid::from_ip(peer_ip);
+    attr.dest_qpn = peer_qpn;
+    attr.path_mtu = opts.mtu;
+    attr.rq_psn = rq_psn;
+    attr.min_rnr_timer = opts.min_rnr_timer;
+    attr.max_dest_rd_atomic = 8;
+    let m = QpAttrMask::STATE
+        | QpAttrMask::AV
+        | QpAttrMask::PATH_MTU
+        | QpAttrMask::DEST_QPN
+        | QpAttrMask::RQ_PSN
+        | QpAttrMask::MAX_DEST_RD_ATOMIC
+        | QpAttrMask::MIN_RNR_TIMER;
+    e.modify_qp(now, qp, &attr, m).expect("RTR");
+    attr.state = QpState::Rts;
+    attr.sq_psn = sq_psn;
+    attr.timeout = opts.timeout;
+    attr.retry_cnt = opts.retry_cnt;
+    attr.rnr_retry = opts.rnr_retry;
+    attr.max_rd_atomic = 8;
+    let m = QpAttrMask::STATE
+        | QpAttrMask::TIMEOUT
+        | QpAttrMask::RETRY_CNT
+        | QpAttrMask::RNR_RETRY
+        | QpAttrMask::SQ_PSN
+        | QpAttrMask::MAX_QP_RD_ATOMIC;
+    e.modify_qp(now, qp, &attr, m).expect("RTS");
+}
+
+/// A protection domain, registered memory, a CQ and an RC QP on `e` (not yet connected).
+pub fn rc_endpoint(
+    e: &mut Engine,
+    opts: PairOpts,
+) -> (PdId, Arc<MemBlock>, MrKeys, CqId, QpId, Qpn) {
     let pd = e.alloc_pd();
     let mem = MemBlock::new(MEM);
     let mr = e
@@ -94,73 +179,7 @@ fn node(fabric: &mut Fabric, last_octet: u8, opts: PairOpts) -> Node {
     };
     let qp = e.create_qp(init).expect("create_qp");
     let qpn = e.qp_num(qp).expect("qpn");
-    Node {
-        hca,
-        pd,
-        cq,
-        qp,
-        qpn,
-        ip,
-        mem,
-        mr,
-    }
-}
-
-/// Brings `a` to RTS connected to `b`.
-pub fn connect(fabric: &mut Fabric, a: &Node, b: &Node, a_psn: Psn, b_psn: Psn, opts: PairOpts) {
-    use hca::qp::state::QpState;
-    let now = fabric.now();
-    let e = fabric.hca(a.hca);
-    let mut attr = QpAttr {
-        state: QpState::Init,
-        access: opts.access,
-        ..QpAttr::default()
-    };
-    e.modify_qp(
-        now,
-        a.qp,
-        &attr,
-        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS,
-    )
-    .expect("INIT");
-    attr.state = QpState::Rtr;
-    attr.dest_gid = hca::ids::Gid::from_ip(b.ip);
-    attr.dest_qpn = b.qpn;
-    attr.path_mtu = opts.mtu;
-    attr.rq_psn = b_psn;
-    attr.min_rnr_timer = opts.min_rnr_timer;
-    attr.max_dest_rd_atomic = 8;
-    e.modify_qp(
-        now,
-        a.qp,
-        &attr,
-        QpAttrMask::STATE
-            | QpAttrMask::AV
-            | QpAttrMask::PATH_MTU
-            | QpAttrMask::DEST_QPN
-            | QpAttrMask::RQ_PSN
-            | QpAttrMask::MAX_DEST_RD_ATOMIC
-            | QpAttrMask::MIN_RNR_TIMER,
-    )
-    .expect("RTR");
-    attr.state = QpState::Rts;
-    attr.sq_psn = a_psn;
-    attr.timeout = opts.timeout;
-    attr.retry_cnt = opts.retry_cnt;
-    attr.rnr_retry = opts.rnr_retry;
-    attr.max_rd_atomic = 8;
-    e.modify_qp(
-        now,
-        a.qp,
-        &attr,
-        QpAttrMask::STATE
-            | QpAttrMask::TIMEOUT
-            | QpAttrMask::RETRY_CNT
-            | QpAttrMask::RNR_RETRY
-            | QpAttrMask::SQ_PSN
-            | QpAttrMask::MAX_QP_RD_ATOMIC,
-    )
-    .expect("RTS");
+    (pd, mem, mr, cq, qp, qpn)
 }
 
 /// A fabric with two connected nodes (PSNs chosen by the seed, near the 24-bit wrap for
@@ -228,4 +247,120 @@ pub fn post_send(f: &mut Fabric, n: &Node, wr: SendWr) {
 pub fn post_recv(f: &mut Fabric, n: &Node, wr: RecvWr) {
     let now = f.now();
     f.hca(n.hca).post_recv(now, n.qp, wr).expect("post_recv");
+}
+
+/// Another RC QP on `n`'s HCA, sharing its PD, CQ and memory region; receives come from
+/// `srq` when given. Returned as a `Node` view to pass to [`connect`].
+pub fn extra_qp(f: &mut Fabric, n: &Node, srq: Option<hca::engine::SrqId>) -> Node {
+    let init = QpInit {
+        qp_type: QpType::Rc,
+        pd: n.pd,
+        send_cq: n.cq,
+        recv_cq: n.cq,
+        srq,
+        max_send_wr: 4096,
+        max_recv_wr: 4096,
+        max_sge: 16,
+        sq_sig_all: false,
+    };
+    let e = f.hca(n.hca);
+    let qp = e.create_qp(init).expect("create_qp");
+    let qpn = e.qp_num(qp).expect("qpn");
+    Node {
+        qp,
+        qpn,
+        mem: n.mem.clone(),
+        ..*n
+    }
+}
+
+/// Runs the fabric until nothing is left to do (no datagram in flight, no timer armed), or
+/// one second of virtual time.
+pub fn settle(f: &mut Fabric) {
+    f.run_until(std::time::Duration::from_secs(1), |_| false);
+}
+
+/// Everything on a node's CQ, oldest first.
+pub fn drain(f: &mut Fabric, n: &Node) -> Vec<Wc> {
+    let mut out = Vec::new();
+    poll(f, n, &mut out);
+    out
+}
+
+/// Every pending asynchronous event of HCA `hca`.
+pub fn events(f: &mut Fabric, hca: usize) -> Vec<hca::engine::Event> {
+    std::iter::from_fn(|| f.hca(hca).poll_event()).collect()
+}
+
+/// `(wr_id, status)` of each completion, for compact assertions.
+pub fn statuses(wcs: &[Wc]) -> Vec<(u64, hca::verbs::WcStatus)> {
+    wcs.iter().map(|w| (w.wr_id, w.status)).collect()
+}
+
+/// A signaled RDMA WRITE of `sge` to the peer's `remote_addr` under `rkey`.
+pub fn write_wr(wr_id: u64, remote_addr: u64, rkey: Rkey, sge: Sge) -> SendWr {
+    send_wr(wr_id, SendOp::Write { remote_addr, rkey }, vec![sge])
+}
+
+/// A signaled RDMA READ from the peer's `remote_addr` under `rkey` into `sge`.
+pub fn read_wr(wr_id: u64, remote_addr: u64, rkey: Rkey, sge: Sge) -> SendWr {
+    send_wr(wr_id, SendOp::Read { remote_addr, rkey }, vec![sge])
+}
+
+/// A node on `f` whose QP is port 1's GSI (QP1), brought to RTS with Q_Key `qkey`
+/// (normally [`hca::ids::QKey::GSI`]); its memory region allows local writes only.
+pub fn gsi_node(f: &mut Fabric, last_octet: u8, qkey: hca::ids::QKey) -> Node {
+    use hca::qp::state::QpState;
+    let ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, last_octet));
+    let hca = f.add(Engine::new(
+        Guid(0x5352_5000_0000_0000 | u64::from(last_octet)),
+        &[ip],
+    ));
+    let now = f.now();
+    let e = f.hca(hca);
+    let pd = e.alloc_pd();
+    let mem = MemBlock::new(1 << 20);
+    let mr = e
+        .reg_mr(pd, mem.clone(), 0, 1 << 20, IOVA, Access::LOCAL_WRITE)
+        .expect("reg_mr");
+    let cq = e.create_cq(1024);
+    let init = QpInit {
+        qp_type: QpType::Ud,
+        pd,
+        send_cq: cq,
+        recv_cq: cq,
+        srq: None,
+        max_send_wr: 64,
+        max_recv_wr: 64,
+        max_sge: 4,
+        sq_sig_all: false,
+    };
+    let qp = e.create_gsi_qp(1, init).expect("create_gsi_qp");
+    let mut attr = QpAttr {
+        state: QpState::Init,
+        qkey,
+        ..QpAttr::default()
+    };
+    e.modify_qp(
+        now,
+        qp,
+        &attr,
+        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
+    )
+    .expect("INIT");
+    attr.state = QpState::Rtr;
+    e.modify_qp(now, qp, &attr, QpAttrMask::STATE).expect("RTR");
+    attr.state = QpState::Rts;
+    e.modify_qp(now, qp, &attr, QpAttrMask::STATE | QpAttrMask::SQ_PSN)
+        .expect("RTS");
+    Node {
+        hca,
+        pd,
+        cq,
+        qp,
+        qpn: Qpn::GSI,
+        ip,
+        mem,
+        mr,
+    }
 }
