@@ -11,6 +11,16 @@ for component in rustfmt clippy; do
     fi
 done
 
+# The HCA's wire check captures loopback traffic with dumpcap and dissects it with tshark
+# (Debian package tshark); python3 recomputes the ICRC independently.
+if ! command -v tshark >/dev/null 2>&1 || ! command -v dumpcap >/dev/null 2>&1; then
+    echo "== installing tshark (wire check)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+    apt-get install -y -qq tshark >/dev/null
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

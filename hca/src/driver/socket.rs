@@ -6,6 +6,7 @@ use crate::engine::Transmit;
 use nix::sys::socket::{
     MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg, setsockopt, sockopt,
 };
+use nix::{setsockopt_impl, sockopt_impl};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
@@ -18,11 +19,27 @@ pub(crate) const MAX_DATAGRAM: usize = 4096 + 128;
 /// Socket buffer size asked for (the kernel caps it at net.core.{r,w}mem_max unless root).
 const SOCK_BUF_BYTES: usize = 8 << 20;
 
-/// Opens `ip:port` (port 4791 outside tests): non-blocking, large buffers.
+sockopt_impl!(
+    /// `IP_MTU_DISCOVER`: with `IP_PMTUDISC_DO` every datagram has DF set, and the kernel
+    /// then writes IP ID 0 on an unconnected socket — the ID the ICRC assumes (rxe does the
+    /// same). Without it the kernel numbers datagrams and a peer computing the ICRC from the
+    /// real header (rxe, tshark + scapy) would reject them.
+    IpMtuDiscover, SetOnly, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::c_int
+);
+sockopt_impl!(
+    /// `IPV6_MTU_DISCOVER`, the same for IPv6 (no ID there; never fragment either).
+    Ipv6MtuDiscover, SetOnly, libc::IPPROTO_IPV6, libc::IPV6_MTU_DISCOVER, libc::c_int
+);
+
+/// Opens `ip:port` (port 4791 outside tests): non-blocking, large buffers, DF set.
 pub(crate) fn bind(ip: IpAddr, port: u16) -> io::Result<Arc<UdpSocket>> {
     let socket = UdpSocket::bind(SocketAddr::new(ip, port))?;
     socket.set_nonblocking(true)?;
     let fd = socket.as_fd();
+    match ip {
+        IpAddr::V4(_) => setsockopt(&fd, IpMtuDiscover, &libc::IP_PMTUDISC_DO)?,
+        IpAddr::V6(_) => setsockopt(&fd, Ipv6MtuDiscover, &libc::IPV6_PMTUDISC_DO)?,
+    }
     // Larger buffers keep a burst of MTU packets from being dropped on loopback; as root the
     // *Force variants exceed rmem_max. Failure only costs performance.
     if setsockopt(&fd, sockopt::RcvBufForce, &SOCK_BUF_BYTES).is_err() {

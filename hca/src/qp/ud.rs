@@ -5,7 +5,7 @@
 use super::wqe::Sgl;
 use super::{Qp, QpError, QpState};
 use crate::engine::Ctx;
-use crate::ids::{Gid, QKey};
+use crate::ids::{Gid, QKey, Qpn};
 use crate::mr::Access;
 use crate::verbs::{SendFlags, SendOp, SendWr, Wc, WcOpcode, WcStatus};
 use crate::wire::{Bth, Deth, ImmDt, Opcode, Packet};
@@ -14,12 +14,15 @@ use std::net::IpAddr;
 /// Bytes reserved ahead of every UD receive for the GRH.
 pub(crate) const GRH_LEN: usize = 40;
 
-/// The 40-byte GRH area for a datagram from `src` to `dst` carrying `payload_len` bytes.
-fn grh(src: IpAddr, dst: IpAddr, payload_len: usize) -> [u8; GRH_LEN] {
+/// The 40-byte GRH area for a datagram from `src` to `dst` whose UDP payload (BTH to ICRC)
+/// is `udp_len` bytes: the headers it arrived in, as rxe copies them from the skb. IPv4
+/// lengths and checksum are those of the real datagram, because consumers check them
+/// (Linux `ib_get_rdma_header_version` believes an IPv4 GRH only if its checksum is right).
+fn grh(src: IpAddr, dst: IpAddr, udp_len: usize) -> [u8; GRH_LEN] {
     let mut g = [0u8; GRH_LEN];
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let total = (20 + 8 + payload_len).min(usize::from(u16::MAX)) as u16;
+            let total = (20 + 8 + udp_len).min(usize::from(u16::MAX)) as u16;
             let h = &mut g[20..];
             h[0] = 0x45;
             h[2..4].copy_from_slice(&total.to_be_bytes());
@@ -28,12 +31,14 @@ fn grh(src: IpAddr, dst: IpAddr, payload_len: usize) -> [u8; GRH_LEN] {
             h[9] = 17;
             h[12..16].copy_from_slice(&s.octets());
             h[16..20].copy_from_slice(&d.octets());
+            let check = ipv4_checksum(h);
+            h[10..12].copy_from_slice(&check.to_be_bytes());
         }
         _ => {
             let s = Gid::from_ip(src).0;
             let d = Gid::from_ip(dst).0;
             g[0] = 0x60;
-            let plen = (8 + payload_len).min(usize::from(u16::MAX)) as u16;
+            let plen = (8 + udp_len).min(usize::from(u16::MAX)) as u16;
             g[4..6].copy_from_slice(&plen.to_be_bytes());
             g[6] = 17;
             g[7] = 64;
@@ -42,6 +47,18 @@ fn grh(src: IpAddr, dst: IpAddr, payload_len: usize) -> [u8; GRH_LEN] {
         }
     }
     g
+}
+
+/// The RFC 791 header checksum of `h` (whose checksum field is zero).
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w.get(1).copied().unwrap_or(0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 impl Qp {
@@ -127,7 +144,13 @@ impl Qp {
             return;
         }
         let Some(deth) = pkt.deth else { return };
-        if deth.qkey != self.qkey {
+        // QP1's Q_Key is 0x80010000 whatever modify_qp set (rxe check_keys does the same).
+        let qkey = if self.qpn == Qpn::GSI {
+            QKey::GSI
+        } else {
+            self.qkey
+        };
+        if deth.qkey != qkey {
             ctx.stats.qkey_mismatch += 1;
             return;
         }
@@ -141,7 +164,7 @@ impl Qp {
             Err(_) => wc.status = WcStatus::LocProtErr,
             Ok(sgl) if (total as u64) > sgl.len() => wc.status = WcStatus::LocLenErr,
             Ok(sgl) => {
-                let header = grh(src, dst, pkt.payload.len());
+                let header = grh(src, dst, pkt.buffer_len());
                 let ok =
                     sgl.write(0, &header).is_ok() && sgl.write(GRH_LEN as u64, pkt.payload).is_ok();
                 if !ok {
