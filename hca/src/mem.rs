@@ -320,40 +320,4 @@ mod tests {
         assert_eq!(out[..half], a[..]);
         assert_eq!(out[half..], c[..]);
     }
-
-    /// Timing check, not a test: `cargo test --release -p hca copy_speed -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn copy_speed() {
-        for size in [4 << 10, 64 << 10, 1 << 20] {
-            let b = MemBlock::new(size + 8);
-            let mut buf = pattern(size, 9);
-            let rounds = (256 << 20) / size;
-            for (name, offset) in [("aligned", 0), ("offset 3", 3)] {
-                let t = std::time::Instant::now();
-                for _ in 0..rounds {
-                    b.write(offset, &buf).expect("in range");
-                }
-                let w = t.elapsed();
-                let t = std::time::Instant::now();
-                for _ in 0..rounds {
-                    b.read(offset, &mut buf).expect("in range");
-                }
-                let r = t.elapsed();
-                let mut plain = vec![0u8; size];
-                let t = std::time::Instant::now();
-                for _ in 0..rounds {
-                    plain.copy_from_slice(std::hint::black_box(&buf));
-                }
-                let m = t.elapsed();
-                let gbs = |d: std::time::Duration| (size * rounds) as f64 / d.as_secs_f64() / 1e9;
-                println!(
-                    "{size:>8} B {name:>8}: write {:.1} GB/s, read {:.1} GB/s, memcpy {:.1} GB/s",
-                    gbs(w),
-                    gbs(r),
-                    gbs(m)
-                );
-            }
-        }
-    }
 }

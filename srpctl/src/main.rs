@@ -5,6 +5,7 @@
 //! encoded, decoded and checked). Running targets and hosts, discovery, login, paths, drills
 //! and benchmarks join as their layers land.
 
+mod bench;
 mod decode;
 mod demo;
 mod hex;
@@ -44,6 +45,54 @@ enum Command {
         #[arg(long)]
         dump: bool,
     },
+    /// Benchmarks (reported next to peers measured in the same run).
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
+    /// The passive side of `bench hca` (started by it).
+    #[command(hide = true)]
+    BenchPeer {
+        /// Address of the peer's HCA port.
+        #[arg(long)]
+        addr: std::net::IpAddr,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchWhat {
+    /// Soft HCA: RDMA WRITE/READ bandwidth and SEND ping-pong latency between two
+    /// processes on loopback, next to iperf3 TCP on loopback.
+    Hca {
+        /// Seconds per measured point.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Rounds (medians are reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Transfer sizes in bytes.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "4096,16384,65536,262144,1048576"
+        )]
+        sizes: Vec<u32>,
+        /// Path MTU in bytes (256..4096).
+        #[arg(long, default_value_t = 4096)]
+        mtu: usize,
+        /// Operations kept in flight.
+        #[arg(long, default_value_t = 16)]
+        depth: usize,
+        /// This side's address.
+        #[arg(long, default_value = "127.0.0.2")]
+        local: std::net::IpAddr,
+        /// The peer process's address.
+        #[arg(long, default_value = "127.0.0.3")]
+        peer: std::net::IpAddr,
+        /// Skip the iperf3 TCP reference.
+        #[arg(long)]
+        no_iperf: bool,
+    },
 }
 
 fn main() -> Result<()> {
@@ -61,6 +110,35 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Demo { dump } => demo::run(dump),
+        Command::Bench {
+            what:
+                BenchWhat::Hca {
+                    seconds,
+                    rounds,
+                    sizes,
+                    mtu,
+                    depth,
+                    local,
+                    peer,
+                    no_iperf,
+                },
+        } => {
+            let mtu = hca::wire::PathMtu::for_link_mtu(mtu + 80)
+                .filter(|m| m.bytes() == Some(mtu))
+                .ok_or_else(|| anyhow::anyhow!("--mtu must be 256, 512, 1024, 2048 or 4096"))?;
+            let o = bench::hca::Options {
+                seconds,
+                rounds,
+                sizes,
+                local,
+                peer,
+                mtu,
+                depth,
+                iperf: !no_iperf,
+            };
+            bench::hca::run(&o)
+        }
+        Command::BenchPeer { addr } => bench::peer::run(addr, 64 << 20),
     }
 }
 

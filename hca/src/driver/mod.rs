@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -76,6 +76,30 @@ pub enum DriverError {
 
 type Handler = Box<dyn Fn(Event) + Send + Sync>;
 
+/// System-call counters of the driver: how well sends and receives batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoStats {
+    /// `sendmmsg` calls.
+    pub send_calls: u64,
+    /// Datagrams those calls sent.
+    pub datagrams_sent: u64,
+    /// `recvmmsg` calls that returned data.
+    pub recv_calls: u64,
+    /// Datagrams those calls received.
+    pub datagrams_received: u64,
+    /// Port-thread wake-ups (epoll returns).
+    pub wakeups: u64,
+}
+
+#[derive(Default)]
+struct IoCounters {
+    send_calls: AtomicU64,
+    datagrams_sent: AtomicU64,
+    recv_calls: AtomicU64,
+    datagrams_received: AtomicU64,
+    wakeups: AtomicU64,
+}
+
 struct Port {
     senders: Mutex<Sender>,
     pending: Mutex<VecDeque<Transmit>>,
@@ -90,6 +114,7 @@ struct Shared {
     events: Mutex<VecDeque<Event>>,
     event_cv: Condvar,
     handler: Mutex<Option<Handler>>,
+    io: IoCounters,
 }
 
 /// A software HCA running on UDP sockets.
@@ -137,14 +162,23 @@ impl Shared {
                 let _ = port.waker.wake();
                 continue;
             }
-            let sent = lock(&port.senders)
-                .send_batch(&batch)
-                .unwrap_or(batch.len());
+            let sent = self.send_counted(port, &batch);
             if sent < batch.len() {
                 pending.extend(batch.into_iter().skip(sent));
                 let _ = port.waker.wake();
             }
         }
+    }
+
+    fn send_counted(&self, port: &Port, batch: &[Transmit]) -> usize {
+        let (sent, calls) = lock(&port.senders)
+            .send_batch(batch)
+            .unwrap_or((batch.len(), 1));
+        self.io.send_calls.fetch_add(calls, Ordering::Relaxed);
+        self.io
+            .datagrams_sent
+            .fetch_add(sent as u64, Ordering::Relaxed);
+        sent
     }
 
     /// Delivers events to the handler and the waiting queue.
@@ -229,6 +263,7 @@ impl Hca {
             events: Mutex::new(VecDeque::new()),
             event_cv: Condvar::new(),
             handler: Mutex::new(None),
+            io: IoCounters::default(),
         });
         let mut threads = Vec::new();
         for (i, (sock, poll)) in sockets.into_iter().zip(polls).enumerate() {
@@ -262,6 +297,18 @@ impl Hca {
     /// (a port thread or a verb's caller); it must not block.
     pub fn set_event_handler(&self, handler: impl Fn(Event) + Send + Sync + 'static) {
         *lock(&self.shared.handler) = Some(Box::new(handler));
+    }
+
+    /// How the port threads and doorbells used the kernel so far.
+    pub fn io_stats(&self) -> IoStats {
+        let c = &self.shared.io;
+        IoStats {
+            send_calls: c.send_calls.load(Ordering::Relaxed),
+            datagrams_sent: c.datagrams_sent.load(Ordering::Relaxed),
+            recv_calls: c.recv_calls.load(Ordering::Relaxed),
+            datagrams_received: c.datagrams_received.load(Ordering::Relaxed),
+            wakeups: c.wakeups.load(Ordering::Relaxed),
+        }
     }
 
     /// The next queued event, if any.
@@ -320,6 +367,7 @@ fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll) {
         if poll.poll(&mut events, Some(wait)).is_err() {
             continue; // EINTR
         }
+        shared.io.wakeups.fetch_add(1, Ordering::Relaxed);
         // Receive everything waiting, a batch per lock.
         loop {
             let mut n = 0;
@@ -331,6 +379,11 @@ fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll) {
             if n == 0 {
                 break;
             }
+            shared.io.recv_calls.fetch_add(1, Ordering::Relaxed);
+            shared
+                .io
+                .datagrams_received
+                .fetch_add(n as u64, Ordering::Relaxed);
         }
         shared.with(|e, now| {
             if e.poll_timeout().is_some_and(|t| t <= now) {
@@ -349,8 +402,6 @@ fn flush_pending(shared: &Shared, idx: usize) {
         return;
     }
     let batch: Vec<Transmit> = pending.drain(..).collect();
-    let sent = lock(&port.senders)
-        .send_batch(&batch)
-        .unwrap_or(batch.len());
+    let sent = shared.send_counted(port, &batch);
     pending.extend(batch.into_iter().skip(sent));
 }

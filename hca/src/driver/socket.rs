@@ -113,13 +113,15 @@ impl Sender {
         Sender { socket }
     }
 
-    /// Sends as many of `out` as the socket takes now; returns how many left (the rest wait
-    /// for the socket to drain).
-    pub(crate) fn send_batch(&mut self, out: &[Transmit]) -> io::Result<usize> {
+    /// Sends as many of `out` as the socket takes now; returns how many went and in how many
+    /// calls (the rest wait for the socket to drain).
+    pub(crate) fn send_batch(&mut self, out: &[Transmit]) -> io::Result<(usize, u64)> {
         let fd = self.socket.as_raw_fd();
         let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(BATCH.min(out.len()), None);
         let mut sent = 0;
+        let mut calls = 0;
         while sent < out.len() {
+            calls += 1;
             let chunk = &out[sent..out.len().min(sent + BATCH)];
             let iovs: Vec<[IoSlice<'_>; 1]> =
                 chunk.iter().map(|t| [IoSlice::new(&t.bytes)]).collect();
@@ -142,7 +144,7 @@ impl Sender {
                 Err(e) => return Err(io::Error::from(e)),
             }
         }
-        Ok(sent)
+        Ok((sent, calls))
     }
 }
 

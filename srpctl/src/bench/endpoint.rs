@@ -1,0 +1,167 @@
+//! One side of the HCA benchmark: a soft HCA on a loopback address with registered memory
+//! and one RC QP, driven through the verbs.
+
+use anyhow::{Context, Result, anyhow};
+use hca::driver::{Hca, HcaConfig};
+use hca::engine::{CqId, QpId};
+use hca::ids::{Gid, Guid, Psn, Qpn, Rkey};
+use hca::mem::MemBlock;
+use hca::mr::{Access, MrKeys};
+use hca::qp::state::{QpAttrMask, QpState, QpType};
+use hca::qp::{QpAttr, QpInit};
+use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, Wc};
+use hca::wire::PathMtu;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// I/O address of the registered memory.
+pub(crate) const IOVA: u64 = 0x1000_0000;
+
+/// An HCA with one RC endpoint.
+pub(crate) struct Endpoint {
+    pub(crate) hca: Hca,
+    /// The registered memory (kept alive with the region).
+    _mem: Arc<MemBlock>,
+    pub(crate) mr: MrKeys,
+    pub(crate) cq: CqId,
+    pub(crate) qp: QpId,
+    pub(crate) qpn: Qpn,
+}
+
+impl Endpoint {
+    /// Opens an HCA on `ip:4791` with `mem_bytes` of registered memory.
+    pub(crate) fn open(ip: IpAddr, guid: u64, mem_bytes: usize) -> Result<Endpoint> {
+        let hca = Hca::open(HcaConfig::new(Guid(guid), vec![ip]))
+            .with_context(|| format!("open HCA on {ip}"))?;
+        let mem = MemBlock::new(mem_bytes);
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+        let (mr, cq, qp) = hca.with(|e, _| -> Result<_> {
+            let pd = e.alloc_pd();
+            let mr = e.reg_mr(pd, mem.clone(), 0, mem_bytes as u64, IOVA, access)?;
+            let cq = e.create_cq(1 << 16);
+            let init = QpInit {
+                qp_type: QpType::Rc,
+                pd,
+                send_cq: cq,
+                recv_cq: cq,
+                srq: None,
+                max_send_wr: 1024,
+                max_recv_wr: 1024,
+                max_sge: 4,
+                sq_sig_all: false,
+            };
+            Ok((mr, cq, e.create_qp(init)?))
+        })?;
+        let qpn = hca
+            .with(|e, _| e.qp_num(qp))
+            .ok_or_else(|| anyhow!("QP vanished"))?;
+        Ok(Endpoint {
+            hca,
+            _mem: mem,
+            mr,
+            cq,
+            qp,
+            qpn,
+        })
+    }
+
+    /// The remote key of the memory.
+    pub(crate) fn rkey(&self) -> Rkey {
+        self.mr.rkey.unwrap_or_default()
+    }
+
+    /// Brings the QP to RTS towards `peer_ip`/`peer_qpn`.
+    pub(crate) fn connect(
+        &self,
+        peer_ip: IpAddr,
+        peer_qpn: Qpn,
+        mtu: PathMtu,
+        sq: u32,
+        rq: u32,
+    ) -> Result<()> {
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+        self.hca.with(|e, now| -> Result<()> {
+            let mut a = QpAttr {
+                state: QpState::Init,
+                access,
+                ..QpAttr::default()
+            };
+            e.modify_qp(
+                now,
+                self.qp,
+                &a,
+                QpAttrMask::STATE
+                    | QpAttrMask::PKEY_INDEX
+                    | QpAttrMask::PORT
+                    | QpAttrMask::ACCESS_FLAGS,
+            )?;
+            a.state = QpState::Rtr;
+            a.dest_gid = Gid::from_ip(peer_ip);
+            a.dest_qpn = peer_qpn;
+            a.path_mtu = mtu;
+            a.rq_psn = Psn::from_wire(rq);
+            a.min_rnr_timer = 1;
+            a.max_dest_rd_atomic = 16;
+            let m = QpAttrMask::STATE
+                | QpAttrMask::AV
+                | QpAttrMask::PATH_MTU
+                | QpAttrMask::DEST_QPN
+                | QpAttrMask::RQ_PSN
+                | QpAttrMask::MAX_DEST_RD_ATOMIC
+                | QpAttrMask::MIN_RNR_TIMER;
+            e.modify_qp(now, self.qp, &a, m)?;
+            a.state = QpState::Rts;
+            a.sq_psn = Psn::from_wire(sq);
+            a.timeout = 14;
+            a.max_rd_atomic = 16;
+            let m = QpAttrMask::STATE
+                | QpAttrMask::TIMEOUT
+                | QpAttrMask::RETRY_CNT
+                | QpAttrMask::RNR_RETRY
+                | QpAttrMask::SQ_PSN
+                | QpAttrMask::MAX_QP_RD_ATOMIC;
+            e.modify_qp(now, self.qp, &a, m)?;
+            Ok(())
+        })
+    }
+
+    /// A scatter/gather entry over our memory.
+    pub(crate) fn sge(&self, offset: u64, len: u32) -> Sge {
+        Sge {
+            addr: IOVA + offset,
+            len,
+            lkey: self.mr.lkey,
+        }
+    }
+
+    /// Posts a signaled send work request.
+    pub(crate) fn post(&self, wr_id: u64, op: SendOp, sge: Sge) -> Result<()> {
+        let wr = SendWr {
+            wr_id,
+            op,
+            sg_list: vec![sge],
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        };
+        Ok(self.hca.with(|e, now| e.post_send(now, self.qp, wr))?)
+    }
+
+    /// Posts a receive.
+    pub(crate) fn post_recv(&self, wr_id: u64, sge: Sge) -> Result<()> {
+        Ok(self.hca.with(|e, now| {
+            e.post_recv(
+                now,
+                self.qp,
+                RecvWr {
+                    wr_id,
+                    sg_list: vec![sge],
+                },
+            )
+        })?)
+    }
+
+    /// Takes what completed.
+    pub(crate) fn poll(&self, out: &mut Vec<Wc>) -> Result<usize> {
+        Ok(self.hca.with(|e, _| e.poll_cq(self.cq, 256, out))?)
+    }
+}

@@ -1,0 +1,370 @@
+//! `srpctl bench hca`: RDMA WRITE and READ bandwidth and SEND ping-pong latency between two
+//! processes on loopback, next to iperf3's TCP single-stream bandwidth measured in the same
+//! run (rounds interleaved, medians reported), and the driver's system-call counts that show
+//! where the time goes.
+
+use super::endpoint::{Endpoint, IOVA};
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use hca::driver::IoStats;
+use hca::ids::{Qpn, Rkey};
+use hca::verbs::{SendOp, WcOpcode, WcStatus};
+use hca::wire::PathMtu;
+use std::io::{BufRead, BufReader, Write};
+use std::net::IpAddr;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+/// Options of the benchmark.
+#[derive(Clone, Debug)]
+pub(crate) struct Options {
+    pub(crate) seconds: f64,
+    pub(crate) rounds: usize,
+    pub(crate) sizes: Vec<u32>,
+    pub(crate) local: IpAddr,
+    pub(crate) peer: IpAddr,
+    pub(crate) mtu: PathMtu,
+    pub(crate) depth: usize,
+    pub(crate) iperf: bool,
+}
+
+const MEM: usize = 64 << 20;
+
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Peer {
+    fn spawn(ip: IpAddr) -> Result<Peer> {
+        let exe = std::env::current_exe()?;
+        let mut child = Command::new(exe)
+            .args(["bench-peer", "--addr", &ip.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("start the peer process")?;
+        let stdin = child.stdin.take().ok_or_else(|| anyhow!("peer stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("peer stdout"))?;
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Peer {
+            child,
+            stdin,
+            lines,
+        })
+    }
+
+    fn read(&self, timeout: Duration) -> Result<Vec<String>> {
+        let l = self
+            .lines
+            .recv_timeout(timeout)
+            .map_err(|_| anyhow!("the peer process did not answer"))?;
+        Ok(l.split_whitespace().map(str::to_owned).collect())
+    }
+
+    fn ask(&mut self, cmd: &str, timeout: Duration) -> Result<Vec<String>> {
+        writeln!(self.stdin, "{cmd}")?;
+        self.stdin.flush()?;
+        self.read(timeout)
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "QUIT");
+        let _ = self.stdin.flush();
+        std::thread::sleep(Duration::from_millis(50));
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Keeps `depth` RDMA operations of `size` bytes in flight for `secs`; returns MiB/s.
+fn bandwidth(
+    ep: &Endpoint,
+    rkey: Rkey,
+    read: bool,
+    size: u32,
+    depth: usize,
+    secs: f64,
+) -> Result<f64> {
+    let slots = (MEM / 2 / size as usize).clamp(1, depth);
+    let op = |slot: usize| {
+        let remote_addr = IOVA + (slot as u64 * u64::from(size));
+        if read {
+            SendOp::Read { remote_addr, rkey }
+        } else {
+            SendOp::Write { remote_addr, rkey }
+        }
+    };
+    let local = |slot: usize| ep.sge((MEM / 2) as u64 + slot as u64 * u64::from(size), size);
+    for s in 0..slots {
+        ep.post(s as u64, op(s), local(s))?;
+    }
+    let start = Instant::now();
+    let mut bytes = 0u64;
+    let mut wcs = Vec::new();
+    let mut in_flight = slots;
+    while in_flight > 0 {
+        wcs.clear();
+        if ep.poll(&mut wcs)? == 0 {
+            std::thread::yield_now();
+            continue;
+        }
+        let running = start.elapsed().as_secs_f64() < secs;
+        for wc in &wcs {
+            ensure!(
+                wc.status == WcStatus::Success,
+                "benchmark operation failed: {wc:?}"
+            );
+            bytes += u64::from(size);
+            in_flight -= 1;
+            if running {
+                let s = wc.wr_id as usize;
+                ep.post(wc.wr_id, op(s), local(s))?;
+                in_flight += 1;
+            }
+        }
+    }
+    Ok(bytes as f64 / start.elapsed().as_secs_f64() / (1 << 20) as f64)
+}
+
+/// `n` SEND ping-pongs of `size` bytes; returns sorted round-trip times in µs.
+fn ping_pong(ep: &Endpoint, peer: &mut Peer, n: u64, size: u32) -> Result<Vec<f64>> {
+    writeln!(peer.stdin, "PONG {n} {size}")?;
+    peer.stdin.flush()?;
+    std::thread::sleep(Duration::from_millis(50));
+    let mut rtts = Vec::with_capacity(n as usize);
+    let mut wcs = Vec::new();
+    for i in 0..n {
+        ep.post_recv(i, ep.sge(2 << 20, size))?;
+        let t = Instant::now();
+        ep.post(i, SendOp::Send, ep.sge(3 << 20, size))?;
+        let deadline = t + Duration::from_secs(5);
+        'wait: loop {
+            wcs.clear();
+            ep.poll(&mut wcs)?;
+            for wc in &wcs {
+                ensure!(wc.status == WcStatus::Success, "ping failed: {wc:?}");
+                if wc.opcode == WcOpcode::Recv {
+                    break 'wait;
+                }
+            }
+            ensure!(Instant::now() < deadline, "no pong within 5 s");
+            std::hint::spin_loop();
+        }
+        rtts.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    ensure!(
+        peer.read(Duration::from_secs(10))?
+            .first()
+            .map(String::as_str)
+            == Some("PONGED"),
+        "peer did not finish"
+    );
+    rtts.sort_by(f64::total_cmp);
+    Ok(rtts)
+}
+
+/// iperf3 TCP single stream on loopback for `secs`, in MiB/s; `None` if iperf3 is missing.
+fn iperf(secs: f64) -> Result<Option<f64>> {
+    if Command::new("iperf3").arg("--version").output().is_err() {
+        return Ok(None);
+    }
+    let port = "5299";
+    let mut server = Command::new("iperf3")
+        .args(["-s", "-1", "-B", "127.0.0.1", "-p", port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("start iperf3 -s")?;
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", port, "-J", "-t"])
+        .arg(format!("{}", secs.ceil().max(1.0)))
+        .output();
+    let _ = server.kill();
+    let _ = server.wait();
+    let text = String::from_utf8_lossy(&out.context("run iperf3 -c")?.stdout).into_owned();
+    // "sum_received": { ... "bits_per_second": N ... }
+    let at = text
+        .find("\"sum_received\"")
+        .ok_or_else(|| anyhow!("iperf3 output without sum_received"))?;
+    let bps = text[at..]
+        .split("\"bits_per_second\":")
+        .nth(1)
+        .and_then(|s| s.split([',', '}']).next())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .ok_or_else(|| anyhow!("iperf3 output without bits_per_second"))?;
+    Ok(Some(bps / 8.0 / (1 << 20) as f64))
+}
+
+/// Bulk copy speed of registered memory against a plain `memcpy`, in GB/s, for `size`.
+fn copy_speed(size: usize) -> (f64, f64) {
+    let block = hca::mem::MemBlock::new(size + 8);
+    let mut buf: Vec<u8> = (0..size).map(|i| (i * 7 + 1) as u8).collect();
+    let rounds = ((256 << 20) / size).max(1);
+    let t = Instant::now();
+    for _ in 0..rounds {
+        let _ = block.write(3, std::hint::black_box(&buf));
+        let _ = block.read(3, std::hint::black_box(&mut buf));
+    }
+    let ours = (2 * size * rounds) as f64 / t.elapsed().as_secs_f64() / 1e9;
+    let mut plain = vec![0u8; size];
+    let t = Instant::now();
+    for _ in 0..rounds {
+        plain.copy_from_slice(std::hint::black_box(&buf));
+        buf.copy_from_slice(std::hint::black_box(&plain));
+    }
+    let memcpy = (2 * size * rounds) as f64 / t.elapsed().as_secs_f64() / 1e9;
+    (ours, memcpy)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+fn per_call(n: u64, calls: u64) -> f64 {
+    if calls == 0 {
+        0.0
+    } else {
+        n as f64 / calls as f64
+    }
+}
+
+/// Runs the benchmark and prints the report.
+pub(crate) fn run(o: &Options) -> Result<()> {
+    let mut peer = Peer::spawn(o.peer)?;
+    let ready = peer.read(Duration::from_secs(10))?;
+    ensure!(
+        ready.first().map(String::as_str) == Some("READY"),
+        "peer said {ready:?}"
+    );
+    let peer_qpn = Qpn::from_wire(ready[1].parse()?);
+    let rkey = Rkey(ready[2].parse()?);
+    let ep = Endpoint::open(o.local, 0x5352_5042_0000_0002, MEM)?;
+    ep.connect(o.peer, peer_qpn, o.mtu, 0x100, 0x200)?;
+    let cmd = format!("CONNECT {} {} {}", o.local, ep.qpn.get(), u8::from(o.mtu));
+    ensure!(
+        peer.ask(&cmd, Duration::from_secs(10))?
+            .first()
+            .map(String::as_str)
+            == Some("CONNECTED"),
+        "connect"
+    );
+
+    println!(
+        "srpctl bench hca: {} <-> {} (two processes), MTU {}, queue depth {}, {} round(s) of {:.1} s per point",
+        o.local,
+        o.peer,
+        o.mtu.bytes().unwrap_or(0),
+        o.depth,
+        o.rounds,
+        o.seconds
+    );
+    let mut write = vec![Vec::new(); o.sizes.len()];
+    let mut read = vec![Vec::new(); o.sizes.len()];
+    let mut tcp = Vec::new();
+    let mut lat = Vec::new();
+    let io_before = ep.hca.io_stats();
+    let stats_before = ep.hca.with(|e, _| e.stats());
+    for round in 0..o.rounds {
+        // Interleaved: peer measurement, ours, peer, ours (PERFORMANCE.md).
+        if o.iperf {
+            if let Some(t) = iperf(o.seconds)? {
+                tcp.push(t);
+            }
+        }
+        for (i, &size) in o.sizes.iter().enumerate() {
+            write[i].push(bandwidth(&ep, rkey, false, size, o.depth, o.seconds)?);
+            read[i].push(bandwidth(&ep, rkey, true, size, o.depth, o.seconds)?);
+        }
+        lat.extend(ping_pong(&ep, &mut peer, 2000, 64)?);
+        eprintln!("round {}/{} done", round + 1, o.rounds);
+    }
+    let io = ep.hca.io_stats();
+    let st = ep.hca.with(|e, _| e.stats());
+    let tcp_mib = if tcp.is_empty() {
+        None
+    } else {
+        Some(median(&mut tcp))
+    };
+    println!(
+        "\n{:>10}  {:>12}  {:>12}  {:>10}  {:>10}",
+        "size", "WRITE MiB/s", "READ MiB/s", "WRITE/TCP", "READ/TCP"
+    );
+    for (i, &size) in o.sizes.iter().enumerate() {
+        let (w, r) = (median(&mut write[i]), median(&mut read[i]));
+        let ratio = |x: f64| {
+            tcp_mib
+                .map(|t| format!("{:.2}", x / t))
+                .unwrap_or_else(|| "-".into())
+        };
+        println!(
+            "{:>10}  {:>12.1}  {:>12.1}  {:>10}  {:>10}",
+            size,
+            w,
+            r,
+            ratio(w),
+            ratio(r)
+        );
+    }
+    match tcp_mib {
+        Some(t) => {
+            println!("iperf3 TCP single stream on loopback (same run, median): {t:.1} MiB/s")
+        }
+        None => println!("iperf3 not found: no TCP reference (apt-get install iperf3)"),
+    }
+    lat.sort_by(f64::total_cmp);
+    if !lat.is_empty() {
+        let avg = lat.iter().sum::<f64>() / lat.len() as f64;
+        let p = |q: f64| lat[((lat.len() - 1) as f64 * q) as usize];
+        println!(
+            "SEND ping-pong, 64 B, round trip: avg {avg:.1} µs, p50 {:.1} µs, p99 {:.1} µs",
+            p(0.5),
+            p(0.99)
+        );
+    }
+    let d = |a: u64, b: u64| a.saturating_sub(b);
+    let io = IoStats {
+        send_calls: d(io.send_calls, io_before.send_calls),
+        datagrams_sent: d(io.datagrams_sent, io_before.datagrams_sent),
+        recv_calls: d(io.recv_calls, io_before.recv_calls),
+        datagrams_received: d(io.datagrams_received, io_before.datagrams_received),
+        wakeups: d(io.wakeups, io_before.wakeups),
+    };
+    println!("\nwhere the time goes (this side):");
+    println!(
+        "  sent {} datagrams in {} sendmmsg calls ({:.1} per call); received {} in {} recvmmsg calls ({:.1} per call); {} port-thread wake-ups",
+        io.datagrams_sent,
+        io.send_calls,
+        per_call(io.datagrams_sent, io.send_calls),
+        io.datagrams_received,
+        io.recv_calls,
+        per_call(io.datagrams_received, io.recv_calls),
+        io.wakeups
+    );
+    println!(
+        "  engine: {} packets built, {} received; payload copies per byte: 1 into the datagram (registered memory -> buffer) on send, 1 out of it on receive, plus the kernel's 2",
+        d(st.tx_packets, stats_before.tx_packets),
+        d(st.rx_packets, stats_before.rx_packets)
+    );
+    let (ours, memcpy) = copy_speed(64 << 10);
+    println!(
+        "  registered-memory copies (64 KiB, misaligned): {ours:.1} GB/s, plain memcpy {memcpy:.1} GB/s"
+    );
+    if st.icrc_errors + st.malformed > stats_before.icrc_errors + stats_before.malformed {
+        bail!("the benchmark saw ICRC or parse errors: {st:?}");
+    }
+    Ok(())
+}
