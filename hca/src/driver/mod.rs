@@ -353,29 +353,21 @@ fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll) {
     let mut events = Events::with_capacity(8);
     let idx = usize::from(port) - 1;
     while !shared.stop.load(Ordering::SeqCst) {
-        let wait = {
-            let e = lock(&shared.engine);
-            e.poll_timeout()
-                .map(|t| Duration::from_nanos(t.0.saturating_sub(shared.now().0)))
-        };
-        let pending = !lock(&shared.ports[idx].pending).is_empty();
-        let wait = if pending {
-            Duration::from_micros(200)
-        } else {
+        let deadline = lock(&shared.engine).poll_timeout();
+        let wait = deadline.map(|t| Duration::from_nanos(t.0.saturating_sub(shared.now().0)));
+        let wait = if lock(&shared.ports[idx].pending).is_empty() {
             wait.unwrap_or(IDLE_WAIT).min(IDLE_WAIT)
+        } else {
+            Duration::from_micros(200)
         };
         if poll.poll(&mut events, Some(wait)).is_err() {
             continue; // EINTR
         }
         shared.io.wakeups.fetch_add(1, Ordering::Relaxed);
-        // Receive everything waiting, a batch per lock.
+        // Receive everything waiting: the system call outside the engine lock, then one lock
+        // per batch.
         loop {
-            let mut n = 0;
-            shared.with(|e, now| {
-                n = rx
-                    .recv_batch(|src, bytes| e.handle_datagram(now, port, src, bytes))
-                    .unwrap_or(0);
-            });
+            let n = rx.fill().unwrap_or(0);
             if n == 0 {
                 break;
             }
@@ -384,6 +376,11 @@ fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll) {
                 .io
                 .datagrams_received
                 .fetch_add(n as u64, Ordering::Relaxed);
+            shared.with(|e, now| {
+                for (src, bytes) in rx.datagrams() {
+                    e.handle_datagram(now, port, src, bytes);
+                }
+            });
         }
         shared.with(|e, now| {
             if e.poll_timeout().is_some_and(|t| t <= now) {

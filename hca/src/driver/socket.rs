@@ -56,6 +56,7 @@ pub(crate) struct Receiver {
     socket: Arc<UdpSocket>,
     bufs: Vec<Vec<u8>>,
     hdrs: MultiHeaders<SockaddrStorage>,
+    got: Vec<(usize, Option<SocketAddr>)>,
 }
 
 impl Receiver {
@@ -65,39 +66,42 @@ impl Receiver {
             socket,
             bufs: (0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]).collect(),
             hdrs: MultiHeaders::preallocate(BATCH, None),
+            got: Vec::with_capacity(BATCH),
         }
     }
 
-    /// Receives up to [`BATCH`] datagrams, handing each to `each(src, bytes)`; returns how
-    /// many arrived (0 when none were waiting).
-    pub(crate) fn recv_batch(
-        &mut self,
-        mut each: impl FnMut(SocketAddr, &[u8]),
-    ) -> io::Result<usize> {
+    /// Receives up to [`BATCH`] datagrams into the buffers (no lock needed); returns how
+    /// many arrived (0 when none were waiting). [`Receiver::datagrams`] hands them out.
+    pub(crate) fn fill(&mut self) -> io::Result<usize> {
         let fd = self.socket.as_raw_fd();
-        let got: Vec<(usize, Option<SocketAddr>)> = {
-            let mut slices: Vec<[IoSliceMut<'_>; 1]> =
-                self.bufs.iter_mut().map(|b| [IoSliceMut::new(b)]).collect();
-            match recvmmsg(
-                fd,
-                &mut self.hdrs,
-                slices.iter_mut(),
-                MsgFlags::MSG_DONTWAIT,
-                None,
-            ) {
-                Ok(results) => results
-                    .map(|r| (r.bytes, r.address.and_then(|a: SockaddrStorage| to_std(&a))))
-                    .collect(),
-                Err(nix::errno::Errno::EAGAIN) => return Ok(0),
-                Err(e) => return Err(io::Error::from(e)),
+        self.got.clear();
+        let mut slices: Vec<[IoSliceMut<'_>; 1]> =
+            self.bufs.iter_mut().map(|b| [IoSliceMut::new(b)]).collect();
+        match recvmmsg(
+            fd,
+            &mut self.hdrs,
+            slices.iter_mut(),
+            MsgFlags::MSG_DONTWAIT,
+            None,
+        ) {
+            Ok(results) => {
+                for r in results {
+                    let src = r.address.and_then(|a: SockaddrStorage| to_std(&a));
+                    self.got.push((r.bytes, src));
+                }
             }
-        };
-        for (i, (len, src)) in got.iter().enumerate() {
-            if let Some(src) = src {
-                each(*src, &self.bufs[i][..*len]);
-            }
+            Err(nix::errno::Errno::EAGAIN) => {}
+            Err(e) => return Err(io::Error::from(e)),
         }
-        Ok(got.len())
+        Ok(self.got.len())
+    }
+
+    /// The datagrams the last [`Receiver::fill`] received.
+    pub(crate) fn datagrams(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> {
+        self.got
+            .iter()
+            .zip(&self.bufs)
+            .filter_map(|(&(len, src), buf)| src.map(|s| (s, &buf[..len])))
     }
 }
 

@@ -164,4 +164,25 @@ impl Endpoint {
     pub(crate) fn poll(&self, out: &mut Vec<Wc>) -> Result<usize> {
         Ok(self.hca.with(|e, _| e.poll_cq(self.cq, 256, out))?)
     }
+
+    /// Takes what completed, sleeping on the CQ's notification when nothing has (as a
+    /// consumer that does not spin would: arm, poll again, then wait).
+    pub(crate) fn poll_wait(
+        &self,
+        out: &mut Vec<Wc>,
+        timeout: std::time::Duration,
+    ) -> Result<usize> {
+        let n = self.poll(out)?;
+        if n > 0 {
+            return Ok(n);
+        }
+        self.hca
+            .with(|e, _| e.req_notify_cq(self.cq, hca::verbs::ArmMode::NextCompletion))?;
+        let n = self.poll(out)?;
+        if n > 0 {
+            return Ok(n);
+        }
+        let _ = self.hca.wait_event(timeout);
+        self.poll(out)
+    }
 }

@@ -116,8 +116,7 @@ fn bandwidth(
     let mut in_flight = slots;
     while in_flight > 0 {
         wcs.clear();
-        if ep.poll(&mut wcs)? == 0 {
-            std::thread::yield_now();
+        if ep.poll_wait(&mut wcs, Duration::from_millis(100))? == 0 {
             continue;
         }
         let running = start.elapsed().as_secs_f64() < secs;
