@@ -131,3 +131,35 @@ fn rdma_write_over_udp_every_size_and_mtu() {
 fn rdma_read_over_udp_every_size_and_mtu() {
     all_sizes(30, 2);
 }
+
+#[test]
+fn every_operation_without_gso() {
+    let opts = PairOpts {
+        mtu: PathMtu::Mtu1024,
+        timeout: 12,
+        ..PairOpts::default()
+    };
+    let a_ip = IpAddr::V4(Ipv4Addr::new(127, 0, 50, 2));
+    let b_ip = IpAddr::V4(Ipv4Addr::new(127, 0, 50, 3));
+    let a = UdpNode::open_with(a_ip, opts, false);
+    let b = UdpNode::open_with(b_ip, opts, false);
+    a.connect(
+        b_ip,
+        b.qpn,
+        Psn::from_wire(0x100),
+        Psn::from_wire(0x200),
+        opts,
+    );
+    b.connect(
+        a_ip,
+        a.qpn,
+        Psn::from_wire(0x200),
+        Psn::from_wire(0x100),
+        opts,
+    );
+    for (i, len) in [1usize, 65_537, 1 << 20].into_iter().enumerate() {
+        for kind in 0..3 {
+            transfer(&a, &b, kind, len, 900 + (i * 3) as u64 + u64::from(kind));
+        }
+    }
+}

@@ -3,6 +3,10 @@
 //! error-level expert entries, and a separate implementation (tests/wire/icrc_check.py,
 //! Python's zlib) must recompute the same ICRC from the real IP headers.
 //!
+//! Runs with UDP GSO off (see `traffic`); segments of a GSO send carry ICRCs for IPv4 IDs
+//! 0, 1, 2, … as kernel segmentation numbers them, which the loopback tests verify through
+//! the receive path.
+//!
 //! Needs tshark and dumpcap (Debian package tshark, installed by scripts/test.sh) and root or
 //! capture rights on `lo`. Set HCA_SKIP_WIRE_CHECK=1 to skip where that is impossible.
 
@@ -92,8 +96,10 @@ fn traffic(net: u8) {
         IpAddr::V4(Ipv4Addr::new(127, 0, net, 2)),
         IpAddr::V4(Ipv4Addr::new(127, 0, net, 3)),
     );
-    let a = UdpNode::open(a_ip, opts);
-    let b = UdpNode::open(b_ip, opts);
+    // GSO off: on loopback a GSO send is captured unsegmented, as one datagram holding
+    // several packets; here every packet must be its own frame.
+    let a = UdpNode::open_with(a_ip, opts, false);
+    let b = UdpNode::open_with(b_ip, opts, false);
     a.connect(
         b_ip,
         b.qpn,

@@ -56,6 +56,9 @@ enum Command {
         /// Address of the peer's HCA port.
         #[arg(long)]
         addr: std::net::IpAddr,
+        /// Send every packet as its own datagram (no UDP GSO/GRO).
+        #[arg(long)]
+        no_gso: bool,
     },
 }
 
@@ -92,6 +95,9 @@ enum BenchWhat {
         /// Skip the iperf3 TCP reference.
         #[arg(long)]
         no_iperf: bool,
+        /// Send every packet as its own datagram (no UDP GSO/GRO).
+        #[arg(long)]
+        no_gso: bool,
     },
 }
 
@@ -121,6 +127,7 @@ fn main() -> Result<()> {
                     local,
                     peer,
                     no_iperf,
+                    no_gso,
                 },
         } => {
             let mtu = hca::wire::PathMtu::for_link_mtu(mtu + 80)
@@ -135,10 +142,11 @@ fn main() -> Result<()> {
                 mtu,
                 depth,
                 iperf: !no_iperf,
+                gso: !no_gso,
             };
             bench::hca::run(&o)
         }
-        Command::BenchPeer { addr } => bench::peer::run(addr, 64 << 20),
+        Command::BenchPeer { addr, no_gso } => bench::peer::run(addr, 64 << 20, !no_gso),
     }
 }
 

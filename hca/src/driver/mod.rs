@@ -39,6 +39,10 @@ pub struct HcaConfig {
     pub ports: Vec<IpAddr>,
     /// The UDP port: 4791 (RoCEv2) unless a test needs another.
     pub udp_port: u16,
+    /// Send runs of equal-size packets as one UDP GSO datagram and receive with GRO. On by
+    /// default; off when every packet must be a separate datagram on the capture point
+    /// (loopback captures see a GSO send unsegmented).
+    pub gso: bool,
 }
 
 impl HcaConfig {
@@ -48,6 +52,7 @@ impl HcaConfig {
             node_guid,
             ports,
             udp_port: Engine::UDP_PORT,
+            gso: true,
         }
     }
 }
@@ -108,6 +113,7 @@ struct Port {
 
 struct Shared {
     engine: Mutex<Engine>,
+    gso: bool,
     epoch: Instant,
     ports: Vec<Port>,
     stop: AtomicBool,
@@ -151,7 +157,7 @@ impl Shared {
                 v.push(t);
             }
         }
-        for (i, batch) in by_port.into_iter().enumerate() {
+        for (i, mut batch) in by_port.into_iter().enumerate() {
             if batch.is_empty() {
                 continue;
             }
@@ -162,7 +168,7 @@ impl Shared {
                 let _ = port.waker.wake();
                 continue;
             }
-            let sent = self.send_counted(port, &batch);
+            let sent = self.send_counted(port, &mut batch);
             if sent < batch.len() {
                 pending.extend(batch.into_iter().skip(sent));
                 let _ = port.waker.wake();
@@ -170,9 +176,9 @@ impl Shared {
         }
     }
 
-    fn send_counted(&self, port: &Port, batch: &[Transmit]) -> usize {
+    fn send_counted(&self, port: &Port, batch: &mut [Transmit]) -> usize {
         let (sent, calls) = lock(&port.senders)
-            .send_batch(batch)
+            .send_batch(batch, self.gso)
             .unwrap_or((batch.len(), 1));
         self.io.send_calls.fetch_add(calls, Ordering::Relaxed);
         self.io
@@ -235,10 +241,12 @@ impl Hca {
         let mut addrs = Vec::new();
         for (i, &ip) in config.ports.iter().enumerate() {
             let addr = SocketAddr::new(ip, config.udp_port);
-            let sock = socket::bind(ip, config.udp_port).map_err(|source| DriverError::Bind {
-                port: (i + 1) as u8,
-                addr,
-                source,
+            let sock = socket::bind(ip, config.udp_port, config.gso).map_err(|source| {
+                DriverError::Bind {
+                    port: (i + 1) as u8,
+                    addr,
+                    source,
+                }
             })?;
             addrs.push(sock.local_addr().unwrap_or(addr));
             let poll = Poll::new().map_err(DriverError::Poll)?;
@@ -257,6 +265,7 @@ impl Hca {
         }
         let shared = Arc::new(Shared {
             engine: Mutex::new(Engine::new(config.node_guid, &config.ports)),
+            gso: config.gso,
             epoch: Instant::now(),
             ports,
             stop: AtomicBool::new(false),
@@ -377,8 +386,8 @@ fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll) {
                 .datagrams_received
                 .fetch_add(n as u64, Ordering::Relaxed);
             shared.with(|e, now| {
-                for (src, bytes) in rx.datagrams() {
-                    e.handle_datagram(now, port, src, bytes);
+                for (src, bytes, segment) in rx.datagrams() {
+                    e.handle_segment(now, port, src, bytes, segment);
                 }
             });
         }
@@ -398,7 +407,7 @@ fn flush_pending(shared: &Shared, idx: usize) {
     if pending.is_empty() {
         return;
     }
-    let batch: Vec<Transmit> = pending.drain(..).collect();
-    let sent = shared.send_counted(port, &batch);
+    let mut batch: Vec<Transmit> = pending.drain(..).collect();
+    let sent = shared.send_counted(port, &mut batch);
     pending.extend(batch.into_iter().skip(sent));
 }

@@ -3,8 +3,10 @@
 //! kernel writes IP ID 0 (what the ICRC assumes for IPv4; see `wire::icrc`).
 
 use crate::engine::Transmit;
+use crate::wire::IcrcContext;
 use nix::sys::socket::{
-    MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg, setsockopt, sockopt,
+    ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg,
+    sendmmsg, sendmsg, setsockopt, sockopt,
 };
 use nix::{setsockopt_impl, sockopt_impl};
 use std::io::{self, IoSlice, IoSliceMut};
@@ -14,8 +16,12 @@ use std::sync::Arc;
 
 /// Datagrams per `sendmmsg`/`recvmmsg` call.
 pub(crate) const BATCH: usize = 32;
-/// Largest datagram we receive (MTU 4096 + headers, with room to spare).
-pub(crate) const MAX_DATAGRAM: usize = 4096 + 128;
+/// Largest receive: a GRO super-datagram (64 KiB) holding several packets.
+pub(crate) const MAX_DATAGRAM: usize = 65_536;
+/// Most packets one GSO send carries (the kernel's UDP_MAX_SEGMENTS is 64).
+const MAX_GSO_SEGMENTS: usize = 64;
+/// Most bytes one GSO send carries (a UDP datagram's limit, with room for headers).
+const MAX_GSO_BYTES: usize = 65_000;
 /// Socket buffer size asked for (the kernel caps it at net.core.{r,w}mem_max unless root).
 const SOCK_BUF_BYTES: usize = 8 << 20;
 
@@ -32,13 +38,17 @@ sockopt_impl!(
 );
 
 /// Opens `ip:port` (port 4791 outside tests): non-blocking, large buffers, DF set.
-pub(crate) fn bind(ip: IpAddr, port: u16) -> io::Result<Arc<UdpSocket>> {
+pub(crate) fn bind(ip: IpAddr, port: u16, gro: bool) -> io::Result<Arc<UdpSocket>> {
     let socket = UdpSocket::bind(SocketAddr::new(ip, port))?;
     socket.set_nonblocking(true)?;
     let fd = socket.as_fd();
     match ip {
         IpAddr::V4(_) => setsockopt(&fd, IpMtuDiscover, &libc::IP_PMTUDISC_DO)?,
         IpAddr::V6(_) => setsockopt(&fd, Ipv6MtuDiscover, &libc::IPV6_PMTUDISC_DO)?,
+    }
+    if gro {
+        // Coalesced receives: a GSO burst from our own stack arrives as one buffer.
+        setsockopt(&fd, sockopt::UdpGroSegment, &true)?;
     }
     // Larger buffers keep a burst of MTU packets from being dropped on loopback; as root the
     // *Force variants exceed rmem_max. Failure only costs performance.
@@ -56,7 +66,7 @@ pub(crate) struct Receiver {
     socket: Arc<UdpSocket>,
     bufs: Vec<Vec<u8>>,
     hdrs: MultiHeaders<SockaddrStorage>,
-    got: Vec<(usize, Option<SocketAddr>)>,
+    got: Vec<(usize, Option<SocketAddr>, usize)>,
 }
 
 impl Receiver {
@@ -65,7 +75,7 @@ impl Receiver {
         Receiver {
             socket,
             bufs: (0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]).collect(),
-            hdrs: MultiHeaders::preallocate(BATCH, None),
+            hdrs: MultiHeaders::preallocate(BATCH, Some(nix::cmsg_space!(i32))),
             got: Vec::with_capacity(BATCH),
         }
     }
@@ -75,6 +85,10 @@ impl Receiver {
     pub(crate) fn fill(&mut self) -> io::Result<usize> {
         let fd = self.socket.as_raw_fd();
         self.got.clear();
+        // nix's recvmmsg leaves each header's msg_controllen as the previous call's kernel
+        // set it (0 when no control message came), which would silently drop the GRO
+        // segment size from then on: fresh headers every call.
+        self.hdrs = MultiHeaders::preallocate(BATCH, Some(nix::cmsg_space!(i32)));
         let mut slices: Vec<[IoSliceMut<'_>; 1]> =
             self.bufs.iter_mut().map(|b| [IoSliceMut::new(b)]).collect();
         match recvmmsg(
@@ -87,7 +101,19 @@ impl Receiver {
             Ok(results) => {
                 for r in results {
                     let src = r.address.and_then(|a: SockaddrStorage| to_std(&a));
-                    self.got.push((r.bytes, src));
+                    // A GRO buffer says the size of its segments; a plain datagram is one.
+                    let seg = r
+                        .cmsgs()
+                        .ok()
+                        .and_then(|mut c| {
+                            c.find_map(|m| match m {
+                                ControlMessageOwned::UdpGroSegments(n) => usize::try_from(n).ok(),
+                                _ => None,
+                            })
+                        })
+                        .filter(|&n| n > 0)
+                        .unwrap_or(r.bytes.max(1));
+                    self.got.push((r.bytes, src, seg));
                 }
             }
             Err(nix::errno::Errno::EAGAIN) => {}
@@ -96,12 +122,18 @@ impl Receiver {
         Ok(self.got.len())
     }
 
-    /// The datagrams the last [`Receiver::fill`] received.
-    pub(crate) fn datagrams(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> {
+    /// The packets the last [`Receiver::fill`] received: each GRO buffer split into its
+    /// segments, with the segment's index in its buffer (the IPv4 ID a GSO sender used).
+    pub(crate) fn datagrams(&self) -> impl Iterator<Item = (SocketAddr, &[u8], u16)> {
         self.got
             .iter()
             .zip(&self.bufs)
-            .filter_map(|(&(len, src), buf)| src.map(|s| (s, &buf[..len])))
+            .flat_map(|(&(len, src, seg), buf)| {
+                buf[..len]
+                    .chunks(seg)
+                    .enumerate()
+                    .filter_map(move |(k, pkt)| src.map(|s| (s, pkt, k as u16)))
+            })
     }
 }
 
@@ -118,15 +150,59 @@ impl Sender {
     }
 
     /// Sends as many of `out` as the socket takes now; returns how many went and in how many
-    /// calls (the rest wait for the socket to drain).
-    pub(crate) fn send_batch(&mut self, out: &[Transmit]) -> io::Result<(usize, u64)> {
+    /// calls (the rest wait for the socket to drain). With `gso`, runs of equal-size packets
+    /// to one destination go out as one UDP GSO send each; the kernel numbers the segments'
+    /// IPv4 IDs 0, 1, 2, … so packet `k` of a run gets its ICRC recomputed for ID `k`
+    /// (IPv6 has no ID and needs nothing).
+    pub(crate) fn send_batch(
+        &mut self,
+        out: &mut [Transmit],
+        gso: bool,
+    ) -> io::Result<(usize, u64)> {
         let fd = self.socket.as_raw_fd();
-        let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(BATCH.min(out.len()), None);
+        let src = self.socket.local_addr()?.ip();
         let mut sent = 0;
         let mut calls = 0;
         while sent < out.len() {
+            let run = if gso { gso_run(&out[sent..]) } else { 1 };
             calls += 1;
-            let chunk = &out[sent..out.len().min(sent + BATCH)];
+            if run > 1 {
+                let seg = out[sent].bytes.len();
+                if src.is_ipv4() {
+                    for (k, t) in out[sent..sent + run].iter_mut().enumerate().skip(1) {
+                        restamp_icrc(t, src, k as u16);
+                    }
+                }
+                let iovs: Vec<IoSlice<'_>> = out[sent..sent + run]
+                    .iter()
+                    .map(|t| IoSlice::new(&t.bytes))
+                    .collect();
+                let addr = SockaddrStorage::from(out[sent].dst);
+                let seg16 = seg as u16;
+                let cmsg = [ControlMessage::UdpGsoSegments(&seg16)];
+                match sendmsg(fd, &iovs, &cmsg, MsgFlags::MSG_DONTWAIT, Some(&addr)) {
+                    Ok(_) => sent += run,
+                    Err(nix::errno::Errno::EAGAIN) => {
+                        if src.is_ipv4() {
+                            // Restore the ID-0 ICRC: the packets may go out in another run.
+                            for t in out[sent..sent + run].iter_mut().skip(1) {
+                                restamp_icrc(t, src, 0);
+                            }
+                        }
+                        break;
+                    }
+                    Err(nix::errno::Errno::ECONNREFUSED) => sent += run,
+                    Err(e) => return Err(io::Error::from(e)),
+                }
+                continue;
+            }
+            // Single packets, batched with sendmmsg.
+            let end = (sent..out.len().min(sent + BATCH))
+                .take_while(|&i| i == sent || !gso || gso_run(&out[i..]) == 1)
+                .last()
+                .map_or(sent + 1, |i| i + 1);
+            let chunk = &out[sent..end];
+            let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(chunk.len(), None);
             let iovs: Vec<[IoSlice<'_>; 1]> =
                 chunk.iter().map(|t| [IoSlice::new(&t.bytes)]).collect();
             let addrs: Vec<Option<SockaddrStorage>> = chunk
@@ -150,6 +226,40 @@ impl Sender {
         }
         Ok((sent, calls))
     }
+}
+
+/// How many packets from the start of `out` can share one GSO send: same destination, the
+/// same size (the last may be shorter), within the segment and byte limits.
+fn gso_run(out: &[Transmit]) -> usize {
+    let Some(first) = out.first() else { return 0 };
+    let seg = first.bytes.len();
+    let mut n = 1;
+    let mut bytes = seg;
+    while n < out.len().min(MAX_GSO_SEGMENTS) {
+        let t = &out[n];
+        if t.dst != first.dst || t.bytes.len() > seg || bytes + t.bytes.len() > MAX_GSO_BYTES {
+            break;
+        }
+        n += 1;
+        bytes += t.bytes.len();
+        if t.bytes.len() < seg {
+            break; // a shorter packet can only end a run
+        }
+    }
+    n
+}
+
+/// Recomputes a packet's ICRC for IPv4 ID `id`.
+fn restamp_icrc(t: &mut Transmit, src: IpAddr, id: u16) {
+    let ctx = IcrcContext {
+        ipv4_id: id,
+        ..IcrcContext::new(src, t.dst.ip(), crate::wire::ROCE_V2_UDP_PORT)
+    };
+    let Some(body) = t.bytes.len().checked_sub(crate::wire::ICRC_LEN) else {
+        return;
+    };
+    let crc = crate::wire::icrc::compute(&ctx, &t.bytes[..body]);
+    t.bytes[body..].copy_from_slice(&crc.to_le_bytes());
 }
 
 fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {

@@ -21,11 +21,15 @@ pub struct UdpNode {
 impl UdpNode {
     /// Opens an HCA on `ip:4791` with an endpoint.
     pub fn open(ip: IpAddr, opts: PairOpts) -> UdpNode {
-        let hca = Hca::open(HcaConfig::new(
-            Guid(0x5352_5000_0000_1000 | u64::from(last(ip))),
-            vec![ip],
-        ))
-        .unwrap_or_else(|e| panic!("open HCA on {ip}: {e}"));
+        Self::open_with(ip, opts, true)
+    }
+
+    /// Opens an HCA on `ip:4791` with an endpoint, UDP GSO/GRO as given.
+    pub fn open_with(ip: IpAddr, opts: PairOpts, gso: bool) -> UdpNode {
+        let mut config =
+            HcaConfig::new(Guid(0x5352_5000_0000_1000 | u64::from(last(ip))), vec![ip]);
+        config.gso = gso;
+        let hca = Hca::open(config).unwrap_or_else(|e| panic!("open HCA on {ip}: {e}"));
         let (pd, mem, mr, cq, qp, qpn) = hca.with(|e, _| rc_endpoint(e, opts));
         UdpNode {
             hca,

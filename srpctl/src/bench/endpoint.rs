@@ -30,9 +30,10 @@ pub(crate) struct Endpoint {
 
 impl Endpoint {
     /// Opens an HCA on `ip:4791` with `mem_bytes` of registered memory.
-    pub(crate) fn open(ip: IpAddr, guid: u64, mem_bytes: usize) -> Result<Endpoint> {
-        let hca = Hca::open(HcaConfig::new(Guid(guid), vec![ip]))
-            .with_context(|| format!("open HCA on {ip}"))?;
+    pub(crate) fn open(ip: IpAddr, guid: u64, mem_bytes: usize, gso: bool) -> Result<Endpoint> {
+        let mut config = HcaConfig::new(Guid(guid), vec![ip]);
+        config.gso = gso;
+        let hca = Hca::open(config).with_context(|| format!("open HCA on {ip}"))?;
         let mem = MemBlock::new(mem_bytes);
         let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
         let (mr, cq, qp) = hca.with(|e, _| -> Result<_> {

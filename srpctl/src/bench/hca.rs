@@ -26,6 +26,7 @@ pub(crate) struct Options {
     pub(crate) mtu: PathMtu,
     pub(crate) depth: usize,
     pub(crate) iperf: bool,
+    pub(crate) gso: bool,
 }
 
 const MEM: usize = 64 << 20;
@@ -37,10 +38,14 @@ struct Peer {
 }
 
 impl Peer {
-    fn spawn(ip: IpAddr) -> Result<Peer> {
+    fn spawn(ip: IpAddr, gso: bool) -> Result<Peer> {
         let exe = std::env::current_exe()?;
+        let mut args = vec!["bench-peer".to_owned(), "--addr".to_owned(), ip.to_string()];
+        if !gso {
+            args.push("--no-gso".to_owned());
+        }
         let mut child = Command::new(exe)
-            .args(["bench-peer", "--addr", &ip.to_string()])
+            .args(&args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -243,7 +248,7 @@ fn per_call(n: u64, calls: u64) -> f64 {
 
 /// Runs the benchmark and prints the report.
 pub(crate) fn run(o: &Options) -> Result<()> {
-    let mut peer = Peer::spawn(o.peer)?;
+    let mut peer = Peer::spawn(o.peer, o.gso)?;
     let ready = peer.read(Duration::from_secs(10))?;
     ensure!(
         ready.first().map(String::as_str) == Some("READY"),
@@ -251,7 +256,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     );
     let peer_qpn = Qpn::from_wire(ready[1].parse()?);
     let rkey = Rkey(ready[2].parse()?);
-    let ep = Endpoint::open(o.local, 0x5352_5042_0000_0002, MEM)?;
+    let ep = Endpoint::open(o.local, 0x5352_5042_0000_0002, MEM, o.gso)?;
     ep.connect(o.peer, peer_qpn, o.mtu, 0x100, 0x200)?;
     let cmd = format!("CONNECT {} {} {}", o.local, ep.qpn.get(), u8::from(o.mtu));
     ensure!(
@@ -344,7 +349,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     };
     println!("\nwhere the time goes (this side):");
     println!(
-        "  sent {} datagrams in {} sendmmsg calls ({:.1} per call); received {} in {} recvmmsg calls ({:.1} per call); {} port-thread wake-ups",
+        "  sent {} packets in {} send calls (GSO sendmsg or sendmmsg; {:.1} per call); received {} datagrams (GRO buffers) in {} recvmmsg calls ({:.1} per call); {} port-thread wake-ups",
         io.datagrams_sent,
         io.send_calls,
         per_call(io.datagrams_sent, io.send_calls),

@@ -11,8 +11,8 @@ use std::io::{BufRead, Write};
 use std::net::IpAddr;
 
 /// Runs the peer until stdin closes or says QUIT.
-pub(crate) fn run(ip: IpAddr, mem_bytes: usize) -> Result<()> {
-    let ep = Endpoint::open(ip, 0x5352_5042_0000_0003, mem_bytes)?;
+pub(crate) fn run(ip: IpAddr, mem_bytes: usize, gso: bool) -> Result<()> {
+    let ep = Endpoint::open(ip, 0x5352_5042_0000_0003, mem_bytes, gso)?;
     let say = |s: String| -> Result<()> {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{s}")?;
