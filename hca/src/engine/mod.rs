@@ -63,6 +63,8 @@ pub enum Event {
     CqOverrun(CqId),
     /// A QP went to the error state.
     QpError(Qpn),
+    /// A QP in SQD (entered with EN_SQD_ASYNC_NOTIFY) has nothing outstanding.
+    SqDrained(Qpn),
     /// A shared receive queue fell below its limit.
     SrqLimit(SrqId),
     /// A port became active.
@@ -477,6 +479,31 @@ impl Engine {
             .get_mut(&id)
             .ok_or(VerbsError::NoSuch { what: "QP", id: 0 })?;
         Ok(qp.post_send(wr, &mut ctx)?)
+    }
+
+    /// Posts a chain of send work requests (`ibv_post_send` with a linked list): all are
+    /// queued, then the send queue starts once. On an error, the requests before it stay
+    /// posted and the index of the one refused comes back with the error.
+    pub fn post_send_list(
+        &mut self,
+        now: Time,
+        id: QpId,
+        wrs: impl IntoIterator<Item = SendWr>,
+    ) -> Result<(), (usize, VerbsError)> {
+        let mut ctx = ctx!(self, now);
+        let qp = self
+            .qps
+            .get_mut(&id)
+            .ok_or((0, VerbsError::NoSuch { what: "QP", id: 0 }))?;
+        let mut result = Ok(());
+        for (i, wr) in wrs.into_iter().enumerate() {
+            if let Err(e) = qp.queue_send(wr, &mut ctx) {
+                result = Err((i, e.into()));
+                break;
+            }
+        }
+        qp.pump(&mut ctx);
+        result
     }
 
     /// Posts a receive work request.

@@ -269,6 +269,10 @@ impl Qp {
             QpState::Err if from != QpState::Err => self.enter_error(ctx),
             QpState::Rts if from == QpState::Rtr => self.req.start(self.retry_cnt, self.rnr_retry),
             QpState::Rts => self.pump(ctx),
+            QpState::Sqd if from != QpState::Sqd => {
+                self.req.sqd_notify = mask.contains(QpAttrMask::EN_SQD_ASYNC_NOTIFY);
+                self.pump(ctx);
+            }
             _ => {}
         }
         Ok(())
@@ -376,6 +380,14 @@ impl Qp {
 
     /// Posts a send work request.
     pub(crate) fn post_send(&mut self, wr: SendWr, ctx: &mut Ctx<'_>) -> Result<(), QpError> {
+        self.queue_send(wr, ctx)?;
+        self.pump(ctx);
+        Ok(())
+    }
+
+    /// Queues a send work request without starting the send queue: a chain of requests is
+    /// queued first and started once (`Engine::post_send_list`).
+    pub(crate) fn queue_send(&mut self, wr: SendWr, ctx: &mut Ctx<'_>) -> Result<(), QpError> {
         self.check_sge(wr.sg_list.len())?;
         match self.state {
             QpState::Rts | QpState::Sqd => {}
@@ -406,11 +418,7 @@ impl Qp {
         }
         match self.init.qp_type {
             QpType::Ud => self.ud_post_send(wr, ctx),
-            QpType::Rc => {
-                self.rc_accept(wr)?;
-                self.pump(ctx);
-                Ok(())
-            }
+            QpType::Rc => self.rc_accept(wr),
         }
     }
 
@@ -425,9 +433,10 @@ impl Qp {
         Ok(())
     }
 
-    /// Sends what the send queue allows (RC).
+    /// Sends what the send queue allows (RC). In SQD only what was already started goes on
+    /// (retransmissions, the rest of a message); nothing new starts.
     pub(crate) fn pump(&mut self, ctx: &mut Ctx<'_>) {
-        if self.init.qp_type == QpType::Rc && self.state == QpState::Rts {
+        if self.init.qp_type == QpType::Rc && matches!(self.state, QpState::Rts | QpState::Sqd) {
             self.rc_pump(ctx);
         }
     }

@@ -46,6 +46,8 @@ pub(crate) struct Requester {
     rnr_left: u8,
     retrans_at: Option<Time>,
     rnr_at: Option<Time>,
+    /// SQD entered with EN_SQD_ASYNC_NOTIFY: announce when the send queue has drained.
+    pub(crate) sqd_notify: bool,
     /// A go-back-N for a gap in read responses is under way: further gaps are the rest of
     /// the same burst, not new losses (rxe's `started_retry`). Cleared by progress.
     gap_retry: bool,
@@ -148,11 +150,17 @@ impl Qp {
 
     /// Transmits what the window, fences and the initiator depth allow.
     pub(super) fn rc_pump(&mut self, ctx: &mut Ctx<'_>) {
-        while self.state == super::QpState::Rts && self.req.rnr_at.is_none() {
+        let sqd = self.state == super::QpState::Sqd;
+        while matches!(self.state, super::QpState::Rts | super::QpState::Sqd)
+            && self.req.rnr_at.is_none()
+        {
             let idx = self.req.cursor;
             let Some(wqe) = self.req.sq.get(idx) else {
                 break;
             };
+            if sqd && !wqe.done && wqe.first_psn.is_none() {
+                break; // draining: nothing new starts
+            }
             if wqe.done {
                 self.req.cursor += 1;
                 self.req.cursor_pkt = 0;
@@ -369,6 +377,20 @@ impl Qp {
 
     /// Pops finished entries off the front, generating their completions.
     fn rc_complete_front(&mut self, ctx: &mut Ctx<'_>) {
+        self.rc_pop_finished(ctx);
+        // SQD: once nothing started is outstanding, the send queue has drained.
+        let started = self.req.sq.iter().any(|w| w.first_psn.is_some() && !w.done);
+        if self.state == super::QpState::Sqd
+            && self.req.sqd_notify
+            && !started
+            && !self.req.outstanding()
+        {
+            self.req.sqd_notify = false;
+            ctx.event(crate::engine::Event::SqDrained(self.qpn));
+        }
+    }
+
+    fn rc_pop_finished(&mut self, ctx: &mut Ctx<'_>) {
         while self.req.sq.front().is_some_and(|w| w.done) {
             let Some(wqe) = self.req.sq.pop_front() else {
                 break;
