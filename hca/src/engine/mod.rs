@@ -135,6 +135,35 @@ pub enum VerbsError {
     NoQpn,
 }
 
+/// What [`Engine::connect_rc`] needs to connect an RC QP.
+#[derive(Clone, Copy, Debug)]
+pub struct RcConnect {
+    /// Inbound RDMA rights granted to the peer.
+    pub access: Access,
+    /// The peer's GID.
+    pub dest_gid: Gid,
+    /// The peer's QP.
+    pub dest_qpn: Qpn,
+    /// Path MTU.
+    pub path_mtu: crate::wire::PathMtu,
+    /// Our first send PSN (the peer's expected receive PSN).
+    pub sq_psn: crate::ids::Psn,
+    /// The peer's first send PSN.
+    pub rq_psn: crate::ids::Psn,
+    /// Local ACK timeout code (4.096 µs × 2^timeout).
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries (7 = forever).
+    pub rnr_retry: u8,
+    /// RNR NAK timer code we ask the peer to wait.
+    pub min_rnr_timer: u8,
+    /// RDMA READs outstanding as initiator.
+    pub max_rd_atomic: u8,
+    /// RDMA READs served at once as responder.
+    pub max_dest_rd_atomic: u8,
+}
+
 /// One port: its address (and so its GID) and whether it is up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Port {
@@ -457,6 +486,49 @@ impl Engine {
             .get_mut(&id)
             .ok_or(VerbsError::NoSuch { what: "QP", id: 0 })?;
         Ok(qp.modify(attr, mask, &mut ctx)?)
+    }
+
+    /// Brings an RC QP from RESET to RTS, connected to `peer` (what the CM does with the
+    /// attributes of a REQ and REP): RESET→INIT→RTR→RTS with the IBTA-required attributes.
+    pub fn connect_rc(&mut self, now: Time, id: QpId, peer: &RcConnect) -> Result<(), VerbsError> {
+        let mut a = QpAttr {
+            state: QpState::Init,
+            access: peer.access,
+            ..QpAttr::default()
+        };
+        let m = QpAttrMask::STATE
+            | QpAttrMask::PKEY_INDEX
+            | QpAttrMask::PORT
+            | QpAttrMask::ACCESS_FLAGS;
+        self.modify_qp(now, id, &a, m)?;
+        a.state = QpState::Rtr;
+        a.dest_gid = peer.dest_gid;
+        a.dest_qpn = peer.dest_qpn;
+        a.path_mtu = peer.path_mtu;
+        a.rq_psn = peer.rq_psn;
+        a.min_rnr_timer = peer.min_rnr_timer;
+        a.max_dest_rd_atomic = peer.max_dest_rd_atomic;
+        let m = QpAttrMask::STATE
+            | QpAttrMask::AV
+            | QpAttrMask::PATH_MTU
+            | QpAttrMask::DEST_QPN
+            | QpAttrMask::RQ_PSN
+            | QpAttrMask::MAX_DEST_RD_ATOMIC
+            | QpAttrMask::MIN_RNR_TIMER;
+        self.modify_qp(now, id, &a, m)?;
+        a.state = QpState::Rts;
+        a.sq_psn = peer.sq_psn;
+        a.timeout = peer.timeout;
+        a.retry_cnt = peer.retry_cnt;
+        a.rnr_retry = peer.rnr_retry;
+        a.max_rd_atomic = peer.max_rd_atomic;
+        let m = QpAttrMask::STATE
+            | QpAttrMask::TIMEOUT
+            | QpAttrMask::RETRY_CNT
+            | QpAttrMask::RNR_RETRY
+            | QpAttrMask::SQ_PSN
+            | QpAttrMask::MAX_QP_RD_ATOMIC;
+        self.modify_qp(now, id, &a, m)
     }
 
     /// Destroys a QP; whatever it had outstanding is flushed to its CQs first.

@@ -264,21 +264,7 @@ impl Qp {
         ctx: &mut Ctx<'_>,
     ) -> Result<Option<u64>, Refuse> {
         if starts {
-            let reth = pkt.reth.ok_or(Refuse::Fatal(NakCode::InvalidRequest))?;
-            if !self.access.contains(Access::REMOTE_WRITE) {
-                return Err(Refuse::Fatal(NakCode::RemoteAccessError));
-            }
-            let span = ctx
-                .mrs
-                .check(
-                    self.init.pd,
-                    reth.rkey,
-                    true,
-                    reth.va,
-                    reth.dma_len.into(),
-                    Access::REMOTE_WRITE,
-                )
-                .map_err(|_| Refuse::Fatal(NakCode::RemoteAccessError))?;
+            let span = self.remote_span(pkt, Access::REMOTE_WRITE, ctx)?;
             self.resp.write = Some(WriteProgress { span, offset: 0 });
         }
         let Some(w) = self.resp.write.as_mut() else {
@@ -303,22 +289,33 @@ impl Qp {
         Ok(Some(w.offset))
     }
 
-    fn rc_recv_read(&mut self, pkt: &Packet<'_>, ctx: &mut Ctx<'_>) -> Result<(), Refuse> {
+    /// The memory a RETH names, if this QP grants `need` to its peer and the region does:
+    /// the QP's access flags first, then the one checked path (key, PD, state, range).
+    fn remote_span(
+        &self,
+        pkt: &Packet<'_>,
+        need: Access,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<MrSpan, Refuse> {
         let reth = pkt.reth.ok_or(Refuse::Fatal(NakCode::InvalidRequest))?;
-        if !self.access.contains(Access::REMOTE_READ) {
+        if !self.access.contains(need) {
             return Err(Refuse::Fatal(NakCode::RemoteAccessError));
         }
-        let span = ctx
-            .mrs
+        ctx.mrs
             .check(
                 self.init.pd,
                 reth.rkey,
                 true,
                 reth.va,
                 reth.dma_len.into(),
-                Access::REMOTE_READ,
+                need,
             )
-            .map_err(|_| Refuse::Fatal(NakCode::RemoteAccessError))?;
+            .map_err(|_| Refuse::Fatal(NakCode::RemoteAccessError))
+    }
+
+    fn rc_recv_read(&mut self, pkt: &Packet<'_>, ctx: &mut Ctx<'_>) -> Result<(), Refuse> {
+        let reth = pkt.reth.ok_or(Refuse::Fatal(NakCode::InvalidRequest))?;
+        let span = self.remote_span(pkt, Access::REMOTE_READ, ctx)?;
         let npsn = u64::from(reth.dma_len).div_ceil(self.mtu as u64).max(1) as u32;
         if self.resp.reads.len() >= usize::from(self.max_dest_rd_atomic) {
             self.resp.reads.pop_front();

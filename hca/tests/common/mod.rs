@@ -116,43 +116,21 @@ pub fn connect_qp(
     rq_psn: Psn,
     opts: PairOpts,
 ) {
-    use hca::qp::state::QpState;
-    let mut attr = QpAttr {
-        state: QpState::Init,
+    let peer = hca::engine::RcConnect {
         access: opts.access,
-        ..QpAttr::default()
+        dest_gid: hca::ids::Gid::from_ip(peer_ip),
+        dest_qpn: peer_qpn,
+        path_mtu: opts.mtu,
+        sq_psn,
+        rq_psn,
+        timeout: opts.timeout,
+        retry_cnt: opts.retry_cnt,
+        rnr_retry: opts.rnr_retry,
+        min_rnr_timer: opts.min_rnr_timer,
+        max_rd_atomic: 8,
+        max_dest_rd_atomic: 8,
     };
-    let m =
-        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS;
-    e.modify_qp(now, qp, &attr, m).expect("INIT");
-    attr.state = QpState::Rtr;
-    attr.dest_gid = hca::ids::Gid::from_ip(peer_ip);
-    attr.dest_qpn = peer_qpn;
-    attr.path_mtu = opts.mtu;
-    attr.rq_psn = rq_psn;
-    attr.min_rnr_timer = opts.min_rnr_timer;
-    attr.max_dest_rd_atomic = 8;
-    let m = QpAttrMask::STATE
-        | QpAttrMask::AV
-        | QpAttrMask::PATH_MTU
-        | QpAttrMask::DEST_QPN
-        | QpAttrMask::RQ_PSN
-        | QpAttrMask::MAX_DEST_RD_ATOMIC
-        | QpAttrMask::MIN_RNR_TIMER;
-    e.modify_qp(now, qp, &attr, m).expect("RTR");
-    attr.state = QpState::Rts;
-    attr.sq_psn = sq_psn;
-    attr.timeout = opts.timeout;
-    attr.retry_cnt = opts.retry_cnt;
-    attr.rnr_retry = opts.rnr_retry;
-    attr.max_rd_atomic = 8;
-    let m = QpAttrMask::STATE
-        | QpAttrMask::TIMEOUT
-        | QpAttrMask::RETRY_CNT
-        | QpAttrMask::RNR_RETRY
-        | QpAttrMask::SQ_PSN
-        | QpAttrMask::MAX_QP_RD_ATOMIC;
-    e.modify_qp(now, qp, &attr, m).expect("RTS");
+    e.connect_rc(now, qp, &peer).expect("connect RC QP");
 }
 
 /// A protection domain, registered memory, a CQ and an RC QP on `e` (not yet connected).

@@ -3,12 +3,12 @@
 
 use anyhow::{Context, Result, anyhow};
 use hca::driver::{Hca, HcaConfig};
-use hca::engine::{CqId, QpId};
+use hca::engine::{CqId, QpId, RcConnect};
 use hca::ids::{Gid, Guid, Psn, Qpn, Rkey};
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKeys};
-use hca::qp::state::{QpAttrMask, QpState, QpType};
-use hca::qp::{QpAttr, QpInit};
+use hca::qp::QpInit;
+use hca::qp::state::QpType;
 use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, Wc};
 use hca::wire::PathMtu;
 use std::net::IpAddr;
@@ -80,50 +80,21 @@ impl Endpoint {
         sq: u32,
         rq: u32,
     ) -> Result<()> {
-        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
-        self.hca.with(|e, now| -> Result<()> {
-            let mut a = QpAttr {
-                state: QpState::Init,
-                access,
-                ..QpAttr::default()
-            };
-            e.modify_qp(
-                now,
-                self.qp,
-                &a,
-                QpAttrMask::STATE
-                    | QpAttrMask::PKEY_INDEX
-                    | QpAttrMask::PORT
-                    | QpAttrMask::ACCESS_FLAGS,
-            )?;
-            a.state = QpState::Rtr;
-            a.dest_gid = Gid::from_ip(peer_ip);
-            a.dest_qpn = peer_qpn;
-            a.path_mtu = mtu;
-            a.rq_psn = Psn::from_wire(rq);
-            a.min_rnr_timer = 1;
-            a.max_dest_rd_atomic = 16;
-            let m = QpAttrMask::STATE
-                | QpAttrMask::AV
-                | QpAttrMask::PATH_MTU
-                | QpAttrMask::DEST_QPN
-                | QpAttrMask::RQ_PSN
-                | QpAttrMask::MAX_DEST_RD_ATOMIC
-                | QpAttrMask::MIN_RNR_TIMER;
-            e.modify_qp(now, self.qp, &a, m)?;
-            a.state = QpState::Rts;
-            a.sq_psn = Psn::from_wire(sq);
-            a.timeout = 14;
-            a.max_rd_atomic = 16;
-            let m = QpAttrMask::STATE
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::MAX_QP_RD_ATOMIC;
-            e.modify_qp(now, self.qp, &a, m)?;
-            Ok(())
-        })
+        let peer = RcConnect {
+            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+            dest_gid: Gid::from_ip(peer_ip),
+            dest_qpn: peer_qpn,
+            path_mtu: mtu,
+            sq_psn: Psn::from_wire(sq),
+            rq_psn: Psn::from_wire(rq),
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+        };
+        Ok(self.hca.with(|e, now| e.connect_rc(now, self.qp, &peer))?)
     }
 
     /// A scatter/gather entry over our memory.
