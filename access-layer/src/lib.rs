@@ -20,4 +20,8 @@
 //!   ServiceEntries, SRP constants) and [`mad::any`] (the dispatching parser).
 #![deny(unsafe_code)]
 
+pub mod cm;
+pub mod dm;
+pub mod gsi;
 pub mod mad;
+pub mod verbs;

@@ -12,6 +12,7 @@
 //! all, 200 data bytes); DM adds the RMPP header and 28 reserved bytes (64, 192 data bytes).
 //! [`parse_any`] reads a whole MAD and dispatches on (class, attribute).
 
+pub mod addr;
 pub mod any;
 pub mod class_port_info;
 pub mod cm;
@@ -22,6 +23,7 @@ pub mod ids;
 pub mod rmpp;
 pub mod sa;
 
+pub use addr::{MadAddress, MadOut};
 pub use any::{AnyMad, CmMessage, DmAttribute, MadBody, SaAttribute, parse_any};
 pub use class_port_info::ClassPortInfo;
 pub use common::{

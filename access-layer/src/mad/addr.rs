@@ -1,0 +1,38 @@
+//! Where a MAD comes from or goes to on the GSI: a port of ours, and the peer's GID, QP and
+//! Q_Key (QP1 and 0x80010000 for every GSI class on RoCE, where there is no SM to redirect).
+
+use hca::{Gid, QKey, Qpn};
+
+/// The address of a MAD's peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MadAddress {
+    /// Our port (1-based) the MAD arrived on or leaves from.
+    pub port: u8,
+    /// The peer's GID (its IP address on RoCE).
+    pub gid: Gid,
+    /// The peer's QP (1, the GSI, unless redirected).
+    pub qpn: Qpn,
+    /// The Q_Key to send with.
+    pub qkey: QKey,
+}
+
+impl MadAddress {
+    /// The GSI of the peer at `gid`, reached from our `port`.
+    pub fn gsi(port: u8, gid: Gid) -> Self {
+        MadAddress {
+            port,
+            gid,
+            qpn: Qpn::GSI,
+            qkey: QKey::GSI,
+        }
+    }
+}
+
+/// A MAD to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MadOut {
+    /// Where to.
+    pub to: MadAddress,
+    /// The 256 bytes.
+    pub mad: crate::mad::MadBuf,
+}
