@@ -20,69 +20,9 @@ use hca::qp::state::{QpAttrMask, QpState, QpType};
 use hca::verbs::{SendOp, SendWr, UdDest, WcStatus};
 use hca::wire::PathMtu;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// dumpcap, stopped on drop.
-struct Capture {
-    child: Child,
-    file: PathBuf,
-}
-
-impl Capture {
-    fn start(file: &Path, filter: &str) -> Capture {
-        let child = Command::new("dumpcap")
-            .args(["-q", "-P", "-i", "lo", "-f", filter, "-w"])
-            .arg(file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start dumpcap (install tshark: scripts/test.sh does)");
-        let cap = Capture {
-            child,
-            file: file.to_owned(),
-        };
-        // The file appears with its header once capturing has begun.
-        let end = Instant::now() + Duration::from_secs(10);
-        while std::fs::metadata(file).map(|m| m.len()).unwrap_or(0) < 24 {
-            assert!(Instant::now() < end, "dumpcap did not start capturing");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        cap
-    }
-
-    fn stop(mut self) -> PathBuf {
-        std::thread::sleep(Duration::from_millis(300));
-        // SIGINT makes dumpcap flush and close the file.
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let end = Instant::now() + Duration::from_secs(10);
-        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.file.clone()
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn tool_output(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 /// Traffic of every kind the engine emits: SEND, WRITE with immediate, READ (multi-packet),
 /// ACKs, an RNR NAK, a UD datagram to QP1 and a remote access NAK.
@@ -222,42 +162,30 @@ fn traffic(net: u8) {
 
 #[test]
 fn tshark_dissects_every_frame_and_icrc_matches_an_independent_implementation() {
-    if std::env::var_os("HCA_SKIP_WIRE_CHECK").is_some() {
+    if testkit::skip_wire_check() {
         eprintln!("HCA_SKIP_WIRE_CHECK set: wire check skipped");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("hca-wire-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = testkit::scratch_dir("hca-wire");
     let file = dir.join("roce.pcap");
     let net = 60;
-    let cap = Capture::start(&file, &format!("udp port 4791 and net 127.0.{net}.0/24"));
+    let cap = testkit::Capture::start(&file, &format!("udp port 4791 and net 127.0.{net}.0/24"));
     traffic(net);
     let file = cap.stop();
 
-    let frames = tool_output(Command::new("tshark").args(["-r"]).arg(&file).args([
-        "-T",
-        "fields",
-        "-e",
-        "frame.number",
-    ]));
-    let n = frames.lines().filter(|l| !l.trim().is_empty()).count();
+    let n = testkit::tshark_field(&file, "frame.number").len();
     assert!(
         n >= 20,
         "expected the whole exchange in the capture, got {n} frames"
     );
-    let opcodes = tool_output(Command::new("tshark").args(["-r"]).arg(&file).args([
-        "-T",
-        "fields",
-        "-e",
-        "infiniband.bth.opcode",
-    ]));
-    let decoded = opcodes.lines().filter(|l| !l.trim().is_empty()).count();
+    let opcodes = testkit::tshark_field(&file, "infiniband.bth.opcode");
     assert_eq!(
-        decoded, n,
-        "frames tshark did not decode as InfiniBand BTH:\n{opcodes}"
+        opcodes.len(),
+        n,
+        "frames tshark did not decode as InfiniBand BTH: {opcodes:?}"
     );
     let seen: std::collections::BTreeSet<u32> = opcodes
-        .lines()
+        .iter()
         .filter_map(|l| l.trim().parse().ok())
         .collect();
     // SEND First/Last, WRITE First/Last with immediate, READ request/response First/Last,
@@ -268,12 +196,7 @@ fn tshark_dissects_every_frame_and_icrc_matches_an_independent_implementation() 
             "opcode {op} missing from the capture: {seen:?}"
         );
     }
-    let bad = tool_output(
-        Command::new("tshark")
-            .args(["-r"])
-            .arg(&file)
-            .args(["-Y", "_ws.malformed || _ws.expert.severity >= error"]),
-    );
+    let bad = testkit::tshark_problems(&file);
     assert!(
         bad.trim().is_empty(),
         "tshark flags frames as malformed or erroneous:\n{bad}"
