@@ -1,0 +1,383 @@
+//! [`SoftCa`]: the channel interface over the software HCA ([`hca::driver::Hca`]).
+//!
+//! A resource verb queues its engine call to the CA's completion dispatcher, a thread the
+//! `SoftCa` owns (the DPC of a real HCA driver), and returns its [`Completion`]. The
+//! dispatcher runs queued work in call order, at dispatch level: it makes the engine call
+//! and completes the completion, so completion routines run there, never inside the
+//! caller's verb call. The HCA's asynchronous events go through the same queue to the
+//! consumer's handler, also at dispatch level.
+//!
+//! Events take that thread hop because the HCA calls its event handler under its handler
+//! lock, from inside whatever engine call produced the event: a consumer handler that
+//! posted a verb producing an event there would deadlock on that lock. Data-path verbs
+//! (post, poll, arm) are direct engine calls on the caller's thread.
+
+use super::ci::{CaAttr, ChannelInterface, EventHandler, MrSpec, PortAttr};
+use super::dispatch::DispatchGuard;
+use super::{Completion, VerbsError};
+use hca::driver::Hca;
+use hca::engine::{CqId, Engine, Event, QpId, RcConnect, SrqId};
+use hca::mr::{MrKeys, PdId};
+use hca::qp::state::{QpAttrMask, QpState};
+use hca::qp::{QpAttr, QpInit};
+use hca::verbs::{ArmMode, RecvWr, SendWr, Wc};
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+/// The CA's life: created, then opened once, then closed for good.
+const CREATED: u8 = 0;
+const OPEN: u8 = 1;
+/// `close_ca` was called: new verbs are refused, queued ones still run.
+const CLOSING: u8 = 2;
+const CLOSED: u8 = 3;
+
+/// State shared by the verbs' callers and the dispatcher.
+struct Shared {
+    state: AtomicU8,
+    handler: Mutex<Option<EventHandler>>,
+    panics: AtomicU64,
+}
+
+impl Shared {
+    fn handler(&self) -> Option<EventHandler> {
+        self.handler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_handler(&self, h: Option<EventHandler>) {
+        *self.handler.lock().unwrap_or_else(PoisonError::into_inner) = h;
+    }
+}
+
+/// Work for the dispatcher: an engine call that completes its completion.
+type Work = Box<dyn FnOnce(&Hca, &Shared) + Send>;
+
+enum Job {
+    Verb(Work),
+    Event(Event),
+    Stop,
+}
+
+/// A channel adapter on a software HCA. See the module doc.
+pub struct SoftCa {
+    hca: Arc<Hca>,
+    shared: Arc<Shared>,
+    jobs: Sender<Job>,
+    dispatcher: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for SoftCa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SoftCa")
+            .field("hca", &self.hca)
+            .field("state", &self.shared.state.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl SoftCa {
+    /// Takes over `hca` (and its event handler) and starts the completion dispatcher; the
+    /// CA is not open yet ([`ChannelInterface::open_ca`]).
+    pub fn new(hca: Hca) -> std::io::Result<SoftCa> {
+        let hca = Arc::new(hca);
+        let shared = Arc::new(Shared {
+            state: AtomicU8::new(CREATED),
+            handler: Mutex::new(None),
+            panics: AtomicU64::new(0),
+        });
+        let (jobs, queue) = channel();
+        let dispatcher = {
+            let (hca, shared) = (hca.clone(), shared.clone());
+            std::thread::Builder::new()
+                .name("softca-dispatch".into())
+                .spawn(move || dispatcher(&hca, &shared, queue))?
+        };
+        // The HCA calls this from a port thread or a verb's caller, under its own lock:
+        // only queue the event (an unbounded channel send never blocks).
+        let events = jobs.clone();
+        hca.set_event_handler(move |e| {
+            let _ = events.send(Job::Event(e));
+        });
+        Ok(SoftCa {
+            hca,
+            shared,
+            jobs,
+            dispatcher: Some(dispatcher),
+        })
+    }
+
+    /// The HCA, for management outside the verbs (port up/down, statistics). Its event
+    /// queue belongs to the CA, which drains it: events go to the consumer's handler.
+    pub fn hca(&self) -> &Hca {
+        &self.hca
+    }
+
+    /// How many completion routines or event handlers panicked on the dispatcher. The
+    /// dispatcher survives them (the panic hook has printed each); in debug builds a
+    /// verifier trip there counts here.
+    pub fn routine_panics(&self) -> u64 {
+        self.shared.panics.load(Ordering::Relaxed)
+    }
+
+    fn check_open(&self) -> Result<(), VerbsError> {
+        match self.shared.state.load(Ordering::Acquire) {
+            OPEN => Ok(()),
+            _ => Err(VerbsError::Closed),
+        }
+    }
+
+    /// Queues `work` for the dispatcher if the CA is open.
+    fn submit<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Hca) -> Result<T, VerbsError> + Send + 'static,
+    ) -> Completion<T> {
+        if let Err(e) = self.check_open() {
+            return Completion::ready(Err(e));
+        }
+        self.queue(move |hca, _| work(hca))
+    }
+
+    /// Queues `work` whatever the state. Should the dispatcher be gone, the job drops
+    /// here and its completion is abandoned (no routine can be registered yet).
+    fn queue<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Hca, &Shared) -> Result<T, VerbsError> + Send + 'static,
+    ) -> Completion<T> {
+        let (done, completion) = Completion::pair();
+        let _ = self.jobs.send(Job::Verb(Box::new(move |hca, shared| {
+            done.complete(work(hca, shared));
+        })));
+        completion
+    }
+
+    /// A resource verb that is one engine call.
+    fn engine<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Engine, hca::time::Time) -> Result<T, hca::engine::VerbsError>
+        + Send
+        + 'static,
+    ) -> Completion<T> {
+        self.submit(move |hca| Ok(hca.with(f)?))
+    }
+
+    /// A data-path verb: a direct engine call on the caller's thread.
+    fn direct<T>(
+        &self,
+        f: impl FnOnce(&mut Engine, hca::time::Time) -> Result<T, hca::engine::VerbsError>,
+    ) -> Result<T, VerbsError> {
+        self.check_open()?;
+        Ok(self.hca.with(f)?)
+    }
+}
+
+fn ca_attr(hca: &Hca) -> CaAttr {
+    hca.with(|e, _| CaAttr {
+        node_guid: e.node_guid(),
+        ports: (1u8..)
+            .zip(e.ports())
+            .map(|(port, p)| PortAttr {
+                port,
+                gid: p.gid(),
+                active: p.active,
+            })
+            .collect(),
+    })
+}
+
+/// The dispatcher thread: runs queued verbs and delivers events, each at dispatch level,
+/// until [`Job::Stop`].
+fn dispatcher(hca: &Hca, shared: &Shared, queue: Receiver<Job>) {
+    // Waiting for work is the idle loop, not a call made at dispatch level: the marker is
+    // raised per job.
+    while let Ok(job) = queue.recv() {
+        let run: Box<dyn FnOnce()> = match job {
+            Job::Stop => break,
+            Job::Verb(work) => Box::new(move || work(hca, shared)),
+            Job::Event(event) => {
+                // Every event also lands in the HCA's own queue, which nobody reads when a
+                // handler consumes them: drain it so it stays bounded.
+                while hca.poll_event().is_some() {}
+                let Some(handler) = shared.handler() else {
+                    continue;
+                };
+                Box::new(move || handler(event))
+            }
+        };
+        let _dispatch = DispatchGuard::enter();
+        if catch_unwind(AssertUnwindSafe(run)).is_err() {
+            shared.panics.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for SoftCa {
+    fn drop(&mut self) {
+        let _ = self.jobs.send(Job::Stop);
+        if let Some(t) = self.dispatcher.take() {
+            // Dropped by a routine on the dispatcher itself: it stops after this job and
+            // drops the HCA there.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl ChannelInterface for SoftCa {
+    fn open_ca(&self, on_event: EventHandler) -> Completion<CaAttr> {
+        let opened =
+            self.shared
+                .state
+                .compare_exchange(CREATED, OPEN, Ordering::AcqRel, Ordering::Acquire);
+        if opened.is_err() {
+            return Completion::ready(Err(VerbsError::Closed));
+        }
+        self.shared.set_handler(Some(on_event));
+        self.queue(|hca, _| Ok(ca_attr(hca)))
+    }
+
+    fn close_ca(&self) -> Completion<()> {
+        let closing =
+            self.shared
+                .state
+                .compare_exchange(OPEN, CLOSING, Ordering::AcqRel, Ordering::Acquire);
+        if closing.is_err() {
+            return Completion::ready(Err(VerbsError::Closed));
+        }
+        // Queued behind every verb accepted before: those complete first.
+        self.queue(|_, shared| {
+            shared.set_handler(None);
+            shared.state.store(CLOSED, Ordering::Release);
+            Ok(())
+        })
+    }
+
+    fn query_ca(&self) -> Completion<CaAttr> {
+        self.submit(|hca| Ok(ca_attr(hca)))
+    }
+
+    fn alloc_pd(&self) -> Completion<PdId> {
+        self.engine(|e, _| Ok(e.alloc_pd()))
+    }
+
+    fn dealloc_pd(&self, _pd: PdId) -> Completion<()> {
+        // The engine's PDs are names only; nothing to free.
+        self.submit(|_| Ok(()))
+    }
+
+    fn reg_mr(&self, pd: PdId, spec: MrSpec) -> Completion<MrKeys> {
+        self.engine(move |e, _| {
+            e.reg_mr(
+                pd,
+                spec.block,
+                spec.offset,
+                spec.len,
+                spec.iova,
+                spec.access,
+            )
+        })
+    }
+
+    fn alloc_fast_reg_mr(&self, pd: PdId, max_pages: usize) -> Completion<MrKeys> {
+        self.engine(move |e, _| e.alloc_fast_reg_mr(pd, max_pages))
+    }
+
+    fn dereg_mr(&self, keys: MrKeys) -> Completion<()> {
+        self.engine(move |e, _| e.dereg_mr(keys))
+    }
+
+    fn create_cq(&self, capacity: usize) -> Completion<CqId> {
+        self.engine(move |e, _| Ok(e.create_cq(capacity)))
+    }
+
+    fn destroy_cq(&self, cq: CqId) -> Completion<()> {
+        self.engine(move |e, _| e.destroy_cq(cq))
+    }
+
+    fn create_srq(&self, max_wr: usize) -> Completion<SrqId> {
+        self.engine(move |e, _| Ok(e.create_srq(max_wr)))
+    }
+
+    fn modify_srq_limit(&self, srq: SrqId, limit: usize) -> Completion<()> {
+        self.engine(move |e, _| e.srq_set_limit(srq, limit))
+    }
+
+    fn destroy_srq(&self, _srq: SrqId) -> Completion<()> {
+        // The engine cannot destroy an SRQ yet.
+        self.submit(|_| {
+            Err(VerbsError::Unsupported {
+                verb: "destroy_srq",
+            })
+        })
+    }
+
+    fn create_qp(&self, init: QpInit) -> Completion<QpId> {
+        self.engine(move |e, _| e.create_qp(init))
+    }
+
+    fn create_gsi_qp(&self, port: u8, init: QpInit) -> Completion<QpId> {
+        self.engine(move |e, _| e.create_gsi_qp(port, init))
+    }
+
+    fn modify_qp(&self, qp: QpId, attr: QpAttr, mask: QpAttrMask) -> Completion<()> {
+        self.engine(move |e, now| e.modify_qp(now, qp, &attr, mask))
+    }
+
+    fn connect_rc(&self, qp: QpId, peer: RcConnect) -> Completion<()> {
+        self.engine(move |e, now| e.connect_rc(now, qp, &peer))
+    }
+
+    fn query_qp(&self, qp: QpId) -> Completion<QpState> {
+        self.engine(move |e, _| {
+            e.qp_state(qp).ok_or(hca::engine::VerbsError::NoSuch {
+                what: "QP",
+                id: qp_id_number(qp),
+            })
+        })
+    }
+
+    fn destroy_qp(&self, qp: QpId) -> Completion<()> {
+        self.engine(move |e, now| e.destroy_qp(now, qp))
+    }
+
+    fn post_send(&self, qp: QpId, wr: SendWr) -> Result<(), VerbsError> {
+        self.direct(|e, now| e.post_send(now, qp, wr))
+    }
+
+    fn post_send_list(&self, qp: QpId, wrs: Vec<SendWr>) -> Result<(), VerbsError> {
+        self.check_open()?;
+        self.hca
+            .with(|e, now| e.post_send_list(now, qp, wrs))
+            .map_err(|(index, source)| VerbsError::PostList { index, source })
+    }
+
+    fn post_recv(&self, qp: QpId, wr: RecvWr) -> Result<(), VerbsError> {
+        self.direct(|e, now| e.post_recv(now, qp, wr))
+    }
+
+    fn post_srq_recv(&self, srq: SrqId, wr: RecvWr) -> Result<(), VerbsError> {
+        self.direct(|e, _| e.post_srq_recv(srq, wr))
+    }
+
+    fn poll_cq(&self, cq: CqId, max: usize, out: &mut Vec<Wc>) -> Result<usize, VerbsError> {
+        self.direct(|e, _| e.poll_cq(cq, max, out))
+    }
+
+    fn req_notify_cq(&self, cq: CqId, mode: ArmMode) -> Result<(), VerbsError> {
+        self.direct(|e, _| e.req_notify_cq(cq, mode))
+    }
+}
+
+/// The number a [`QpId`] is reported under in errors.
+fn qp_id_number(qp: QpId) -> u64 {
+    match qp {
+        QpId::Qp(n) => n.get().into(),
+        QpId::Gsi(port) => port.into(),
+    }
+}
