@@ -79,7 +79,7 @@ pub enum DriverError {
     NoPorts,
 }
 
-type Handler = Box<dyn Fn(Event) + Send + Sync>;
+type Handler = Arc<dyn Fn(Event) + Send + Sync>;
 
 /// System-call counters of the driver: how well sends and receives batch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -192,13 +192,16 @@ impl Shared {
         if events.is_empty() {
             return;
         }
-        if let Some(h) = lock(&self.handler).as_ref() {
-            for e in &events {
-                h(*e);
+        // The handler is called outside the lock: it may run verbs, and those may produce
+        // events of their own. With a handler set, events go only to it.
+        let handler = lock(&self.handler).clone();
+        match handler {
+            Some(h) => events.into_iter().for_each(|e| h(e)),
+            None => {
+                lock(&self.events).extend(events);
+                self.event_cv.notify_all();
             }
         }
-        lock(&self.events).extend(events);
-        self.event_cv.notify_all();
     }
 
     /// Runs `f` on the engine, then sends its output and dispatches its events outside the
@@ -303,9 +306,10 @@ impl Hca {
     }
 
     /// Calls `handler` for every asynchronous event, from the thread that produced it
-    /// (a port thread or a verb's caller); it must not block.
+    /// (a port thread or a verb's caller), outside every lock of the HCA; it must not block.
+    /// While a handler is set, events are not queued for [`Hca::poll_event`].
     pub fn set_event_handler(&self, handler: impl Fn(Event) + Send + Sync + 'static) {
-        *lock(&self.shared.handler) = Some(Box::new(handler));
+        *lock(&self.shared.handler) = Some(Arc::new(handler));
     }
 
     /// How the port threads and doorbells used the kernel so far.
