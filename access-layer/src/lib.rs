@@ -21,7 +21,10 @@
 #![deny(unsafe_code)]
 
 pub mod cm;
+pub mod ctl;
 pub mod dm;
 pub mod gsi;
 pub mod mad;
+pub mod pnp;
+pub mod power;
 pub mod verbs;
