@@ -1,23 +1,14 @@
 //! The IB access layer (IBAL): everything between the verbs of the `hca` crate and the SRP
 //! initiator and target.
 //!
-//! Contract today: byte-exact **MAD wire formats** for the General Services Interface (QP1):
-//! the common MAD and RMPP headers, Communication Manager messages (and the RDMA-CM
-//! private-data header), Subnet Administration PathRecords, Device Management attributes,
-//! and [`mad::parse_any`], which turns 256 received bytes into a typed MAD. Parsing never
-//! panics; emitting writes every byte. Later: verbs wrappers, MAD services (GSI agent,
-//! transactions, retries), CM state machines, DM agent, IOC PnP and power management.
+//! Contract: MAD wire formats ([`mad`]) parse and emit byte-exact and never panic; the verbs
+//! API ([`verbs`]) never blocks at dispatch (resource verbs complete through a `Completion`,
+//! blocking calls there trip a verifier); the GSI agent ([`gsi`]), Communication Manager
+//! ([`cm`]) and Device Management agent and client ([`dm`]) are sans-IO state machines a driver
+//! feeds with MADs and time. PnP ([`pnp`]), power ([`power`]) and the control socket ([`ctl`])
+//! complete the layer. See docs/access-layer.md.
 //!
-//! It sits on `hca` (identity newtypes: [`hca::Guid`], [`hca::Gid`], [`hca::Qpn`] …) and
-//! `wirekit` (the [`wirekit::WireRepr`] contract and open enums).
-//!
-//! # Architecture
-//! - [`mad`]: wire formats, a file per concept —
-//!   [`mad::common`] (24-byte header, code points, whole-MAD helpers), [`mad::rmpp`],
-//!   [`mad::ids`] (ServiceId, CommId, Tid, MTU codes), [`mad::class_port_info`],
-//!   [`mad::cm`] (REQ, REP, REJ, MRA, RTU, DREQ, DREP, RDMA-CM header), [`mad::sa`]
-//!   (SA header, PathRecord), [`mad::dm`] (IOUnitInfo, IOControllerProfile,
-//!   ServiceEntries, SRP constants) and [`mad::any`] (the dispatching parser).
+//! It sits on `hca` (identity newtypes, the engine and its UDP driver) and `wirekit`.
 #![deny(unsafe_code)]
 
 pub mod cm;
