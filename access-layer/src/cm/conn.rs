@@ -156,3 +156,119 @@ impl Conn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mad::MadAddress;
+    use hca::Gid;
+
+    fn conn(state: ConnState, role: Role, retries_left: u8) -> Conn {
+        Conn {
+            role,
+            state,
+            local_id: CommId(1),
+            remote_id: CommId(2),
+            peer: MadAddress::gsi(1, Gid::default()),
+            service_id: ServiceId(7),
+            tid: Tid(1),
+            last_sent: None,
+            final_sent: None,
+            retries_left,
+            max_retries: 3,
+            timeout: std::time::Duration::from_millis(1),
+            timer: None,
+            peer_qpn: hca::Qpn::default(),
+            req: None,
+            rep: None,
+        }
+    }
+
+    #[test]
+    fn timers_resend_until_the_budget_is_spent() {
+        for s in [
+            ConnState::ReqSent,
+            ConnState::MraReceived,
+            ConnState::RepSent,
+        ] {
+            assert_eq!(
+                conn(s, Role::Active, 1).on(Input::Timeout),
+                Action::Resend,
+                "{s:?}"
+            );
+            assert_eq!(
+                conn(s, Role::Active, 0).on(Input::Timeout),
+                Action::GiveUp,
+                "{s:?}"
+            );
+        }
+        assert_eq!(
+            conn(ConnState::DreqSent, Role::Active, 0).on(Input::Timeout),
+            Action::GiveUpDisconnect
+        );
+        assert_eq!(
+            conn(ConnState::TimeWait, Role::Active, 0).on(Input::Timeout),
+            Action::Remove
+        );
+    }
+
+    #[test]
+    fn every_input_in_every_state_has_a_defined_action() {
+        let states = [
+            ConnState::ReqSent,
+            ConnState::MraReceived,
+            ConnState::RepReceived,
+            ConnState::ReqReceived,
+            ConnState::RepSent,
+            ConnState::Established,
+            ConnState::DreqSent,
+            ConnState::TimeWait,
+            ConnState::Closed,
+        ];
+        let inputs = [
+            Input::Timeout,
+            Input::DupReq,
+            Input::Rep,
+            Input::Rtu,
+            Input::Rej,
+            Input::Mra,
+            Input::Dreq,
+            Input::Drep,
+        ];
+        for s in states {
+            for i in inputs {
+                for role in [Role::Active, Role::Passive] {
+                    let a = conn(s, role, 1).on(i);
+                    if s == ConnState::Closed {
+                        assert_eq!(a, Action::Ignore, "closed connections react to nothing");
+                    }
+                }
+            }
+        }
+        // The crossing-DREQ and duplicate rules.
+        assert_eq!(
+            conn(ConnState::DreqSent, Role::Active, 1).on(Input::Dreq),
+            Action::AnswerDreq
+        );
+        assert_eq!(
+            conn(ConnState::TimeWait, Role::Passive, 1).on(Input::Dreq),
+            Action::ResendDrep
+        );
+        assert_eq!(
+            conn(ConnState::Established, Role::Active, 1).on(Input::Rep),
+            Action::ResendRtu
+        );
+        assert_eq!(
+            conn(ConnState::Established, Role::Passive, 1).on(Input::Rep),
+            Action::Ignore
+        );
+        assert_eq!(
+            conn(ConnState::RepSent, Role::Passive, 1).on(Input::DupReq),
+            Action::Resend
+        );
+        assert_eq!(
+            conn(ConnState::Established, Role::Active, 1).on(Input::Rej),
+            Action::Ignore
+        );
+    }
+}
