@@ -1,1 +1,65 @@
-//! (in progress)
+//! The local control socket of a daemon: the IOCTL path (ARCHITECTURE §3 item 10; the
+//! seed's "open the generic device, get redirected to the CA's").
+//!
+//! Contract:
+//! - Messages are a 24-byte [`wire::CtlHeader`] (magic "SRPC", version, opcode, body length,
+//!   request id) and a fixed-layout big-endian body ([`wire`]); nothing on the wire depends
+//!   on the word size. Unix stream sockets carry them, one reply per request, in order.
+//! - A daemon runs one **generic** socket ([`CaDirectory`]: Hello, ListCas, OpenCa) and a
+//!   socket per CA ([`CaSocket`]: Hello, QueryCa, QueryPort). OpenCa on the generic socket
+//!   answers a [`wire::Redirect`] to the CA's socket; [`CtlClient::open_ca`] follows it.
+//! - The [`CtlServer`] answers every bad request with a [`wire::ErrorReply`] naming why (bad
+//!   magic or version, unknown opcode, malformed or truncated body, too large) and keeps
+//!   serving. After a framing error (bad magic, oversized, truncated) it closes that
+//!   connection, since the stream cannot be resynchronised; other connections go on.
+//! - [`CtlClient`] blocks: it is for srpctl and tests, never for dispatch contexts.
+//!
+//! Modules: [`wire`] (formats), [`frame`] (typed requests and replies, framing on a
+//! stream), [`server`] and [`client`].
+
+pub mod client;
+pub mod frame;
+pub mod server;
+pub mod wire;
+
+pub use client::{CtlClient, CtlError};
+pub use frame::{Reply, Request};
+pub use server::{CaDirectory, CaSocket, CtlServer, CtlService, DirectoryEntry};
+
+/// Why bytes are not a valid control message, or why one could not be written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WireError {
+    /// The bytes end before the message does.
+    #[error("{what}: truncated: need {need} bytes, have {have}")]
+    Truncated {
+        /// The message being parsed.
+        what: &'static str,
+        /// Bytes it needs.
+        need: usize,
+        /// Bytes available.
+        have: usize,
+    },
+    /// A field holds a value the format does not allow.
+    #[error("{what}: {field} = {value:#x} is invalid: {why}")]
+    BadField {
+        /// The message.
+        what: &'static str,
+        /// The field.
+        field: &'static str,
+        /// Its value (or length, for strings).
+        value: u64,
+        /// What rule it breaks.
+        why: &'static str,
+    },
+    /// The output buffer is smaller than the message.
+    #[error("{what}: output buffer is {have} bytes, the message needs {need}")]
+    BufferTooSmall {
+        /// The message being emitted.
+        what: &'static str,
+        /// Bytes it needs.
+        need: usize,
+        /// Bytes available.
+        have: usize,
+    },
+}

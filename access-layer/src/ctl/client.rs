@@ -1,0 +1,139 @@
+//! [`CtlClient`]: the blocking client of a control socket (srpctl, tests). Never for
+//! dispatch contexts: every call waits for the daemon.
+
+use super::WireError;
+use super::frame::{ReadError, Reply, Request, read_message, write_message};
+use super::wire::{
+    CaEntry, CtlStatus, ErrorReply, Hello, OpenCa, PortInfo, QueryPort, VERSION_MAX, VERSION_MIN,
+};
+use std::io;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a client waits for a reply.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a control request failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CtlError {
+    /// The socket failed (connect, read, write, timeout).
+    #[error("control socket: {0}")]
+    Io(#[from] io::Error),
+    /// The daemon's reply did not parse.
+    #[error("control reply: {0}")]
+    Wire(#[from] WireError),
+    /// The daemon closed the connection before replying.
+    #[error("the daemon closed the connection")]
+    Closed,
+    /// The daemon refused the request.
+    #[error("the daemon refused the request: {:?}", .0.status)]
+    Refused(ErrorReply),
+    /// The reply is not one the request can have.
+    #[error("unexpected reply {0:?}")]
+    Unexpected(Box<Reply>),
+}
+
+/// A connection to a control socket, after version negotiation.
+#[derive(Debug)]
+pub struct CtlClient {
+    stream: UnixStream,
+    version: u16,
+    next_id: u64,
+}
+
+impl CtlClient {
+    /// Connects to the socket at `path` and negotiates the version.
+    pub fn connect(path: impl AsRef<Path>) -> Result<CtlClient, CtlError> {
+        let stream = UnixStream::connect(path)?;
+        stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
+        stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
+        let mut c = CtlClient {
+            stream,
+            version: VERSION_MIN,
+            next_id: 1,
+        };
+        let hello = Request::Hello(Hello {
+            min_version: VERSION_MIN,
+            max_version: VERSION_MAX,
+        });
+        match c.call(&hello)? {
+            Reply::Hello(h) => c.version = h.version,
+            other => return Err(CtlError::Unexpected(Box::new(other))),
+        }
+        Ok(c)
+    }
+
+    /// The negotiated version.
+    pub fn version(&self) -> u16 {
+        self.version
+    }
+
+    /// Sends `req`, returns the reply (an error reply becomes [`CtlError::Refused`]).
+    pub fn call(&mut self, req: &Request) -> Result<Reply, CtlError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let (op, body) = req.encode()?;
+        write_message(&mut self.stream, self.version, id, op, &body)?;
+        let (h, body) = read_message(&mut self.stream, &|| true).map_err(|e| match e {
+            ReadError::Io(e) => CtlError::Io(e),
+            ReadError::Closed | ReadError::Truncated => CtlError::Closed,
+            ReadError::BadHeader(_) | ReadError::TooLarge(_) => CtlError::Io(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "bad reply header",
+            )),
+        })?;
+        match Reply::decode(&h, &body)? {
+            Reply::Error(e) => Err(CtlError::Refused(e)),
+            _ if h.request_id != id => Err(CtlError::Io(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "reply to another request",
+            ))),
+            reply => Ok(reply),
+        }
+    }
+
+    /// The CAs the daemon serves (generic socket).
+    pub fn list_cas(&mut self) -> Result<Vec<CaEntry>, CtlError> {
+        match self.call(&Request::ListCas)? {
+            Reply::ListCas(l) => Ok(l.cas),
+            other => Err(CtlError::Unexpected(Box::new(other))),
+        }
+    }
+
+    /// Opens CA `guid` (generic socket): follows the redirect and returns a client of the
+    /// CA's socket.
+    pub fn open_ca(&mut self, guid: u64) -> Result<CtlClient, CtlError> {
+        match self.call(&Request::OpenCa(OpenCa { guid }))? {
+            Reply::Redirect(r) => CtlClient::connect(r.path),
+            other => Err(CtlError::Unexpected(Box::new(other))),
+        }
+    }
+
+    /// The CA's attributes (CA socket).
+    pub fn query_ca(&mut self) -> Result<CaEntry, CtlError> {
+        match self.call(&Request::QueryCa)? {
+            Reply::QueryCa(c) => Ok(c),
+            other => Err(CtlError::Unexpected(Box::new(other))),
+        }
+    }
+
+    /// Port `port`'s attributes (CA socket).
+    pub fn query_port(&mut self, port: u8) -> Result<PortInfo, CtlError> {
+        match self.call(&Request::QueryPort(QueryPort { port }))? {
+            Reply::QueryPort(p) => Ok(p),
+            other => Err(CtlError::Unexpected(Box::new(other))),
+        }
+    }
+}
+
+impl CtlError {
+    /// The daemon's status, when it refused the request.
+    pub fn status(&self) -> Option<CtlStatus> {
+        match self {
+            CtlError::Refused(e) => Some(e.status),
+            _ => None,
+        }
+    }
+}
