@@ -325,7 +325,7 @@ fn a_full_queue_and_a_close_while_down_fail_cleanly() {
     let c = ca.alloc_pd();
     assert!(matches!(
         c.wait_timeout(DEADLINE),
-        Err(VerbsError::Unsupported { .. })
+        Err(VerbsError::PoweredDownQueueFull { .. })
     ));
     assert!(!a.is_complete() && !b.is_complete());
     wait(ca.close_ca(), "close");

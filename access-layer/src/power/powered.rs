@@ -26,14 +26,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 
-/// The error of a request refused because the power-down queue is full.
-///
-/// `VerbsError` has no variant for it yet (verbs/ is not this module's to change), so it is
-/// an `Unsupported` whose text says what happened.
-pub fn queue_full() -> VerbsError {
-    VerbsError::Unsupported {
-        verb: "request while powered down: the power-down queue is full",
-    }
+/// The error of a request refused because the power-down queue (of `max` requests) is full.
+pub fn queue_full(max: usize) -> VerbsError {
+    VerbsError::PoweredDownQueueFull { max }
 }
 
 /// How a [`PoweredCa`] behaves while down.
@@ -169,7 +164,7 @@ impl<C: ChannelInterface + PowerSwitch + 'static> Shared<C> {
         }
         if q.len() >= self.policy.max_queued {
             self.counters.refused_full.fetch_add(1, Ordering::Relaxed);
-            return Err((item, queue_full()));
+            return Err((item, queue_full(self.policy.max_queued)));
         }
         q.push_back(item);
         self.counters.queued.fetch_add(1, Ordering::Relaxed);

@@ -71,4 +71,10 @@ pub enum VerbsError {
         /// The verb.
         verb: &'static str,
     },
+    /// The HCA is powered down and its queue of requests to replay on power-up is full.
+    #[error("the HCA is powered down and {max} requests already wait for power-up")]
+    PoweredDownQueueFull {
+        /// The queue's bound.
+        max: usize,
+    },
 }

@@ -7,9 +7,9 @@
 //! caller's verb call. The HCA's asynchronous events go through the same queue to the
 //! consumer's handler, also at dispatch level.
 //!
-//! Events take that thread hop because the HCA calls its event handler under its handler
-//! lock, from inside whatever engine call produced the event: a consumer handler that
-//! posted a verb producing an event there would deadlock on that lock. Data-path verbs
+//! Events take that thread hop so a consumer's handler sees them in order with the
+//! completions of the verbs that caused them, and never inside the stack of the engine call
+//! (a port thread's receive loop or a verb's caller) that produced them. Data-path verbs
 //! (post, poll, arm) are direct engine calls on the caller's thread.
 
 use super::ci::{CaAttr, ChannelInterface, EventHandler, MrSpec, PortAttr};
@@ -98,8 +98,8 @@ impl SoftCa {
                 .name("softca-dispatch".into())
                 .spawn(move || dispatcher(&hca, &shared, queue))?
         };
-        // The HCA calls this from a port thread or a verb's caller, under its own lock:
-        // only queue the event (an unbounded channel send never blocks).
+        // The HCA calls this from a port thread or a verb's caller: only queue the event
+        // (an unbounded channel send never blocks).
         let events = jobs.clone();
         hca.set_event_handler(move |e| {
             let _ = events.send(Job::Event(e));
