@@ -5,14 +5,17 @@
 //!   writes every byte), and [`wire_repr::check`], the assertions behind the four tests
 //!   each wire type carries.
 //!
-//! - [`debug_as_hex!`]: `Debug` in hex for identifier newtypes.
+//! - [`debug_as_hex!`]: `Debug` in hex for identifier newtypes;
+//! - [`fixed`]: reading and writing a message's fixed-size part.
 //!
 //! It sits under `hca`, `scsi`, `access-layer` and `srp` so their wire modules read alike.
 #![deny(unsafe_code)]
 #![no_std]
 
 mod debug_hex;
+pub mod fixed;
 mod open_enum;
 pub mod wire_repr;
 
+pub use fixed::{Short, read_fixed, write_fixed};
 pub use wire_repr::WireRepr;

@@ -22,13 +22,11 @@ fn read_fixed<T: FromBytes + KnownLayout + Immutable>(
     what: &'static str,
     buf: &[u8],
 ) -> Result<T, WireError> {
-    T::read_from_prefix(buf)
-        .map(|(t, _)| t)
-        .map_err(|_| WireError::Truncated {
-            what,
-            need: size_of::<T>(),
-            have: buf.len(),
-        })
+    wirekit::read_fixed(buf).map_err(|s| WireError::Truncated {
+        what,
+        need: s.need,
+        have: s.have,
+    })
 }
 
 fn write_fixed<T: IntoBytes + Immutable>(
@@ -36,12 +34,11 @@ fn write_fixed<T: IntoBytes + Immutable>(
     t: &T,
     buf: &mut [u8],
 ) -> Result<usize, WireError> {
-    let (need, have) = (size_of::<T>(), buf.len());
-    let out = buf
-        .get_mut(..need)
-        .ok_or(WireError::BufferTooSmall { what, need, have })?;
-    out.copy_from_slice(t.as_bytes());
-    Ok(need)
+    wirekit::write_fixed(t, buf).map_err(|s| WireError::BufferTooSmall {
+        what,
+        need: s.need,
+        have: s.have,
+    })
 }
 
 /// The text before the first NUL of `bytes`, which must be UTF-8.

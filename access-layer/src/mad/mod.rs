@@ -40,13 +40,11 @@ pub(crate) fn read_fixed<T: FromBytes + KnownLayout + Immutable>(
     what: &'static str,
     buf: &[u8],
 ) -> Result<T, MadError> {
-    T::read_from_prefix(buf)
-        .map(|(t, _)| t)
-        .map_err(|_| MadError::Truncated {
-            what,
-            need: size_of::<T>(),
-            have: buf.len(),
-        })
+    wirekit::read_fixed(buf).map_err(|s| MadError::Truncated {
+        what,
+        need: s.need,
+        have: s.have,
+    })
 }
 
 /// Writes `t` at the start of `buf`; returns its size.
@@ -55,13 +53,11 @@ pub(crate) fn write_fixed<T: IntoBytes + Immutable>(
     t: &T,
     buf: &mut [u8],
 ) -> Result<usize, MadError> {
-    let need = size_of::<T>();
-    let have = buf.len();
-    let out = buf
-        .get_mut(..need)
-        .ok_or(MadError::BufferTooSmall { what, need, have })?;
-    out.copy_from_slice(t.as_bytes());
-    Ok(need)
+    wirekit::write_fixed(t, buf).map_err(|s| MadError::BufferTooSmall {
+        what,
+        need: s.need,
+        have: s.have,
+    })
 }
 
 /// Fails unless `value` fits in `bits` bits (emit-side check of sub-byte and 24-bit fields).

@@ -76,13 +76,11 @@ pub(crate) fn read_fixed<T: FromBytes + KnownLayout + Immutable>(
     what: &'static str,
     buf: &[u8],
 ) -> Result<T, WireError> {
-    T::read_from_prefix(buf)
-        .map(|(t, _)| t)
-        .map_err(|_| WireError::Truncated {
-            what,
-            need: size_of::<T>(),
-            have: buf.len(),
-        })
+    wirekit::read_fixed(buf).map_err(|s| WireError::Truncated {
+        what,
+        need: s.need,
+        have: s.have,
+    })
 }
 
 /// Writes the fixed part `T` at the start of `buf`; returns its size.
@@ -91,13 +89,11 @@ pub(crate) fn write_fixed<T: IntoBytes + Immutable>(
     fixed: &T,
     buf: &mut [u8],
 ) -> Result<usize, WireError> {
-    let need = size_of::<T>();
-    let have = buf.len();
-    let out = buf
-        .get_mut(..need)
-        .ok_or(WireError::BufferTooSmall { what, need, have })?;
-    out.copy_from_slice(fixed.as_bytes());
-    Ok(need)
+    wirekit::write_fixed(fixed, buf).map_err(|s| WireError::BufferTooSmall {
+        what,
+        need: s.need,
+        have: s.have,
+    })
 }
 
 /// `value` if it fits in `bits` bits, else a `BadField` error naming it.

@@ -55,13 +55,11 @@ pub(crate) fn read_fixed<T: FromBytes + KnownLayout + Immutable>(
     iu: &'static str,
     buf: &[u8],
 ) -> Result<T, WireError> {
-    T::read_from_prefix(buf)
-        .map(|(t, _)| t)
-        .map_err(|_| WireError::Truncated {
-            iu,
-            need: core::mem::size_of::<T>(),
-            have: buf.len(),
-        })
+    wirekit::read_fixed(buf).map_err(|s| WireError::Truncated {
+        iu,
+        need: s.need,
+        have: s.have,
+    })
 }
 
 /// Checks the IU type byte.
@@ -90,8 +88,9 @@ pub(crate) fn write_fixed<T: IntoBytes + Immutable>(
     fixed: &T,
     buf: &mut [u8],
 ) -> Result<usize, WireError> {
-    let need = core::mem::size_of::<T>();
-    let out = out_buf(iu, buf, need)?;
-    out.copy_from_slice(fixed.as_bytes());
-    Ok(need)
+    wirekit::write_fixed(fixed, buf).map_err(|s| WireError::BufferTooSmall {
+        iu,
+        need: s.need,
+        have: s.have,
+    })
 }
