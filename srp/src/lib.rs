@@ -6,9 +6,12 @@
 //! input. It knows nothing of queue pairs or sockets; the SCSI payload types (LUN, status)
 //! come from the transport-free `scsi` crate.
 //!
-//! Layering: `hca <- access-layer <- srp <- {srp-target, srp-initiator-*}`. The sans-IO channel
-//! core (credits, tags, login, reconnect) shared by target and initiators joins [`wire`] here
-//! in issue #6.
+//! [`channel`] is the sans-IO logic both ends share: credit accounting, the outstanding-tag
+//! table, and descriptor-to-RDMA planning with residuals. Login and reconnect state machines
+//! live with each end (srp-target, the initiators).
+//!
+//! Layering: `hca <- access-layer <- srp <- {srp-target, srp-initiator-*}`.
 #![deny(unsafe_code)]
 
+pub mod channel;
 pub mod wire;
