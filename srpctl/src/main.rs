@@ -2,13 +2,15 @@
 //!
 //! Today: `decode` (any SRP IU, RDMA-CM login, CDB, sense data or MAD, field by field) and
 //! `demo` (the discovery, login and I/O messages of a host and a target on embedded defaults,
-//! encoded, decoded and checked). Running targets and hosts, discovery, login, paths, drills
+//! encoded, decoded and checked), `target check` (validate a target configuration and show
+//! what it exports). Running targets and hosts, discovery, login, paths, drills
 //! and benchmarks join as their layers land.
 
 mod bench;
 mod decode;
 mod demo;
 mod hex;
+mod target;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -45,6 +47,11 @@ enum Command {
         #[arg(long)]
         dump: bool,
     },
+    /// The SRP target appliance.
+    Target {
+        #[command(subcommand)]
+        what: TargetWhat,
+    },
     /// Benchmarks (reported next to peers measured in the same run).
     Bench {
         #[command(subcommand)]
@@ -59,6 +66,18 @@ enum Command {
         /// Send every packet as its own datagram (no UDP GSO/GRO).
         #[arg(long)]
         no_gso: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TargetWhat {
+    /// Validate a configuration file as the daemon does and show what it would export
+    /// (IOCs, ports, ACLs, LUNs with the identity hosts will see); every error is listed
+    /// as `file: key: reason`.
+    Check {
+        /// The configuration file (see docs/target.md).
+        #[arg(short, long)]
+        config: PathBuf,
     },
 }
 
@@ -116,6 +135,9 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Demo { dump } => demo::run(dump),
+        Command::Target {
+            what: TargetWhat::Check { config },
+        } => target::check(&config),
         Command::Bench {
             what:
                 BenchWhat::Hca {

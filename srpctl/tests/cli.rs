@@ -53,3 +53,42 @@ fn decode_reports_fields_and_errors() {
     assert!(!ok);
     assert!(err.contains("no input"), "{err}");
 }
+
+#[test]
+fn target_check_shows_identity_or_every_error() {
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../srp-target/examples/target.toml"
+    );
+    let (ok, out, err) = srpctl(&["target", "check", "-c", example]);
+    assert!(ok, "the shipped example must validate: {err}");
+    assert!(out.contains("lun vol1 (naa.6001405"), "{out}");
+    assert!(
+        out.contains("ioc ioc-b: enabled target port 0x00000000000000010002c90300a1b2c4"),
+        "{out}"
+    );
+    assert!(out.contains("  LUN 7 = scratch"), "{out}");
+
+    let dir = std::env::temp_dir().join(format!("srpctl-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[target]\nnode_guid = \"0x1\"\n[[port]]\nname = \"p0\"\naddress = \"127.0.0.1\"\n\
+         [[lun]]\nname = \"v\"\nram = true\n\
+         [[ioc]]\nname = \"a\"\nguid = \"0x2\"\nports = [\"p9\"]\nexports = { 0 = \"w\" }\n",
+    )
+    .expect("write config");
+    let (ok, _, err) = srpctl(&["target", "check", "-c", bad.to_str().expect("utf-8 path")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!ok);
+    for needle in [
+        "lun \"v\".size: missing",
+        "ioc[0].ports[0]: port \"p9\" is not defined (defined: p0)",
+        "ioc[0].exports.0: LUN \"w\" is not defined (defined: v)",
+        "ioc[0].allow: missing",
+        "not valid; nothing would start",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+}

@@ -1,0 +1,216 @@
+//! [`FileBackend`]: a regular file or a block device, through `pread`/`pwrite`.
+//!
+//! FUA is a write followed by `fdatasync` (`File::sync_data`), as LIO's fileio does with
+//! write cache emulation; SYNCHRONIZE CACHE is `fdatasync`. UNMAP punches holes with
+//! `fallocate(PUNCH_HOLE | KEEP_SIZE)` (files and, since Linux 4.9, block devices) and falls
+//! back to writing zeros where the filesystem or device does not support it, remembering the
+//! answer so that the fallback costs one failed syscall, not one per command.
+
+use super::{Backend, BackendError, BlockSize, Op, check_range};
+use nix::errno::Errno;
+use nix::fcntl::{FallocateFlags, fallocate};
+use scsi::{BlockCount, Lba};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Zero-fill chunk for the unmap fallback: 1 MiB.
+const ZERO_CHUNK_BYTES: usize = 1 << 20;
+
+/// A LUN backed by a regular file or a block device.
+#[derive(Debug)]
+pub struct FileBackend {
+    file: File,
+    path: PathBuf,
+    block_size: BlockSize,
+    blocks: u64,
+    /// Cleared after fallocate(PUNCH_HOLE) reports it is unsupported here.
+    punch_hole: AtomicBool,
+}
+
+impl FileBackend {
+    /// Creates the regular file `path` of `size_bytes`, or opens it if it already exists
+    /// with exactly that size (a restart). A different existing size is an error rather
+    /// than a silent resize, as is a size that is zero or not whole blocks.
+    pub fn create(
+        path: impl AsRef<Path>,
+        size_bytes: u64,
+        block_size: BlockSize,
+    ) -> Result<FileBackend, BackendError> {
+        let path = path.as_ref();
+        let bad = |why| BackendError::BadSize {
+            op: Op::Open,
+            path: path.to_path_buf(),
+            size_bytes,
+            why,
+        };
+        if size_bytes == 0 || size_bytes % u64::from(block_size.bytes()) != 0 {
+            return Err(bad("not a positive whole number of blocks"));
+        }
+        let io = |op| {
+            move |source| BackendError::Io {
+                op,
+                path: path.to_path_buf(),
+                source,
+            }
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io(Op::Open))?;
+        let len = file.metadata().map_err(io(Op::Size))?.len();
+        match len {
+            0 => file.set_len(size_bytes).map_err(io(Op::Open))?,
+            l if l == size_bytes => {}
+            _ => return Err(bad("the file exists with a different size")),
+        }
+        FileBackend::from_file(file, path, block_size)
+    }
+
+    /// Opens an existing regular file or block device; its size must be whole blocks.
+    /// A read-only LUN opens it read-only.
+    pub fn open(
+        path: impl AsRef<Path>,
+        block_size: BlockSize,
+        read_only: bool,
+    ) -> Result<FileBackend, BackendError> {
+        let path = path.as_ref();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(!read_only)
+            .open(path)
+            .map_err(|source| BackendError::Io {
+                op: Op::Open,
+                path: path.to_path_buf(),
+                source,
+            })?;
+        FileBackend::from_file(file, path, block_size)
+    }
+
+    fn from_file(
+        mut file: File,
+        path: &Path,
+        block_size: BlockSize,
+    ) -> Result<FileBackend, BackendError> {
+        // Seeking to the end sizes block devices too, whose metadata length is 0.
+        let size_bytes = file
+            .seek(SeekFrom::End(0))
+            .map_err(|source| BackendError::Io {
+                op: Op::Size,
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let bs = u64::from(block_size.bytes());
+        if size_bytes < bs || size_bytes % bs != 0 {
+            return Err(BackendError::BadSize {
+                op: Op::Size,
+                path: path.to_path_buf(),
+                size_bytes,
+                why: "not a positive whole number of blocks",
+            });
+        }
+        Ok(FileBackend {
+            file,
+            path: path.to_path_buf(),
+            block_size,
+            blocks: size_bytes / bs,
+            punch_hole: AtomicBool::new(true),
+        })
+    }
+
+    /// The backing file or device.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn io_err(&self, op: Op) -> impl Fn(io::Error) -> BackendError + '_ {
+        move |source| BackendError::Io {
+            op,
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn zero_fill(&self, mut offset: u64, mut len: u64) -> Result<(), BackendError> {
+        let zeros = vec![0u8; ZERO_CHUNK_BYTES];
+        while len > 0 {
+            // min() bounds n by ZERO_CHUNK_BYTES, a usize.
+            let n = len.min(ZERO_CHUNK_BYTES as u64) as usize;
+            self.file
+                .write_all_at(&zeros[..n], offset)
+                .map_err(self.io_err(Op::Unmap))?;
+            offset += n as u64;
+            len -= n as u64;
+        }
+        Ok(())
+    }
+}
+
+impl Backend for FileBackend {
+    fn block_size(&self) -> BlockSize {
+        self.block_size
+    }
+
+    fn blocks(&self) -> u64 {
+        self.blocks
+    }
+
+    fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError> {
+        let (bs, n) = (self.block_size, self.blocks);
+        let offset = check_range(Op::Read, &self.path, bs, n, lba, buf.len())?;
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(self.io_err(Op::Read))
+    }
+
+    fn write_at(&self, lba: Lba, buf: &[u8], fua: bool) -> Result<(), BackendError> {
+        let (bs, n) = (self.block_size, self.blocks);
+        let offset = check_range(Op::Write, &self.path, bs, n, lba, buf.len())?;
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(self.io_err(Op::Write))?;
+        if fua {
+            // Durable before status (SBC FUA): data, and the metadata needed to read it.
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), BackendError> {
+        self.file.sync_data().map_err(self.io_err(Op::Flush))
+    }
+
+    fn unmap(&self, lba: Lba, blocks: BlockCount) -> Result<(), BackendError> {
+        let bs = self.block_size;
+        let len = blocks.bytes(bs.bytes());
+        let len_usize = usize::try_from(len).map_err(|_| BackendError::OutOfRange {
+            op: Op::Unmap,
+            path: self.path.clone(),
+            lba,
+            len_blocks: blocks.0.into(),
+            blocks: self.blocks,
+        })?;
+        let offset = check_range(Op::Unmap, &self.path, bs, self.blocks, lba, len_usize)?;
+        if len == 0 {
+            return Ok(());
+        }
+        if self.punch_hole.load(Ordering::Relaxed) {
+            let mode = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
+            // Offsets and lengths are below the file size, which fits i64 (off_t).
+            let (off, l) = (offset as i64, len as i64);
+            match fallocate(&self.file, mode, off, l) {
+                Ok(()) => return Ok(()),
+                Err(Errno::EOPNOTSUPP | Errno::ENOSYS | Errno::EINVAL) => {
+                    self.punch_hole.store(false, Ordering::Relaxed);
+                }
+                Err(e) => return Err(self.io_err(Op::Unmap)(io::Error::from(e))),
+            }
+        }
+        self.zero_fill(offset, len)
+    }
+}

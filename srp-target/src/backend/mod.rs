@@ -1,0 +1,203 @@
+//! LUN backing stores: the synchronous block I/O a logical unit runs against.
+//!
+//! A [`Backend`] is `Send + Sync` and every method takes `&self`, so the backend workers of
+//! the target can call one concurrently; ordering between overlapping commands is the
+//! logical unit's business (see `exec`), not the backend's. Addresses are in logical blocks
+//! of [`Backend::block_size`]; every buffer is a whole number of blocks.
+//!
+//! Files: [`file`](mod@file) ([`FileBackend`]: regular file or block device), [`ram`] ([`RamBackend`]).
+
+pub mod file;
+pub mod ram;
+
+pub use file::FileBackend;
+pub use ram::RamBackend;
+
+use core::fmt;
+use scsi::{BlockCount, Lba};
+use std::io;
+use std::path::PathBuf;
+
+/// Logical block size of a LUN: the two sizes initiators handle everywhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BlockSize {
+    /// 512-byte blocks.
+    B512,
+    /// 4096-byte blocks (4Kn).
+    B4096,
+}
+
+impl BlockSize {
+    /// The size in bytes.
+    pub fn bytes(self) -> u32 {
+        match self {
+            BlockSize::B512 => 512,
+            BlockSize::B4096 => 4096,
+        }
+    }
+
+    /// The size in bytes as a `usize` (for buffer lengths).
+    pub fn len_bytes(self) -> usize {
+        match self {
+            BlockSize::B512 => 512,
+            BlockSize::B4096 => 4096,
+        }
+    }
+}
+
+/// What a backend was doing when it failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Opening or creating the backing file or device.
+    Open,
+    /// Finding the size of the backing file or device.
+    Size,
+    /// Reading blocks.
+    Read,
+    /// Writing blocks.
+    Write,
+    /// Making written blocks durable (fdatasync).
+    Flush,
+    /// Deallocating blocks (punch hole, or writing zeros).
+    Unmap,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Op::Open => "open",
+            Op::Size => "size",
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Flush => "flush",
+            Op::Unmap => "unmap",
+        })
+    }
+}
+
+/// Why a backend operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The operating system refused an operation on the backing file or device.
+    #[error("{op} {path}: {source}", path = path.display())]
+    Io {
+        /// The operation.
+        op: Op,
+        /// The backing file or device (`ram` for a RAM backend).
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A request reaches past the last block (the caller checks ranges; this is a bug guard).
+    #[error("{op} {path}: {lba} + {len_blocks} blocks is past the end ({blocks} blocks)", path = path.display())]
+    OutOfRange {
+        /// The operation.
+        op: Op,
+        /// The backing file or device.
+        path: PathBuf,
+        /// First block of the request.
+        lba: Lba,
+        /// Length of the request in blocks.
+        len_blocks: u64,
+        /// Capacity in blocks.
+        blocks: u64,
+    },
+    /// A buffer is not a whole number of blocks.
+    #[error("{op} {path}: {len_bytes} bytes is not a multiple of the {block_size_bytes}-byte block", path = path.display())]
+    Misaligned {
+        /// The operation.
+        op: Op,
+        /// The backing file or device.
+        path: PathBuf,
+        /// The buffer length.
+        len_bytes: usize,
+        /// The block size.
+        block_size_bytes: u32,
+    },
+    /// The size of the backing file or device is not usable as a LUN.
+    #[error("{op} {path}: size {size_bytes} bytes: {why}", path = path.display())]
+    BadSize {
+        /// The operation.
+        op: Op,
+        /// The backing file or device.
+        path: PathBuf,
+        /// The size found or requested.
+        size_bytes: u64,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+}
+
+impl BackendError {
+    /// Whether the backing store ran out of space (ENOSPC/EDQUOT): SBC's SPACE ALLOCATION
+    /// FAILED WRITE PROTECT rather than a medium error.
+    pub fn is_out_of_space(&self) -> bool {
+        use nix::errno::Errno;
+        let BackendError::Io { source, .. } = self else {
+            return false;
+        };
+        let code = source.raw_os_error();
+        code == Some(Errno::ENOSPC as i32) || code == Some(Errno::EDQUOT as i32)
+    }
+}
+
+/// A LUN's backing store. Synchronous; the target calls it from its backend workers.
+pub trait Backend: Send + Sync + fmt::Debug {
+    /// The logical block size.
+    fn block_size(&self) -> BlockSize;
+
+    /// The capacity in logical blocks (at least 1).
+    fn blocks(&self) -> u64;
+
+    /// Reads `buf.len() / block_size` blocks starting at `lba` into `buf`.
+    fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError>;
+
+    /// Writes `buf` at `lba`; with `fua` the blocks are durable when this returns.
+    fn write_at(&self, lba: Lba, buf: &[u8], fua: bool) -> Result<(), BackendError>;
+
+    /// Makes every completed write durable (SYNCHRONIZE CACHE).
+    fn flush(&self) -> Result<(), BackendError>;
+
+    /// Deallocates `blocks` blocks at `lba`; they read back as zeros afterwards (LBPRZ).
+    fn unmap(&self, lba: Lba, blocks: BlockCount) -> Result<(), BackendError>;
+
+    /// Whether [`Backend::unmap`] is supported (LBPME, LBPU, LBPWS).
+    fn supports_unmap(&self) -> bool {
+        true
+    }
+}
+
+/// Checks that `len_bytes` is whole blocks and `lba..` lies within `blocks`; returns the
+/// byte offset of `lba`. Shared by the backends as their guard against caller bugs.
+pub(crate) fn check_range(
+    op: Op,
+    path: &std::path::Path,
+    block_size: BlockSize,
+    blocks: u64,
+    lba: Lba,
+    len_bytes: usize,
+) -> Result<u64, BackendError> {
+    let bs = block_size.bytes();
+    if len_bytes % block_size.len_bytes() != 0 {
+        return Err(BackendError::Misaligned {
+            op,
+            path: path.to_path_buf(),
+            len_bytes,
+            block_size_bytes: bs,
+        });
+    }
+    let len_blocks = (len_bytes / block_size.len_bytes()) as u64;
+    let end = lba.0.checked_add(len_blocks);
+    match end {
+        Some(end) if end <= blocks => Ok(lba.0 * u64::from(bs)),
+        _ => Err(BackendError::OutOfRange {
+            op,
+            path: path.to_path_buf(),
+            lba,
+            len_blocks,
+            blocks,
+        }),
+    }
+}

@@ -1,0 +1,82 @@
+//! [`RamBackend`]: a LUN in memory, for tests and scratch LUNs. Contents are lost on restart.
+
+use super::{Backend, BackendError, BlockSize, Op, check_range};
+use scsi::{BlockCount, Lba};
+use std::path::Path;
+use std::sync::{PoisonError, RwLock};
+
+/// The name RAM backends give in errors.
+const RAM: &str = "ram";
+
+/// A LUN held in memory.
+#[derive(Debug)]
+pub struct RamBackend {
+    block_size: BlockSize,
+    blocks: u64,
+    data: RwLock<Vec<u8>>,
+}
+
+impl RamBackend {
+    /// A zero-filled LUN of `blocks` blocks (at least 1).
+    pub fn new(blocks: u64, block_size: BlockSize) -> Result<RamBackend, BackendError> {
+        let size = blocks
+            .checked_mul(u64::from(block_size.bytes()))
+            .and_then(|s| usize::try_from(s).ok())
+            .filter(|&s| s > 0)
+            .ok_or(BackendError::BadSize {
+                op: Op::Open,
+                path: RAM.into(),
+                size_bytes: blocks.saturating_mul(block_size.bytes().into()),
+                why: "zero, or larger than memory can address",
+            })?;
+        Ok(RamBackend {
+            block_size,
+            blocks,
+            data: RwLock::new(vec![0; size]),
+        })
+    }
+
+    fn range(&self, op: Op, lba: Lba, len: usize) -> Result<usize, BackendError> {
+        let off = check_range(op, Path::new(RAM), self.block_size, self.blocks, lba, len)?;
+        // Below the allocation size, which is a usize.
+        Ok(off as usize)
+    }
+}
+
+// A poisoned lock only means a writer panicked mid-copy: the bytes are still bytes, as a
+// disk after a crash, so the data is used as it is.
+impl Backend for RamBackend {
+    fn block_size(&self) -> BlockSize {
+        self.block_size
+    }
+
+    fn blocks(&self) -> u64 {
+        self.blocks
+    }
+
+    fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError> {
+        let off = self.range(Op::Read, lba, buf.len())?;
+        let data = self.data.read().unwrap_or_else(PoisonError::into_inner);
+        buf.copy_from_slice(&data[off..off + buf.len()]);
+        Ok(())
+    }
+
+    fn write_at(&self, lba: Lba, buf: &[u8], _fua: bool) -> Result<(), BackendError> {
+        let off = self.range(Op::Write, lba, buf.len())?;
+        let mut data = self.data.write().unwrap_or_else(PoisonError::into_inner);
+        data[off..off + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    fn unmap(&self, lba: Lba, blocks: BlockCount) -> Result<(), BackendError> {
+        let len = usize::try_from(blocks.bytes(self.block_size.bytes())).unwrap_or(usize::MAX);
+        let off = self.range(Op::Unmap, lba, len)?;
+        let mut data = self.data.write().unwrap_or_else(PoisonError::into_inner);
+        data[off..off + len].fill(0);
+        Ok(())
+    }
+}

@@ -1,0 +1,219 @@
+//! The target's configuration file (TOML): HCA ports, I/O controllers with their exports
+//! and ACLs, and LUNs, validated into plain typed data.
+//!
+//! Contract: [`TargetConfig::from_path`] / [`TargetConfig::from_str`] either return a
+//! complete, cross-checked [`TargetConfig`] (plus [`ConfigWarning`]s) or [`ConfigErrors`]
+//! listing every problem found, each with the file, the key path and the reason, e.g.
+//! `target.toml: ioc[1].exports.3: LUN "vol9" is not defined (defined: vol1, vol2)`.
+//! Nothing here opens a backing file or touches the network: the daemon does that at start,
+//! from a config that is already known to be whole, so it never starts half-configured.
+//!
+//! # Architecture
+//! - [`file`](mod@file): serde structs mirroring the TOML, checked key by key so every
+//!   unknown key and bad value is reported, not just the first.
+//! - [`values`]: single-value parsers (names, GUIDs, sizes, addresses, LUN numbers).
+//! - [`acl`]: [`Acl`] and its entries (port IDs, GUIDs).
+//! - `validate`: raw structs to typed sections, then the cross-checks (names,
+//!   references from IOCs to ports and LUNs); `unique` (addresses, backing paths, GUIDs
+//!   and service IDs that must not repeat).
+//! - [`error`]: [`ConfigError`] (file, [`Location`], [`ConfigErrorKind`]), [`ConfigErrors`],
+//!   [`ConfigWarning`].
+//!
+//! The schema, with `examples/target.toml` as the complete annotated example:
+//!
+//! ```toml
+//! [target]
+//! node_guid = "0x0002c90300a1b2c0"   # required
+//! oui = 0x001405                     # NAA company ID of LUN identities; default 0x001405
+//! name = "array-1"                   # optional
+//!
+//! [[port]]
+//! name = "p0"
+//! address = "192.0.2.10"             # UDP 4791 unless ":port" is given
+//!
+//! [[lun]]
+//! name = "vol1"                      # the LUN's identity (serial, NAA) derives from it
+//! file = "/srv/srp/vol1.img"         # or device = "/dev/...", or ram = true
+//! size = "64GiB"                     # required for RAM; creates a missing file
+//! block_size = 512                   # or 4096
+//! read_only = false
+//! write_cache = true
+//!
+//! [[ioc]]
+//! name = "ioc-a"
+//! guid = "0002:c903:00a1:b2c3"
+//! id_ext = "0x0002c90300a1b2c3"      # default: the GUID
+//! service_id = "0x0002c90300a1b2c3"  # default: the GUID
+//! ports = ["p0"]
+//! enabled = true
+//! alua = "active/optimized"
+//! exports = { 0 = "vol1" }           # or [{ lun = 0, name = "vol1" }]
+//! allow = ["any"]                    # required; or port IDs / "guid:..." entries
+//! ```
+
+pub mod acl;
+pub mod error;
+pub mod file;
+pub mod values;
+
+mod unique;
+mod validate;
+
+pub use acl::{Acl, AclEntry};
+pub use error::{ConfigError, ConfigErrorKind, ConfigErrors, ConfigWarning, Location, WarningKind};
+
+use crate::backend::BlockSize;
+use crate::lu::{AluaState, Oui};
+use access_layer::mad::ServiceId;
+use hca::Guid;
+use srp::wire::{IoClass, PortId};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The default company ID for LUN NAA designators: 00-14-05, the one LIO uses, so that a
+/// config without `oui` still yields identities that never change with the hardware.
+pub const DEFAULT_OUI: u32 = 0x00_1405;
+
+/// A whole, validated target configuration. Plain data: nothing is opened or bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetConfig {
+    /// `[target]`.
+    pub target: TargetSettings,
+    /// `[[port]]`, in file order.
+    pub ports: Vec<PortConfig>,
+    /// `[[ioc]]`, in file order (IOC `i` is DM slot `i + 1` and ALUA group `i + 1`).
+    pub iocs: Vec<IocConfig>,
+    /// `[[lun]]`, in file order.
+    pub luns: Vec<LunConfig>,
+}
+
+/// A validated config and what was legal but suspicious in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loaded {
+    /// The config.
+    pub config: TargetConfig,
+    /// Warnings for the log (e.g. a LUN no IOC exports).
+    pub warnings: Vec<ConfigWarning>,
+}
+
+/// `[target]`: the appliance as a whole.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetSettings {
+    /// Node GUID of the (soft) HCA.
+    pub node_guid: Guid,
+    /// Company ID for LUN NAA designators ([`crate::lu::LunIdentity::derive`]).
+    pub oui: Oui,
+    /// A name for logs and the control socket.
+    pub name: Option<String>,
+}
+
+/// `[[port]]`: one HCA port, a RoCEv2 address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortConfig {
+    /// The name IOCs refer to it by.
+    pub name: String,
+    /// IP address and UDP port (4791 unless configured).
+    pub address: SocketAddr,
+}
+
+/// `[[ioc]]`: one I/O controller, i.e. one SRP target port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IocConfig {
+    /// Its name.
+    pub name: String,
+    /// IOC GUID (DM IOControllerProfile, low half of the target port ID).
+    pub guid: Guid,
+    /// Identifier extension (high half of the target port ID; ServiceName
+    /// `SRP.T10:<id_ext>`). Defaults to the GUID, as ib_srpt's `srpt_service_guid`.
+    pub id_ext: u64,
+    /// IB CM service ID it listens on. Defaults to the IOC GUID, as ib_srpt, which uses
+    /// `srpt_service_guid` as IOC GUID, id_ext and `ib_cm_listen` service ID alike
+    /// (../shared/research/srp-linux.md §2.4, §4.1).
+    pub service_id: ServiceId,
+    /// Names of the [`PortConfig`]s it is reachable on (at least one, all defined).
+    pub ports: Vec<String>,
+    /// Whether it accepts logins at start (the control socket can change it).
+    pub enabled: bool,
+    /// ALUA state of its target port group.
+    pub alua: AluaState,
+    /// LUN number → name of a [`LunConfig`].
+    pub exports: BTreeMap<scsi::Lun, String>,
+    /// Who may log in.
+    pub allow: Acl,
+}
+
+impl IocConfig {
+    /// The SRP target port identifier it answers to: `id_ext ‖ IOC GUID` (r16a).
+    pub fn target_port_id(&self) -> PortId {
+        PortId::new(self.id_ext, self.guid, IoClass::SrpR16a)
+    }
+}
+
+/// `[[lun]]`: one logical unit and its backing store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LunConfig {
+    /// Unique name; the LUN's identity is a pure function of it.
+    pub name: String,
+    /// Where the blocks live.
+    pub backing: Backing,
+    /// Logical block size.
+    pub block_size: BlockSize,
+    /// Reject writes.
+    pub read_only: bool,
+    /// Initial WCE; off makes every write durable before status.
+    pub write_cache: bool,
+}
+
+/// A LUN's backing store. Sizes are whole blocks of the LUN's block size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// A regular file. With a size it is created if missing (and must have exactly that
+    /// size if present); without, it must exist.
+    File {
+        /// Absolute path.
+        path: PathBuf,
+        /// Size in bytes, if configured.
+        size_bytes: Option<u64>,
+    },
+    /// A block device; its size is the device's.
+    Device {
+        /// Absolute path.
+        path: PathBuf,
+    },
+    /// Memory, zero-filled at start, lost at exit.
+    Ram {
+        /// Size in bytes.
+        size_bytes: u64,
+    },
+}
+
+impl TargetConfig {
+    /// Reads and validates the file at `path`; errors name it as given.
+    pub fn from_path(path: &Path) -> Result<Loaded, ConfigErrors> {
+        let origin = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Ok(text) => TargetConfig::from_str(&text, &origin),
+            Err(e) => Err(ConfigErrors(vec![ConfigError {
+                origin,
+                location: Location::File,
+                kind: ConfigErrorKind::Read(e),
+            }])),
+        }
+    }
+
+    /// Validates `text`; `origin` names it in messages (usually the file path).
+    pub fn from_str(text: &str, origin: &str) -> Result<Loaded, ConfigErrors> {
+        validate::validate(text, origin)
+    }
+
+    /// The port named `name`.
+    pub fn port(&self, name: &str) -> Option<&PortConfig> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+
+    /// The LUN named `name`.
+    pub fn lun(&self, name: &str) -> Option<&LunConfig> {
+        self.luns.iter().find(|l| l.name == name)
+    }
+}

@@ -1,0 +1,295 @@
+//! Parsers for single values: names, 64-bit identifiers, the OUI, port addresses, sizes,
+//! block sizes, ALUA states and LUN numbers. Each returns the reason on failure; the caller
+//! knows the key path.
+
+use super::error::ConfigErrorKind as E;
+use super::file::IntOrText;
+use crate::backend::BlockSize;
+use crate::lu::{AluaState, Oui};
+use hca::Guid;
+use std::net::{IpAddr, SocketAddr};
+
+/// The RoCEv2 UDP destination port (IANA), used when an address gives none.
+pub const ROCE_V2_UDP_PORT: u16 = 4791;
+
+/// The largest size accepted: the largest file offset (`off_t` is signed 64-bit).
+pub const MAX_SIZE_BYTES: u64 = i64::MAX as u64;
+
+/// A port, IOC or LUN name: 1 to 64 of `A-Z a-z 0-9 . _ - :`. Names appear in logs, the
+/// control socket and (for LUNs) the identity hash, so they stay plain.
+pub(super) fn name(text: &str) -> Result<String, E> {
+    let ok = (1..=64).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-_:".contains(&b));
+    if ok {
+        Ok(text.to_owned())
+    } else {
+        Err(E::BadName(text.to_owned()))
+    }
+}
+
+/// A 64-bit identifier: 16 hex digits, optionally `0x`-prefixed and colon-grouped, as
+/// [`Guid`]'s parser accepts (`0x0002c90300a1b2c3`, `0002:c903:00a1:b2c3`).
+pub(super) fn id64(what: &'static str, text: &str) -> Result<u64, E> {
+    text.parse::<Guid>().map(|g| g.0).map_err(|_| E::BadId64 {
+        what,
+        text: text.to_owned(),
+    })
+}
+
+/// A node or IOC GUID: as [`id64`], and not 0.
+pub(super) fn guid(text: &str) -> Result<Guid, E> {
+    match id64("GUID", text)? {
+        0 => Err(E::ZeroGuid),
+        v => Ok(Guid(v)),
+    }
+}
+
+/// A 24-bit OUI: an integer (`0x001405`) or a string `"0x001405"` / `"00:14:05"` / `"00-14-05"`.
+pub(super) fn oui(value: &IntOrText) -> Result<Oui, E> {
+    let parsed = match value {
+        IntOrText::Int(v) => u32::try_from(*v).ok(),
+        IntOrText::Text(t) => {
+            let body = t.strip_prefix("0x").unwrap_or(t);
+            let digits: String = body.chars().filter(|c| *c != ':' && *c != '-').collect();
+            (digits.len() == 6 || t.starts_with("0x"))
+                .then(|| u32::from_str_radix(&digits, 16).ok())
+                .flatten()
+        }
+    };
+    parsed.and_then(Oui::new).ok_or_else(|| {
+        E::BadOui(match value {
+            IntOrText::Int(v) => v.to_string(),
+            IntOrText::Text(t) => format!("{t:?}"),
+        })
+    })
+}
+
+/// A port address: `ip` (UDP port 4791) or `ip:port`, IPv6 as `[addr]:port` or bare. Host
+/// names are not resolved: the daemon must not depend on DNS to start.
+pub(super) fn address(text: &str) -> Result<SocketAddr, E> {
+    let bad = |why| E::BadAddress {
+        text: text.to_owned(),
+        why,
+    };
+    let addr = match (text.parse::<SocketAddr>(), text.parse::<IpAddr>()) {
+        (Ok(a), _) => a,
+        (_, Ok(ip)) => SocketAddr::new(ip, ROCE_V2_UDP_PORT),
+        _ => {
+            return Err(bad(
+                "expected an IP address, optionally with :port (host names are not resolved)",
+            ));
+        }
+    };
+    if addr.port() == 0 {
+        return Err(bad(
+            "UDP port 0 cannot be listened on by name; omit the port for 4791",
+        ));
+    }
+    if addr.ip().is_unspecified() || addr.ip().is_multicast() {
+        return Err(bad("a port needs the unicast address of one interface"));
+    }
+    Ok(addr)
+}
+
+/// A size: an integer or a string of digits with an optional unit, binary (KiB MiB GiB
+/// TiB) or decimal (KB MB GB TB), e.g. `4096`, `"64MiB"`, `"10 GB"`.
+pub(super) fn size(value: &IntOrText) -> Result<u64, E> {
+    let (bytes, shown) = match value {
+        IntOrText::Int(v) => (
+            u64::try_from(*v).map_err(|_| E::BadSize(v.to_string()))?,
+            None,
+        ),
+        IntOrText::Text(t) => (size_text(t)?, Some(t)),
+    };
+    match bytes {
+        0 => Err(E::ZeroSize),
+        b if b > MAX_SIZE_BYTES => Err(E::SizeTooLarge(match shown {
+            Some(t) => format!("{t:?}"),
+            None => b.to_string(),
+        })),
+        b => Ok(b),
+    }
+}
+
+fn size_text(text: &str) -> Result<u64, E> {
+    let bad = || E::BadSize(text.to_owned());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let multiplier: u64 = match unit.trim_start() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return Err(bad()),
+    };
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    // Too many digits for u64 is "too large", not "bad syntax".
+    let too_large = || E::SizeTooLarge(format!("{text:?}"));
+    let n: u64 = digits.parse().map_err(|_| too_large())?;
+    n.checked_mul(multiplier).ok_or_else(too_large)
+}
+
+/// `block_size`: 512 or 4096.
+pub(super) fn block_size(value: i64) -> Result<BlockSize, E> {
+    match value {
+        512 => Ok(BlockSize::B512),
+        4096 => Ok(BlockSize::B4096),
+        v => Err(E::BadBlockSize(v)),
+    }
+}
+
+/// An ALUA state an operator may configure (SPC-4 table 163; transitioning is transient,
+/// the target's to report, not a configuration).
+pub(super) fn alua(text: &str) -> Result<AluaState, E> {
+    match text {
+        "active/optimized" => Ok(AluaState::ActiveOptimized),
+        "active/non-optimized" => Ok(AluaState::ActiveNonOptimized),
+        "standby" => Ok(AluaState::Standby),
+        "unavailable" => Ok(AluaState::Unavailable),
+        _ => Err(E::BadAlua(text.to_owned())),
+    }
+}
+
+/// A LUN number written as a table key (`"3"`), encoded single-level.
+pub(super) fn lun_key(text: &str) -> Result<(u32, scsi::Lun), E> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(E::BadLunNumber(text.to_owned()));
+    }
+    let n = text
+        .parse::<u32>()
+        .map_err(|_| E::BadLunNumber(text.to_owned()))?;
+    Ok((n, scsi::Lun::from_number(n)?))
+}
+
+/// A LUN number written as a TOML integer (`lun = 3`), encoded single-level.
+pub(super) fn lun_int(value: i64) -> Result<(u32, scsi::Lun), E> {
+    let n = u32::try_from(value).map_err(|_| E::BadLunNumber(value.to_string()))?;
+    Ok((n, scsi::Lun::from_number(n)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> IntOrText {
+        IntOrText::Text(s.to_owned())
+    }
+
+    #[test]
+    fn sizes() {
+        let cases: [(&str, u64); 11] = [
+            ("4096", 4096),
+            ("512B", 512),
+            ("64MiB", 64 << 20),
+            ("64 MiB", 64 << 20),
+            ("1GiB", 1 << 30),
+            ("2TiB", 2 << 40),
+            ("4KiB", 4096),
+            ("10KB", 10_000),
+            ("3MB", 3_000_000),
+            ("1GB", 1_000_000_000),
+            ("2TB", 2_000_000_000_000),
+        ];
+        for (t, want) in cases {
+            assert_eq!(size(&text(t)).ok(), Some(want), "{t}");
+        }
+        assert_eq!(size(&IntOrText::Int(8192)).ok(), Some(8192));
+        for bad in ["", "MiB", "1.5GiB", "64mib", "64 XB", "-1", "0x100"] {
+            assert!(matches!(size(&text(bad)), Err(E::BadSize(_))), "{bad}");
+        }
+        assert!(matches!(size(&IntOrText::Int(-1)), Err(E::BadSize(_))));
+        assert!(matches!(size(&text("0GiB")), Err(E::ZeroSize)));
+        assert!(matches!(size(&IntOrText::Int(0)), Err(E::ZeroSize)));
+        assert!(matches!(size(&text("8388608TiB")), Err(E::SizeTooLarge(_))));
+        assert!(matches!(
+            size(&text("99999999999999999999")),
+            Err(E::SizeTooLarge(_))
+        ));
+        assert_eq!(size(&text("8388607TiB")).ok(), Some(8_388_607 << 40));
+    }
+
+    #[test]
+    fn ids_and_guids() {
+        assert_eq!(
+            id64("id_ext", "0x0002c90300a1b2c3").ok(),
+            Some(0x0002_c903_00a1_b2c3)
+        );
+        assert_eq!(
+            id64("id_ext", "0002:c903:00a1:b2c3").ok(),
+            Some(0x0002_c903_00a1_b2c3)
+        );
+        assert!(id64("id_ext", "0x1").is_err());
+        assert!(matches!(guid("0x0000000000000000"), Err(E::ZeroGuid)));
+    }
+
+    #[test]
+    fn ouis() {
+        for t in ["0x001405", "00:14:05", "00-14-05", "001405"] {
+            assert_eq!(oui(&text(t)).map(Oui::get).ok(), Some(0x001405), "{t}");
+        }
+        assert_eq!(
+            oui(&IntOrText::Int(0x001405)).map(Oui::get).ok(),
+            Some(0x001405)
+        );
+        for t in ["1405", "0x1000000", "zz:14:05"] {
+            assert!(oui(&text(t)).is_err(), "{t}");
+        }
+        assert!(oui(&IntOrText::Int(-1)).is_err());
+    }
+
+    #[test]
+    fn addresses() {
+        let a = address("192.0.2.10").ok();
+        assert_eq!(a, "192.0.2.10:4791".parse().ok());
+        assert_eq!(
+            address("192.0.2.10:5000").ok(),
+            "192.0.2.10:5000".parse().ok()
+        );
+        assert_eq!(address("fe80::1").ok(), "[fe80::1]:4791".parse().ok());
+        assert_eq!(address("[fe80::1]:7").ok(), "[fe80::1]:7".parse().ok());
+        for bad in [
+            "host.example",
+            "192.0.2.10:0",
+            "0.0.0.0",
+            "224.0.0.1",
+            "192.0.2.300",
+        ] {
+            assert!(address(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn lun_numbers() {
+        assert_eq!(lun_key("0").map(|l| l.0).ok(), Some(0));
+        assert_eq!(lun_key("16383").map(|l| l.0).ok(), Some(16383));
+        assert!(matches!(lun_key("16384"), Err(E::LunNumber(_))));
+        assert!(matches!(lun_key("99999999999"), Err(E::BadLunNumber(_))));
+        assert!(matches!(lun_key("x"), Err(E::BadLunNumber(_))));
+        assert!(matches!(lun_key("-1"), Err(E::BadLunNumber(_))));
+        assert!(matches!(lun_int(-1), Err(E::BadLunNumber(_))));
+        assert!(matches!(lun_int(20000), Err(E::LunNumber(_))));
+    }
+
+    #[test]
+    fn names_and_enums() {
+        assert!(name("vol-1.a_b:c").is_ok());
+        for bad in ["", "has space", "é", &"x".repeat(65)] {
+            assert!(name(bad).is_err(), "{bad}");
+        }
+        assert_eq!(block_size(4096).ok(), Some(BlockSize::B4096));
+        assert!(block_size(1024).is_err());
+        assert_eq!(alua("standby").ok(), Some(AluaState::Standby));
+        assert!(alua("transitioning").is_err());
+    }
+}

@@ -1,0 +1,436 @@
+//! The SCSI execution engine: [`LogicalUnit::execute`] runs one CDB against a LUN's backend.
+//!
+//! Contract (STYLE.md, SCSI): SCSI failures are `Ok` with CHECK CONDITION and the exact SPC
+//! sense ([`CmdOutput::sense`]); `Err` is a [`TransportError`], which the transport answers
+//! by its own rules. Nothing here knows SRP or RDMA: the transport fetches the data-out
+//! before calling, and sends `data_in` after.
+//!
+//! Dispatch: [`scsi::Command::parse`] against the one opcode table, restricted to
+//! [`supported_opcodes`], which also answers REPORT SUPPORTED OPERATION CODES.
+//!
+//! Files: [`inquiry`] (INQUIRY, VPD pages), [`io`] (READ, WRITE, VERIFY, COMPARE AND WRITE,
+//! SYNCHRONIZE CACHE, READ CAPACITY), [`provisioning`] (WRITE SAME, UNMAP), [`mode`] (MODE
+//! SENSE/SELECT), [`report`] (REPORT LUNS, REPORT SUPPORTED OPERATION CODES, REPORT TARGET
+//! PORT GROUPS, and commands to a LUN that does not exist), [`pr`] (PERSISTENT RESERVE
+//! IN/OUT and the reservation conflict check every command passes first).
+
+pub mod inquiry;
+pub mod io;
+pub mod mode;
+pub mod pr;
+pub mod provisioning;
+pub mod report;
+
+pub use report::execute_unknown_lun;
+
+use crate::backend::{Backend, BackendError};
+use crate::lu::{LunIdentity, PortIdentity, TargetPortGroup};
+use scsi::{CdbError, Command, Lun, OpcodeInfo, Sense, SenseCode, Status};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use wirekit::WireRepr;
+
+/// (Operation code, service action) pairs the table parses but this target does not
+/// route: PERSISTENT RESERVE OUT / REGISTER AND MOVE. Absent from [`supported_opcodes`], so
+/// INVALID FIELD IN CDB at the SERVICE ACTION, and REPORT SUPPORTED OPERATION CODES says
+/// "not supported".
+const NOT_ROUTED: [(u8, u8); 1] = [(0x5f, 0x07)];
+
+fn routed(opcode: u8, service_action: Option<u8>) -> bool {
+    !service_action.is_some_and(|sa| NOT_ROUTED.contains(&(opcode, sa)))
+}
+
+/// The commands this engine executes: scsi's [`scsi::OPCODES`] less REGISTER AND MOVE.
+/// Drives both dispatch and REPORT SUPPORTED OPERATION CODES.
+pub fn supported_opcodes() -> &'static [OpcodeInfo] {
+    static TABLE: OnceLock<Vec<OpcodeInfo>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        scsi::OPCODES
+            .iter()
+            .filter(|e| routed(e.opcode, e.service_action))
+            .copied()
+            .collect()
+    })
+}
+
+/// The response to one command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CmdOutput {
+    /// SAM status.
+    pub status: Status,
+    /// Sense data, with CHECK CONDITION (and with GOOD for REQUEST SENSE's none).
+    pub sense: Option<Sense>,
+    /// Bytes of `data_in` to send: already cut to the CDB's ALLOCATION LENGTH; the
+    /// transport computes the residual against the initiator's buffer.
+    pub data_in_len: usize,
+    /// Bytes of the data-out the command used; a longer data-out is an overrun the
+    /// transport reports (SAM-5 5.4.3) with this as the expected length.
+    pub data_out_len: usize,
+    /// PREEMPT AND ABORT: the I_T nexuses whose tasks for this LU the transport must abort
+    /// (SPC-4 5.13.11.2.6); empty for every other command.
+    pub abort_nexuses: Vec<pr::ItNexus>,
+}
+
+impl CmdOutput {
+    /// GOOD with `data_in_len` bytes of data-in.
+    pub fn good(data_in_len: usize) -> CmdOutput {
+        CmdOutput {
+            status: Status::Good,
+            sense: None,
+            data_in_len,
+            data_out_len: 0,
+            abort_nexuses: Vec::new(),
+        }
+    }
+}
+
+/// CHECK CONDITION with `sense`, no data.
+pub fn check_condition(sense: Sense) -> CmdOutput {
+    CmdOutput {
+        status: Status::CheckCondition,
+        sense: Some(sense),
+        data_in_len: 0,
+        data_out_len: 0,
+        abort_nexuses: Vec::new(),
+    }
+}
+
+/// A failure that is not a SCSI status: the transport decides the answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The data-out holds fewer bytes than the CDB transfers: an underrun, which SAM-5
+    /// leaves to the protocol (SRP: DOUNDER in SRP_RSP).
+    #[error(
+        "data-out underrun: the command needs {need_bytes} bytes, the transport delivered {have_bytes}"
+    )]
+    DataOutUnderrun {
+        /// Bytes the CDB transfers.
+        need_bytes: usize,
+        /// Bytes delivered.
+        have_bytes: usize,
+    },
+}
+
+impl TransportError {
+    /// The CHECK CONDITION LIO answers with (`target_cmd_size_check`): ABORTED COMMAND,
+    /// INVALID FIELD IN COMMAND INFORMATION UNIT, for a transport that wants a SCSI status.
+    pub fn sense(&self) -> Sense {
+        match self {
+            TransportError::DataOutUnderrun { .. } => {
+                Sense::new(SenseCode::INVALID_FIELD_IN_COMMAND_IU)
+            }
+        }
+    }
+}
+
+/// The I_T nexus (and port) a command arrived on: what REPORT LUNS, REPORT TARGET PORT
+/// GROUPS, VPD 83h's port designators and persistent reservations answer from.
+#[derive(Clone, Copy, Debug)]
+pub struct Nexus<'a> {
+    /// The initiator port identifier of the channel (SRP_LOGIN_REQ's): with the relative
+    /// target port of `port`, the I_T nexus persistent reservations register.
+    pub initiator: srp::wire::PortId,
+    /// The LUNs this initiator sees through this port (REPORT LUNS).
+    pub luns: &'a [Lun],
+    /// The target port the command arrived through.
+    pub port: PortIdentity,
+    /// Every target port group of the target (REPORT TARGET PORT GROUPS).
+    pub groups: &'a [TargetPortGroup],
+}
+
+/// How to build a [`LogicalUnit`].
+#[derive(Clone, Debug)]
+pub struct LuConfig {
+    /// The LUN's stable identity.
+    pub identity: LunIdentity,
+    /// Reject every command that modifies the medium (DATA PROTECT, WRITE PROTECTED).
+    pub read_only: bool,
+    /// Initial WCE. Off: every write is durable before status, as with FUA.
+    pub write_cache: bool,
+    /// INQUIRY PRODUCT IDENTIFICATION (ASCII, at most 16 bytes; longer is cut).
+    pub product: String,
+}
+
+impl LuConfig {
+    /// A writable LUN with write cache on and the default product name.
+    pub fn new(identity: LunIdentity) -> LuConfig {
+        LuConfig {
+            identity,
+            read_only: false,
+            write_cache: true,
+            product: "SRP LUN".to_owned(),
+        }
+    }
+}
+
+/// One logical unit: a backend and the SCSI state the engine keeps for it.
+#[derive(Debug)]
+pub struct LogicalUnit {
+    backend: Box<dyn Backend>,
+    identity: LunIdentity,
+    read_only: bool,
+    write_cache: AtomicBool,
+    product: String,
+    /// Medium-modifying commands take it shared; COMPARE AND WRITE takes it exclusive, so
+    /// that no write lands between its compare and its write (SBC-3 5.3: atomic).
+    io_order: RwLock<()>,
+    /// Persistent reservations ([`pr`]).
+    pr: RwLock<pr::PrState>,
+}
+
+/// Why a handler stopped early: a SCSI status, or a transport failure.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// CHECK CONDITION with this sense.
+    Check(Sense),
+    /// Not a SCSI status.
+    Transport(TransportError),
+}
+
+impl From<Sense> for Stop {
+    fn from(s: Sense) -> Stop {
+        Stop::Check(s)
+    }
+}
+
+impl From<SenseCode> for Stop {
+    fn from(c: SenseCode) -> Stop {
+        Stop::Check(Sense::new(c))
+    }
+}
+
+impl From<TransportError> for Stop {
+    fn from(t: TransportError) -> Stop {
+        Stop::Transport(t)
+    }
+}
+
+impl From<CdbError> for Stop {
+    fn from(e: CdbError) -> Stop {
+        Stop::Check(
+            e.sense()
+                .unwrap_or_else(|| Sense::new(SenseCode::INVALID_FIELD_IN_CDB)),
+        )
+    }
+}
+
+/// What handlers return.
+pub(crate) type Exec = Result<CmdOutput, Stop>;
+
+/// Cuts `data_in` to `alloc_len` and answers GOOD with what is left.
+pub(crate) fn good_data(data_in: &mut Vec<u8>, alloc_len: usize) -> Exec {
+    data_in.truncate(alloc_len);
+    Ok(CmdOutput::good(data_in.len()))
+}
+
+/// The first `need` bytes of the data-out, or an underrun.
+pub(crate) fn data_out(data_out: &[u8], need: usize) -> Result<&[u8], Stop> {
+    data_out
+        .get(..need)
+        .ok_or(Stop::Transport(TransportError::DataOutUnderrun {
+            need_bytes: need,
+            have_bytes: data_out.len(),
+        }))
+}
+
+/// Parses `cdb` against [`supported_opcodes`].
+pub(crate) fn parse(cdb: &[u8]) -> Result<Command, Stop> {
+    if let (Some(&op), Some(&sa)) = (cdb.first(), cdb.get(1)) {
+        if !routed(op, Some(sa & 0x1f)) {
+            // As the table answers a service action it does not list.
+            return Err(CdbError::InvalidField { byte: 1, bit: 4 }.into());
+        }
+    }
+    Ok(Command::parse(cdb)?)
+}
+
+/// Turns a handler's result into the engine's.
+pub(crate) fn finish(r: Exec, data_in: &mut Vec<u8>) -> Result<CmdOutput, TransportError> {
+    match r {
+        Ok(out) => Ok(out),
+        Err(Stop::Check(sense)) => {
+            data_in.clear();
+            Ok(check_condition(sense))
+        }
+        Err(Stop::Transport(t)) => {
+            data_in.clear();
+            Err(t)
+        }
+    }
+}
+
+/// REQUEST SENSE data for `sense` in the format DESC asks for, cut to `alloc_len`.
+pub(crate) fn request_sense_data(
+    sense: &Sense,
+    desc: bool,
+    data_in: &mut Vec<u8>,
+    alloc_len: u8,
+) -> Exec {
+    let s = if desc {
+        Sense::Descriptor(sense.to_descriptor())
+    } else {
+        sense.clone()
+    };
+    data_in.resize(s.buffer_len(), 0);
+    // buffer_len() sized it; a failure would be a scsi crate bug, answered as such.
+    s.emit(data_in)
+        .map_err(|_| Stop::Check(Sense::new(SenseCode::INTERNAL_TARGET_FAILURE)))?;
+    good_data(data_in, alloc_len.into())
+}
+
+impl LogicalUnit {
+    /// A logical unit over `backend`.
+    pub fn new(backend: Box<dyn Backend>, config: LuConfig) -> LogicalUnit {
+        LogicalUnit {
+            backend,
+            identity: config.identity,
+            read_only: config.read_only,
+            write_cache: AtomicBool::new(config.write_cache),
+            product: config.product,
+            io_order: RwLock::new(()),
+            pr: RwLock::new(pr::PrState::default()),
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    /// The stable identity.
+    pub fn identity(&self) -> &LunIdentity {
+        &self.identity
+    }
+
+    /// Whether the LUN is write protected.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Current WCE (the caching mode page; MODE SELECT changes it).
+    pub fn write_cache(&self) -> bool {
+        self.write_cache.load(Ordering::Relaxed)
+    }
+
+    /// Executes `cdb` (trailing bytes past its length are ignored, as SRP pads to 16):
+    /// reads what it needs from `data_out`, replaces `data_in` with the data-in.
+    ///
+    /// Blocking: the backend I/O happens on the calling thread (a backend worker).
+    pub fn execute(
+        &self,
+        nexus: &Nexus<'_>,
+        cdb: &[u8],
+        data_out: &[u8],
+        data_in: &mut Vec<u8>,
+    ) -> Result<CmdOutput, TransportError> {
+        data_in.clear();
+        let r = parse(cdb).and_then(|cmd| self.dispatch(nexus, cmd, data_out, data_in));
+        finish(r, data_in)
+    }
+
+    fn dispatch(&self, nexus: &Nexus<'_>, cmd: Command, dout: &[u8], din: &mut Vec<u8>) -> Exec {
+        use Command as C;
+        // SPC-4 5.13.1: a reservation held by another I_T nexus stops the command before
+        // any of its own checks.
+        let access = pr::conflict::access(&cmd);
+        if self.pr_read().conflicts(nexus.it_nexus(), access) {
+            return Ok(pr::reservation_conflict());
+        }
+        match cmd {
+            C::TestUnitReady => Ok(CmdOutput::good(0)),
+            // Autosense: sense goes with the failing command, so none is ever pending.
+            C::RequestSense(r) => {
+                request_sense_data(&Sense::new(SenseCode::NO_SENSE), r.desc, din, r.alloc_len)
+            }
+            C::Inquiry(q) => inquiry::inquiry(self, nexus, &q, din),
+            C::ModeSense(m) => mode::mode_sense(self, &m, din),
+            C::ModeSelect(m) => mode::mode_select(self, &m, dout),
+            // No power conditions, no removable medium: nothing to do (LIO likewise).
+            C::StartStopUnit(_) => Ok(CmdOutput::good(0)),
+            C::ReadCapacity10 => io::read_capacity10(self, din),
+            C::ReadCapacity16(r) => io::read_capacity16(self, &r, din),
+            C::Read(rw) => io::read(self, &rw, din),
+            C::Write(rw) => io::write(self, &rw, dout),
+            C::Verify(v) => io::verify(self, &v, dout),
+            C::CompareAndWrite(c) => io::compare_and_write(self, &c, dout),
+            C::SynchronizeCache(s) => io::synchronize_cache(self, &s),
+            C::WriteSame(w) => provisioning::write_same(self, &w, dout),
+            C::Unmap(u) => provisioning::unmap(self, &u, dout),
+            C::ReportLuns(r) => report::report_luns(nexus, &r, din),
+            C::ReportSupportedOpcodes(r) => report::report_supported_opcodes(&r, din),
+            C::ReportTargetPortGroups(r) => report::report_target_port_groups(nexus, &r, din),
+            C::PersistentReserveIn(p) => pr::cdb_in::pr_in(self, &p, din),
+            C::PersistentReserveOut(p) => pr::cdb_out::pr_out(self, nexus, &p, dout),
+        }
+    }
+
+    /// Shared ordering for a medium-modifying command.
+    pub(crate) fn write_order(&self) -> RwLockReadGuard<'_, ()> {
+        // The guarded value is (): poisoning carries no broken invariant.
+        self.io_order.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Exclusive ordering for COMPARE AND WRITE.
+    pub(crate) fn atomic_order(&self) -> RwLockWriteGuard<'_, ()> {
+        self.io_order
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// DATA PROTECT, WRITE PROTECTED on a read-only LUN.
+    pub(crate) fn check_writable(&self) -> Result<(), Stop> {
+        if self.read_only {
+            return Err(SenseCode::WRITE_PROTECTED.into());
+        }
+        Ok(())
+    }
+
+    /// Whether a write must be durable before status: FUA, or write cache off.
+    pub(crate) fn durable(&self, fua: bool) -> bool {
+        fua || !self.write_cache()
+    }
+
+    pub(crate) fn set_write_cache(&self, on: bool) {
+        self.write_cache.store(on, Ordering::Relaxed);
+    }
+
+    pub(crate) fn product(&self) -> &str {
+        &self.product
+    }
+}
+
+/// The sense for a backend failure at `lba`: SPACE ALLOCATION FAILED WRITE PROTECT when the
+/// store is full, else `code` (a MEDIUM ERROR) with the LBA as INFORMATION.
+pub(crate) fn backend_sense(e: &BackendError, code: SenseCode, lba: scsi::Lba) -> Stop {
+    if e.is_out_of_space() {
+        return SenseCode::SPACE_ALLOCATION_FAILED_WRITE_PROTECT.into();
+    }
+    Stop::Check(Sense::with_information(code, lba.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_drops_register_and_move_only() {
+        let t = supported_opcodes();
+        assert_eq!(scsi::OPCODES.len() - t.len(), 1);
+        assert!(
+            t.iter()
+                .all(|e| (e.opcode, e.service_action) != (0x5f, Some(0x07)))
+        );
+        assert_eq!(t.iter().filter(|e| e.opcode == 0x5e).count(), 4);
+        assert_eq!(t.iter().filter(|e| e.opcode == 0x5f).count(), 7);
+    }
+
+    #[test]
+    fn transport_error_sense_is_lio_answer() {
+        let t = TransportError::DataOutUnderrun {
+            need_bytes: 512,
+            have_bytes: 0,
+        };
+        assert_eq!(t.sense().code(), SenseCode::INVALID_FIELD_IN_COMMAND_IU);
+    }
+}

@@ -1,0 +1,46 @@
+//! The SRP target appliance: its configuration, LUN backends, the SCSI execution engine
+//! every command runs through, and the sans-IO SRP side (login decisions, one channel's
+//! protocol core). The storage side ([`backend`], [`lu`], [`exec`]) sits on the
+//! transport-free [`scsi`] crate and sees SRP only as the initiator port identifier that
+//! names an I_T nexus for persistent reservations; the SRP side sits on [`srp`].
+//!
+//! Contract: [`exec::LogicalUnit::execute`] takes a CDB, the data-out the transport already
+//! fetched, and fills the data-in; SCSI failures come back as `Ok` with CHECK CONDITION and
+//! the exact SPC sense, transport failures as `Err(`[`exec::TransportError`]`)`. Backends are
+//! synchronous and `Send + Sync`, to be called from backend workers, never from the RDMA
+//! engine's thread. A LUN's identity (serial, NAA) is a pure function of its configured
+//! name, so it is the same through every IOC and across restarts (multipath relies on it).
+//!
+//! # Architecture
+//! - [`backend`]: the [`backend::Backend`] trait; [`backend::FileBackend`] (regular file or
+//!   block device, FUA = write + fdatasync, UNMAP = punch hole), [`backend::RamBackend`].
+//! - [`config`]: the TOML config file, validated into a plain [`config::TargetConfig`]
+//!   (every error with file, key path and reason; nothing opened).
+//! - [`lu`]: [`lu::identity`] (serial and NAA 6 from the unique name), [`lu::port`]
+//!   (relative target ports, target port groups, ALUA states).
+//! - [`channel`]: [`channel::TargetChannel`], one SRP channel sans-IO (parked IUs until RTU,
+//!   credits, tags, descriptor plans, responses, aborts, T_LOGOUT on protocol faults).
+//! - [`login`]: [`login::decide()`] (an SRP_LOGIN_REQ to LOGIN_RSP or LOGIN_REJ, sans-IO) and
+//!   [`login::NexusTable`] (channels by I_T nexus).
+//! - [`io`]: [`io::ChannelIo`], one channel's data path on an RC QP of an [`hca`] device
+//!   (receive ring, RDMA READ/WRITE through bounded bounce buffers, responses), and the
+//!   [`io::Executor`] boundary with its bounded pool [`io::Workers`].
+//! - [`exec`]: [`exec::LogicalUnit`] and the command handlers: `inquiry`, `io`,
+//!   `provisioning`, `mode`, `report`, `pr` (persistent reservations per I_T nexus).
+//!
+//! Not yet here: the daemon binding channels to HCA queue pairs, the worker pool, unit
+//! attentions, and REGISTER AND MOVE, SPEC_I_PT and APTPL of persistent reservations (see
+//! [`exec::pr`]).
+#![deny(unsafe_code)]
+
+pub mod backend;
+pub mod channel;
+pub mod config;
+pub mod exec;
+pub mod login;
+pub mod lu;
+
+pub use backend::{Backend, BackendError, BlockSize, FileBackend, RamBackend};
+pub use exec::pr::ItNexus;
+pub use exec::{CmdOutput, LogicalUnit, LuConfig, Nexus, TransportError, check_condition};
+pub use lu::{LunIdentity, Oui, PortIdentity, TargetPortGroup};

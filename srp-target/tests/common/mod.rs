@@ -1,0 +1,173 @@
+//! Shared helpers for the integration tests: temp dirs, LUs, CDB builders, sense checks.
+#![allow(dead_code, unreachable_pub)]
+
+use scsi::{Lun, SenseCode, Status};
+use srp_target::{
+    BlockSize, CmdOutput, FileBackend, LogicalUnit, LuConfig, LunIdentity, Nexus, Oui,
+    PortIdentity, RamBackend, TargetPortGroup,
+};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A directory under the system temp dir, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("srp-target-{tag}-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&p).expect("create temp dir");
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub const OUI: u32 = 0x00_1405;
+
+pub fn identity(name: &str) -> LunIdentity {
+    LunIdentity::derive(name, Oui::new(OUI).expect("24 bits"))
+}
+
+pub fn ram_lu(blocks: u64, bs: BlockSize) -> LogicalUnit {
+    let b = RamBackend::new(blocks, bs).expect("ram");
+    LogicalUnit::new(Box::new(b), LuConfig::new(identity("ram-lu")))
+}
+
+pub fn file_lu(dir: &TempDir, name: &str, blocks: u64, bs: BlockSize) -> LogicalUnit {
+    let path = dir.path().join(name);
+    let b = FileBackend::create(&path, blocks * u64::from(bs.bytes()), bs).expect("file");
+    LogicalUnit::new(Box::new(b), LuConfig::new(identity(name)))
+}
+
+pub fn read_only_lu(blocks: u64) -> LogicalUnit {
+    let b = RamBackend::new(blocks, BlockSize::B512).expect("ram");
+    let cfg = LuConfig {
+        read_only: true,
+        ..LuConfig::new(identity("ro"))
+    };
+    LogicalUnit::new(Box::new(b), cfg)
+}
+
+/// The initiator port identifier [`NexusData::ioc`] uses.
+pub const INITIATOR_A: srp::wire::PortId = srp::wire::PortId([0xa0; 16]);
+
+/// Owns what a [`Nexus`] borrows.
+pub struct NexusData {
+    pub initiator: srp::wire::PortId,
+    pub luns: Vec<Lun>,
+    pub port: PortIdentity,
+    pub groups: Vec<TargetPortGroup>,
+}
+
+impl NexusData {
+    /// Initiator [`INITIATOR_A`], LUNs 0 and 1, IOC `ioc` of two.
+    pub fn ioc(ioc: u16) -> NexusData {
+        NexusData::of(INITIATOR_A, ioc)
+    }
+
+    /// Initiator `initiator`, LUNs 0 and 1, IOC `ioc` of two.
+    pub fn of(initiator: srp::wire::PortId, ioc: u16) -> NexusData {
+        NexusData {
+            initiator,
+            luns: vec![Lun::ZERO, Lun::from_number(1).expect("lun")],
+            port: PortIdentity::for_ioc(ioc).expect("port"),
+            groups: TargetPortGroup::one_per_ioc(2),
+        }
+    }
+
+    pub fn nexus(&self) -> Nexus<'_> {
+        Nexus {
+            initiator: self.initiator,
+            luns: &self.luns,
+            port: self.port,
+            groups: &self.groups,
+        }
+    }
+}
+
+/// Runs `cdb` on IOC 0 and returns the output and the data-in.
+pub fn run(lu: &LogicalUnit, cdb: &[u8], dout: &[u8]) -> (CmdOutput, Vec<u8>) {
+    let nd = NexusData::ioc(0);
+    let mut din = Vec::new();
+    let out = lu
+        .execute(&nd.nexus(), cdb, dout, &mut din)
+        .expect("no transport error");
+    assert_eq!(out.data_in_len, din.len());
+    (out, din)
+}
+
+/// Asserts GOOD and returns the data-in.
+pub fn good(lu: &LogicalUnit, cdb: &[u8], dout: &[u8]) -> Vec<u8> {
+    let (out, din) = run(lu, cdb, dout);
+    assert_eq!(out.status, Status::Good, "sense {:?}", out.sense);
+    assert_eq!(out.sense, None);
+    din
+}
+
+/// Asserts CHECK CONDITION with `code` (key, ASC, ASCQ) and returns the sense.
+pub fn check(lu: &LogicalUnit, cdb: &[u8], dout: &[u8], code: SenseCode) -> scsi::Sense {
+    let (out, din) = run(lu, cdb, dout);
+    assert_eq!(out.status, Status::CheckCondition);
+    assert!(din.is_empty());
+    let sense = out.sense.expect("sense");
+    assert_eq!(sense.code(), code, "{sense:?}");
+    sense
+}
+
+pub fn read10(lba: u32, blocks: u16) -> [u8; 10] {
+    let l = lba.to_be_bytes();
+    let n = blocks.to_be_bytes();
+    [0x28, 0, l[0], l[1], l[2], l[3], 0, n[0], n[1], 0]
+}
+
+pub fn write10(lba: u32, blocks: u16, fua: bool) -> [u8; 10] {
+    let mut c = read10(lba, blocks);
+    c[0] = 0x2a;
+    if fua {
+        c[1] = 0x08;
+    }
+    c
+}
+
+/// A 16-byte CDB with a 64-bit LBA and 32-bit length (READ/WRITE/VERIFY/WRITE SAME(16)).
+pub fn cdb16(op: u8, flags: u8, lba: u64, blocks: u32) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = op;
+    c[1] = flags;
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[10..14].copy_from_slice(&blocks.to_be_bytes());
+    c
+}
+
+pub fn compare_and_write(lba: u64, blocks: u8) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = 0x89;
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[13] = blocks;
+    c
+}
+
+/// Field pointer (byte, bit) of an ILLEGAL REQUEST sense.
+pub fn field_pointer(s: &scsi::Sense) -> Option<(u16, Option<u8>, bool)> {
+    match s.sense_key_specific()? {
+        scsi::sense::SenseKeySpecific::FieldPointer(p) => Some((p.byte, p.bit, p.in_cdb)),
+        _ => None,
+    }
+}
+
+/// `n` bytes of a recognisable pattern seeded by `seed`.
+pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}

@@ -1,0 +1,413 @@
+//! Block commands through `LogicalUnit::execute`: data and the exact sense of each error.
+
+mod common;
+
+use common::*;
+use scsi::{SenseCode, Status};
+use srp_target::{BlockSize, TransportError};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+#[test]
+fn write_then_read_every_cdb_size() {
+    let lu = ram_lu(64, BlockSize::B512);
+    let data = pattern(1024, 1);
+    // WRITE(6) LBA 2, 2 blocks; READ(6) back.
+    good(&lu, &[0x0a, 0, 0, 2, 2, 0], &data);
+    assert_eq!(good(&lu, &[0x08, 0, 0, 2, 2, 0], &[]), data);
+    // WRITE(10)/READ(10), WRITE(12)/READ(12), WRITE(16)/READ(16).
+    let d10 = pattern(512, 2);
+    good(&lu, &write10(10, 1, false), &d10);
+    assert_eq!(good(&lu, &read10(10, 1), &[]), d10);
+    let d12 = pattern(1536, 3);
+    good(&lu, &[0xaa, 0, 0, 0, 0, 20, 0, 0, 0, 3, 0, 0], &d12);
+    assert_eq!(
+        good(&lu, &[0xa8, 0, 0, 0, 0, 20, 0, 0, 0, 3, 0, 0], &[]),
+        d12
+    );
+    let d16 = pattern(512, 4);
+    good(&lu, &cdb16(0x8a, 0x08, 63, 1), &d16);
+    assert_eq!(good(&lu, &cdb16(0x88, 0, 63, 1), &[]), d16);
+    // Zero transfer length (not READ(6)): GOOD, no data.
+    assert!(good(&lu, &read10(5, 0), &[]).is_empty());
+}
+
+#[test]
+fn lba_out_of_range_exact_sense() {
+    let lu = ram_lu(64, BlockSize::B512);
+    let s = check(&lu, &read10(63, 2), &[], SenseCode::LBA_OUT_OF_RANGE);
+    assert_eq!(
+        (s.code().key.into(), s.code().asc, s.code().ascq),
+        (5u8, 0x21, 0x00)
+    );
+    check(
+        &lu,
+        &write10(64, 1, false),
+        &[0; 512],
+        SenseCode::LBA_OUT_OF_RANGE,
+    );
+    check(
+        &lu,
+        &cdb16(0x88, 0, u64::MAX, 1),
+        &[],
+        SenseCode::LBA_OUT_OF_RANGE,
+    );
+    // Zero length one past the end is within; two past is not.
+    good(&lu, &read10(64, 0), &[]);
+    check(&lu, &read10(65, 0), &[], SenseCode::LBA_OUT_OF_RANGE);
+}
+
+#[test]
+fn transfer_over_block_limits_is_invalid_field() {
+    let lu = ram_lu(1 << 16, BlockSize::B512);
+    // 8 MiB / 512 = 16384 blocks is the limit.
+    let s = check(
+        &lu,
+        &cdb16(0x88, 0, 0, 16385),
+        &[],
+        SenseCode::INVALID_FIELD_IN_CDB,
+    );
+    assert_eq!(field_pointer(&s), Some((10, Some(7), true)));
+    good(&lu, &cdb16(0x88, 0, 0, 16384), &[]);
+}
+
+#[test]
+fn read_only_lun_is_write_protected() {
+    let lu = read_only_lu(16);
+    let s = check(
+        &lu,
+        &write10(0, 1, false),
+        &[0; 512],
+        SenseCode::WRITE_PROTECTED,
+    );
+    assert_eq!(
+        (s.code().key.into(), s.code().asc, s.code().ascq),
+        (7u8, 0x27, 0x00)
+    );
+    check(
+        &lu,
+        &cdb16(0x93, 0, 0, 1),
+        &[0; 512],
+        SenseCode::WRITE_PROTECTED,
+    );
+    check(
+        &lu,
+        &[0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0],
+        &[0; 24],
+        SenseCode::WRITE_PROTECTED,
+    );
+    check(
+        &lu,
+        &compare_and_write(0, 1),
+        &[0; 1024],
+        SenseCode::WRITE_PROTECTED,
+    );
+    good(&lu, &read10(0, 1), &[]);
+}
+
+#[test]
+fn data_out_underrun_is_a_transport_error_and_overrun_uses_the_prefix() {
+    let lu = ram_lu(16, BlockSize::B512);
+    let nd = NexusData::ioc(0);
+    let mut din = Vec::new();
+    let r = lu.execute(&nd.nexus(), &write10(0, 2, false), &[0; 600], &mut din);
+    assert_eq!(
+        r,
+        Err(TransportError::DataOutUnderrun {
+            need_bytes: 1024,
+            have_bytes: 600
+        })
+    );
+    let (out, _) = run(&lu, &write10(0, 1, false), &[7; 700]);
+    assert_eq!((out.status, out.data_out_len), (Status::Good, 512));
+    assert_eq!(good(&lu, &read10(0, 1), &[]), vec![7; 512]);
+}
+
+#[test]
+fn fua_write_is_durable_in_the_file() {
+    let dir = TempDir::new("exec-fua");
+    let lu = file_lu(&dir, "lun", 32, BlockSize::B4096);
+    let data = pattern(4096, 9);
+    good(&lu, &write10(5, 1, true), &data);
+    let f = std::fs::File::open(dir.path().join("lun")).expect("open");
+    let mut got = vec![0u8; 4096];
+    f.read_exact_at(&mut got, 5 * 4096).expect("read");
+    assert_eq!(got, data);
+}
+
+#[test]
+fn synchronize_cache_checks_range() {
+    let dir = TempDir::new("sync");
+    let lu = file_lu(&dir, "lun", 32, BlockSize::B512);
+    good(&lu, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0], &[]);
+    good(&lu, &cdb16(0x91, 0, 0, 32), &[]);
+    check(
+        &lu,
+        &cdb16(0x91, 0, 32, 0),
+        &[],
+        SenseCode::LBA_OUT_OF_RANGE,
+    );
+    check(
+        &lu,
+        &cdb16(0x91, 0, 30, 3),
+        &[],
+        SenseCode::LBA_OUT_OF_RANGE,
+    );
+}
+
+#[test]
+fn verify_bytchk_paths() {
+    let lu = ram_lu(16, BlockSize::B512);
+    let data = pattern(1024, 5);
+    good(&lu, &write10(4, 2, false), &data);
+    // BYTCHK=0: range check only.
+    good(&lu, &[0x2f, 0, 0, 0, 0, 4, 0, 0, 2, 0], &[]);
+    check(
+        &lu,
+        &[0x2f, 0, 0, 0, 0, 15, 0, 0, 2, 0],
+        &[],
+        SenseCode::LBA_OUT_OF_RANGE,
+    );
+    // BYTCHK=1: equal, then one byte off at offset 700.
+    good(&lu, &[0x2f, 0x02, 0, 0, 0, 4, 0, 0, 2, 0], &data);
+    let mut bad = data.clone();
+    bad[700] ^= 1;
+    let s = check(
+        &lu,
+        &[0x2f, 0x02, 0, 0, 0, 4, 0, 0, 2, 0],
+        &bad,
+        SenseCode::MISCOMPARE_DURING_VERIFY,
+    );
+    assert_eq!(
+        (s.code().key.into(), s.code().asc, s.code().ascq),
+        (0xeu8, 0x1d, 0x00)
+    );
+    assert_eq!(s.information(), Some(700));
+    // BYTCHK=11b: one block against each; block 4 of zeros vs block 0..1 of pattern fails.
+    good(&lu, &cdb16(0x8f, 0x06, 8, 3), &[0; 512]);
+    let s = check(
+        &lu,
+        &cdb16(0x8f, 0x06, 3, 2),
+        &[0; 512],
+        SenseCode::MISCOMPARE_DURING_VERIFY,
+    );
+    assert_eq!(
+        s.information(),
+        Some(512 + data.iter().position(|&b| b != 0).expect("nonzero") as u64)
+    );
+    // BYTCHK=10b is reserved.
+    let s = check(
+        &lu,
+        &[0x2f, 0x04, 0, 0, 0, 4, 0, 0, 1, 0],
+        &[],
+        SenseCode::INVALID_FIELD_IN_CDB,
+    );
+    assert_eq!(field_pointer(&s), Some((1, Some(2), true)));
+}
+
+#[test]
+fn compare_and_write_writes_on_match_and_reports_miscompare_offset() {
+    let lu = ram_lu(16, BlockSize::B512);
+    let old = pattern(512, 1);
+    let new = pattern(512, 2);
+    good(&lu, &write10(3, 1, false), &old);
+    let mut dout = old.clone();
+    dout.extend(&new);
+    let (out, _) = run(&lu, &compare_and_write(3, 1), &dout);
+    assert_eq!((out.status, out.data_out_len), (Status::Good, 1024));
+    assert_eq!(good(&lu, &read10(3, 1), &[]), new);
+    // Now the medium holds `new`; comparing against `old` fails at the first difference.
+    let off = old
+        .iter()
+        .zip(&new)
+        .position(|(a, b)| a != b)
+        .expect("differ");
+    let s = check(
+        &lu,
+        &compare_and_write(3, 1),
+        &dout,
+        SenseCode::MISCOMPARE_DURING_VERIFY,
+    );
+    assert_eq!(s.information(), Some(off as u64));
+    assert_eq!(
+        good(&lu, &read10(3, 1), &[]),
+        new,
+        "nothing written on miscompare"
+    );
+    check(
+        &lu,
+        &compare_and_write(16, 1),
+        &dout,
+        SenseCode::LBA_OUT_OF_RANGE,
+    );
+    good(&lu, &compare_and_write(3, 0), &[]);
+}
+
+/// Two threads each run COMPARE AND WRITE loops incrementing a counter in block 0, mixed
+/// with plain writes to block 1: with atomic compare-and-write, no increment is lost.
+#[test]
+fn compare_and_write_is_atomic_across_threads() {
+    let lu = Arc::new(ram_lu(4, BlockSize::B512));
+    let block = |v: u64| {
+        let mut b = vec![0u8; 512];
+        b[..8].copy_from_slice(&v.to_be_bytes());
+        b
+    };
+    good(&lu, &write10(0, 1, false), &block(0));
+    const PER_THREAD: u64 = 300;
+    let threads: Vec<_> = (0..2)
+        .map(|t| {
+            let lu = Arc::clone(&lu);
+            std::thread::spawn(move || {
+                let mut done = 0;
+                while done < PER_THREAD {
+                    let cur = good(&lu, &read10(0, 1), &[]);
+                    let v = u64::from_be_bytes(cur[..8].try_into().expect("8"));
+                    let mut dout = cur.clone();
+                    dout.extend(block(v + 1));
+                    let (out, _) = run(&lu, &compare_and_write(0, 1), &dout);
+                    if out.status == Status::Good {
+                        done += 1;
+                    } else {
+                        let code = out.sense.map(|s| s.code());
+                        assert_eq!(code, Some(SenseCode::MISCOMPARE_DURING_VERIFY));
+                    }
+                    good(&lu, &write10(1, 1, false), &block(t));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    let end = good(&lu, &read10(0, 1), &[]);
+    assert_eq!(
+        u64::from_be_bytes(end[..8].try_into().expect("8")),
+        2 * PER_THREAD
+    );
+}
+
+#[test]
+fn write_same_writes_or_unmaps() {
+    let lu = ram_lu(64, BlockSize::B512);
+    let blk = pattern(512, 3);
+    good(&lu, &[0x41, 0, 0, 0, 0, 8, 0, 0, 4, 0], &blk);
+    assert_eq!(good(&lu, &read10(8, 4), &[]), blk.repeat(4));
+    // UNMAP=1 with a zero block: unmapped, reads zeros.
+    good(&lu, &cdb16(0x93, 0x08, 9, 2), &[0; 512]);
+    assert_eq!(good(&lu, &read10(9, 2), &[]), vec![0; 1024]);
+    // UNMAP=1 with a nonzero block: written.
+    good(&lu, &cdb16(0x93, 0x08, 9, 1), &blk);
+    assert_eq!(good(&lu, &read10(9, 1), &[]), blk);
+    // WSNZ: zero blocks is INVALID FIELD IN CDB at NUMBER OF LOGICAL BLOCKS.
+    let s = check(
+        &lu,
+        &cdb16(0x93, 0, 0, 0),
+        &blk,
+        SenseCode::INVALID_FIELD_IN_CDB,
+    );
+    assert_eq!(field_pointer(&s), Some((10, Some(7), true)));
+    check(
+        &lu,
+        &cdb16(0x93, 0, 63, 2),
+        &blk,
+        SenseCode::LBA_OUT_OF_RANGE,
+    );
+    // ANCHOR without UNMAP: the parser's INVALID FIELD IN CDB, byte 1 bit 4.
+    let s = check(
+        &lu,
+        &cdb16(0x93, 0x10, 0, 1),
+        &blk,
+        SenseCode::INVALID_FIELD_IN_CDB,
+    );
+    assert_eq!(field_pointer(&s), Some((1, Some(4), true)));
+}
+
+fn unmap_list(extents: &[(u64, u32)]) -> Vec<u8> {
+    let mut l = vec![0u8; 8];
+    for &(lba, n) in extents {
+        l.extend(lba.to_be_bytes());
+        l.extend(n.to_be_bytes());
+        l.extend([0; 4]);
+    }
+    let desc = (l.len() - 8) as u16;
+    l[0..2].copy_from_slice(&(desc + 6).to_be_bytes());
+    l[2..4].copy_from_slice(&desc.to_be_bytes());
+    l
+}
+
+fn unmap_cdb(len: u16) -> [u8; 10] {
+    let n = len.to_be_bytes();
+    [0x42, 0, 0, 0, 0, 0, 0, n[0], n[1], 0]
+}
+
+#[test]
+fn unmap_parameter_list_paths() {
+    let lu = ram_lu(64, BlockSize::B512);
+    good(&lu, &write10(0, 8, false), &[0xaa; 4096]);
+    let list = unmap_list(&[(1, 2), (5, 1)]);
+    good(&lu, &unmap_cdb(list.len() as u16), &list);
+    let got = good(&lu, &read10(0, 8), &[]);
+    for (i, blk) in got.chunks(512).enumerate() {
+        let zero = matches!(i, 1 | 2 | 5);
+        assert!(
+            blk.iter().all(|&b| b == if zero { 0 } else { 0xaa }),
+            "block {i}"
+        );
+    }
+    // Zero PARAMETER LIST LENGTH: nothing to do.
+    good(&lu, &unmap_cdb(0), &[]);
+    // 1..7 bytes: PARAMETER LIST LENGTH ERROR.
+    check(
+        &lu,
+        &unmap_cdb(4),
+        &[0; 4],
+        SenseCode::PARAMETER_LIST_LENGTH_ERROR,
+    );
+    // BLOCK DESCRIPTOR DATA LENGTH past the list.
+    let mut bad = unmap_list(&[(1, 1)]);
+    bad[2..4].copy_from_slice(&32u16.to_be_bytes());
+    check(
+        &lu,
+        &unmap_cdb(bad.len() as u16),
+        &bad,
+        SenseCode::PARAMETER_LIST_LENGTH_ERROR,
+    );
+    // A descriptor past the end: LBA OUT OF RANGE, and nothing of the list is unmapped.
+    good(&lu, &write10(1, 1, false), &[0xbb; 512]);
+    let l = unmap_list(&[(1, 1), (63, 2)]);
+    check(
+        &lu,
+        &unmap_cdb(l.len() as u16),
+        &l,
+        SenseCode::LBA_OUT_OF_RANGE,
+    );
+    assert_eq!(good(&lu, &read10(1, 1), &[]), vec![0xbb; 512]);
+    // Too many blocks in one descriptor: INVALID FIELD IN PARAMETER LIST at its count.
+    let l = unmap_list(&[(0, 1), (0, (1 << 22) + 1)]);
+    let s = check(
+        &lu,
+        &unmap_cdb(l.len() as u16),
+        &l,
+        SenseCode::INVALID_FIELD_IN_PARAMETER_LIST,
+    );
+    assert_eq!(field_pointer(&s), Some((8 + 16 + 8, Some(7), false)));
+}
+
+#[test]
+fn file_unmap_through_execute_reads_zeros() {
+    let dir = TempDir::new("exec-unmap");
+    let lu = file_lu(&dir, "lun", 64, BlockSize::B4096);
+    good(&lu, &write10(0, 64, true), &vec![0x11; 64 * 4096]);
+    let l = unmap_list(&[(8, 16)]);
+    good(&lu, &unmap_cdb(l.len() as u16), &l);
+    let got = good(&lu, &read10(0, 64), &[]);
+    assert!(got[8 * 4096..24 * 4096].iter().all(|&b| b == 0));
+    assert!(got[..8 * 4096].iter().all(|&b| b == 0x11));
+    assert_eq!(
+        std::fs::metadata(dir.path().join("lun"))
+            .expect("meta")
+            .len(),
+        64 * 4096
+    );
+}
