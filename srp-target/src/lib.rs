@@ -12,6 +12,8 @@
 //! name, so it is the same through every IOC and across restarts (multipath relies on it).
 //!
 //! # Architecture
+//! - [`appliance`]: [`appliance::Appliance`], a validated configuration made real: every LUN
+//!   opened (all failures reported together), IOCs with login policy, ACL and exports.
 //! - [`backend`]: the [`backend::Backend`] trait; [`backend::FileBackend`] (regular file or
 //!   block device, FUA = write + fdatasync, UNMAP = punch hole), [`backend::RamBackend`].
 //! - [`config`]: the TOML config file, validated into a plain [`config::TargetConfig`]
@@ -28,15 +30,17 @@
 //! - [`exec`]: [`exec::LogicalUnit`] and the command handlers: `inquiry`, `io`,
 //!   `provisioning`, `mode`, `report`, `pr` (persistent reservations per I_T nexus).
 //!
-//! Not yet here: the daemon binding channels to HCA queue pairs, the worker pool, unit
-//! attentions, and REGISTER AND MOVE, SPEC_I_PT and APTPL of persistent reservations (see
-//! [`exec::pr`]).
+//! Not yet here: the daemon (CM listeners for both login forms, the DM agent, channels on
+//! queue pairs, the control socket), unit attentions, and REGISTER AND MOVE, SPEC_I_PT and
+//! APTPL of persistent reservations (see [`exec::pr`]).
 #![deny(unsafe_code)]
 
+pub mod appliance;
 pub mod backend;
 pub mod channel;
 pub mod config;
 pub mod exec;
+pub mod io;
 pub mod login;
 pub mod lu;
 

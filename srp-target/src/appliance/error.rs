@@ -1,0 +1,39 @@
+//! Why an appliance did not start: every LUN that could not be opened, all at once.
+
+use crate::backend::BackendError;
+use core::fmt;
+use thiserror::Error;
+
+/// One failure while building the appliance from a valid configuration.
+#[derive(Debug, Error)]
+pub enum StartError {
+    /// The LUN's backing store could not be opened or created.
+    #[error("lun \"{lun}\": {source}")]
+    Backend {
+        /// The LUN's name.
+        lun: String,
+        /// What the backend said (names the path and the operation).
+        source: BackendError,
+    },
+    /// More IOCs than relative port numbers (65535).
+    #[error("{0} IOCs: at most 65535 fit the relative target port space")]
+    TooManyIocs(usize),
+}
+
+/// Every failure; the appliance starts only when there are none.
+#[derive(Debug)]
+pub struct StartErrors(pub Vec<StartError>);
+
+impl fmt::Display for StartErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for StartErrors {}

@@ -1,0 +1,226 @@
+//! The appliance built from a validated configuration: every LUN opened, every IOC with its
+//! target port identity, login policy, ACL and export table. It starts whole or not at all:
+//! [`Appliance::build`] opens every backend and reports every failure together.
+//!
+//! This is what the daemon serves from: a login on IOC *i* is decided by
+//! [`Appliance::decide_login`], a command on it finds its LUN with [`Ioc::lun`] and runs
+//! with the [`Appliance::nexus`] for its initiator.
+//!
+//! Files: [`limits`] ([`ChannelLimits`]), [`error`] ([`StartError`]).
+
+pub mod error;
+pub mod limits;
+
+pub use error::{StartError, StartErrors};
+pub use limits::ChannelLimits;
+
+use crate::backend::{Backend, FileBackend, RamBackend};
+use crate::config::{Backing, IocConfig, LunConfig, TargetConfig};
+use crate::exec::{LogicalUnit, LuConfig, Nexus};
+use crate::login::{ChannelId, LoginDecision, LoginPolicy, decide};
+use crate::lu::{LunIdentity, Oui, PortIdentity, TargetPortGroup};
+use scsi::Lun;
+use srp::wire::PortId;
+use srp::wire::login::LoginReq;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// One I/O controller at run time.
+#[derive(Debug)]
+pub struct Ioc {
+    config: IocConfig,
+    port: PortIdentity,
+    enabled: AtomicBool,
+    exports: BTreeMap<Lun, Arc<LogicalUnit>>,
+    lun_list: Vec<Lun>,
+}
+
+impl Ioc {
+    /// Its configuration.
+    pub fn config(&self) -> &IocConfig {
+        &self.config
+    }
+
+    /// Its relative target port and target port group.
+    pub fn port(&self) -> PortIdentity {
+        self.port
+    }
+
+    /// Whether logins are accepted (the control socket can change it).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Enables or disables logins; existing channels are the caller's to close.
+    pub fn set_enabled(&self, on: bool) {
+        self.enabled.store(on, Ordering::Relaxed);
+    }
+
+    /// The logical unit exported at `lun`.
+    pub fn lun(&self, lun: Lun) -> Option<&Arc<LogicalUnit>> {
+        self.exports.get(&lun)
+    }
+
+    /// The LUN numbers it exports, ascending (REPORT LUNS).
+    pub fn luns(&self) -> &[Lun] {
+        &self.lun_list
+    }
+}
+
+/// The running appliance's configuration-derived state.
+#[derive(Debug)]
+pub struct Appliance {
+    iocs: Vec<Ioc>,
+    luns: BTreeMap<String, Arc<LogicalUnit>>,
+    groups: Vec<TargetPortGroup>,
+    limits: ChannelLimits,
+}
+
+fn open_backend(l: &LunConfig) -> Result<Box<dyn Backend>, crate::backend::BackendError> {
+    Ok(match &l.backing {
+        Backing::File {
+            path,
+            size_bytes: Some(size),
+        } => Box::new(FileBackend::create(path, *size, l.block_size)?),
+        Backing::File {
+            path,
+            size_bytes: None,
+        }
+        | Backing::Device { path } => Box::new(FileBackend::open(path, l.block_size, l.read_only)?),
+        Backing::Ram { size_bytes } => Box::new(RamBackend::new(
+            size_bytes / u64::from(l.block_size.bytes()),
+            l.block_size,
+        )?),
+    })
+}
+
+fn open_lun(l: &LunConfig, oui: Oui) -> Result<LogicalUnit, StartError> {
+    let backend = open_backend(l).map_err(|source| StartError::Backend {
+        lun: l.name.clone(),
+        source,
+    })?;
+    let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
+    lu.read_only = l.read_only;
+    lu.write_cache = l.write_cache;
+    Ok(LogicalUnit::new(backend, lu))
+}
+
+impl Appliance {
+    /// Opens every LUN of `config` and lays out its IOCs; fails with every error if any LUN
+    /// cannot be opened (nothing is left open then).
+    pub fn build(config: &TargetConfig, limits: ChannelLimits) -> Result<Appliance, StartErrors> {
+        let mut errors = Vec::new();
+        let mut luns = BTreeMap::new();
+        for l in &config.luns {
+            match open_lun(l, config.target.oui) {
+                Ok(lu) => {
+                    luns.insert(l.name.clone(), Arc::new(lu));
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        let Ok(n_iocs) = u16::try_from(config.iocs.len()) else {
+            errors.push(StartError::TooManyIocs(config.iocs.len()));
+            return Err(StartErrors(errors));
+        };
+        if !errors.is_empty() {
+            return Err(StartErrors(errors));
+        }
+        let mut groups = TargetPortGroup::one_per_ioc(n_iocs);
+        let iocs = config
+            .iocs
+            .iter()
+            .zip(0u16..)
+            .filter_map(|(c, i)| {
+                let port = PortIdentity::for_ioc(i)?;
+                if let Some(g) = groups.get_mut(usize::from(i)) {
+                    g.state = c.alua;
+                }
+                // Validation guarantees every exported name is a configured LUN.
+                let exports: BTreeMap<Lun, Arc<LogicalUnit>> = c
+                    .exports
+                    .iter()
+                    .filter_map(|(lun, name)| Some((*lun, luns.get(name)?.clone())))
+                    .collect();
+                Some(Ioc {
+                    config: c.clone(),
+                    port,
+                    enabled: AtomicBool::new(c.enabled),
+                    lun_list: exports.keys().copied().collect(),
+                    exports,
+                })
+            })
+            .collect();
+        Ok(Appliance {
+            iocs,
+            luns,
+            groups,
+            limits,
+        })
+    }
+
+    /// The IOCs, in configuration order (IOC *i* is relative port and group *i* + 1).
+    pub fn iocs(&self) -> &[Ioc] {
+        &self.iocs
+    }
+
+    /// The IOC whose target port identifier is `id`.
+    pub fn ioc_for_target(&self, id: PortId) -> Option<(usize, &Ioc)> {
+        self.iocs
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.config.target_port_id() == id)
+    }
+
+    /// The logical unit named `name`.
+    pub fn lun_by_name(&self, name: &str) -> Option<&Arc<LogicalUnit>> {
+        self.luns.get(name)
+    }
+
+    /// The target port groups (REPORT TARGET PORT GROUPS).
+    pub fn groups(&self) -> &[TargetPortGroup] {
+        &self.groups
+    }
+
+    /// The channel limits.
+    pub fn limits(&self) -> &ChannelLimits {
+        &self.limits
+    }
+
+    /// The login policy of IOC `ioc`.
+    pub fn policy(&self, ioc: &Ioc) -> LoginPolicy {
+        LoginPolicy {
+            target_port_id: ioc.config.target_port_id(),
+            enabled: ioc.is_enabled(),
+            max_it_iu_len: self.limits.max_it_iu_len,
+            max_ti_iu_len: self.limits.max_ti_iu_len,
+            window: self.limits.window,
+            formats: self.limits.formats,
+            immediate: self.limits.immediate,
+            max_channels_per_nexus: self.limits.max_channels_per_nexus,
+        }
+    }
+
+    /// Decides a login that arrived for IOC `ioc` (its ACL applied), given the live
+    /// channels of the request's I_T nexus.
+    pub fn decide_login(
+        &self,
+        ioc: &Ioc,
+        req: &LoginReq,
+        nexus_channels: &[ChannelId],
+    ) -> LoginDecision {
+        let admits = ioc.config.allow.allows(req.initiator_port_id);
+        decide(req, &self.policy(ioc), admits, nexus_channels)
+    }
+
+    /// The nexus a command from `initiator` through `ioc` runs with.
+    pub fn nexus<'a>(&'a self, ioc: &'a Ioc, initiator: PortId) -> Nexus<'a> {
+        Nexus {
+            initiator,
+            luns: &ioc.lun_list,
+            port: ioc.port,
+            groups: &self.groups,
+        }
+    }
+}

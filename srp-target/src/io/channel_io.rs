@@ -1,0 +1,468 @@
+//! [`ChannelIo`]: one [`TargetChannel`] on one RC queue pair, driven by completions.
+//!
+//! Driver order: [`ChannelIo::new`] (registers the channel's memory, creates its CQ and QP),
+//! the CM step brings the peer's attributes and the caller calls [`ChannelIo::connect`]
+//! (QP to RTS, receives posted, RTU given to the channel), then [`ChannelIo::poll`] in a
+//! loop until [`ChannelIo::state`] is [`IoState::Closed`]. Each `poll` drains the CQ first,
+//! then the executor's results, so IUs that arrived together are judged together.
+//!
+//! A command moves through its slot: external table READ (if the inline list was partial),
+//! data-out READs into the bounce buffer (or the IU's immediate data), execution on the
+//! [`Executor`], then data-in WRITEs chained before the SRP_RSP SEND in one post. Protocol
+//! faults send SRP_T_LOGOUT and tear the channel down once it is sent; a failed RDMA
+//! transfer (bad rkey, range or rights) leaves both QPs in ERR (IBTA 9.9.3), so no
+//! T_LOGOUT can travel: the channel is torn down at once, as ib_srpt disconnects.
+
+use super::command::{Phase, Slot, Work, WrKind};
+use super::executor::{Done, Executor, Job, NexusInfo};
+use super::memory::{IOVA, Layout, sge};
+use crate::channel::{Fault, Request, TargetChannel};
+use crate::exec::{LogicalUnit, TransportError};
+use crate::login::{ChannelId, Negotiated};
+use hca::driver::Hca;
+use hca::engine::{CqId, QpId, RcConnect, VerbsError};
+use hca::mem::MemBlock;
+use hca::mr::{Access, MrKeys, PdId};
+use hca::qp::QpInit;
+use hca::qp::state::QpType;
+use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Wc, WcStatus};
+use scsi::{Lun, Sense, SenseCode, Status};
+use srp::channel::data::{rdma_ops, residual};
+use srp::channel::{Buffer, RdmaOp};
+use srp::wire::Tag;
+use srp::wire::login::LoginReqFlags;
+use srp::wire::rsp::{Residual, TmfResponse};
+use srp::wire::tsk_mgmt::TaskMgmtFunction;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender};
+use wirekit::WireRepr;
+
+#[path = "respond.rs"]
+mod respond;
+#[path = "transfer.rs"]
+mod transfer;
+
+/// Largest single RDMA READ or WRITE we post; longer segments are split.
+pub const MAX_RDMA_OP: u32 = 1 << 20;
+
+/// Send work requests the QP holds (data-in WRITEs of every slot plus responses).
+const MAX_SEND_WR: usize = 4096;
+
+/// Completions taken per CQ poll.
+const POLL_BATCH: usize = 64;
+
+/// What a channel is built from: the login's outcome and what it may reach.
+#[derive(Clone)]
+pub struct ChannelIoConfig {
+    /// The channel's id.
+    pub id: ChannelId,
+    /// What the login negotiated.
+    pub negotiated: Negotiated,
+    /// The login request's flags.
+    pub login_flags: LoginReqFlags,
+    /// Largest transfer of one direction of one command, in bytes.
+    pub max_transfer: u64,
+    /// Largest external descriptor table fetched, in entries.
+    pub max_table_entries: usize,
+    /// The logical units this nexus sees, by LUN.
+    pub luns: Vec<(Lun, Arc<LogicalUnit>)>,
+    /// The I_T nexus.
+    pub nexus: Arc<NexusInfo>,
+}
+
+impl std::fmt::Debug for ChannelIoConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelIoConfig")
+            .field("id", &self.id)
+            .field("negotiated", &self.negotiated)
+            .field("max_transfer", &self.max_transfer)
+            .finish()
+    }
+}
+
+/// Why a channel could not be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IoError {
+    /// The buffers the login asks for do not fit in memory addresses.
+    #[error("buffers for window {window} and transfers of {max_transfer} bytes overflow")]
+    Layout {
+        /// Credits.
+        window: u32,
+        /// Transfer limit.
+        max_transfer: u64,
+    },
+    /// A verb failed.
+    #[error("verb failed: {0}")]
+    Verbs(#[from] VerbsError),
+}
+
+/// Where a channel's I/O is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoState {
+    /// Created, QP not yet connected.
+    Idle,
+    /// Serving commands.
+    Live,
+    /// The initiator logged out: finishing what is in flight.
+    Draining,
+    /// SRP_T_LOGOUT posted; torn down once it is sent.
+    LoggingOut,
+    /// QP, CQ and memory region released.
+    Closed,
+}
+
+/// One channel's I/O. See the module docs.
+pub struct ChannelIo {
+    hca: Arc<Hca>,
+    channel: TargetChannel,
+    layout: Layout,
+    mem: Arc<MemBlock>,
+    mr: Option<MrKeys>,
+    cq: CqId,
+    qp: QpId,
+    slots: Vec<Option<Slot>>,
+    waiting: VecDeque<Slot>,
+    luns: Vec<(Lun, Arc<LogicalUnit>)>,
+    nexus: Arc<NexusInfo>,
+    executor: Arc<dyn Executor>,
+    done_tx: Sender<Done>,
+    done_rx: Receiver<Done>,
+    state: IoState,
+    reason: Option<String>,
+}
+
+impl std::fmt::Debug for ChannelIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelIo")
+            .field("id", &self.channel.id())
+            .field("qp", &self.qp)
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+impl ChannelIo {
+    /// Registers the channel's memory in `pd` and creates its CQ and RC QP (in RESET).
+    pub fn new(
+        hca: Arc<Hca>,
+        pd: PdId,
+        config: ChannelIoConfig,
+        executor: Arc<dyn Executor>,
+    ) -> Result<ChannelIo, IoError> {
+        let n = config.negotiated;
+        let layout = Layout::new(
+            n.window,
+            n.it_iu_len,
+            n.ti_iu_len,
+            config.max_transfer,
+            config.max_table_entries,
+        )
+        .ok_or(IoError::Layout {
+            window: n.window,
+            max_transfer: config.max_transfer,
+        })?;
+        let total = layout.total().unwrap_or(0);
+        let mem = MemBlock::new(usize::try_from(total).unwrap_or(0));
+        let (mr, cq, qp) = hca.with(|e, _| -> Result<_, IoError> {
+            let mr = e.reg_mr(pd, mem.clone(), 0, total, IOVA, Access::LOCAL_WRITE)?;
+            let cq = e.create_cq(MAX_SEND_WR + layout.recvs);
+            let init = QpInit {
+                qp_type: QpType::Rc,
+                pd,
+                send_cq: cq,
+                recv_cq: cq,
+                srq: None,
+                max_send_wr: MAX_SEND_WR,
+                max_recv_wr: layout.recvs,
+                max_sge: 1,
+                sq_sig_all: false,
+            };
+            match e.create_qp(init) {
+                Ok(qp) => Ok((mr, cq, qp)),
+                Err(err) => {
+                    let _ = e.destroy_cq(cq);
+                    let _ = e.dereg_mr(mr);
+                    Err(err.into())
+                }
+            }
+        })?;
+        let channel = TargetChannel::new(
+            config.id,
+            n,
+            config.login_flags,
+            config.max_transfer,
+            config.max_table_entries,
+        );
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        Ok(ChannelIo {
+            hca,
+            channel,
+            layout,
+            mem,
+            mr: Some(mr),
+            cq,
+            qp,
+            slots: vec![None; layout.window],
+            waiting: VecDeque::new(),
+            luns: config.luns,
+            nexus: config.nexus,
+            executor,
+            done_tx,
+            done_rx,
+            state: IoState::Idle,
+            reason: None,
+        })
+    }
+
+    /// The QP's number, for the CM REP.
+    pub fn qpn(&self) -> Option<hca::ids::Qpn> {
+        match self.qp {
+            QpId::Qp(n) => Some(n),
+            QpId::Gsi(_) => None,
+        }
+    }
+
+    /// Where the channel is.
+    pub fn state(&self) -> IoState {
+        self.state
+    }
+
+    /// The sans-IO channel.
+    pub fn channel(&self) -> &TargetChannel {
+        &self.channel
+    }
+
+    /// Why the channel closed (a fault, a failed transfer), if it did for a reason.
+    pub fn close_reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// The channel's memory region, while registered.
+    pub fn mr_keys(&self) -> Option<MrKeys> {
+        self.mr
+    }
+
+    /// Commands in a slot or waiting for one.
+    pub fn in_flight(&self) -> usize {
+        self.slots.iter().flatten().count() + self.waiting.len()
+    }
+
+    /// Connects the QP to the initiator's (what the CM does with REQ/REP/RTU), posts the
+    /// receive buffers and makes the channel live.
+    pub fn connect(&mut self, peer: &RcConnect) -> Result<(), IoError> {
+        let qp = self.qp;
+        self.hca.with(|e, now| e.connect_rc(now, qp, peer))?;
+        for i in 0..self.layout.recvs {
+            self.post_recv(i)?;
+        }
+        self.state = IoState::Live;
+        for iu in self.channel.on_rtu() {
+            self.on_iu(&iu);
+        }
+        Ok(())
+    }
+
+    /// Handles what completed; returns how many completions and results it handled.
+    pub fn poll(&mut self) -> usize {
+        if self.state == IoState::Closed {
+            while self.done_rx.try_recv().is_ok() {}
+            return 0;
+        }
+        let mut wcs = Vec::new();
+        let cq = self.cq;
+        let _ = self.hca.with(|e, _| e.poll_cq(cq, POLL_BATCH, &mut wcs));
+        let mut n = wcs.len();
+        for wc in wcs {
+            self.on_wc(&wc);
+        }
+        while let Ok(done) = self.done_rx.try_recv() {
+            n += 1;
+            self.on_done(done);
+        }
+        if self.state == IoState::Draining && self.in_flight() == 0 {
+            self.teardown(None);
+        }
+        n
+    }
+
+    fn post_recv(&self, i: usize) -> Result<(), VerbsError> {
+        let (qp, lkey) = (self.qp, self.lkey());
+        let wr = RecvWr {
+            wr_id: WrKind::Recv(i).encode(),
+            sg_list: vec![sge(lkey, self.layout.recv(i), self.layout.recv_len as u32)],
+        };
+        self.hca.with(|e, now| e.post_recv(now, qp, wr))
+    }
+
+    fn post(&self, wrs: Vec<SendWr>) -> Result<(), VerbsError> {
+        let qp = self.qp;
+        self.hca
+            .with(|e, now| e.post_send_list(now, qp, wrs))
+            .map_err(|(_, e)| e)
+    }
+
+    fn lkey(&self) -> hca::ids::Lkey {
+        self.mr.map(|m| m.lkey).unwrap_or(hca::ids::Lkey(0))
+    }
+
+    fn on_wc(&mut self, wc: &Wc) {
+        let Some(kind) = WrKind::decode(wc.wr_id) else {
+            return;
+        };
+        if wc.status != WcStatus::Success {
+            match (self.state, kind) {
+                (IoState::LoggingOut, WrKind::Logout) => self.teardown(None),
+                // The QP went to ERR: everything after the failure is flushed.
+                (_, _) if wc.status == WcStatus::WrFlushErr => {
+                    self.teardown(Some(format!("{kind:?} flushed: the QP is in error")));
+                }
+                _ => self.teardown(Some(format!("{kind:?} failed: {:?}", wc.status))),
+            }
+            return;
+        }
+        match kind {
+            WrKind::Recv(i) => self.on_recv(i, wc.byte_len),
+            WrKind::Table(n) => self.on_table(n),
+            WrKind::DataOut(n) => self.on_read(n),
+            WrKind::DataIn(_) => {}
+            WrKind::Rsp(n) => self.free(n),
+            WrKind::Logout => self.teardown(None),
+        }
+    }
+
+    fn on_recv(&mut self, i: usize, len: u32) {
+        let len = (len as usize).min(self.layout.recv_len as usize);
+        let mut iu = vec![0u8; len];
+        if self
+            .mem
+            .read(self.layout.recv(i) as usize, &mut iu)
+            .is_err()
+        {
+            return;
+        }
+        if self.state != IoState::Live {
+            return;
+        }
+        // The IU is copied out: the buffer can take the next one at once.
+        if let Err(e) = self.post_recv(i) {
+            self.teardown(Some(format!("repost receive: {e}")));
+            return;
+        }
+        self.on_iu(&iu);
+    }
+
+    fn on_iu(&mut self, iu: &[u8]) {
+        let (tag, lun, work) = match self.channel.on_recv(iu) {
+            Ok(Request::Command {
+                tag,
+                lun,
+                cdb,
+                plan,
+                imm_data,
+                ..
+            }) => (
+                tag,
+                lun,
+                Work::Scsi {
+                    cdb,
+                    data_out: plan.data_out,
+                    data_in: plan.data_in,
+                    imm_data,
+                },
+            ),
+            Ok(Request::BadCommand { tag, lun, error }) => (tag, lun, Work::Bad(error)),
+            Ok(Request::TaskMgmt {
+                tag,
+                lun,
+                function,
+                task_tag,
+            }) => (tag, lun, Work::Tmf { function, task_tag }),
+            Ok(Request::Logout) => {
+                self.state = IoState::Draining;
+                return;
+            }
+            Ok(Request::None) => return,
+            Err(fault) => return self.fault(&fault),
+        };
+        let slot = Slot {
+            tag,
+            lun,
+            work,
+            phase: Phase::Executing,
+        };
+        match self.slots.iter().position(Option::is_none) {
+            Some(n) => self.start(n, slot),
+            None => self.waiting.push_back(slot),
+        }
+    }
+
+    fn start(&mut self, n: usize, slot: Slot) {
+        let work = slot.work.clone();
+        self.slots[n] = Some(slot);
+        match work {
+            // A per-command descriptor check failed (transfer or table too long): ILLEGAL
+            // REQUEST, INVALID FIELD IN CDB, as ib_srpt answers an oversized transfer.
+            Work::Bad(_) => self.check(n, Sense::new(SenseCode::INVALID_FIELD_IN_CDB)),
+            Work::Tmf { function, task_tag } => self.tmf(n, function, task_tag),
+            Work::Scsi { .. } => self.advance(n),
+        }
+    }
+
+    fn fault(&mut self, fault: &Fault) {
+        if self.state != IoState::Live && self.state != IoState::Draining {
+            return;
+        }
+        self.reason = Some(fault.to_string());
+        let mut buf = vec![0u8; self.layout.send_len as usize];
+        let Some(len) = self.channel.logout(fault.reason(), &mut buf) else {
+            return self.teardown(None);
+        };
+        let off = self.layout.send(self.layout.window);
+        let _ = self.mem.write(off as usize, &buf[..len]);
+        let wr = SendWr {
+            wr_id: WrKind::Logout.encode(),
+            op: SendOp::Send,
+            sg_list: vec![sge(self.lkey(), off, len as u32)],
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        };
+        self.state = IoState::LoggingOut;
+        self.waiting.clear();
+        if self.post(vec![wr]).is_err() {
+            self.teardown(None);
+        }
+    }
+
+    /// Releases the QP (flushing what it held), the CQ and the memory region. Commands in
+    /// flight are dropped; their executor results, if any come, are discarded.
+    fn teardown(&mut self, reason: Option<String>) {
+        if self.state == IoState::Closed {
+            return;
+        }
+        if reason.is_some() && self.reason.is_none() {
+            self.reason = reason;
+        }
+        let (qp, cq, mr) = (self.qp, self.cq, self.mr.take());
+        self.hca.with(|e, now| {
+            let _ = e.destroy_qp(now, qp);
+            let mut flushed = Vec::new();
+            let _ = e.poll_cq(cq, usize::MAX, &mut flushed);
+            let _ = e.destroy_cq(cq);
+            if let Some(mr) = mr {
+                let _ = e.dereg_mr(mr);
+            }
+        });
+        self.channel.abort_matching(|_, _| true);
+        self.channel.close();
+        self.slots.iter_mut().for_each(|s| *s = None);
+        self.waiting.clear();
+        self.state = IoState::Closed;
+    }
+}
+
+impl Drop for ChannelIo {
+    fn drop(&mut self) {
+        self.teardown(None);
+    }
+}

@@ -1,0 +1,106 @@
+//! The boundary between the completion loop and SCSI execution. The loop hands a [`Job`]
+//! (everything the command needs, owned) to an [`Executor`] and later receives its [`Done`]
+//! on a channel; it never waits for a backend. [`Inline`] runs the job on the caller's
+//! thread (tests, tiny setups); [`crate::io::Workers`] runs it on a bounded pool.
+
+use crate::exec::{CmdOutput, LogicalUnit, Nexus, TransportError};
+use crate::lu::{PortIdentity, TargetPortGroup};
+use scsi::Lun;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+
+/// What a [`Nexus`] borrows, owned, shared by every command of a channel.
+#[derive(Clone, Debug)]
+pub struct NexusInfo {
+    /// The initiator port identifier from the login.
+    pub initiator: srp::wire::PortId,
+    /// The LUNs this initiator sees through this port.
+    pub luns: Vec<Lun>,
+    /// The target port the channel is on.
+    pub port: PortIdentity,
+    /// Every target port group of the target.
+    pub groups: Vec<TargetPortGroup>,
+}
+
+impl NexusInfo {
+    /// The borrowed view [`LogicalUnit::execute`] takes.
+    pub fn nexus(&self) -> Nexus<'_> {
+        Nexus {
+            initiator: self.initiator,
+            luns: &self.luns,
+            port: self.port,
+            groups: &self.groups,
+        }
+    }
+}
+
+/// One command to execute.
+pub struct Job {
+    /// Returned in [`Done::token`]: which command of which channel.
+    pub token: u64,
+    /// The logical unit.
+    pub lu: Arc<LogicalUnit>,
+    /// The I_T nexus it came through.
+    pub nexus: Arc<NexusInfo>,
+    /// The CDB.
+    pub cdb: Vec<u8>,
+    /// The data-out, already fetched.
+    pub data_out: Vec<u8>,
+    /// Where to send the result.
+    pub reply: Sender<Done>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("token", &self.token)
+            .field("cdb", &self.cdb)
+            .field("data_out_len", &self.data_out.len())
+            .finish()
+    }
+}
+
+impl Job {
+    /// Executes the job and sends its [`Done`]; a closed reply channel (the channel was
+    /// torn down meanwhile) drops the result.
+    pub fn run(self) {
+        let mut data_in = Vec::new();
+        let result = self
+            .lu
+            .execute(&self.nexus.nexus(), &self.cdb, &self.data_out, &mut data_in);
+        let _ = self.reply.send(Done {
+            token: self.token,
+            result,
+            data_in,
+        });
+    }
+}
+
+/// A finished command.
+#[derive(Debug)]
+pub struct Done {
+    /// The job's token.
+    pub token: u64,
+    /// What the logical unit answered.
+    pub result: Result<CmdOutput, TransportError>,
+    /// The data-in it produced.
+    pub data_in: Vec<u8>,
+}
+
+/// Runs jobs somewhere. `submit` never blocks: a full executor hands the job back, and the
+/// command is answered BUSY.
+pub trait Executor: Send + Sync {
+    /// Queues `job`, or returns it when there is no room.
+    fn submit(&self, job: Job) -> Result<(), Job>;
+}
+
+/// Runs each job at once on the submitting thread (the backend I/O blocks the caller).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Inline;
+
+impl Executor for Inline {
+    fn submit(&self, job: Job) -> Result<(), Job> {
+        job.run();
+        Ok(())
+    }
+}

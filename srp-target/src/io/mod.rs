@@ -1,0 +1,32 @@
+//! The driver glue between one sans-IO [`crate::channel::TargetChannel`] and one RC queue
+//! pair of an [`hca`] device: receive buffers, RDMA transfers, SCSI execution off the
+//! completion path, responses.
+//!
+//! The channel core decides (credits, tags, descriptor plans, faults); this module only
+//! moves bytes. Per channel it registers one memory region (receive ring, response ring,
+//! bounce buffers and descriptor-table buffers, all sized at creation from the login's
+//! window, IU lengths and the transfer limit), so registered memory is bounded and released
+//! when the channel closes. The QP is connected by the caller's CM step (tests connect it
+//! directly with [`hca::engine::Engine::connect_rc`]; login over CM comes later).
+//!
+//! Files: [`memory`] (the channel's registered region and its layout), [`executor`] (the
+//! boundary to SCSI execution: [`Executor`], [`Inline`]), [`workers`] (a bounded thread
+//! pool behind that boundary), [`command`] (one command in flight and work-request ids),
+//! [`channel_io`] ([`ChannelIo`], the completion-driven loop, with its `transfer` steps —
+//! table fetch, data-out READs, execution — and `respond` — data-in WRITEs chained before
+//! the SRP_RSP, CHECK CONDITION, task management).
+//!
+//! Not yet here: SEND with invalidate, PREEMPT AND ABORT across channels
+//! ([`crate::CmdOutput::abort_nexuses`] is not acted on), SRP_CRED_REQ for credits owed
+//! after aborts on an idle channel.
+
+pub mod channel_io;
+pub mod command;
+pub mod executor;
+pub mod memory;
+pub mod workers;
+
+pub use channel_io::{ChannelIo, ChannelIoConfig, IoError, IoState};
+pub use executor::{Done, Executor, Inline, Job, NexusInfo};
+pub use memory::Layout;
+pub use workers::Workers;

@@ -1,0 +1,186 @@
+//! The transfer steps of a command (part of [`super::ChannelIo`]): fetch an external
+//! descriptor table, RDMA READ the data-out into the slot's bounce buffer, hand the command
+//! to the executor.
+
+use super::*;
+
+impl ChannelIo {
+    /// The next step of a SCSI command: fetch a table, read data-out, or execute.
+    pub(super) fn advance(&mut self, n: usize) {
+        let Some(Slot {
+            work: Work::Scsi {
+                data_out, data_in, ..
+            },
+            ..
+        }) = &self.slots[n]
+        else {
+            return;
+        };
+        let (out, inn) = (data_out.clone(), data_in.clone());
+        for (is_out, buf) in [(true, &out), (false, &inn)] {
+            if let Some(Buffer::FetchTable { table, .. }) = buf {
+                let op = RdmaOp {
+                    remote_va: table.va(),
+                    rkey: table.rkey(),
+                    len: table.len(),
+                    local_offset: 0,
+                };
+                let wr = self.rdma(WrKind::Table(n), self.layout.table(n), op, true);
+                self.set_phase(n, Phase::FetchTable { out: is_out });
+                return self.post_or_die(vec![wr]);
+            }
+        }
+        if let Some(Buffer::Segments(segs)) = &out {
+            let len = out.as_ref().map_or(0, Buffer::len);
+            let ops = rdma_ops(segs, len, MAX_RDMA_OP);
+            if !ops.is_empty() {
+                let base = self.layout.bounce(n);
+                let wrs: Vec<SendWr> = ops
+                    .iter()
+                    .map(|op| self.rdma(WrKind::DataOut(n), base, *op, true))
+                    .collect();
+                self.set_phase(n, Phase::Reading { pending: wrs.len() });
+                return self.post_or_die(wrs);
+            }
+        }
+        self.execute(n);
+    }
+
+    /// An RDMA READ (`read`) or WRITE for `op`, the local side at `base` of the region.
+    pub(super) fn rdma(&self, kind: WrKind, base: u64, op: RdmaOp, read: bool) -> SendWr {
+        let local = sge(self.lkey(), base + op.local_offset, op.len);
+        let (op, flags) = if read {
+            let op = SendOp::Read {
+                remote_addr: op.remote_va,
+                rkey: op.rkey,
+            };
+            (op, SendFlags::SIGNALED)
+        } else {
+            let op = SendOp::Write {
+                remote_addr: op.remote_va,
+                rkey: op.rkey,
+            };
+            (op, SendFlags::empty())
+        };
+        SendWr {
+            wr_id: kind.encode(),
+            op,
+            sg_list: vec![local],
+            flags,
+            ud: None,
+        }
+    }
+
+    pub(super) fn post_or_die(&mut self, wrs: Vec<SendWr>) {
+        if let Err(e) = self.post(wrs) {
+            self.teardown(Some(format!("post send: {e}")));
+        }
+    }
+
+    pub(super) fn set_phase(&mut self, n: usize, phase: Phase) {
+        if let Some(s) = &mut self.slots[n] {
+            s.phase = phase;
+        }
+    }
+
+    pub(super) fn on_table(&mut self, n: usize) {
+        let Some(Slot {
+            work: Work::Scsi {
+                data_out, data_in, ..
+            },
+            phase: Phase::FetchTable { out },
+            ..
+        }) = &mut self.slots[n]
+        else {
+            return;
+        };
+        let target = if *out { data_out } else { data_in };
+        let Some(Buffer::FetchTable { table, .. }) = target else {
+            return;
+        };
+        let mut bytes = vec![0u8; table.len() as usize];
+        let read = self.mem.read(self.layout.table(n) as usize, &mut bytes);
+        let completed = target.take().map(|b| b.complete_table(&bytes));
+        match (read, completed) {
+            (Ok(()), Some(Ok(b))) => {
+                *target = Some(b);
+                self.advance(n);
+            }
+            // A table that disagrees with its header (SRP r16a 5.6.3).
+            _ => self.check(n, Sense::new(SenseCode::INVALID_FIELD_IN_COMMAND_IU)),
+        }
+    }
+
+    pub(super) fn on_read(&mut self, n: usize) {
+        let Some(Slot {
+            phase: Phase::Reading { pending },
+            ..
+        }) = &mut self.slots[n]
+        else {
+            return;
+        };
+        *pending = pending.saturating_sub(1);
+        if *pending == 0 {
+            self.execute(n);
+        }
+    }
+
+    pub(super) fn execute(&mut self, n: usize) {
+        let Some(slot) = &self.slots[n] else {
+            return;
+        };
+        if self.channel.pending(slot.tag).is_none() {
+            // Aborted while its data-out was in flight: it must not touch the LU.
+            return self.free(n);
+        }
+        let Work::Scsi {
+            cdb,
+            data_out,
+            imm_data,
+            ..
+        } = &slot.work
+        else {
+            return;
+        };
+        let data_out = match data_out {
+            Some(Buffer::Immediate(_)) => imm_data.clone(),
+            Some(b @ Buffer::Segments(_)) => {
+                let mut v = vec![0u8; b.len() as usize];
+                if self
+                    .mem
+                    .read(self.layout.bounce(n) as usize, &mut v)
+                    .is_err()
+                {
+                    return self.teardown(Some("bounce buffer out of range".into()));
+                }
+                v
+            }
+            _ => Vec::new(),
+        };
+        let Some(lu) = self.luns.iter().find(|(l, _)| *l == slot.lun) else {
+            // No LUN here: INQUIRY says so (qualifier 011b), REPORT LUNS and REQUEST SENSE
+            // work, the rest is LOGICAL UNIT NOT SUPPORTED. No backend I/O, so it runs here.
+            let mut data_in = Vec::new();
+            let result = crate::exec::execute_unknown_lun(&self.nexus.nexus(), cdb, &mut data_in);
+            self.set_phase(n, Phase::Executing);
+            return self.on_done(Done {
+                token: n as u64,
+                result,
+                data_in,
+            });
+        };
+        let job = Job {
+            token: n as u64,
+            lu: lu.1.clone(),
+            nexus: self.nexus.clone(),
+            cdb: cdb.clone(),
+            data_out,
+            reply: self.done_tx.clone(),
+        };
+        self.set_phase(n, Phase::Executing);
+        if self.executor.submit(job).is_err() {
+            // The backend queue is full: BUSY, the initiator retries (SAM-5 5.3.1).
+            self.respond(n, Status::Busy, &[], Residual::None, Residual::None, vec![]);
+        }
+    }
+}

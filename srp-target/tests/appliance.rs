@@ -1,0 +1,219 @@
+//! A configuration made real: LUNs opened (or every failure reported), IOCs laid out,
+//! logins decided with ACLs, and one LUN with one identity through two IOCs.
+
+mod common;
+
+use common::TempDir;
+use hca::Guid;
+use scsi::{Lun, Status};
+use srp::wire::login::{BufFormats, LoginReq, LoginReqFlags, MultiChannelAction};
+use srp::wire::{IoClass, PortId, Tag};
+use srp_target::appliance::{Appliance, ChannelLimits, StartError};
+use srp_target::config::TargetConfig;
+use srp_target::login::{LoginDecision, LoginRefusal};
+
+fn config(dir: &TempDir, extra_lun: &str) -> TargetConfig {
+    let vol = dir.path().join("vol.img");
+    let text = format!(
+        r#"
+[target]
+node_guid = "0x0002c90300000100"
+
+[[port]]
+name = "p0"
+address = "127.0.0.1"
+
+[[lun]]
+name = "vol"
+file = "{}"
+size = "1MiB"
+
+[[lun]]
+name = "mem"
+ram = true
+size = "64KiB"
+block_size = 4096
+{extra_lun}
+
+[[ioc]]
+name = "a"
+guid = "0x0002c90300000101"
+ports = ["p0"]
+exports = {{ 0 = "vol", 1 = "mem" }}
+allow = ["any"]
+
+[[ioc]]
+name = "b"
+guid = "0x0002c90300000102"
+ports = ["p0"]
+exports = {{ 5 = "vol" }}
+allow = ["guid:0x0002c903000000aa"]
+alua = "active/non-optimized"
+"#,
+        vol.display()
+    );
+    TargetConfig::from_str(&text, "test.toml")
+        .map(|l| l.config)
+        .map_err(|e| e.to_string())
+        .expect("valid config")
+}
+
+fn initiator(guid: u64) -> PortId {
+    PortId::new(0, Guid(guid), IoClass::SrpR16a)
+}
+
+fn login(target: PortId, from: PortId) -> LoginReq {
+    LoginReq {
+        tag: Tag(0),
+        req_it_iu_len: 8260,
+        req_buf_fmt: BufFormats::DIRECT | BufFormats::INDIRECT,
+        multi_channel: MultiChannelAction::Single,
+        flags: LoginReqFlags::IMMED_REQUESTED,
+        imm_data_offset: 68,
+        initiator_port_id: from,
+        target_port_id: target,
+    }
+}
+
+#[test]
+fn builds_iocs_with_exports_and_groups() {
+    let dir = TempDir::new("appliance");
+    let app = Appliance::build(&config(&dir, ""), ChannelLimits::default()).expect("starts");
+    assert!(dir.path().join("vol.img").exists(), "file LUN created");
+    let [a, b] = app.iocs() else {
+        panic!("two IOCs")
+    };
+    assert_eq!(
+        a.luns(),
+        &[
+            Lun::from_number(0).expect("0"),
+            Lun::from_number(1).expect("1")
+        ]
+    );
+    assert_eq!(b.luns(), &[Lun::from_number(5).expect("5")]);
+    assert!(a.lun(Lun::from_number(5).expect("5")).is_none());
+    assert_eq!(app.groups().len(), 2);
+    assert_eq!(
+        app.ioc_for_target(b.config().target_port_id())
+            .map(|(i, _)| i),
+        Some(1)
+    );
+    assert!(app.lun_by_name("mem").is_some());
+}
+
+#[test]
+fn same_lun_same_identity_through_both_iocs() {
+    let dir = TempDir::new("appliance");
+    let app = Appliance::build(&config(&dir, ""), ChannelLimits::default()).expect("starts");
+    let [a, b] = app.iocs() else {
+        panic!("two IOCs")
+    };
+    let who = initiator(0x0002_c903_0000_00aa);
+    let vpd83 = |ioc: &srp_target::appliance::Ioc, lun: u32| {
+        let lu = ioc
+            .lun(Lun::from_number(lun).expect("lun"))
+            .expect("exported");
+        let mut data = Vec::new();
+        let out = lu
+            .execute(
+                &app.nexus(ioc, who),
+                &[0x12, 1, 0x83, 0, 255, 0],
+                &[],
+                &mut data,
+            )
+            .expect("no transport error");
+        assert_eq!(out.status, Status::Good);
+        data.truncate(out.data_in_len);
+        data
+    };
+    let via_a = vpd83(a, 0);
+    let via_b = vpd83(b, 5);
+    // The first designator (NAA 6, 16 bytes) is the LUN's and identical; the port
+    // designators that follow differ per IOC.
+    assert_eq!(via_a[4..24], via_b[4..24]);
+    assert_eq!(via_a[4 + 4] >> 4, 6, "NAA 6");
+    assert_ne!(via_a, via_b);
+    // Data written through one IOC is read through the other.
+    let lu_a = a.lun(Lun::from_number(0).expect("0")).expect("vol");
+    let lu_b = b.lun(Lun::from_number(5).expect("5")).expect("vol");
+    let block = vec![0x5au8; 512];
+    let mut sink = Vec::new();
+    let w = lu_a
+        .execute(
+            &app.nexus(a, who),
+            &[0x2a, 0, 0, 0, 0, 9, 0, 0, 1, 0],
+            &block,
+            &mut sink,
+        )
+        .expect("write");
+    assert_eq!(w.status, Status::Good);
+    let mut back = Vec::new();
+    let r = lu_b
+        .execute(
+            &app.nexus(b, who),
+            &[0x28, 0, 0, 0, 0, 9, 0, 0, 1, 0],
+            &[],
+            &mut back,
+        )
+        .expect("read");
+    assert_eq!(r.status, Status::Good);
+    assert_eq!(&back[..512], &block[..]);
+}
+
+#[test]
+fn logins_follow_acl_and_enable_state() {
+    let dir = TempDir::new("appliance");
+    let app = Appliance::build(&config(&dir, ""), ChannelLimits::default()).expect("starts");
+    let [a, b] = app.iocs() else {
+        panic!("two IOCs")
+    };
+    let allowed = initiator(0x0002_c903_0000_00aa);
+    let stranger = initiator(0x0002_c903_0000_00bb);
+    let ok = |d: LoginDecision| matches!(d, LoginDecision::Accept { .. });
+    assert!(ok(app.decide_login(
+        a,
+        &login(a.config().target_port_id(), stranger),
+        &[]
+    )));
+    assert!(ok(app.decide_login(
+        b,
+        &login(b.config().target_port_id(), allowed),
+        &[]
+    )));
+    match app.decide_login(b, &login(b.config().target_port_id(), stranger), &[]) {
+        LoginDecision::Reject { refusal, .. } => {
+            assert_eq!(refusal, LoginRefusal::Denied(stranger))
+        }
+        LoginDecision::Accept { .. } => panic!("ACL must refuse"),
+    }
+    a.set_enabled(false);
+    match app.decide_login(a, &login(a.config().target_port_id(), allowed), &[]) {
+        LoginDecision::Reject { refusal, .. } => assert_eq!(refusal, LoginRefusal::Disabled),
+        LoginDecision::Accept { .. } => panic!("disabled IOC must refuse"),
+    }
+    a.set_enabled(true);
+    assert!(a.is_enabled());
+}
+
+#[test]
+fn every_unopenable_lun_is_reported_and_nothing_starts() {
+    let dir = TempDir::new("appliance");
+    let missing = dir.path().join("absent.img");
+    let extra = format!(
+        "[[lun]]\nname = \"gone\"\nfile = \"{}\"\n\n[[lun]]\nname = \"gone2\"\ndevice = \"{}\"\n",
+        missing.display(),
+        dir.path().join("no-such-device").display()
+    );
+    let err = Appliance::build(&config(&dir, &extra), ChannelLimits::default())
+        .expect_err("missing backing files");
+    assert_eq!(err.0.len(), 2, "{err}");
+    assert!(
+        err.0
+            .iter()
+            .all(|e| matches!(e, StartError::Backend { .. }))
+    );
+    let text = err.to_string();
+    assert!(text.contains("lun \"gone\":"), "{text}");
+    assert!(text.contains("absent.img"), "{text}");
+    assert!(text.contains("lun \"gone2\":"), "{text}");
+}

@@ -1,0 +1,920 @@
+//! The target's channel data path on real HCAs: a test initiator built directly on `hca`
+//! verbs (two devices on loopback, 127.0.90.x–127.0.99.x, UDP sockets) sends SRP_CMD IUs to
+//! a [`ChannelIo`] and checks the data it moved and the SRP_RSP it got back; hostile
+//! initiators (bad rkey, credit overrun, malformed IU) lose their channel only and the
+//! target's resources for it are released.
+//!
+//! The QPs are connected directly with `connect_rc` (the attributes a CM exchange would
+//! carry); login over CM is a later step.
+
+mod common;
+
+use common::{NexusData, ram_lu, read10, write10};
+use hca::driver::{Hca, HcaConfig};
+use hca::engine::{CqId, QpId, RcConnect};
+use hca::ids::{Gid, Guid, Psn, Qpn, Rkey};
+use hca::mem::MemBlock;
+use hca::mr::{Access, MrKeys, PdId};
+use hca::qp::QpInit;
+use hca::qp::state::QpType;
+use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
+use hca::wire::PathMtu;
+use scsi::{Lun, Status};
+use srp::wire::cmd::{Cmd, TaskAttr};
+use srp::wire::desc::{DataDesc, DirectBuf, Indirect};
+use srp::wire::login::{BufFormats, LoginReqFlags};
+use srp::wire::logout::{TLogout, TLogoutReason};
+use srp::wire::rsp::{Residual, Rsp, TmfResponse};
+use srp::wire::tsk_mgmt::{TaskMgmtFunction, TskMgmt};
+use srp::wire::{IuType, SolicitFlags, Tag};
+use srp_target::BlockSize;
+use srp_target::io::{ChannelIo, ChannelIoConfig, Executor, Inline, IoState, NexusInfo, Workers};
+use srp_target::login::{ChannelId, Negotiated};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wirekit::WireRepr;
+
+const IOVA: u64 = 0x1000_0000;
+const MEM: usize = 8 << 20;
+const IT_IU_LEN: u32 = 1024;
+const TI_IU_LEN: u32 = 256;
+const IMM_OFFSET: u16 = 68;
+const DEADLINE: Duration = Duration::from_secs(15);
+
+fn ip(net: u8, host: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, net, host))
+}
+
+fn open(addr: IpAddr) -> Hca {
+    let IpAddr::V4(v4) = addr else {
+        panic!("IPv4 only")
+    };
+    let guid = Guid(0x5352_5400_0000_0000 | u64::from(u32::from(v4)));
+    Hca::open(HcaConfig::new(guid, vec![addr])).unwrap_or_else(|e| panic!("open {addr}: {e}"))
+}
+
+fn rc(access: Access, peer: IpAddr, qpn: Qpn, sq: u32, rq: u32) -> RcConnect {
+    RcConnect {
+        access,
+        dest_gid: Gid::from_ip(peer),
+        dest_qpn: qpn,
+        path_mtu: PathMtu::Mtu1024,
+        sq_psn: Psn::from_wire(sq),
+        rq_psn: Psn::from_wire(rq),
+        timeout: 10,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        min_rnr_timer: 1,
+        max_rd_atomic: 8,
+        max_dest_rd_atomic: 8,
+    }
+}
+
+/// One initiator channel: a QP and CQ on the initiator's HCA, and a 1 MiB window of its
+/// registered memory (receive buffers, the IU being sent, data buffers, tables).
+struct Ep {
+    qp: QpId,
+    qpn: Qpn,
+    cq: CqId,
+    base: u64,
+    recvs: usize,
+}
+
+const EP_SPAN: u64 = 1 << 20;
+const EP_RECV: u64 = 0;
+const EP_SEND: u64 = 16 << 10;
+const EP_TABLE: u64 = 20 << 10;
+const EP_DATA: u64 = 64 << 10;
+
+/// The initiator's device.
+struct Initiator {
+    hca: Hca,
+    ip: IpAddr,
+    pd: PdId,
+    mem: Arc<MemBlock>,
+    mr: MrKeys,
+}
+
+impl Initiator {
+    fn open(addr: IpAddr) -> Initiator {
+        let hca = open(addr);
+        let mem = MemBlock::new(MEM);
+        let (pd, mr) = hca.with(|e, _| {
+            let pd = e.alloc_pd();
+            let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+            let mr = e
+                .reg_mr(pd, mem.clone(), 0, MEM as u64, IOVA, access)
+                .expect("reg_mr");
+            (pd, mr)
+        });
+        Initiator {
+            hca,
+            ip: addr,
+            pd,
+            mem,
+            mr,
+        }
+    }
+
+    fn rkey(&self) -> Rkey {
+        self.mr.rkey.expect("remote access")
+    }
+
+    fn sge(&self, offset: u64, len: u32) -> Sge {
+        Sge {
+            addr: IOVA + offset,
+            len,
+            lkey: self.mr.lkey,
+        }
+    }
+
+    /// A QP in RESET with `recvs` receive buffers to post once connected.
+    fn ep(&self, index: u64, recvs: usize) -> Ep {
+        let pd = self.pd;
+        let (qp, qpn, cq) = self.hca.with(|e, _| {
+            let cq = e.create_cq(1024);
+            let qp = e
+                .create_qp(QpInit {
+                    qp_type: QpType::Rc,
+                    pd,
+                    send_cq: cq,
+                    recv_cq: cq,
+                    srq: None,
+                    max_send_wr: 256,
+                    max_recv_wr: 256,
+                    max_sge: 1,
+                    sq_sig_all: false,
+                })
+                .expect("create_qp");
+            (qp, e.qp_num(qp).expect("qpn"), cq)
+        });
+        Ep {
+            qp,
+            qpn,
+            cq,
+            base: index * EP_SPAN,
+            recvs,
+        }
+    }
+
+    fn connect(&self, ep: &Ep, target_ip: IpAddr, target_qpn: Qpn) {
+        let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+        let peer = rc(access, target_ip, target_qpn, 0x200, 0x100);
+        self.hca
+            .with(|e, now| e.connect_rc(now, ep.qp, &peer))
+            .expect("connect initiator QP");
+        for i in 0..ep.recvs {
+            self.post_recv(ep, i);
+        }
+    }
+
+    fn post_recv(&self, ep: &Ep, i: usize) {
+        let wr = RecvWr {
+            wr_id: i as u64,
+            sg_list: vec![self.sge(ep.base + EP_RECV + i as u64 * 256, 256)],
+        };
+        self.hca
+            .with(|e, now| e.post_recv(now, ep.qp, wr))
+            .expect("post_recv");
+    }
+
+    /// Posts `ius` as SENDs in one chain (each from its own slot of the send area).
+    fn send(&self, ep: &Ep, ius: &[Vec<u8>]) {
+        let wrs: Vec<SendWr> = ius
+            .iter()
+            .enumerate()
+            .map(|(k, iu)| {
+                let off = ep.base + EP_SEND + k as u64 * u64::from(IT_IU_LEN);
+                self.mem.write(off as usize, iu).expect("IU fits");
+                SendWr {
+                    wr_id: 1000 + k as u64,
+                    op: SendOp::Send,
+                    sg_list: vec![self.sge(off, iu.len() as u32)],
+                    flags: SendFlags::SIGNALED,
+                    ud: None,
+                }
+            })
+            .collect();
+        self.hca
+            .with(|e, now| e.post_send_list(now, ep.qp, wrs))
+            .expect("post_send");
+    }
+
+    fn poll(&self, ep: &Ep) -> Vec<Wc> {
+        let mut out = Vec::new();
+        self.hca
+            .with(|e, _| e.poll_cq(ep.cq, 64, &mut out))
+            .expect("poll");
+        out
+    }
+
+    fn write(&self, ep: &Ep, off: u64, data: &[u8]) {
+        self.mem
+            .write((ep.base + off) as usize, data)
+            .expect("fits");
+    }
+
+    fn read(&self, ep: &Ep, off: u64, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        self.mem
+            .read((ep.base + off) as usize, &mut v)
+            .expect("fits");
+        v
+    }
+
+    /// A descriptor for `len` bytes at `off` of `ep`'s window.
+    fn buf(&self, ep: &Ep, off: u64, len: u32) -> DirectBuf {
+        DirectBuf::new(IOVA + ep.base + off, self.rkey(), len)
+    }
+}
+
+/// A target device with a RAM LUN 0.
+struct Target {
+    hca: Arc<Hca>,
+    ip: IpAddr,
+    pd: PdId,
+    lu: Arc<srp_target::LogicalUnit>,
+    nexus: Arc<NexusInfo>,
+}
+
+impl Target {
+    fn open(addr: IpAddr) -> Target {
+        let hca = Arc::new(open(addr));
+        let pd = hca.with(|e, _| e.alloc_pd());
+        let nd = NexusData::ioc(0);
+        Target {
+            hca,
+            ip: addr,
+            pd,
+            lu: Arc::new(ram_lu(2048, BlockSize::B512)),
+            nexus: Arc::new(NexusInfo {
+                initiator: nd.initiator,
+                luns: nd.luns,
+                port: nd.port,
+                groups: nd.groups,
+            }),
+        }
+    }
+
+    fn channel(&self, id: u64, window: u32, executor: Arc<dyn Executor>) -> ChannelIo {
+        let config = ChannelIoConfig {
+            id: ChannelId(id),
+            negotiated: Negotiated {
+                it_iu_len: IT_IU_LEN,
+                ti_iu_len: TI_IU_LEN,
+                formats: BufFormats::DIRECT | BufFormats::INDIRECT,
+                imm_data_offset: Some(IMM_OFFSET),
+                window,
+            },
+            login_flags: LoginReqFlags::empty(),
+            max_transfer: 256 << 10,
+            max_table_entries: 16,
+            luns: vec![(Lun::ZERO, self.lu.clone())],
+            nexus: self.nexus.clone(),
+        };
+        ChannelIo::new(self.hca.clone(), self.pd, config, executor).expect("channel")
+    }
+}
+
+/// A target channel connected to an initiator endpoint.
+fn connect(t: &Target, io: &mut ChannelIo, i: &Initiator, ep: &Ep) {
+    let tq = io.qpn().expect("RC QP");
+    i.connect(ep, t.ip, tq);
+    io.connect(&rc(Access::LOCAL_WRITE, i.ip, ep.qpn, 0x100, 0x200))
+        .expect("connect target QP");
+}
+
+/// Polls the target channels and `ep` until `ep` has received an IU; returns its bytes.
+fn await_iu(i: &Initiator, ep: &Ep, ios: &mut [&mut ChannelIo]) -> Vec<u8> {
+    let end = Instant::now() + DEADLINE;
+    while Instant::now() < end {
+        for io in ios.iter_mut() {
+            io.poll();
+        }
+        for wc in i.poll(ep) {
+            if wc.opcode == WcOpcode::Recv {
+                assert_eq!(wc.status, WcStatus::Success, "initiator receive: {wc:?}");
+                let slot = wc.wr_id as usize;
+                let iu = i.read(ep, EP_RECV + slot as u64 * 256, wc.byte_len as usize);
+                i.post_recv(ep, slot);
+                return iu;
+            }
+            assert_eq!(wc.status, WcStatus::Success, "initiator send: {wc:?}");
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    panic!("no IU from the target within {DEADLINE:?}");
+}
+
+/// Polls `io` until its slots are free (the last response's SEND completed).
+fn await_quiet(io: &mut ChannelIo) {
+    let end = Instant::now() + DEADLINE;
+    while io.in_flight() > 0 {
+        assert!(Instant::now() < end, "slots still busy: {io:?}");
+        io.poll();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(io.channel().outstanding(), 0);
+}
+
+/// Polls `io` until it is closed.
+fn await_closed(io: &mut ChannelIo) {
+    let end = Instant::now() + DEADLINE;
+    while io.state() != IoState::Closed {
+        assert!(Instant::now() < end, "channel not closed: {io:?}");
+        io.poll();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Checks that everything the target held for a closed channel is released: its memory
+/// region is no longer registered, its QP is gone, nothing is in flight.
+fn assert_released(t: &Target, io: &ChannelIo, keys: MrKeys) {
+    assert_eq!(io.state(), IoState::Closed);
+    assert_eq!(io.mr_keys(), None);
+    assert_eq!(io.in_flight(), 0);
+    assert_eq!(io.channel().outstanding(), 0);
+    let qp = QpId::Qp(io.qpn().expect("qpn"));
+    t.hca.with(|e, _| {
+        assert!(e.dereg_mr(keys).is_err(), "region still registered");
+        assert_eq!(e.qp_state(qp), None, "QP still exists");
+    });
+}
+
+fn cmd_iu(
+    tag: u64,
+    cdb: &[u8],
+    data_out: DataDesc<'_>,
+    data_in: DataDesc<'_>,
+    imm: &[u8],
+) -> Vec<u8> {
+    let mut c = [0u8; 16];
+    c[..cdb.len()].copy_from_slice(cdb);
+    let cmd = Cmd {
+        flags: SolicitFlags::empty(),
+        tag: Tag(tag),
+        lun: Lun::ZERO,
+        task_attr: TaskAttr::Simple,
+        cdb: c,
+        add_cdb: &[],
+        data_out,
+        data_in,
+        imm_data: imm,
+    };
+    let mut buf = vec![0u8; cmd.buffer_len_with(IMM_OFFSET)];
+    cmd.emit_with(&mut buf, IMM_OFFSET).expect("fits");
+    buf
+}
+
+/// Sends one SRP_CMD and returns the SRP_RSP's bytes.
+fn exchange(i: &Initiator, ep: &Ep, io: &mut ChannelIo, iu: Vec<u8>) -> Vec<u8> {
+    i.send(ep, &[iu]);
+    await_iu(i, ep, &mut [io])
+}
+
+fn rsp(bytes: &[u8]) -> Rsp<'_> {
+    Rsp::parse(bytes).expect("SRP_RSP parses")
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|k| (k as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn desc_bytes(segs: &[DirectBuf]) -> Vec<u8> {
+    segs.iter()
+        .flat_map(|d| {
+            let mut b = d.va().to_be_bytes().to_vec();
+            b.extend_from_slice(&d.rkey().0.to_be_bytes());
+            b.extend_from_slice(&d.len().to_be_bytes());
+            b
+        })
+        .collect()
+}
+
+/// Target on 127.0.`net`.1, initiator on .2, one channel of `window` connected.
+fn rig(net: u8, window: u32, ex: Arc<dyn Executor>) -> (Target, Initiator, Ep, ChannelIo) {
+    rig_at(net, 1, window, ex)
+}
+
+/// As [`rig`], target on 127.0.`net`.`host`, initiator on `host + 1`.
+fn rig_at(
+    net: u8,
+    host: u8,
+    window: u32,
+    ex: Arc<dyn Executor>,
+) -> (Target, Initiator, Ep, ChannelIo) {
+    let t = Target::open(ip(net, host));
+    let i = Initiator::open(ip(net, host + 1));
+    let ep = i.ep(0, window as usize + 2);
+    let mut io = t.channel(1, window, ex);
+    connect(&t, &mut io, &i, &ep);
+    (t, i, ep, io)
+}
+
+#[test]
+fn write_then_read_direct_with_data_check() {
+    let (_t, i, ep, mut io) = rig(90, 4, Arc::new(Inline));
+    let data = pattern(4096, 7);
+    i.write(&ep, EP_DATA, &data);
+    let out = DataDesc::Direct(i.buf(&ep, EP_DATA, 4096));
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        cmd_iu(1, &write10(8, 8, false), out, DataDesc::None, &[]),
+    );
+    let r = rsp(&r);
+    assert_eq!((r.tag, r.status), (Tag(1), Status::Good), "{r:?}");
+    assert_eq!(r.data_out_residual, Residual::None);
+    assert_eq!(r.req_lim_delta, 1, "every response returns the credit");
+
+    let into = DataDesc::Direct(i.buf(&ep, EP_DATA + 8192, 4096));
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        cmd_iu(2, &read10(8, 8), DataDesc::None, into, &[]),
+    );
+    let r = rsp(&r);
+    assert_eq!((r.tag, r.status), (Tag(2), Status::Good), "{r:?}");
+    assert_eq!(r.data_in_residual, Residual::None);
+    assert_eq!(i.read(&ep, EP_DATA + 8192, 4096), data);
+    await_quiet(&mut io);
+}
+
+#[test]
+fn indirect_three_segments_both_ways_on_workers() {
+    let workers: Arc<dyn Executor> = Arc::new(Workers::new(2, 8).expect("workers"));
+    let (_t, i, ep, mut io) = rig(91, 4, workers);
+    let data = pattern(3 * 1024, 3);
+    // Three scattered pieces of 512, 1536 and 1024 bytes.
+    let lens = [512u32, 1536, 1024];
+    let offs = [EP_DATA, EP_DATA + 16384, EP_DATA + 40000];
+    let mut at = 0usize;
+    let segs: Vec<DirectBuf> = lens
+        .iter()
+        .zip(offs)
+        .map(|(&l, o)| {
+            i.write(&ep, o, &data[at..at + l as usize]);
+            at += l as usize;
+            i.buf(&ep, o, l)
+        })
+        .collect();
+    let ind = Indirect {
+        table: i.buf(&ep, EP_TABLE, 48),
+        total_len: 3072,
+        inline: &segs,
+    };
+    let iu = cmd_iu(
+        10,
+        &write10(100, 6, false),
+        DataDesc::Indirect(ind),
+        DataDesc::None,
+        &[],
+    );
+    let r = exchange(&i, &ep, &mut io, iu);
+    assert_eq!(rsp(&r).status, Status::Good, "{:?}", rsp(&r));
+
+    // Read back into three other pieces (1024, 1024, 1024).
+    let offs_in = [EP_DATA + 100_000, EP_DATA + 200_000, EP_DATA + 300_000];
+    let segs_in: Vec<DirectBuf> = offs_in.iter().map(|&o| i.buf(&ep, o, 1024)).collect();
+    let ind = Indirect {
+        table: i.buf(&ep, EP_TABLE, 48),
+        total_len: 3072,
+        inline: &segs_in,
+    };
+    let iu = cmd_iu(
+        11,
+        &read10(100, 6),
+        DataDesc::None,
+        DataDesc::Indirect(ind),
+        &[],
+    );
+    let r = exchange(&i, &ep, &mut io, iu);
+    assert_eq!(rsp(&r).status, Status::Good);
+    let got: Vec<u8> = offs_in.iter().flat_map(|&o| i.read(&ep, o, 1024)).collect();
+    assert_eq!(got, data);
+}
+
+#[test]
+fn partial_indirect_list_fetches_the_external_table() {
+    let (_t, i, ep, mut io) = rig(92, 4, Arc::new(Inline));
+    let data = pattern(2048, 11);
+    let direct = DataDesc::Direct(i.buf(&ep, EP_DATA, 2048));
+    i.write(&ep, EP_DATA, &data);
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        cmd_iu(1, &write10(40, 4, false), direct, DataDesc::None, &[]),
+    );
+    assert_eq!(rsp(&r).status, Status::Good);
+
+    // Data-in over three segments; only the first is inline, the table holds all three.
+    let offs = [EP_DATA + 10_000, EP_DATA + 20_000, EP_DATA + 30_000];
+    let lens = [100u32, 900, 1048];
+    let segs: Vec<DirectBuf> = offs
+        .iter()
+        .zip(lens)
+        .map(|(&o, l)| i.buf(&ep, o, l))
+        .collect();
+    i.write(&ep, EP_TABLE, &desc_bytes(&segs));
+    let ind = Indirect {
+        table: i.buf(&ep, EP_TABLE, 48),
+        total_len: 2048,
+        inline: &segs[..1],
+    };
+    let iu = cmd_iu(
+        2,
+        &read10(40, 4),
+        DataDesc::None,
+        DataDesc::Indirect(ind),
+        &[],
+    );
+    let r = exchange(&i, &ep, &mut io, iu);
+    let r = rsp(&r);
+    assert_eq!(r.status, Status::Good, "{r:?}");
+    assert_eq!(r.data_in_residual, Residual::None);
+    let got: Vec<u8> = offs
+        .iter()
+        .zip(lens)
+        .flat_map(|(&o, l)| i.read(&ep, o, l as usize))
+        .collect();
+    assert_eq!(got, data);
+
+    // A table that contradicts its inline prefix: CHECK CONDITION, the channel stays up.
+    let mut bad = segs.clone();
+    bad[0] = i.buf(&ep, EP_DATA + 50_000, 100);
+    i.write(&ep, EP_TABLE, &desc_bytes(&bad));
+    let ind = Indirect {
+        table: i.buf(&ep, EP_TABLE, 48),
+        total_len: 2048,
+        inline: &segs[..1],
+    };
+    let iu = cmd_iu(
+        3,
+        &read10(40, 4),
+        DataDesc::None,
+        DataDesc::Indirect(ind),
+        &[],
+    );
+    let r = exchange(&i, &ep, &mut io, iu);
+    assert_eq!(rsp(&r).status, Status::CheckCondition);
+    assert_eq!(io.state(), IoState::Live);
+}
+
+#[test]
+fn immediate_data_write_reads_back() {
+    let (_t, i, ep, mut io) = rig(93, 4, Arc::new(Inline));
+    let data = pattern(512, 42);
+    let iu = cmd_iu(
+        5,
+        &write10(3, 1, false),
+        DataDesc::Immediate,
+        DataDesc::None,
+        &data,
+    );
+    let r = exchange(&i, &ep, &mut io, iu);
+    assert_eq!(rsp(&r).status, Status::Good, "{:?}", rsp(&r));
+    let into = DataDesc::Direct(i.buf(&ep, EP_DATA, 512));
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        cmd_iu(6, &read10(3, 1), DataDesc::None, into, &[]),
+    );
+    assert_eq!(rsp(&r).status, Status::Good);
+    assert_eq!(i.read(&ep, EP_DATA, 512), data);
+}
+
+#[test]
+fn inquiry_shorter_than_the_buffer_reports_diunder() {
+    let (_t, i, ep, mut io) = rig(94, 4, Arc::new(Inline));
+    i.write(&ep, EP_DATA, &[0xee; 255]);
+    let into = DataDesc::Direct(i.buf(&ep, EP_DATA, 255));
+    let inquiry = [0x12, 0, 0, 0, 255, 0];
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        cmd_iu(9, &inquiry, DataDesc::None, into, &[]),
+    );
+    let r = rsp(&r);
+    assert_eq!(r.status, Status::Good);
+    let Residual::Underflow(n) = r.data_in_residual else {
+        panic!("expected DIUNDER, got {r:?}")
+    };
+    let moved = 255 - n as usize;
+    let got = i.read(&ep, EP_DATA, 255);
+    // Standard INQUIRY: ADDITIONAL LENGTH (byte 4) + 5 bytes were sent, nothing past them.
+    assert_eq!(moved, usize::from(got[4]) + 5);
+    assert_eq!(got[0] & 0x1f, 0, "direct-access block device");
+    assert!(got[moved..].iter().all(|&b| b == 0xee));
+}
+
+#[test]
+fn unmapped_lun_answers_inquiry_and_refuses_the_rest() {
+    let (_t, i, ep, mut io) = rig_at(94, 3, 4, Arc::new(Inline));
+    let to_lun3 = |mut iu: Vec<u8>| {
+        // SRP_CMD bytes 20..28: the LUN (single-level, LUN 3).
+        iu[20..28].copy_from_slice(&Lun::from_number(3).expect("3").0);
+        iu
+    };
+    i.write(&ep, EP_DATA, &[0xee; 96]);
+    let into = DataDesc::Direct(i.buf(&ep, EP_DATA, 96));
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        to_lun3(cmd_iu(
+            1,
+            &[0x12, 0, 0, 0, 96, 0],
+            DataDesc::None,
+            into,
+            &[],
+        )),
+    );
+    assert_eq!(rsp(&r).status, Status::Good);
+    assert_eq!(
+        i.read(&ep, EP_DATA, 1)[0],
+        0x7f,
+        "qualifier 011b, no device type"
+    );
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        to_lun3(cmd_iu(2, &tur(), DataDesc::None, DataDesc::None, &[])),
+    );
+    let r = rsp(&r);
+    assert_eq!(r.status, Status::CheckCondition);
+    // Fixed sense: key byte 2, ASC byte 12, ASCQ byte 13.
+    assert_eq!(
+        (r.sense[2] & 0x0f, r.sense[12], r.sense[13]),
+        (0x5, 0x25, 0x00)
+    );
+}
+
+#[test]
+fn bad_rkey_closes_that_channel_only() {
+    let t = Target::open(ip(95, 1));
+    let i = Initiator::open(ip(95, 2));
+    let (ep_a, ep_b) = (i.ep(0, 6), i.ep(1, 6));
+    let mut a = t.channel(1, 4, Arc::new(Inline));
+    let mut b = t.channel(2, 4, Arc::new(Inline));
+    connect(&t, &mut a, &i, &ep_a);
+    connect(&t, &mut b, &i, &ep_b);
+    let keys = a.mr_keys().expect("registered");
+
+    // Data-out under an rkey the initiator never issued: the target's RDMA READ is NAKed.
+    let bogus = DirectBuf::new(IOVA + EP_DATA, Rkey(i.rkey().0 ^ 0x5a5a_0000), 4096);
+    i.send(
+        &ep_a,
+        &[cmd_iu(
+            1,
+            &write10(0, 8, false),
+            DataDesc::Direct(bogus),
+            DataDesc::None,
+            &[],
+        )],
+    );
+    await_closed(&mut a);
+    assert!(
+        a.close_reason().is_some_and(|r| r.contains("RemAccessErr")),
+        "{:?}",
+        a.close_reason()
+    );
+    assert_released(&t, &a, keys);
+    // The initiator's QP went to ERR with the NAK; its receives flush.
+    let end = Instant::now() + DEADLINE;
+    let mut flushed = false;
+    while !flushed && Instant::now() < end {
+        flushed = i
+            .poll(&ep_a)
+            .iter()
+            .any(|w| w.status == WcStatus::WrFlushErr);
+    }
+    assert!(flushed, "initiator QP A not in error");
+
+    // The other channel keeps working.
+    let data = pattern(4096, 1);
+    i.write(&ep_b, EP_DATA, &data);
+    let out = DataDesc::Direct(i.buf(&ep_b, EP_DATA, 4096));
+    let r = exchange(
+        &i,
+        &ep_b,
+        &mut b,
+        cmd_iu(2, &write10(0, 8, false), out, DataDesc::None, &[]),
+    );
+    assert_eq!(rsp(&r).status, Status::Good);
+    let into = DataDesc::Direct(i.buf(&ep_b, EP_DATA + 8192, 4096));
+    let r = exchange(
+        &i,
+        &ep_b,
+        &mut b,
+        cmd_iu(3, &read10(0, 8), DataDesc::None, into, &[]),
+    );
+    assert_eq!(rsp(&r).status, Status::Good);
+    assert_eq!(i.read(&ep_b, EP_DATA + 8192, 4096), data);
+    assert_eq!(b.state(), IoState::Live);
+}
+
+/// Waits until every SEND of `ep` completed (the target's HCA acknowledged them, so their
+/// receive completions wait in the target's CQ).
+fn await_sends(i: &Initiator, ep: &Ep, n: usize) {
+    let end = Instant::now() + DEADLINE;
+    let mut done = 0;
+    while done < n {
+        assert!(Instant::now() < end, "sends not acknowledged");
+        for wc in i.poll(ep) {
+            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+            done += usize::from(wc.opcode == WcOpcode::Send);
+        }
+    }
+}
+
+fn expect_logout(iu: &[u8], reason: TLogoutReason) {
+    assert_eq!(IuType::from(iu[0]), IuType::TLogout, "{iu:02x?}");
+    let l = TLogout::parse(iu).expect("T_LOGOUT parses");
+    assert_eq!(l.reason, reason);
+}
+
+#[test]
+fn credit_overrun_is_logged_out() {
+    let workers: Arc<dyn Executor> = Arc::new(Workers::new(1, 8).expect("workers"));
+    let (t, i, ep, mut io) = rig(96, 2, workers);
+    let keys = io.mr_keys().expect("registered");
+    // Three TEST UNIT READYs on a window of two, all arrived before the target looks.
+    let tur = [0u8; 6];
+    let ius: Vec<Vec<u8>> = (1..=3)
+        .map(|tag| cmd_iu(tag, &tur, DataDesc::None, DataDesc::None, &[]))
+        .collect();
+    i.send(&ep, &ius);
+    await_sends(&i, &ep, 3);
+    let iu = await_iu(&i, &ep, &mut [&mut io]);
+    expect_logout(&iu, TLogoutReason::NoReason);
+    await_closed(&mut io);
+    assert!(
+        io.close_reason().is_some_and(|r| r.contains("credit")),
+        "{:?}",
+        io.close_reason()
+    );
+    assert_released(&t, &io, keys);
+}
+
+#[test]
+fn malformed_iu_is_logged_out_and_others_keep_working() {
+    let t = Target::open(ip(97, 1));
+    let i = Initiator::open(ip(97, 2));
+    let (ep_a, ep_b) = (i.ep(0, 6), i.ep(1, 6));
+    let mut a = t.channel(1, 4, Arc::new(Inline));
+    let mut b = t.channel(2, 4, Arc::new(Inline));
+    connect(&t, &mut a, &i, &ep_a);
+    connect(&t, &mut b, &i, &ep_b);
+    let keys = a.mr_keys().expect("registered");
+    // An SRP_CMD cut short after 10 bytes.
+    let mut short = cmd_iu(1, &tur(), DataDesc::None, DataDesc::None, &[]);
+    short.truncate(10);
+    i.send(&ep_a, &[short]);
+    let iu = await_iu(&i, &ep_a, &mut [&mut a]);
+    expect_logout(&iu, TLogoutReason::InvalidIuLength);
+    await_closed(&mut a);
+    assert_released(&t, &a, keys);
+
+    let r = exchange(
+        &i,
+        &ep_b,
+        &mut b,
+        cmd_iu(2, &tur(), DataDesc::None, DataDesc::None, &[]),
+    );
+    assert_eq!(rsp(&r).status, Status::Good);
+}
+
+#[test]
+fn many_hostile_channels_leak_nothing() {
+    let t = Target::open(ip(98, 1));
+    let i = Initiator::open(ip(98, 2));
+    for round in 0..20u64 {
+        let ep = i.ep(round % 4, 6);
+        let mut io = t.channel(round, 4, Arc::new(Inline));
+        connect(&t, &mut io, &i, &ep);
+        let keys = io.mr_keys().expect("registered");
+        let iu = match round % 2 {
+            0 => vec![IuType::Cmd.into(), 0, 0],
+            _ => vec![0x7f; 64],
+        };
+        i.send(&ep, &[iu]);
+        let got = await_iu(&i, &ep, &mut [&mut io]);
+        assert_eq!(IuType::from(got[0]), IuType::TLogout);
+        await_closed(&mut io);
+        assert_released(&t, &io, keys);
+        i.hca
+            .with(|e, now| e.destroy_qp(now, ep.qp))
+            .expect("destroy");
+        i.hca.with(|e, _| e.destroy_cq(ep.cq)).expect("destroy cq");
+    }
+}
+
+fn tmf_iu(tag: u64, function: TaskMgmtFunction, task_tag: u64) -> Vec<u8> {
+    let t = TskMgmt {
+        flags: SolicitFlags::empty(),
+        tag: Tag(tag),
+        lun: Lun::ZERO,
+        function,
+        task_tag: Tag(task_tag),
+    };
+    let mut buf = vec![0u8; t.buffer_len()];
+    t.emit(&mut buf).expect("fits");
+    buf
+}
+
+#[test]
+fn task_management_answers_and_abort_in_flight_sends_no_response() {
+    let (_t, i, ep, mut io) = rig(99, 4, Arc::new(Inline));
+    let r = exchange(&i, &ep, &mut io, tmf_iu(1, TaskMgmtFunction::AbortTask, 77));
+    assert_eq!(rsp(&r).tmf_response(), Some(TmfResponse::Complete));
+    let r = exchange(&i, &ep, &mut io, tmf_iu(2, TaskMgmtFunction::ClearAca, 0));
+    assert_eq!(rsp(&r).tmf_response(), Some(TmfResponse::NotSupported));
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        tmf_iu(3, TaskMgmtFunction::LogicalUnitReset, 0),
+    );
+    assert_eq!(rsp(&r).tmf_response(), Some(TmfResponse::Complete));
+
+    // A WRITE whose data-out is still being read when ABORT TASK arrives: the WRITE gets
+    // no SRP_RSP and does not reach the LU; its credit rides on the TMF's response.
+    let before = pattern(512, 9);
+    let into = DataDesc::Direct(i.buf(&ep, EP_DATA, 512));
+    i.write(&ep, EP_DATA + 4096, &before);
+    let out = DataDesc::Direct(i.buf(&ep, EP_DATA + 4096, 512));
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        cmd_iu(4, &write10(7, 1, false), out, DataDesc::None, &[]),
+    );
+    assert_eq!(rsp(&r).status, Status::Good);
+    i.write(&ep, EP_DATA + 8192, &pattern(512, 10));
+    let out = DataDesc::Direct(i.buf(&ep, EP_DATA + 8192, 512));
+    let ius = [
+        cmd_iu(5, &write10(7, 1, false), out, DataDesc::None, &[]),
+        tmf_iu(6, TaskMgmtFunction::AbortTask, 5),
+    ];
+    i.send(&ep, &ius);
+    await_sends(&i, &ep, 2);
+    let r = await_iu(&i, &ep, &mut [&mut io]);
+    let r = rsp(&r);
+    assert_eq!(
+        (r.tag, r.tmf_response()),
+        (Tag(6), Some(TmfResponse::Complete))
+    );
+    assert_eq!(
+        r.req_lim_delta, 2,
+        "the aborted command's credit comes back too"
+    );
+    await_quiet(&mut io);
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        cmd_iu(7, &read10(7, 1), DataDesc::None, into, &[]),
+    );
+    assert_eq!(rsp(&r).tag, Tag(7), "no response for the aborted tag 5");
+    assert_eq!(i.read(&ep, EP_DATA, 512), before);
+}
+
+#[test]
+fn oversized_transfer_is_check_condition_and_the_channel_stays() {
+    let (_t, i, ep, mut io) = rig_at(99, 3, 4, Arc::new(Inline));
+    // 1 MiB described against a 256 KiB limit.
+    let out = DataDesc::Direct(i.buf(&ep, EP_DATA, 1 << 20));
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        cmd_iu(1, &write10(0, 2048, false), out, DataDesc::None, &[]),
+    );
+    let r = rsp(&r);
+    assert_eq!(r.status, Status::CheckCondition);
+    // Fixed sense: key ILLEGAL REQUEST, ASC/ASCQ 24h/00h INVALID FIELD IN CDB.
+    assert_eq!(
+        (r.sense[2] & 0x0f, r.sense[12], r.sense[13]),
+        (0x5, 0x24, 0x00)
+    );
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        cmd_iu(2, &tur(), DataDesc::None, DataDesc::None, &[]),
+    );
+    assert_eq!(rsp(&r).status, Status::Good);
+}
+
+fn tur() -> [u8; 6] {
+    [0; 6]
+}
