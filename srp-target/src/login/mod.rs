@@ -7,11 +7,14 @@
 //! CM REJ, reason 28 consumer defined) that [`decide()`] returns, then closes every channel the
 //! decision lists for termination (MULTI-CHANNEL ACTION single).
 //!
-//! Files: [`mod@decide`] (the policy, the order of checks, the negotiated parameters),
+//! Files: [`cm`] (the login out of CM REQ private data in either form; the decision back
+//! as REP or REJ private data), [`mod@decide`] (the policy, the order of checks, the negotiated parameters),
 //! [`nexus`] (channels by I_T nexus).
 
+pub mod cm;
 pub mod decide;
 pub mod nexus;
 
+pub use cm::{CmAnswer, CmLogin, CmLoginError, LoginForm, parse_cm_login};
 pub use decide::{LoginDecision, LoginPolicy, LoginRefusal, Negotiated, decide};
 pub use nexus::{ChannelId, NexusKey, NexusTable};
