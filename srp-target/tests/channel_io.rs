@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{NexusData, ram_lu, read10, write10};
+use common::{ram_lu, read10, write10};
 use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, QpId, RcConnect};
 use hca::ids::{Gid, Guid, Psn, Qpn, Rkey};
@@ -242,7 +242,7 @@ impl Target {
     fn open(addr: IpAddr) -> Target {
         let hca = Arc::new(open(addr));
         let pd = hca.with(|e, _| e.alloc_pd());
-        let nd = NexusData::ioc(0);
+        let nd = common::nexus_data(0);
         Target {
             hca,
             ip: addr,

@@ -108,7 +108,7 @@ fn read_only_lun_is_write_protected() {
 #[test]
 fn data_out_underrun_is_a_transport_error_and_overrun_uses_the_prefix() {
     let lu = ram_lu(16, BlockSize::B512);
-    let nd = NexusData::ioc(0);
+    let nd = common::nexus_data(0);
     let mut din = Vec::new();
     let r = lu.execute(&nd.nexus(), &write10(0, 2, false), &[0; 600], &mut din);
     assert_eq!(

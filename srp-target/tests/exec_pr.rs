@@ -34,7 +34,7 @@ struct Node(NexusData);
 
 impl Node {
     fn new(initiator: PortId, ioc: u16) -> Node {
-        Node(NexusData::of(initiator, ioc))
+        Node(common::nexus_data_of(initiator, ioc))
     }
 
     fn it(&self) -> ItNexus {

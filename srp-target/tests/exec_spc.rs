@@ -101,7 +101,7 @@ fn device_identification_is_per_lun_and_per_port() {
     let (a, b) = (mk(), mk());
     let mut din = Vec::new();
     let page = |lu: &LogicalUnit, ioc: u16, din: &mut Vec<u8>| {
-        let nd = NexusData::ioc(ioc);
+        let nd = common::nexus_data(ioc);
         let out = lu
             .execute(&nd.nexus(), &inquiry(Some(0x83), 255), &[], din)
             .expect("ok");
@@ -379,7 +379,7 @@ fn unsupported_opcodes() {
 
 #[test]
 fn unknown_lun() {
-    let nd = NexusData::ioc(0);
+    let nd = common::nexus_data(0);
     let mut din = Vec::new();
     let out = execute_unknown_lun(&nd.nexus(), &inquiry(None, 96), &mut din).expect("ok");
     assert_eq!((out.status, din.len(), din[0]), (Status::Good, 36, 0x7f));

@@ -3,8 +3,8 @@
 
 use scsi::{Lun, SenseCode, Status};
 use srp_target::{
-    BlockSize, CmdOutput, FileBackend, LogicalUnit, LuConfig, LunIdentity, Nexus, Oui,
-    PortIdentity, RamBackend, TargetPortGroup,
+    BlockSize, CmdOutput, FileBackend, LogicalUnit, LuConfig, LunIdentity, Oui, PortIdentity,
+    RamBackend, TargetPortGroup,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -58,46 +58,30 @@ pub fn read_only_lu(blocks: u64) -> LogicalUnit {
     LogicalUnit::new(Box::new(b), cfg)
 }
 
-/// The initiator port identifier [`NexusData::ioc`] uses.
+/// The initiator port identifier [`nexus_data`] uses.
 pub const INITIATOR_A: srp::wire::PortId = srp::wire::PortId([0xa0; 16]);
 
-/// Owns what a [`Nexus`] borrows.
-pub struct NexusData {
-    pub initiator: srp::wire::PortId,
-    pub luns: Vec<Lun>,
-    pub port: PortIdentity,
-    pub groups: Vec<TargetPortGroup>,
+/// Owns what a [`Nexus`] borrows (the library's own type, as the channel data path uses).
+pub type NexusData = srp_target::io::NexusInfo;
+
+/// Initiator [`INITIATOR_A`], LUNs 0 and 1, IOC `ioc` of two.
+pub fn nexus_data(ioc: u16) -> NexusData {
+    nexus_data_of(INITIATOR_A, ioc)
 }
 
-impl NexusData {
-    /// Initiator [`INITIATOR_A`], LUNs 0 and 1, IOC `ioc` of two.
-    pub fn ioc(ioc: u16) -> NexusData {
-        NexusData::of(INITIATOR_A, ioc)
-    }
-
-    /// Initiator `initiator`, LUNs 0 and 1, IOC `ioc` of two.
-    pub fn of(initiator: srp::wire::PortId, ioc: u16) -> NexusData {
-        NexusData {
-            initiator,
-            luns: vec![Lun::ZERO, Lun::from_number(1).expect("lun")],
-            port: PortIdentity::for_ioc(ioc).expect("port"),
-            groups: TargetPortGroup::one_per_ioc(2),
-        }
-    }
-
-    pub fn nexus(&self) -> Nexus<'_> {
-        Nexus {
-            initiator: self.initiator,
-            luns: &self.luns,
-            port: self.port,
-            groups: &self.groups,
-        }
+/// Initiator `initiator`, LUNs 0 and 1, IOC `ioc` of two.
+pub fn nexus_data_of(initiator: srp::wire::PortId, ioc: u16) -> NexusData {
+    NexusData {
+        initiator,
+        luns: vec![Lun::ZERO, Lun::from_number(1).expect("lun")],
+        port: PortIdentity::for_ioc(ioc).expect("port"),
+        groups: TargetPortGroup::one_per_ioc(2),
     }
 }
 
 /// Runs `cdb` on IOC 0 and returns the output and the data-in.
 pub fn run(lu: &LogicalUnit, cdb: &[u8], dout: &[u8]) -> (CmdOutput, Vec<u8>) {
-    let nd = NexusData::ioc(0);
+    let nd = nexus_data(0);
     let mut din = Vec::new();
     let out = lu
         .execute(&nd.nexus(), cdb, dout, &mut din)
