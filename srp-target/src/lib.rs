@@ -27,11 +27,13 @@
 //! - [`io`]: [`io::ChannelIo`], one channel's data path on an RC QP of an [`hca`] device
 //!   (receive ring, RDMA READ/WRITE through bounded bounce buffers, responses), and the
 //!   [`io::Executor`] boundary with its bounded pool [`io::Workers`].
+//! - [`daemon`]: [`daemon::Daemon`], the running target: one soft HCA per configured port,
+//!   CM listeners for both login forms, a [`io::ChannelIo`] per accepted login, T_LOGOUT and
+//!   DREQ on shutdown.
 //! - [`exec`]: [`exec::LogicalUnit`] and the command handlers: `inquiry`, `io`,
 //!   `provisioning`, `mode`, `report`, `pr` (persistent reservations per I_T nexus).
 //!
-//! Not yet here: the daemon (CM listeners for both login forms, the DM agent, channels on
-//! queue pairs, the control socket), unit attentions, and REGISTER AND MOVE, SPEC_I_PT and
+//! Not yet here: the DM agent, the control socket, unit attentions, and REGISTER AND MOVE, SPEC_I_PT and
 //! APTPL of persistent reservations (see [`exec::pr`]).
 #![deny(unsafe_code)]
 
@@ -39,6 +41,7 @@ pub mod appliance;
 pub mod backend;
 pub mod channel;
 pub mod config;
+pub mod daemon;
 pub mod exec;
 pub mod io;
 pub mod login;

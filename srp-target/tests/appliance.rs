@@ -217,3 +217,44 @@ fn every_unopenable_lun_is_reported_and_nothing_starts() {
     assert!(text.contains("absent.img"), "{text}");
     assert!(text.contains("lun \"gone2\":"), "{text}");
 }
+
+#[test]
+fn vpd_b0_reports_what_a_channel_accepts() {
+    let dir = TempDir::new("appliance");
+    let limits = ChannelLimits {
+        max_transfer: 1 << 20,
+        ..ChannelLimits::default()
+    };
+    let app = Appliance::build(&config(&dir, ""), limits).expect("starts");
+    let ioc = &app.iocs()[0];
+    let who = initiator(0x0002_c903_0000_00aa);
+    for (lun, block) in [(0, 512u32), (1, 4096)] {
+        let lu = ioc
+            .lun(Lun::from_number(lun).expect("lun"))
+            .expect("exported");
+        let mut data = Vec::new();
+        let out = lu
+            .execute(
+                &app.nexus(ioc, who),
+                &[0x12, 1, 0xb0, 0, 64, 0],
+                &[],
+                &mut data,
+            )
+            .expect("no transport error");
+        assert_eq!(out.status, Status::Good);
+        // MAXIMUM TRANSFER LENGTH: bytes 8..12 of the page, in blocks.
+        let max = u32::from_be_bytes([data[8], data[9], data[10], data[11]]);
+        assert_eq!(max, (1 << 20) / block, "LUN {lun}");
+        // One block more than that is refused in the CDB, not by the channel.
+        let blocks = u16::try_from(max + 1).expect("fits READ(10)").to_be_bytes();
+        let out = lu
+            .execute(
+                &app.nexus(ioc, who),
+                &[0x28, 0, 0, 0, 0, 0, 0, blocks[0], blocks[1], 0],
+                &[],
+                &mut data,
+            )
+            .expect("no transport error");
+        assert_eq!(out.status, Status::CheckCondition);
+    }
+}

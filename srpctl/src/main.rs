@@ -3,7 +3,7 @@
 //! Today: `decode` (any SRP IU, RDMA-CM login, CDB, sense data or MAD, field by field) and
 //! `demo` (the discovery, login and I/O messages of a host and a target on embedded defaults,
 //! encoded, decoded and checked), `target check` (validate a target configuration and show
-//! what it exports). Running targets and hosts, discovery, login, paths, drills
+//! what it exports), `target run` (the target daemon). Running targets and hosts, discovery, login, paths, drills
 //! and benchmarks join as their layers land.
 
 mod bench;
@@ -79,6 +79,18 @@ enum TargetWhat {
         #[arg(short, long)]
         config: PathBuf,
     },
+    /// Run the target: open every LUN, bind every port, serve logins (IB CM to each IOC's
+    /// service ID, RDMA-CM to `--rdma-cm-port`) until SIGINT or SIGTERM, then send
+    /// T_LOGOUT and DREQ to every channel and exit. Logins, rejects and logouts are logged
+    /// to stderr with their reasons.
+    Run {
+        /// The configuration file (see docs/target.md).
+        #[arg(short, long)]
+        config: PathBuf,
+        /// The RDMA-CM TCP port logins in the RDMA-CM form name (Linux ib_srp `dest=ip:port`).
+        #[arg(long, default_value_t = srp_target::daemon::DEFAULT_RDMA_CM_PORT)]
+        rdma_cm_port: u16,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -138,6 +150,13 @@ fn main() -> Result<()> {
         Command::Target {
             what: TargetWhat::Check { config },
         } => target::check(&config),
+        Command::Target {
+            what:
+                TargetWhat::Run {
+                    config,
+                    rdma_cm_port,
+                },
+        } => target::run(&config, rdma_cm_port),
         Command::Bench {
             what:
                 BenchWhat::Hca {

@@ -1,13 +1,75 @@
-//! `srpctl target …`: the target appliance's commands. Today `check`, which validates a
-//! configuration file exactly as the daemon will and shows what it would export: each IOC's
-//! target port identifier, service ID, ports and ACL, and each exported LUN with the
-//! identity (NAA, serial) hosts will see through every IOC.
+//! `srpctl target …`: the target appliance's commands. `check` validates a configuration
+//! file exactly as the daemon will and shows what it would export: each IOC's target port
+//! identifier, service ID, ports and ACL, and each exported LUN with the identity (NAA,
+//! serial) hosts will see through every IOC. `run` starts the daemon
+//! ([`srp_target::daemon`]) and serves until SIGINT or SIGTERM.
 
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
+use nix::sys::signal::{SigSet, Signal};
 use srp_target::LunIdentity;
 use srp_target::config::{Acl, AclEntry, Backing, TargetConfig};
+use srp_target::daemon::{Daemon, DaemonOptions};
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Runs the daemon for the file at `path` until SIGINT or SIGTERM; then shuts it down
+/// (T_LOGOUT, DREQ, bounded in time). Events go to stderr, one line each.
+pub(crate) fn run(path: &Path, rdma_cm_port: u16) -> Result<()> {
+    let loaded = match TargetConfig::from_path(path) {
+        Ok(l) => l,
+        Err(errors) => bail!("{errors}\n{}: not valid; not started", path.display()),
+    };
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    // Block the signals before any thread starts, so every thread inherits the mask and
+    // only the `sigwait` below takes them.
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    signals.thread_block()?;
+    let options = DaemonOptions {
+        rdma_cm_port,
+        ..DaemonOptions::default()
+    };
+    let daemon = Daemon::start(loaded.config, options)
+        .map_err(|e| anyhow!("{}: not started: {e}", path.display()))?;
+    for line in daemon
+        .started()
+        .ports
+        .iter()
+        .chain(daemon.started().iocs.iter())
+    {
+        println!("{line}");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let got = signals.wait();
+            flag.store(true, Ordering::Relaxed);
+            let _ = tx.send(got);
+        })?;
+    while !stop.load(Ordering::Relaxed) {
+        if let Ok(ev) = daemon.events().recv_timeout(Duration::from_millis(100)) {
+            eprintln!("{ev}");
+        }
+    }
+    if let Ok(Ok(sig)) = rx.recv() {
+        eprintln!("{sig}: shutting down");
+    }
+    let _ = waiter.join();
+    for ev in daemon.shutdown() {
+        eprintln!("{ev}");
+    }
+    eprintln!("stopped");
+    Ok(())
+}
 
 /// Validates the file at `path`; prints the summary (and warnings) or every error.
 pub(crate) fn check(path: &Path) -> Result<()> {

@@ -95,7 +95,7 @@ fn open_backend(l: &LunConfig) -> Result<Box<dyn Backend>, crate::backend::Backe
     })
 }
 
-fn open_lun(l: &LunConfig, oui: Oui) -> Result<LogicalUnit, StartError> {
+fn open_lun(l: &LunConfig, oui: Oui, limits: &ChannelLimits) -> Result<LogicalUnit, StartError> {
     let backend = open_backend(l).map_err(|source| StartError::Backend {
         lun: l.name.clone(),
         source,
@@ -103,6 +103,8 @@ fn open_lun(l: &LunConfig, oui: Oui) -> Result<LogicalUnit, StartError> {
     let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
     lu.read_only = l.read_only;
     lu.write_cache = l.write_cache;
+    // VPD B0h tells hosts what one channel accepts per command.
+    lu.max_transfer_bytes = u32::try_from(limits.max_transfer).unwrap_or(u32::MAX);
     Ok(LogicalUnit::new(backend, lu))
 }
 
@@ -113,7 +115,7 @@ impl Appliance {
         let mut errors = Vec::new();
         let mut luns = BTreeMap::new();
         for l in &config.luns {
-            match open_lun(l, config.target.oui) {
+            match open_lun(l, config.target.oui, &limits) {
                 Ok(lu) => {
                     luns.insert(l.name.clone(), Arc::new(lu));
                 }

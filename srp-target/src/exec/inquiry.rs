@@ -1,6 +1,6 @@
 //! INQUIRY (SPC-4 6.6): standard data and the VPD pages 00h, 80h, 83h, B0h, B1h, B2h.
 
-use super::io::{MAX_COMPARE_AND_WRITE_BLOCKS, MAX_TRANSFER_BYTES};
+use super::io::MAX_COMPARE_AND_WRITE_BLOCKS;
 use super::provisioning::{MAX_UNMAP_BLOCKS, MAX_UNMAP_DESCRIPTORS, MAX_WRITE_SAME_BLOCKS};
 use super::{Exec, LogicalUnit, Nexus, Sense, good_data};
 use scsi::cdb::{Inquiry, VpdPage};
@@ -101,7 +101,7 @@ fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
     b[0] = 0x01; // WSNZ: WRITE SAME with 0 blocks is rejected
     b[1] = MAX_COMPARE_AND_WRITE_BLOCKS;
     b[2..4].copy_from_slice(&1u16.to_be_bytes()); // OPTIMAL TRANSFER LENGTH GRANULARITY
-    let max = MAX_TRANSFER_BYTES / lu.block_bytes();
+    let max = lu.max_transfer_blocks();
     b[4..8].copy_from_slice(&max.to_be_bytes()); // MAXIMUM TRANSFER LENGTH
     b[8..12].copy_from_slice(&max.to_be_bytes()); // OPTIMAL TRANSFER LENGTH
     if lu.backend().supports_unmap() {

@@ -26,9 +26,9 @@ impl LogicalUnit {
         self.backend.block_size().bytes()
     }
 
-    /// MAXIMUM TRANSFER LENGTH in blocks.
+    /// MAXIMUM TRANSFER LENGTH in blocks (at least one).
     pub(crate) fn max_transfer_blocks(&self) -> u32 {
-        MAX_TRANSFER_BYTES / self.block_bytes()
+        (self.max_transfer_bytes / self.block_bytes()).max(1)
     }
 
     /// LBA OUT OF RANGE unless `lba..lba+blocks` lies on the medium.

@@ -150,6 +150,9 @@ pub struct LuConfig {
     pub write_cache: bool,
     /// INQUIRY PRODUCT IDENTIFICATION (ASCII, at most 16 bytes; longer is cut).
     pub product: String,
+    /// Largest READ/WRITE in bytes (VPD B0h MAXIMUM TRANSFER LENGTH): what the transport's
+    /// channels accept per command, so the two limits agree.
+    pub max_transfer_bytes: u32,
 }
 
 impl LuConfig {
@@ -160,6 +163,7 @@ impl LuConfig {
             read_only: false,
             write_cache: true,
             product: "SRP LUN".to_owned(),
+            max_transfer_bytes: io::MAX_TRANSFER_BYTES,
         }
     }
 }
@@ -170,6 +174,7 @@ pub struct LogicalUnit {
     backend: Box<dyn Backend>,
     identity: LunIdentity,
     read_only: bool,
+    max_transfer_bytes: u32,
     write_cache: AtomicBool,
     product: String,
     /// Medium-modifying commands take it shared; COMPARE AND WRITE takes it exclusive, so
@@ -286,6 +291,7 @@ impl LogicalUnit {
             backend,
             identity: config.identity,
             read_only: config.read_only,
+            max_transfer_bytes: config.max_transfer_bytes,
             write_cache: AtomicBool::new(config.write_cache),
             product: config.product,
             io_order: RwLock::new(()),

@@ -31,6 +31,7 @@ use srp::channel::data::{rdma_ops, residual};
 use srp::channel::{Buffer, RdmaOp};
 use srp::wire::Tag;
 use srp::wire::login::LoginReqFlags;
+use srp::wire::logout::TLogoutReason;
 use srp::wire::rsp::{Residual, TmfResponse};
 use srp::wire::tsk_mgmt::TaskMgmtFunction;
 use std::collections::VecDeque;
@@ -409,13 +410,36 @@ impl ChannelIo {
         }
     }
 
+    /// Ends the channel from the target's side: sends SRP_T_LOGOUT with `reason` (a newer
+    /// SINGLE login, shutdown) and tears down once it is sent. An idle channel (QP never
+    /// connected) is torn down at once; a closed one is left alone.
+    pub fn logout(&mut self, reason: TLogoutReason, why: &str) {
+        match self.state {
+            IoState::Live | IoState::Draining => {
+                self.reason = Some(why.to_string());
+                self.send_logout(reason);
+            }
+            IoState::Idle => self.teardown(Some(why.to_string())),
+            IoState::LoggingOut | IoState::Closed => {}
+        }
+    }
+
+    /// Releases the channel at once (the CM connection went away: DREQ, timeout).
+    pub fn close(&mut self, why: &str) {
+        self.teardown(Some(why.to_string()));
+    }
+
     fn fault(&mut self, fault: &Fault) {
         if self.state != IoState::Live && self.state != IoState::Draining {
             return;
         }
         self.reason = Some(fault.to_string());
+        self.send_logout(fault.reason());
+    }
+
+    fn send_logout(&mut self, reason: TLogoutReason) {
         let mut buf = vec![0u8; self.layout.send_len as usize];
-        let Some(len) = self.channel.logout(fault.reason(), &mut buf) else {
+        let Some(len) = self.channel.logout(reason, &mut buf) else {
             return self.teardown(None);
         };
         let off = self.layout.send(self.layout.window);

@@ -6,8 +6,8 @@
 //! moves bytes. Per channel it registers one memory region (receive ring, response ring,
 //! bounce buffers and descriptor-table buffers, all sized at creation from the login's
 //! window, IU lengths and the transfer limit), so registered memory is bounded and released
-//! when the channel closes. The QP is connected by the caller's CM step (tests connect it
-//! directly with [`hca::engine::Engine::connect_rc`]; login over CM comes later).
+//! when the channel closes. The QP is connected by the caller's CM step ([`crate::daemon`];
+//! tests also connect it directly with [`hca::engine::Engine::connect_rc`]).
 //!
 //! Files: [`memory`] (the channel's registered region and its layout), [`executor`] (the
 //! boundary to SCSI execution: [`Executor`], [`Inline`]), [`workers`] (a bounded thread

@@ -1,0 +1,78 @@
+//! What the daemon reports, for the log and for tests.
+
+use crate::login::ChannelId;
+use srp::wire::PortId;
+use std::fmt;
+
+/// One thing that happened to a login or a channel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DaemonEvent {
+    /// A login was accepted and its channel created.
+    Login {
+        /// The new channel.
+        channel: ChannelId,
+        /// The IOC's name.
+        ioc: String,
+        /// The initiator port ID.
+        initiator: PortId,
+        /// "IB CM" or "RDMA-CM".
+        form: &'static str,
+        /// Channels of the nexus closed by MULTI-CHANNEL ACTION single.
+        terminated: Vec<ChannelId>,
+    },
+    /// A login was refused.
+    Rejected {
+        /// The IOC's name, when one was found.
+        ioc: Option<String>,
+        /// The initiator port ID, when the login parsed.
+        initiator: Option<PortId>,
+        /// The SRP_LOGIN_REJ reason code.
+        code: u32,
+        /// Why, in words.
+        reason: String,
+    },
+    /// A channel closed.
+    Logout {
+        /// The channel.
+        channel: ChannelId,
+        /// Why (initiator logout, fault, single-channel login, shutdown, disconnect).
+        reason: String,
+    },
+}
+
+impl fmt::Display for DaemonEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DaemonEvent::Login {
+                channel,
+                ioc,
+                initiator,
+                form,
+                terminated,
+            } => {
+                write!(f, "login {channel}: {ioc} from {initiator} ({form})")?;
+                if !terminated.is_empty() {
+                    let t: Vec<String> = terminated.iter().map(ToString::to_string).collect();
+                    write!(f, ", terminating {}", t.join(", "))?;
+                }
+                Ok(())
+            }
+            DaemonEvent::Rejected {
+                ioc,
+                initiator,
+                code,
+                reason,
+            } => {
+                write!(f, "login rejected ({code:#010x}): {reason}")?;
+                if let Some(i) = ioc {
+                    write!(f, "; ioc {i}")?;
+                }
+                if let Some(p) = initiator {
+                    write!(f, "; initiator {p}")?;
+                }
+                Ok(())
+            }
+            DaemonEvent::Logout { channel, reason } => write!(f, "logout {channel}: {reason}"),
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! A CM REQ to a login decision, and an accepted login to a channel: the IOC is found by
+//! the service ID (IB CM form) or by the login's target port ID (RDMA-CM form, whose
+//! service ID names only the TCP port), the decision is the appliance's, and an accepted
+//! channel gets its [`ChannelIo`] (QP, memory) before the REP names that QP.
+
+use crate::appliance::{Appliance, Ioc};
+use crate::io::{ChannelIo, ChannelIoConfig, Executor, NexusInfo};
+use crate::login::cm::{INITIATOR_DEPTH, RESPONDER_RESOURCES};
+use crate::login::{
+    ChannelId, CmAnswer, CmLogin, LoginDecision, LoginForm, LoginRefusal, NexusKey, NexusTable,
+    parse_cm_login,
+};
+use access_layer::mad::cm::CmReq;
+use hca::driver::Hca;
+use hca::engine::RcConnect;
+use hca::mr::{Access, PdId};
+use hca::wire::PathMtu;
+use hca::{Gid, Psn};
+use srp::wire::login::{LoginRej, LoginRejReason};
+use std::sync::Arc;
+
+/// What to do with a REQ.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Send the REP and run the channel.
+    Accept {
+        /// The channel.
+        io: Box<ChannelIo>,
+        /// How its QP connects to the initiator's.
+        rc: RcConnect,
+        /// The REP's private data and CM parameters.
+        answer: CmAnswer,
+        /// Our starting PSN.
+        psn: Psn,
+        /// Its nexus.
+        nexus: NexusKey,
+        /// The IOC's name.
+        ioc: String,
+        /// Channels to end with T_LOGOUT (MULTI-CHANNEL ACTION single).
+        terminate: Vec<ChannelId>,
+        /// The form it arrived in.
+        form: &'static str,
+    },
+    /// Send the REJ.
+    Reject {
+        /// The REJ's private data.
+        answer: CmAnswer,
+        /// The SRP_LOGIN_REJ reason.
+        code: u32,
+        /// Why.
+        reason: String,
+        /// The IOC, if one was found.
+        ioc: Option<String>,
+        /// The initiator, if the login parsed.
+        initiator: Option<srp::wire::PortId>,
+    },
+}
+
+/// Where the login's channel lives.
+pub struct Place<'a> {
+    /// The port's name.
+    pub port: &'a str,
+    /// Its device.
+    pub hca: &'a Arc<Hca>,
+    /// Its PD.
+    pub pd: PdId,
+    /// Backend execution.
+    pub executor: &'a Arc<dyn Executor>,
+}
+
+/// Decides the REQ `req` that arrived on `place`; `id` names the channel if accepted.
+pub fn handle_req(
+    app: &Appliance,
+    table: &NexusTable,
+    place: &Place<'_>,
+    req: &CmReq,
+    id: ChannelId,
+) -> Outcome {
+    let formats = app.limits().formats;
+    let login = match parse_cm_login(req.service_id, &req.private_data.0) {
+        Ok(l) => l,
+        Err(e) => {
+            return reject(
+                CmAnswer::malformed(formats),
+                LoginRejReason::Unspecified,
+                format!("malformed login: {e}"),
+                None,
+                None,
+            );
+        }
+    };
+    let (form, found) = match login.form {
+        LoginForm::RdmaCm(_) => (
+            "RDMA-CM",
+            app.ioc_for_target(login.req.target_port_id).map(|(_, i)| i),
+        ),
+        LoginForm::IbCm => (
+            "IB CM",
+            app.iocs()
+                .iter()
+                .find(|i| i.config().service_id == req.service_id),
+        ),
+    };
+    let reachable = found.filter(|i| i.config().ports.iter().any(|p| p == place.port));
+    let Some(ioc) = reachable else {
+        let refusal = LoginRefusal::WrongTarget {
+            requested: login.req.target_port_id,
+            ours: login.req.target_port_id,
+        };
+        return reject(
+            CmAnswer::from_decision(&LoginDecision::Reject {
+                rej: LoginRej {
+                    reason: refusal.reason(),
+                    tag: login.req.tag,
+                    buf_fmt: formats,
+                },
+                refusal,
+            }),
+            LoginRejReason::UnableToAssociate,
+            format!(
+                "no IOC with target port {} on port {}",
+                login.req.target_port_id, place.port
+            ),
+            None,
+            Some(login.req.initiator_port_id),
+        );
+    };
+    let nexus = NexusKey {
+        initiator: login.req.initiator_port_id,
+        target: ioc.config().target_port_id(),
+    };
+    let decision = app.decide_login(ioc, &login.req, table.channels(&nexus));
+    let answer = CmAnswer::from_decision(&decision);
+    match decision {
+        LoginDecision::Reject { rej, refusal } => reject(
+            answer,
+            rej.reason,
+            refusal.to_string(),
+            Some(ioc.config().name.clone()),
+            Some(login.req.initiator_port_id),
+        ),
+        LoginDecision::Accept {
+            negotiated,
+            terminate,
+            ..
+        } => {
+            let config = channel_config(app, ioc, &login, negotiated, id);
+            match ChannelIo::new(place.hca.clone(), place.pd, config, place.executor.clone()) {
+                Ok(io) => {
+                    // Any 24-bit value will do; spread them so channels differ.
+                    let psn = Psn::from_wire((id.0 as u32).wrapping_mul(0x9e37) & 0xff_ffff);
+                    Outcome::Accept {
+                        io: Box::new(io),
+                        rc: rc_connect(req, psn),
+                        answer,
+                        psn,
+                        nexus,
+                        ioc: ioc.config().name.clone(),
+                        terminate,
+                        form,
+                    }
+                }
+                Err(e) => reject(
+                    resources_rej(login.req.tag, formats),
+                    LoginRejReason::InsufficientResources,
+                    format!("cannot create the channel: {e}"),
+                    Some(ioc.config().name.clone()),
+                    Some(login.req.initiator_port_id),
+                ),
+            }
+        }
+    }
+}
+
+fn reject(
+    answer: CmAnswer,
+    code: LoginRejReason,
+    reason: String,
+    ioc: Option<String>,
+    initiator: Option<srp::wire::PortId>,
+) -> Outcome {
+    Outcome::Reject {
+        answer,
+        code: u32::from(code),
+        reason,
+        ioc,
+        initiator,
+    }
+}
+
+/// The REJ for a login we decided to accept but could not set up.
+fn resources_rej(tag: srp::wire::Tag, formats: srp::wire::login::BufFormats) -> CmAnswer {
+    let refusal = LoginRefusal::Disabled; // InsufficientResources, as ib_srpt
+    CmAnswer::from_decision(&LoginDecision::Reject {
+        rej: LoginRej {
+            reason: LoginRejReason::InsufficientResources,
+            tag,
+            buf_fmt: formats,
+        },
+        refusal,
+    })
+}
+
+fn channel_config(
+    app: &Appliance,
+    ioc: &Ioc,
+    login: &CmLogin,
+    negotiated: crate::login::Negotiated,
+    id: ChannelId,
+) -> ChannelIoConfig {
+    let limits = app.limits();
+    ChannelIoConfig {
+        id,
+        negotiated,
+        login_flags: login.req.flags,
+        max_transfer: limits.max_transfer,
+        max_table_entries: limits.max_table_entries,
+        luns: ioc
+            .luns()
+            .iter()
+            .filter_map(|l| Some((*l, ioc.lun(*l)?.clone())))
+            .collect(),
+        nexus: Arc::new(NexusInfo {
+            initiator: login.req.initiator_port_id,
+            luns: ioc.luns().to_vec(),
+            port: ioc.port(),
+            groups: app.groups().to_vec(),
+        }),
+    }
+}
+
+/// Our QP's attributes from the REQ (what the REP answered): the initiator's QPN, PSN,
+/// path MTU and retry counts; RDMA READs in flight bounded by its responder resources.
+fn rc_connect(req: &CmReq, psn: Psn) -> RcConnect {
+    let mtu = match u8::from(req.path_mtu) {
+        1 => PathMtu::Mtu256,
+        2 => PathMtu::Mtu512,
+        4 => PathMtu::Mtu2048,
+        5 => PathMtu::Mtu4096,
+        _ => PathMtu::Mtu1024,
+    };
+    let gid: Gid = req.primary_path.local_gid;
+    RcConnect {
+        access: Access::LOCAL_WRITE,
+        dest_gid: gid,
+        dest_qpn: req.local_qpn,
+        path_mtu: mtu,
+        sq_psn: psn,
+        rq_psn: req.starting_psn,
+        timeout: req.primary_path.local_ack_timeout,
+        retry_cnt: req.retry_count,
+        rnr_retry: req.rnr_retry_count,
+        min_rnr_timer: 1,
+        max_rd_atomic: req.responder_resources.clamp(1, INITIATOR_DEPTH),
+        max_dest_rd_atomic: RESPONDER_RESOURCES,
+    }
+}

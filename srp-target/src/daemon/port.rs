@@ -1,0 +1,148 @@
+//! One HCA port of the daemon: a soft device bound to the port's address, the GSI QP that
+//! carries CM MADs, and the CM endpoint listening on the port's service IDs.
+
+use super::DaemonError;
+use crate::config::{PortConfig, TargetConfig};
+use access_layer::cm::{CmConfig, CmEndpoint, CmEvent};
+use access_layer::gsi::port::{GsiPort, GsiPortConfig};
+use access_layer::mad::ServiceId;
+use access_layer::mad::cm::RdmaPortSpace;
+use hca::driver::{Hca, HcaConfig};
+use hca::mr::PdId;
+use hca::{Gid, Guid};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a closed CM connection answers stale MADs (IBA 12.9.8.5 time-wait).
+const TIME_WAIT: Duration = Duration::from_millis(100);
+
+/// A port, up and listening.
+pub struct Port {
+    /// The `[[port]]` name.
+    pub name: String,
+    /// Its device (one per address; shared with the port's channels).
+    pub hca: Arc<Hca>,
+    /// The protection domain of its channels.
+    pub pd: PdId,
+    /// The GID of its address.
+    pub gid: Gid,
+    gsi: GsiPort,
+    /// Its CM.
+    pub cm: CmEndpoint,
+}
+
+impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Port").field("name", &self.name).finish()
+    }
+}
+
+/// The service IDs port `p` listens on: each IOC reachable on it (IB CM form) and the
+/// RDMA-CM TCP port. Disabled IOCs are listened on too, so that their logins get the SRP
+/// reject that says so rather than a CM "invalid service ID".
+pub fn services(config: &TargetConfig, p: &PortConfig, rdma_cm_port: u16) -> Vec<ServiceId> {
+    let mut ids: Vec<ServiceId> = config
+        .iocs
+        .iter()
+        .filter(|i| i.ports.contains(&p.name))
+        .map(|i| i.service_id)
+        .collect();
+    ids.push(ServiceId::rdma_ip(RdmaPortSpace::Tcp, rdma_cm_port));
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+impl Port {
+    /// Opens port `index` of `config` as its own device. Each device needs a GUID: port
+    /// *i* gets the node GUID + *i*.
+    pub fn open(
+        config: &TargetConfig,
+        index: usize,
+        rdma_cm_port: u16,
+    ) -> Result<Port, DaemonError> {
+        let p = &config.ports[index];
+        let guid = Guid(config.target.node_guid.0.wrapping_add(index as u64));
+        let mut hc = HcaConfig::new(guid, vec![p.address.ip()]);
+        hc.udp_port = p.address.port();
+        let hca = Hca::open(hc).map_err(|source| DaemonError::Hca {
+            name: p.name.clone(),
+            address: p.address,
+            source,
+        })?;
+        let (gsi, pd) = hca
+            .with(|e, now| {
+                let gsi = GsiPort::open(e, now, 1, GsiPortConfig::default())?;
+                Ok::<_, access_layer::gsi::GsiError>((gsi, e.alloc_pd()))
+            })
+            .map_err(|e| DaemonError::Gsi {
+                name: p.name.clone(),
+                reason: e.to_string(),
+            })?;
+        let gid = Gid::from_ip(p.address.ip());
+        let mut cm = CmEndpoint::new(CmConfig {
+            local_ca_guid: guid,
+            local_gid: gid,
+            port: 1,
+            time_wait: TIME_WAIT,
+            agent_id: (guid.0 as u32) ^ (index as u32),
+        });
+        for s in services(config, p, rdma_cm_port) {
+            cm.listen(s).map_err(|e| DaemonError::Listen {
+                name: p.name.clone(),
+                service: format!("{s:?}"),
+                reason: e.to_string(),
+            })?;
+        }
+        Ok(Port {
+            name: p.name.clone(),
+            hca: Arc::new(hca),
+            pd,
+            gid,
+            gsi,
+            cm,
+        })
+    }
+
+    /// Moves MADs both ways, fires CM timers and returns the CM's events.
+    pub fn pump(&mut self) -> Vec<CmEvent> {
+        let Port { hca, gsi, cm, .. } = self;
+        let mut events = Vec::new();
+        hca.with(|e, now| {
+            while let Ok(Some((from, mad))) = gsi.recv(e, now) {
+                cm.handle_mad(now, from, &mad.0);
+            }
+            if cm.poll_timeout().is_some_and(|t| t <= now) {
+                cm.handle_timeout(now);
+            }
+            Self::transmit(cm, gsi, e, now);
+            while let Some(ev) = cm.poll_event() {
+                events.push(ev);
+            }
+        });
+        events
+    }
+
+    /// Sends what the CM has queued (after an accept, reject or disconnect).
+    pub fn flush(&mut self) {
+        let Port { hca, gsi, cm, .. } = self;
+        hca.with(|e, now| Self::transmit(cm, gsi, e, now));
+    }
+
+    fn transmit(
+        cm: &mut CmEndpoint,
+        gsi: &mut GsiPort,
+        e: &mut hca::engine::Engine,
+        now: hca::time::Time,
+    ) {
+        while let Some(out) = cm.poll_transmit() {
+            // A MAD that cannot be sent now is retried by the CM's own timers.
+            let _ = gsi.send(e, now, &out);
+        }
+    }
+
+    /// The device's current time (for CM calls).
+    pub fn now(&self) -> hca::time::Time {
+        self.hca.with(|_, now| now)
+    }
+}

@@ -1,0 +1,321 @@
+//! The daemon's loop: CM events of every port, logins, channel polling, reaping, shutdown.
+
+use super::event::DaemonEvent;
+use super::login::{Outcome, Place, handle_req};
+use super::port::Port;
+use super::{DaemonError, DaemonOptions, Started};
+use crate::appliance::Appliance;
+use crate::config::TargetConfig;
+use crate::io::{ChannelIo, Executor, IoState, Workers};
+use crate::login::{ChannelId, CmAnswer, NexusTable};
+use access_layer::cm::{CmEvent, ConnId, ConnState};
+use srp::wire::logout::TLogoutReason;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::time::{Duration, Instant};
+
+/// Pause between turns of the loop when nothing happened.
+const IDLE: Duration = Duration::from_micros(200);
+
+/// One accepted login.
+struct Session {
+    io: Box<ChannelIo>,
+    port: usize,
+    conn: ConnId,
+}
+
+/// The loop's state. Built and run on the daemon thread.
+pub(super) struct Loop {
+    app: Appliance,
+    // Sessions before ports: channels release their QPs on the port's device first.
+    sessions: BTreeMap<ChannelId, Session>,
+    ports: Vec<Port>,
+    table: NexusTable,
+    executor: Arc<dyn Executor>,
+    next_id: u64,
+    events: SyncSender<DaemonEvent>,
+    step: Duration,
+}
+
+impl Loop {
+    /// Opens everything `config` names; nothing stays open on error.
+    pub(super) fn build(
+        config: &TargetConfig,
+        options: &DaemonOptions,
+        events: SyncSender<DaemonEvent>,
+    ) -> Result<(Loop, Started), DaemonError> {
+        let app = Appliance::build(config, options.limits).map_err(DaemonError::Appliance)?;
+        let ports = (0..config.ports.len())
+            .map(|i| Port::open(config, i, options.rdma_cm_port))
+            .collect::<Result<Vec<_>, _>>()?;
+        let executor: Arc<dyn Executor> = Arc::new(Workers::new(options.workers, options.queue)?);
+        let started = Started {
+            iocs: app
+                .iocs()
+                .iter()
+                .map(|i| {
+                    let c = i.config();
+                    format!(
+                        "ioc {}: target port {}, service {:#018x}, ports {}, {} LUN(s){}",
+                        c.name,
+                        c.target_port_id(),
+                        c.service_id.0,
+                        c.ports.join(","),
+                        i.luns().len(),
+                        if i.is_enabled() { "" } else { ", disabled" }
+                    )
+                })
+                .collect(),
+            ports: config
+                .ports
+                .iter()
+                .map(|p| {
+                    format!(
+                        "port {}: {} (RDMA-CM port {})",
+                        p.name, p.address, options.rdma_cm_port
+                    )
+                })
+                .collect(),
+        };
+        Ok((
+            Loop {
+                app,
+                sessions: BTreeMap::new(),
+                ports,
+                table: NexusTable::new(),
+                executor,
+                next_id: 1,
+                events,
+                step: options.shutdown_step,
+            },
+            started,
+        ))
+    }
+
+    /// Serves until `stop` is set, then shuts down.
+    pub(super) fn run(&mut self, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            if self.turn() == 0 {
+                std::thread::sleep(IDLE);
+            }
+        }
+        self.shutdown();
+    }
+
+    /// One pass over every port and channel; returns how much happened.
+    fn turn(&mut self) -> usize {
+        let mut n = 0;
+        for p in 0..self.ports.len() {
+            for ev in self.ports[p].pump() {
+                n += 1;
+                self.on_cm(p, ev);
+            }
+        }
+        for s in self.sessions.values_mut() {
+            n += s.io.poll();
+        }
+        self.reap();
+        n
+    }
+
+    fn emit(&self, ev: DaemonEvent) {
+        // A full queue drops the event: a slow log reader never stalls the data path.
+        let _ = self.events.try_send(ev);
+    }
+
+    fn session_of(&mut self, port: usize, conn: ConnId) -> Option<&mut Session> {
+        self.sessions
+            .values_mut()
+            .find(|s| s.port == port && s.conn == conn)
+    }
+
+    fn on_cm(&mut self, port: usize, ev: CmEvent) {
+        match ev {
+            CmEvent::ReqReceived { conn, req, .. } => self.login(port, conn, &req),
+            CmEvent::DisconnectRequested { conn } | CmEvent::Disconnected { conn } => {
+                if let Some(s) = self.session_of(port, conn) {
+                    s.io.close("initiator disconnected (DREQ)");
+                }
+            }
+            CmEvent::TimedOut { conn } => {
+                if let Some(s) = self.session_of(port, conn) {
+                    s.io.close("CM timed out (no RTU)");
+                }
+            }
+            CmEvent::Rejected { conn, .. } => {
+                if let Some(s) = self.session_of(port, conn) {
+                    s.io.close("initiator rejected the REP");
+                }
+            }
+            // The QP was connected when the REP was sent (see `login`).
+            CmEvent::Established { .. } | CmEvent::RepReceived { .. } | CmEvent::Closed { .. } => {}
+        }
+    }
+
+    fn login(&mut self, port: usize, conn: ConnId, req: &access_layer::mad::cm::CmReq) {
+        let id = ChannelId(self.next_id);
+        self.next_id += 1;
+        let p = &self.ports[port];
+        let place = Place {
+            port: &p.name,
+            hca: &p.hca,
+            pd: p.pd,
+            executor: &self.executor,
+        };
+        let outcome = handle_req(&self.app, &self.table, &place, req, id);
+        let now = self.ports[port].now();
+        match outcome {
+            Outcome::Reject {
+                answer,
+                code,
+                reason,
+                ioc,
+                initiator,
+            } => {
+                if let CmAnswer::Reject {
+                    reason: cm_reason,
+                    private_data,
+                } = &answer
+                {
+                    let _ = self.ports[port].cm.reject(conn, *cm_reason, private_data);
+                }
+                self.emit(DaemonEvent::Rejected {
+                    ioc,
+                    initiator,
+                    code,
+                    reason,
+                });
+            }
+            Outcome::Accept {
+                mut io,
+                rc,
+                answer,
+                psn,
+                nexus,
+                ioc,
+                terminate,
+                form,
+            } => {
+                let Some(qpn) = io.qpn() else { return };
+                let Some(params) = answer.accept_params(qpn, psn) else {
+                    return;
+                };
+                // The QP goes to RTS before the REP leaves (ib_srpt moves it to RTR
+                // here): the initiator may send its first IU as soon as it has the REP,
+                // and we send nothing before its first IU arrives.
+                if let Err(e) = io.connect(&rc) {
+                    let _ = self.ports[port].cm.reject(
+                        conn,
+                        access_layer::mad::cm::CmRejReason::ConsumerDefined,
+                        &[],
+                    );
+                    self.emit(DaemonEvent::Rejected {
+                        ioc: Some(ioc),
+                        initiator: Some(nexus.initiator),
+                        code: u32::from(srp::wire::login::LoginRejReason::InsufficientResources),
+                        reason: format!("cannot connect the QP: {e}"),
+                    });
+                    return;
+                }
+                if let Err(e) = self.ports[port].cm.accept(now, conn, &params) {
+                    io.close(&format!("CM accept failed: {e}"));
+                    self.emit(DaemonEvent::Rejected {
+                        ioc: Some(ioc),
+                        initiator: Some(nexus.initiator),
+                        code: u32::from(srp::wire::login::LoginRejReason::InsufficientResources),
+                        reason: format!("CM accept failed: {e}"),
+                    });
+                    return;
+                }
+                for t in &terminate {
+                    if let Some(s) = self.sessions.get_mut(t) {
+                        s.io.logout(
+                            TLogoutReason::MultiChannelAction,
+                            &format!("replaced by {id} (MULTI-CHANNEL ACTION single)"),
+                        );
+                    }
+                }
+                self.table.add(nexus, id);
+                self.sessions.insert(id, Session { io, port, conn });
+                self.emit(DaemonEvent::Login {
+                    channel: id,
+                    ioc,
+                    initiator: nexus.initiator,
+                    form,
+                    terminated: terminate,
+                });
+            }
+        }
+        self.ports[port].flush();
+    }
+
+    /// Forgets closed channels: out of the nexus table, a DREQ for their connection.
+    fn reap(&mut self) {
+        let closed: Vec<ChannelId> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.io.state() == IoState::Closed)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in closed {
+            let Some(s) = self.sessions.remove(&id) else {
+                continue;
+            };
+            self.table.remove(id);
+            let p = &mut self.ports[s.port];
+            if matches!(
+                p.cm.state(s.conn),
+                ConnState::Established | ConnState::RepSent
+            ) {
+                let now = p.now();
+                let _ = p.cm.disconnect(now, s.conn);
+                p.flush();
+            }
+            let reason =
+                s.io.close_reason()
+                    .unwrap_or("initiator logged out")
+                    .to_string();
+            self.emit(DaemonEvent::Logout {
+                channel: id,
+                reason,
+            });
+        }
+    }
+
+    /// T_LOGOUT to every live channel, wait for them to be sent; then DREQ to every
+    /// connection, wait for the DREPs. Each wait is bounded by `step`.
+    fn shutdown(&mut self) {
+        let conns: Vec<(usize, ConnId)> =
+            self.sessions.values().map(|s| (s.port, s.conn)).collect();
+        for s in self.sessions.values_mut() {
+            s.io.logout(TLogoutReason::NoReason, "target shutting down");
+        }
+        let end = Instant::now() + self.step;
+        while Instant::now() < end
+            && self
+                .sessions
+                .values()
+                .any(|s| s.io.state() != IoState::Closed)
+        {
+            if self.turn() == 0 {
+                std::thread::sleep(IDLE);
+            }
+        }
+        for s in self.sessions.values_mut() {
+            s.io.close("target shutting down (T_LOGOUT not sent in time)");
+        }
+        self.reap();
+        let end = Instant::now() + self.step;
+        while Instant::now() < end
+            && conns
+                .iter()
+                .any(|(p, c)| self.ports[*p].cm.state(*c) == ConnState::DreqSent)
+        {
+            if self.turn() == 0 {
+                std::thread::sleep(IDLE);
+            }
+        }
+    }
+}
