@@ -6,50 +6,25 @@
 //! T_LOGOUT reason 4, and T_LOGOUT to the live channel on shutdown.
 
 mod common;
+mod host;
 
-use access_layer::cm::{CmConfig, CmEndpoint, CmEvent, ConnId, ConnectParams};
-use access_layer::gsi::port::{GsiPort, GsiPortConfig};
-use access_layer::mad::cm::{CmaHeader, RdmaPortSpace};
-use access_layer::mad::{MadAddress, Mtu, ServiceId};
-use common::{TempDir, read10, write10};
-use hca::driver::{Hca, HcaConfig};
-use hca::engine::{CqId, QpId, RcConnect};
-use hca::mem::MemBlock;
-use hca::mr::{Access, MrKeys};
-use hca::qp::QpInit;
-use hca::qp::state::QpType;
-use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus};
-use hca::wire::PathMtu;
-use hca::{Gid, Guid, Psn, Qpn};
-use scsi::{Lun, Status};
-use srp::wire::cmd::{Cmd, TaskAttr};
-use srp::wire::desc::{DataDesc, DirectBuf};
-use srp::wire::login::{
-    BufFormats, LoginRej, LoginReq, LoginReqFlags, LoginRsp, MultiChannelAction,
-};
+use access_layer::cm::CmEvent;
+use access_layer::mad::ServiceId;
+use access_layer::mad::cm::RdmaPortSpace;
+use common::TempDir;
+use hca::Guid;
+use host::{DEADLINE, HOST_GUID, Host, ib_form, login_req, rdma_cm_form};
+use srp::wire::login::MultiChannelAction;
 use srp::wire::logout::{TLogout, TLogoutReason};
-use srp::wire::rsp::Rsp;
-use srp::wire::{IoClass, PortId, SolicitFlags, Tag};
+use srp::wire::{IoClass, PortId, Tag};
 use srp_target::config::TargetConfig;
 use srp_target::daemon::{Daemon, DaemonEvent, DaemonOptions};
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wirekit::WireRepr;
 
 const TARGET: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 100, 1));
 const HOST: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 100, 2));
-const DEADLINE: Duration = Duration::from_secs(10);
-const IOVA: u64 = 0x2000_0000;
-const MEM: usize = 4 << 20;
-const EP_SPAN: u64 = 1 << 20;
-const RECV_LEN: u32 = 512;
-const RECVS: usize = 8;
-const EP_SEND: u64 = 16 << 10;
-const EP_DATA: u64 = 64 << 10;
-const IMM_OFFSET: u16 = 68;
-/// The host's port GUID: the low half of its initiator port IDs.
-const HOST_GUID: u64 = 0x0002_c903_00be_ef01;
 
 fn config_text(dir: &TempDir) -> String {
     format!(
@@ -90,339 +65,6 @@ allow = ["guid:0002:c903:00be:ef02"]
     )
 }
 
-/// One initiator channel: a QP and CQ, and a 1 MiB window of the host's memory.
-struct Ep {
-    qp: QpId,
-    qpn: Qpn,
-    cq: CqId,
-    base: u64,
-}
-
-/// The test initiator: a soft HCA with a GSI port and a CM endpoint.
-struct Host {
-    hca: Hca,
-    gsi: GsiPort,
-    cm: CmEndpoint,
-    events: Vec<CmEvent>,
-    pd: hca::mr::PdId,
-    mem: Arc<MemBlock>,
-    mr: MrKeys,
-}
-
-impl Host {
-    fn open() -> Host {
-        let guid = Guid(HOST_GUID);
-        let hca = Hca::open(HcaConfig::new(guid, vec![HOST])).expect("open host HCA");
-        let (gsi, pd, mem, mr) = hca.with(|e, now| {
-            let gsi = GsiPort::open(e, now, 1, GsiPortConfig::default()).expect("GSI");
-            let pd = e.alloc_pd();
-            let mem = MemBlock::new(MEM);
-            let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
-            let mr = e
-                .reg_mr(pd, mem.clone(), 0, MEM as u64, IOVA, access)
-                .expect("reg_mr");
-            (gsi, pd, mem, mr)
-        });
-        let cm = CmEndpoint::new(CmConfig {
-            local_ca_guid: guid,
-            local_gid: Gid::from_ip(HOST),
-            port: 1,
-            time_wait: Duration::from_millis(20),
-            agent_id: 0x5eed,
-        });
-        Host {
-            hca,
-            gsi,
-            cm,
-            events: Vec::new(),
-            pd,
-            mem,
-            mr,
-        }
-    }
-
-    fn pump(&mut self) {
-        let Host {
-            hca,
-            gsi,
-            cm,
-            events,
-            ..
-        } = self;
-        hca.with(|e, now| {
-            while let Ok(Some((from, mad))) = gsi.recv(e, now) {
-                cm.handle_mad(now, from, &mad.0);
-            }
-            if cm.poll_timeout().is_some_and(|t| t <= now) {
-                cm.handle_timeout(now);
-            }
-            while let Some(out) = cm.poll_transmit() {
-                gsi.send(e, now, &out).expect("send MAD");
-            }
-            while let Some(ev) = cm.poll_event() {
-                events.push(ev);
-            }
-        });
-    }
-
-    fn ep(&self, index: u64) -> Ep {
-        let pd = self.pd;
-        let (qp, qpn, cq) = self.hca.with(|e, _| {
-            let cq = e.create_cq(256);
-            let qp = e
-                .create_qp(QpInit {
-                    qp_type: QpType::Rc,
-                    pd,
-                    send_cq: cq,
-                    recv_cq: cq,
-                    srq: None,
-                    max_send_wr: 64,
-                    max_recv_wr: 64,
-                    max_sge: 1,
-                    sq_sig_all: false,
-                })
-                .expect("create_qp");
-            (qp, e.qp_num(qp).expect("qpn"), cq)
-        });
-        Ep {
-            qp,
-            qpn,
-            cq,
-            base: index * EP_SPAN,
-        }
-    }
-
-    fn sge(&self, offset: u64, len: u32) -> Sge {
-        Sge {
-            addr: IOVA + offset,
-            len,
-            lkey: self.mr.lkey,
-        }
-    }
-
-    /// Logs in on `ep` with `service` and `private` data; the LOGIN_RSP, or the
-    /// LOGIN_REJ's reason code.
-    fn login(
-        &mut self,
-        ep: &Ep,
-        service: ServiceId,
-        private: Vec<u8>,
-    ) -> Result<(ConnId, LoginRsp), u32> {
-        let params = ConnectParams {
-            to: MadAddress::gsi(1, Gid::from_ip(TARGET)),
-            service_id: service,
-            qpn: ep.qpn,
-            starting_psn: Psn::from_wire(0x100),
-            responder_resources: 4,
-            initiator_depth: 4,
-            mtu: Mtu::Mtu1024,
-            response_timeout: 18,
-            max_retries: 3,
-            retry_count: 7,
-            rnr_retry_count: 7,
-            private_data: private,
-        };
-        let now = self.hca.with(|_, now| now);
-        let conn = self.cm.connect(now, &params).expect("connect");
-        let end = Instant::now() + DEADLINE;
-        loop {
-            assert!(
-                Instant::now() < end,
-                "no REP or REJ for {service:?}: {:?}",
-                self.cm.state(conn)
-            );
-            self.pump();
-            let found = self.events.iter().find_map(|e| match e {
-                CmEvent::RepReceived { conn: c, rep } if *c == conn => Some(Ok(*rep)),
-                CmEvent::Rejected {
-                    conn: c,
-                    private_data,
-                    ..
-                } if *c == conn => Some(Err(private_data.clone())),
-                _ => None,
-            });
-            match found {
-                Some(Ok(rep)) => {
-                    let rsp = LoginRsp::parse(&rep.private_data.0).expect("SRP_LOGIN_RSP");
-                    let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
-                    let peer = RcConnect {
-                        access,
-                        dest_gid: Gid::from_ip(TARGET),
-                        dest_qpn: rep.local_qpn,
-                        path_mtu: PathMtu::Mtu1024,
-                        sq_psn: Psn::from_wire(0x100),
-                        rq_psn: rep.starting_psn,
-                        timeout: 10,
-                        retry_cnt: 7,
-                        rnr_retry: 7,
-                        min_rnr_timer: 1,
-                        max_rd_atomic: 4,
-                        max_dest_rd_atomic: 4,
-                    };
-                    self.hca
-                        .with(|e, now| e.connect_rc(now, ep.qp, &peer))
-                        .expect("connect host QP");
-                    for i in 0..RECVS {
-                        self.post_recv(ep, i);
-                    }
-                    self.cm.confirm(conn).expect("RTU");
-                    self.pump();
-                    return Ok((conn, rsp));
-                }
-                Some(Err(pd)) => {
-                    let rej = LoginRej::parse(&pd).expect("SRP_LOGIN_REJ");
-                    return Err(u32::from(rej.reason));
-                }
-                None => std::thread::sleep(Duration::from_micros(200)),
-            }
-        }
-    }
-
-    fn post_recv(&self, ep: &Ep, i: usize) {
-        let wr = RecvWr {
-            wr_id: i as u64,
-            sg_list: vec![self.sge(ep.base + i as u64 * u64::from(RECV_LEN), RECV_LEN)],
-        };
-        self.hca
-            .with(|e, now| e.post_recv(now, ep.qp, wr))
-            .expect("post_recv");
-    }
-
-    fn send(&self, ep: &Ep, iu: &[u8]) {
-        let off = ep.base + EP_SEND;
-        self.mem.write(off as usize, iu).expect("IU fits");
-        let wr = SendWr {
-            wr_id: 1000,
-            op: SendOp::Send,
-            sg_list: vec![self.sge(off, iu.len() as u32)],
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        };
-        self.hca
-            .with(|e, now| e.post_send_list(now, ep.qp, vec![wr]))
-            .expect("post_send");
-    }
-
-    /// The next IU the target sends on `ep`.
-    fn await_iu(&mut self, ep: &Ep) -> Vec<u8> {
-        let end = Instant::now() + DEADLINE;
-        while Instant::now() < end {
-            self.pump();
-            let mut wcs = Vec::new();
-            self.hca
-                .with(|e, _| e.poll_cq(ep.cq, 16, &mut wcs))
-                .expect("poll");
-            for wc in wcs {
-                assert_eq!(wc.status, WcStatus::Success, "host completion: {wc:?}");
-                if wc.opcode == WcOpcode::Recv {
-                    let slot = wc.wr_id as usize;
-                    let mut iu = vec![0u8; wc.byte_len as usize];
-                    let at = ep.base + slot as u64 * u64::from(RECV_LEN);
-                    self.mem.read(at as usize, &mut iu).expect("fits");
-                    self.post_recv(ep, slot);
-                    return iu;
-                }
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        panic!("no IU from the target within {DEADLINE:?}");
-    }
-
-    fn buf(&self, ep: &Ep, off: u64, len: u32) -> DirectBuf {
-        DirectBuf::new(IOVA + ep.base + off, self.mr.rkey.expect("rkey"), len)
-    }
-
-    /// WRITE(10) of `data` at LBA 8 of `lun`, READ(10) back, compare.
-    fn write_read(&mut self, ep: &Ep, lun: u32, seed: u8) {
-        let data: Vec<u8> = (0..4096u32)
-            .map(|k| (k as u8).wrapping_mul(31).wrapping_add(seed))
-            .collect();
-        self.mem
-            .write((ep.base + EP_DATA) as usize, &data)
-            .expect("fits");
-        let out = DataDesc::Direct(self.buf(ep, EP_DATA, 4096));
-        self.send(
-            ep,
-            &cmd_iu(1, lun, &write10(8, 8, false), out, DataDesc::None),
-        );
-        let r = self.await_iu(ep);
-        let r = Rsp::parse(&r).expect("SRP_RSP");
-        assert_eq!((r.tag, r.status), (Tag(1), Status::Good), "WRITE: {r:?}");
-        let into = DataDesc::Direct(self.buf(ep, EP_DATA + 8192, 4096));
-        self.send(ep, &cmd_iu(2, lun, &read10(8, 8), DataDesc::None, into));
-        let r = self.await_iu(ep);
-        let r = Rsp::parse(&r).expect("SRP_RSP");
-        assert_eq!((r.tag, r.status), (Tag(2), Status::Good), "READ: {r:?}");
-        let mut back = vec![0u8; 4096];
-        self.mem
-            .read((ep.base + EP_DATA + 8192) as usize, &mut back)
-            .expect("fits");
-        assert_eq!(back, data, "data read back from LUN {lun}");
-    }
-}
-
-fn cmd_iu(
-    tag: u64,
-    lun: u32,
-    cdb: &[u8],
-    data_out: DataDesc<'_>,
-    data_in: DataDesc<'_>,
-) -> Vec<u8> {
-    let mut c = [0u8; 16];
-    c[..cdb.len()].copy_from_slice(cdb);
-    let cmd = Cmd {
-        flags: SolicitFlags::empty(),
-        tag: Tag(tag),
-        lun: Lun::from_number(lun).expect("LUN"),
-        task_attr: TaskAttr::Simple,
-        cdb: c,
-        add_cdb: &[],
-        data_out,
-        data_in,
-        imm_data: &[],
-    };
-    let mut buf = vec![0u8; cmd.buffer_len_with(IMM_OFFSET)];
-    cmd.emit_with(&mut buf, IMM_OFFSET).expect("fits");
-    buf
-}
-
-fn login_req(initiator: PortId, target: PortId, action: MultiChannelAction) -> LoginReq {
-    LoginReq {
-        tag: Tag(0x77),
-        req_it_iu_len: 1024,
-        req_buf_fmt: BufFormats::DIRECT,
-        multi_channel: action,
-        flags: LoginReqFlags::empty(),
-        imm_data_offset: 0,
-        initiator_port_id: initiator,
-        target_port_id: target,
-    }
-}
-
-/// The 64-byte IB CM form.
-fn ib_form(req: &LoginReq) -> Vec<u8> {
-    let mut buf = vec![0u8; req.buffer_len()];
-    let n = req.emit(&mut buf).expect("emit");
-    buf.truncate(n);
-    buf
-}
-
-/// The RDMA-CM form: the cma header, then the 56-byte login.
-fn rdma_cm_form(req: &LoginReq) -> Vec<u8> {
-    let mut user = vec![0u8; 56];
-    let n = req.emit_rdma_cm(&mut user).expect("emit");
-    user.truncate(n);
-    let cma = CmaHeader {
-        src_port: 40000,
-        src: HOST,
-        dst: TARGET,
-    };
-    cma.req_private_data(&user)
-        .expect("private data")
-        .0
-        .to_vec()
-}
-
 fn drain(d: &Daemon) -> Vec<DaemonEvent> {
     d.events().try_iter().collect()
 }
@@ -443,7 +85,7 @@ fn daemon_serves_both_login_forms_rejects_by_acl_and_logs_out_on_shutdown() {
     options.limits.max_table_entries = 64;
     let daemon = Daemon::start(config, options).expect("daemon starts");
     assert_eq!(daemon.started().iocs.len(), 2, "{:?}", daemon.started());
-    let mut host = Host::open();
+    let mut host = Host::open(HOST, TARGET);
     let me = PortId::new(0, Guid(HOST_GUID), IoClass::SrpR16a);
 
     // IB CM form, to ioc-a's service ID: WRITE then READ on the file LUN.
@@ -484,11 +126,11 @@ fn daemon_serves_both_login_forms_rejects_by_acl_and_logs_out_on_shutdown() {
     host.login(
         &ep2,
         service,
-        rdma_cm_form(&login_req(
-            me,
-            ioc_a.target_port_id(),
-            MultiChannelAction::Single,
-        )),
+        rdma_cm_form(
+            &login_req(me, ioc_a.target_port_id(), MultiChannelAction::Single),
+            HOST,
+            TARGET,
+        ),
     )
     .unwrap_or_else(|e| panic!("RDMA-CM login: {e:#x}: {:?}", drain(&daemon)));
     let iu = host.await_iu(&ep1);
