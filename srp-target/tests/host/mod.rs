@@ -67,7 +67,12 @@ pub struct Host {
 impl Host {
     /// A host at `local` (node GUID [`HOST_GUID`]) that logs in to the target at `target`.
     pub fn open(local: IpAddr, target: IpAddr) -> Host {
-        let guid = Guid(HOST_GUID);
+        Host::open_as(local, target, HOST_GUID)
+    }
+
+    /// A host at `local` with node GUID `guid` (a second host needs its own).
+    pub fn open_as(local: IpAddr, target: IpAddr, guid: u64) -> Host {
+        let guid = Guid(guid);
         let hca = Hca::open(HcaConfig::new(guid, vec![local])).expect("open host HCA");
         let (gsi, pd, mem, mr) = hca.with(|e, now| {
             let gsi = GsiPort::open(e, now, 1, GsiPortConfig::default()).expect("GSI");
