@@ -98,6 +98,7 @@ fn base_is_valid() {
     assert!(ioc.enabled);
     assert_eq!(ioc.alua, AluaState::ActiveOptimized);
     assert_eq!(c.target.oui, Oui::new(0x001405).expect("24 bits"));
+    assert_eq!(c.target.rdma_cm_port, 5555, "the default RDMA-CM port");
 }
 
 #[test]
@@ -110,6 +111,7 @@ fn example_parses_to_expected_values() {
             node_guid: Guid(0x0002_c903_00a1_b2c0),
             oui: Oui::new(0x001405).expect("24 bits"),
             name: Some("array-1".into()),
+            rdma_cm_port: 5555,
         },
         ports: vec![
             PortConfig {
@@ -246,7 +248,7 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &edit("[target]", "[target]\nnode = 1"),
-        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name",
+        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port",
     );
     fails(
         &edit(
@@ -548,6 +550,14 @@ fn identifiers_addresses_and_names() {
         ),
         "target.toml: target.node_guid: GUID 0 is not a valid GUID",
     );
+    for bad in ["0", "65536", "-1"] {
+        fails(
+            &edit("[target]", &format!("[target]\nrdma_cm_port = {bad}")),
+            &format!(
+                "target.toml: target.rdma_cm_port: RDMA-CM port {bad} is not a TCP port number (1..=65535)"
+            ),
+        );
+    }
     fails(
         &edit("[target]", "[target]\noui = 0x1000000"),
         "target.toml: target.oui: invalid OUI 16777216: expected a 24-bit IEEE company ID, as 0x001405 or \"00:14:05\"",
@@ -651,5 +661,16 @@ fn all_errors_are_reported_together() {
             "target.toml: ioc[0].exports.3: LUN \"vol9\" is not defined (defined: vol1, vol2)",
             "target.toml: ioc[0].allow: missing; state who may log in: allow = [\"any\"], or initiator port IDs and \"guid:...\" entries",
         ]
+    );
+}
+
+#[test]
+fn operators_guide_shows_the_example_verbatim() {
+    let guide = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/target.md");
+    let guide = std::fs::read_to_string(guide).expect("docs/target.md");
+    let example = std::fs::read_to_string(EXAMPLE).expect("example");
+    assert!(
+        guide.contains(example.trim_end()),
+        "docs/target.md must quote srp-target/examples/target.toml unchanged"
     );
 }

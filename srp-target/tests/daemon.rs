@@ -32,6 +32,7 @@ fn config_text(dir: &TempDir) -> String {
 [target]
 node_guid = "0x0002c90300a1b2c0"
 name = "e2e"
+rdma_cm_port = 5556
 
 [[port]]
 name = "p0"
@@ -78,6 +79,8 @@ fn daemon_serves_both_login_forms_rejects_by_acl_and_logs_out_on_shutdown() {
         .config;
     let ioc_a = config.iocs[0].clone();
     let ioc_b = config.iocs[1].clone();
+    let rdma_cm_port = config.target.rdma_cm_port;
+    assert_eq!(rdma_cm_port, 5556, "the config key is honoured");
     let mut options = DaemonOptions::default();
     // Small channels: each login registers window × max transfer of bounce buffers.
     options.limits.window = 16;
@@ -122,7 +125,7 @@ fn daemon_serves_both_login_forms_rejects_by_acl_and_logs_out_on_shutdown() {
 
     // RDMA-CM form, same nexus, SINGLE: the first channel gets T_LOGOUT reason 4.
     let ep2 = host.ep(2);
-    let service = ServiceId::rdma_ip(RdmaPortSpace::Tcp, DaemonOptions::default().rdma_cm_port);
+    let service = ServiceId::rdma_ip(RdmaPortSpace::Tcp, rdma_cm_port);
     host.login(
         &ep2,
         service,

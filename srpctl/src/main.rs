@@ -87,9 +87,10 @@ enum TargetWhat {
         /// The configuration file (see docs/target.md).
         #[arg(short, long)]
         config: PathBuf,
-        /// The RDMA-CM TCP port logins in the RDMA-CM form name (Linux ib_srp `dest=ip:port`).
-        #[arg(long, default_value_t = srp_target::daemon::DEFAULT_RDMA_CM_PORT)]
-        rdma_cm_port: u16,
+        /// The RDMA-CM TCP port logins in the RDMA-CM form name (Linux ib_srp
+        /// `dest=ip:port`); overrides `[target] rdma_cm_port` (default 5555).
+        #[arg(long)]
+        rdma_cm_port: Option<u16>,
     },
 }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// Runs the daemon for the file at `path` until SIGINT or SIGTERM; then shuts it down
 /// (T_LOGOUT, DREQ, bounded in time). Events go to stderr, one line each.
-pub(crate) fn run(path: &Path, rdma_cm_port: u16) -> Result<()> {
+pub(crate) fn run(path: &Path, rdma_cm_port: Option<u16>) -> Result<()> {
     let loaded = match TargetConfig::from_path(path) {
         Ok(l) => l,
         Err(errors) => bail!("{errors}\n{}: not valid; not started", path.display()),
@@ -120,7 +120,11 @@ fn acl(a: &Acl) -> String {
 fn summary(c: &TargetConfig) -> String {
     let mut s = String::new();
     let name = c.target.name.as_deref().unwrap_or("(unnamed)");
-    let _ = writeln!(s, "target {name}: node GUID {}", c.target.node_guid);
+    let _ = writeln!(
+        s,
+        "target {name}: node GUID {}, RDMA-CM port {}",
+        c.target.node_guid, c.target.rdma_cm_port
+    );
     for p in &c.ports {
         let _ = writeln!(s, "port {}: {}", p.name, p.address);
     }

@@ -236,6 +236,9 @@ pub enum ConfigErrorKind {
     /// A block size other than 512 or 4096.
     #[error("block size {0} is not supported: expected 512 or 4096")]
     BadBlockSize(i64),
+    /// An RDMA-CM port outside 1..=65535.
+    #[error("RDMA-CM port {0} is not a TCP port number (1..=65535)")]
+    BadRdmaCmPort(i64),
 }
 
 /// One problem in a config file.

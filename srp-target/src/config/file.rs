@@ -28,6 +28,7 @@ pub(super) struct RawTarget {
     pub(super) node_guid: Option<String>,
     pub(super) oui: Option<IntOrText>,
     pub(super) name: Option<String>,
+    pub(super) rdma_cm_port: Option<i64>,
 }
 
 /// `[[port]]`.

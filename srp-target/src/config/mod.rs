@@ -106,7 +106,13 @@ pub struct TargetSettings {
     pub oui: Oui,
     /// A name for logs and the control socket.
     pub name: Option<String>,
+    /// The RDMA-CM (TCP port space) port logins in the RDMA-CM form name (Linux ib_srp
+    /// `dest=ip:port`); default [`DEFAULT_RDMA_CM_PORT`].
+    pub rdma_cm_port: u16,
 }
+
+/// The RDMA-CM port the target listens on unless `[target] rdma_cm_port` says otherwise.
+pub const DEFAULT_RDMA_CM_PORT: u16 = 5555;
 
 /// `[[port]]`: one HCA port, a RoCEv2 address.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,8 +5,8 @@
 use super::error::{ConfigErrorKind as E, ConfigErrors, KeyPath, Location, Sink, WarningKind};
 use super::file::{self, RawExport, RawFile, RawIoc, RawLun, RawPort, RawTarget};
 use super::{
-    Acl, Backing, DEFAULT_OUI, IocConfig, Loaded, LunConfig, PortConfig, TargetConfig,
-    TargetSettings, acl, unique, values,
+    Acl, Backing, DEFAULT_OUI, DEFAULT_RDMA_CM_PORT, IocConfig, Loaded, LunConfig, PortConfig,
+    TargetConfig, TargetSettings, acl, unique, values,
 };
 use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
@@ -221,11 +221,16 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         Some(n) => Some(sink.check(&path.key("name"), values::name(n))?),
         None => None,
     };
+    let rdma_cm_port = match e.raw.rdma_cm_port {
+        Some(p) => sink.check(&path.key("rdma_cm_port"), values::rdma_cm_port(p))?,
+        None => DEFAULT_RDMA_CM_PORT,
+    };
     (e.bad.is_empty()).then_some(())?;
     Some(TargetSettings {
         node_guid: node_guid?,
         oui: oui?,
         name,
+        rdma_cm_port,
     })
 }
 

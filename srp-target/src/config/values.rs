@@ -149,6 +149,14 @@ pub(super) fn block_size(value: i64) -> Result<BlockSize, E> {
     }
 }
 
+/// `rdma_cm_port`: a TCP port number, 1..=65535.
+pub(super) fn rdma_cm_port(value: i64) -> Result<u16, E> {
+    u16::try_from(value)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or(E::BadRdmaCmPort(value))
+}
+
 /// An ALUA state an operator may configure (SPC-4 table 163; transitioning is transient,
 /// the target's to report, not a configuration).
 pub(super) fn alua(text: &str) -> Result<AluaState, E> {

@@ -3,8 +3,9 @@
 //! [`Daemon::start`] builds the [`Appliance`](crate::appliance::Appliance) (every LUN
 //! opened), opens one soft [`hca::driver::Hca`] per `[[port]]` address with a GSI port and a
 //! CM endpoint on it, and listens on each IOC's service ID (native IB CM login form) and on
-//! the RDMA-CM service ID of TCP port [`DaemonOptions::rdma_cm_port`] (default
-//! [`DEFAULT_RDMA_CM_PORT`], 5555, the port Linux `ib_srp ... dest=ip:port` logins name).
+//! the RDMA-CM service ID of TCP port `[target] rdma_cm_port` (or
+//! [`DaemonOptions::rdma_cm_port`]; default [`DEFAULT_RDMA_CM_PORT`], 5555), the port Linux
+//! `ib_srp ... dest=ip:port` logins name.
 //! Then one thread runs the loop: CM MADs in and out, logins decided and answered, every
 //! live [`ChannelIo`](crate::io::ChannelIo) polled, closed channels forgotten. Backend I/O
 //! runs on a bounded [`Workers`](crate::io::Workers) pool. [`Daemon::shutdown`] sends
@@ -32,8 +33,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use thiserror::Error;
 
-/// The RDMA-CM (TCP port space) port the daemon listens on unless told otherwise.
-pub const DEFAULT_RDMA_CM_PORT: u16 = 5555;
+pub use crate::config::DEFAULT_RDMA_CM_PORT;
 
 /// Credits per channel the daemon offers by default. Each channel registers one bounce
 /// buffer of the largest transfer per credit, so window × max transfer is the memory a
@@ -50,8 +50,8 @@ const EVENT_QUEUE: usize = 4096;
 /// How the daemon runs, beyond the configuration file.
 #[derive(Clone, Debug)]
 pub struct DaemonOptions {
-    /// RDMA-CM TCP port of RDMA-CM-form logins.
-    pub rdma_cm_port: u16,
+    /// RDMA-CM TCP port of RDMA-CM-form logins, overriding `[target] rdma_cm_port`.
+    pub rdma_cm_port: Option<u16>,
     /// Channel limits of every IOC.
     pub limits: ChannelLimits,
     /// Backend worker threads.
@@ -65,7 +65,7 @@ pub struct DaemonOptions {
 impl Default for DaemonOptions {
     fn default() -> DaemonOptions {
         DaemonOptions {
-            rdma_cm_port: DEFAULT_RDMA_CM_PORT,
+            rdma_cm_port: None,
             limits: ChannelLimits {
                 window: DEFAULT_WINDOW,
                 max_transfer: DEFAULT_MAX_TRANSFER,

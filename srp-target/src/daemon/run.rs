@@ -47,8 +47,9 @@ impl Loop {
         events: SyncSender<DaemonEvent>,
     ) -> Result<(Loop, Started), DaemonError> {
         let app = Appliance::build(config, options.limits).map_err(DaemonError::Appliance)?;
+        let rdma_cm_port = options.rdma_cm_port.unwrap_or(config.target.rdma_cm_port);
         let ports = (0..config.ports.len())
-            .map(|i| Port::open(config, i, options.rdma_cm_port))
+            .map(|i| Port::open(config, i, rdma_cm_port))
             .collect::<Result<Vec<_>, _>>()?;
         let executor: Arc<dyn Executor> = Arc::new(Workers::new(options.workers, options.queue)?);
         let started = Started {
@@ -74,7 +75,7 @@ impl Loop {
                 .map(|p| {
                     format!(
                         "port {}: {} (RDMA-CM port {})",
-                        p.name, p.address, options.rdma_cm_port
+                        p.name, p.address, rdma_cm_port
                     )
                 })
                 .collect(),
