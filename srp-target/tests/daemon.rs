@@ -184,3 +184,70 @@ fn daemon_serves_both_login_forms_rejects_by_acl_and_logs_out_on_shutdown() {
         host.events
     );
 }
+
+/// The attribute of a DM answer, chosen by `pick`; the answer must be a success.
+fn dm_attr<T>(
+    m: &access_layer::mad::MadBuf,
+    pick: impl FnOnce(access_layer::mad::DmAttribute<'_>) -> Option<T>,
+) -> T {
+    use access_layer::mad::{MadBody, MadStatus, parse_any};
+    let parsed = parse_any(&m.0).expect("DM answer parses");
+    assert_eq!(
+        parsed.header.status,
+        MadStatus::Success,
+        "{:?}",
+        parsed.header
+    );
+    let MadBody::Dm { attr, .. } = parsed.body else {
+        panic!("not a DM answer")
+    };
+    pick(attr).expect("the attribute asked for")
+}
+
+/// Device Management on the daemon's port: IOUnitInfo lists both IOCs, each profile is the
+/// IOC's, and its service entry names "SRP.T10:<id_ext>" with the CM service ID a host then
+/// logs in to.
+#[test]
+fn device_management_describes_every_ioc_on_the_port() {
+    use access_layer::mad::DmAttribute as A;
+    use access_layer::mad::dm::DmAttr;
+    const T: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 100, 11));
+    const H: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 100, 12));
+    let dir = TempDir::new("daemon-dm");
+    let text = config_text(&dir).replace("127.0.100.1\"", "127.0.100.11\"");
+    let config = TargetConfig::from_str(&text, "dm.toml")
+        .expect("config valid")
+        .config;
+    let iocs = config.iocs.clone();
+    let mut options = DaemonOptions::default();
+    options.limits.window = 16;
+    options.limits.max_transfer = 256 << 10;
+    let daemon = Daemon::start(config, options).expect("daemon starts");
+    let mut host = Host::open(H, T);
+
+    let info = dm_attr(&host.dm_get(DmAttr::IouInfo, 0, 1), |a| match a {
+        A::IouInfo(i) => Some(i),
+        _ => None,
+    });
+    assert!(info.slot(1).is_some() && info.slot(2).is_some(), "{info:?}");
+    for (slot, ioc) in (1u32..).zip(&iocs) {
+        let tid = 10 * u64::from(slot);
+        let p = dm_attr(&host.dm_get(DmAttr::IocProfile, slot, tid), |a| match a {
+            A::IocProfile(p) => Some(p),
+            _ => None,
+        });
+        assert_eq!(p.guid, ioc.guid);
+        assert_eq!(p.service_entries, 1);
+        // ServiceEntries modifier: slot << 16 | last << 8 | first (entries 0..=0).
+        let se = dm_attr(
+            &host.dm_get(DmAttr::ServiceEntries, slot << 16, tid + 1),
+            |a| match a {
+                A::ServiceEntries(s) => Some(s),
+                _ => None,
+            },
+        );
+        assert_eq!(se.entries[0].srp_id_ext(), Some(ioc.id_ext));
+        assert_eq!(se.entries[0].service_id, ioc.service_id);
+    }
+    drop(daemon.shutdown());
+}

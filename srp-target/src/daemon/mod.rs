@@ -12,10 +12,11 @@
 //! SRP_T_LOGOUT on every live channel, then a DREQ on every connection, then stops, each
 //! step bounded in time.
 //!
-//! Files: [`event`] (what the daemon reports: logins, rejects, logouts), [`port`] (one HCA
+//! Files: [`dm`] (each port's Device Management agent: the IOCs reachable on it), [`event`] (what the daemon reports: logins, rejects, logouts), [`port`] (one HCA
 //! port: device, GSI, CM), [`login`] (a CM REQ to an answer and a channel), `run` (the loop
 //! and shutdown).
 
+pub mod dm;
 pub mod event;
 pub mod login;
 pub mod port;
@@ -98,6 +99,14 @@ pub enum DaemonError {
     /// A port's GSI QP could not be set up.
     #[error("port {name}: GSI: {reason}")]
     Gsi {
+        /// The port's name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The port's Device Management agent could not be set up.
+    #[error("port {name}: device management: {reason}")]
+    Dm {
         /// The port's name.
         name: String,
         /// Why.

@@ -2,9 +2,12 @@
 //! carries CM MADs, and the CM endpoint listening on the port's service IDs.
 
 use super::DaemonError;
+use crate::appliance::ChannelLimits;
 use crate::config::{PortConfig, TargetConfig};
 use access_layer::cm::{CmConfig, CmEndpoint, CmEvent};
+use access_layer::dm::DmAgent;
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
+use access_layer::mad::MgmtClass;
 use access_layer::mad::ServiceId;
 use access_layer::mad::cm::RdmaPortSpace;
 use hca::driver::{Hca, HcaConfig};
@@ -29,6 +32,8 @@ pub struct Port {
     gsi: GsiPort,
     /// Its CM.
     pub cm: CmEndpoint,
+    /// Its Device Management agent (IOUnitInfo, IOControllerProfile, ServiceEntries).
+    pub dm: DmAgent,
 }
 
 impl std::fmt::Debug for Port {
@@ -60,8 +65,10 @@ impl Port {
         config: &TargetConfig,
         index: usize,
         rdma_cm_port: u16,
+        limits: &ChannelLimits,
     ) -> Result<Port, DaemonError> {
         let p = &config.ports[index];
+        let dm = super::dm::agent(config, p, limits)?;
         let guid = Guid(config.target.node_guid.0.wrapping_add(index as u64));
         let mut hc = HcaConfig::new(guid, vec![p.address.ip()]);
         hc.udp_port = p.address.port();
@@ -101,16 +108,28 @@ impl Port {
             gid,
             gsi,
             cm,
+            dm,
         })
     }
 
     /// Moves MADs both ways, fires CM timers and returns the CM's events.
     pub fn pump(&mut self) -> Vec<CmEvent> {
-        let Port { hca, gsi, cm, .. } = self;
+        let Port {
+            hca, gsi, cm, dm, ..
+        } = self;
         let mut events = Vec::new();
         hca.with(|e, now| {
             while let Ok(Some((from, mad))) = gsi.recv(e, now) {
-                cm.handle_mad(now, from, &mad.0);
+                // Byte 1 of every MAD is its management class.
+                if mad.0.get(1).copied() == Some(MgmtClass::DeviceMgmt.into()) {
+                    dm.handle_request(from, &mad);
+                } else {
+                    cm.handle_mad(now, from, &mad.0);
+                }
+            }
+            while let Some(out) = dm.poll_transmit() {
+                // A lost answer is the client's to retry (DM requests are retried).
+                let _ = gsi.send(e, now, &out);
             }
             if cm.poll_timeout().is_some_and(|t| t <= now) {
                 cm.handle_timeout(now);

@@ -49,7 +49,7 @@ impl Loop {
         let app = Appliance::build(config, options.limits).map_err(DaemonError::Appliance)?;
         let rdma_cm_port = options.rdma_cm_port.unwrap_or(config.target.rdma_cm_port);
         let ports = (0..config.ports.len())
-            .map(|i| Port::open(config, i, rdma_cm_port))
+            .map(|i| Port::open(config, i, rdma_cm_port, &options.limits))
             .collect::<Result<Vec<_>, _>>()?;
         let executor: Arc<dyn Executor> = Arc::new(Workers::new(options.workers, options.queue)?);
         let started = Started {

@@ -8,6 +8,11 @@ use crate::common::{read10, write10};
 use access_layer::cm::{CmConfig, CmEndpoint, CmEvent, ConnId, ConnectParams};
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
 use access_layer::mad::cm::CmaHeader;
+use access_layer::mad::dm::{DM_CLASS_VERSION, DM_DATA_LEN, DmAttr};
+use access_layer::mad::{
+    AnyMad, DmAttribute, MadBody, MadBuf, MadHeader, MadOut, Method, MgmtClass, RmppHeader, Tid,
+    parse_any,
+};
 use access_layer::mad::{MadAddress, Mtu, ServiceId};
 use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, QpId, RcConnect};
@@ -57,6 +62,8 @@ pub struct Host {
     gsi: GsiPort,
     pub cm: CmEndpoint,
     pub events: Vec<CmEvent>,
+    /// Device Management responses received (class 06h), oldest first.
+    pub dm_answers: Vec<access_layer::mad::MadBuf>,
     pd: hca::mr::PdId,
     pub mem: Arc<MemBlock>,
     mr: MrKeys,
@@ -96,6 +103,7 @@ impl Host {
             gsi,
             cm,
             events: Vec::new(),
+            dm_answers: Vec::new(),
             pd,
             mem,
             mr,
@@ -110,11 +118,16 @@ impl Host {
             gsi,
             cm,
             events,
+            dm_answers,
             ..
         } = self;
         hca.with(|e, now| {
             while let Ok(Some((from, mad))) = gsi.recv(e, now) {
-                cm.handle_mad(now, from, &mad.0);
+                if mad.0[1] == u8::from(MgmtClass::DeviceMgmt) {
+                    dm_answers.push(mad);
+                } else {
+                    cm.handle_mad(now, from, &mad.0);
+                }
             }
             if cm.poll_timeout().is_some_and(|t| t <= now) {
                 cm.handle_timeout(now);
@@ -126,6 +139,47 @@ impl Host {
                 events.push(ev);
             }
         });
+    }
+
+    /// Sends a DM Get of `attr` with `attr_mod` to the target's GSI and returns the answer
+    /// (parse it with `access_layer::mad::parse_any`).
+    pub fn dm_get(&mut self, attr: DmAttr, attr_mod: u32, tid: u64) -> MadBuf {
+        const ZERO: [u8; DM_DATA_LEN] = [0; DM_DATA_LEN];
+        let mad = AnyMad {
+            header: MadHeader::request(
+                MgmtClass::DeviceMgmt,
+                DM_CLASS_VERSION,
+                Method::Get,
+                Tid(tid),
+                attr.into(),
+                attr_mod,
+            ),
+            body: MadBody::Dm {
+                rmpp: RmppHeader::INACTIVE,
+                attr: DmAttribute::Raw(&ZERO),
+            },
+        }
+        .to_buf()
+        .expect("DM request");
+        let out = MadOut {
+            to: MadAddress::gsi(1, Gid::from_ip(self.target)),
+            mad,
+        };
+        let Host { hca, gsi, .. } = self;
+        hca.with(|e, now| gsi.send(e, now, &out))
+            .expect("send DM request");
+        let end = Instant::now() + DEADLINE;
+        loop {
+            assert!(Instant::now() < end, "no DM answer to {attr:?}");
+            self.pump();
+            let found = self.dm_answers.iter().position(|m| {
+                parse_any(&m.0).is_ok_and(|a| a.header.tid == Tid(tid) && a.header.response)
+            });
+            if let Some(k) = found {
+                return self.dm_answers.remove(k);
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 
     pub fn ep(&self, index: u64) -> Ep {
