@@ -34,6 +34,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wirekit::WireRepr;
+use zerocopy::IntoBytes;
 
 const IOVA: u64 = 0x1000_0000;
 const MEM: usize = 8 << 20;
@@ -383,15 +384,31 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-fn desc_bytes(segs: &[DirectBuf]) -> Vec<u8> {
-    segs.iter()
-        .flat_map(|d| {
-            let mut b = d.va().to_be_bytes().to_vec();
-            b.extend_from_slice(&d.rkey().0.to_be_bytes());
-            b.extend_from_slice(&d.len().to_be_bytes());
-            b
-        })
-        .collect()
+/// READ(10) of 4 blocks at LBA 40 whose data-in is an indirect descriptor with only the
+/// first of `table`'s entries inline: the target must fetch `table` from `EP_TABLE`.
+fn read_via_partial_list(
+    i: &Initiator,
+    ep: &Ep,
+    io: &mut ChannelIo,
+    tag: u64,
+    table: &[DirectBuf],
+    inline: &[DirectBuf],
+) -> Vec<u8> {
+    // DirectBuf is the wire layout of a descriptor, so the table is its bytes.
+    i.write(ep, EP_TABLE, table.as_bytes());
+    let ind = Indirect {
+        table: i.buf(ep, EP_TABLE, (table.len() * 16) as u32),
+        total_len: 2048,
+        inline,
+    };
+    let iu = cmd_iu(
+        tag,
+        &read10(40, 4),
+        DataDesc::None,
+        DataDesc::Indirect(ind),
+        &[],
+    );
+    exchange(i, ep, io, iu)
 }
 
 /// Target on 127.0.`net`.1, initiator on .2, one channel of `window` connected.
@@ -521,20 +538,7 @@ fn partial_indirect_list_fetches_the_external_table() {
         .zip(lens)
         .map(|(&o, l)| i.buf(&ep, o, l))
         .collect();
-    i.write(&ep, EP_TABLE, &desc_bytes(&segs));
-    let ind = Indirect {
-        table: i.buf(&ep, EP_TABLE, 48),
-        total_len: 2048,
-        inline: &segs[..1],
-    };
-    let iu = cmd_iu(
-        2,
-        &read10(40, 4),
-        DataDesc::None,
-        DataDesc::Indirect(ind),
-        &[],
-    );
-    let r = exchange(&i, &ep, &mut io, iu);
+    let r = read_via_partial_list(&i, &ep, &mut io, 2, &segs, &segs[..1]);
     let r = rsp(&r);
     assert_eq!(r.status, Status::Good, "{r:?}");
     assert_eq!(r.data_in_residual, Residual::None);
@@ -548,20 +552,7 @@ fn partial_indirect_list_fetches_the_external_table() {
     // A table that contradicts its inline prefix: CHECK CONDITION, the channel stays up.
     let mut bad = segs.clone();
     bad[0] = i.buf(&ep, EP_DATA + 50_000, 100);
-    i.write(&ep, EP_TABLE, &desc_bytes(&bad));
-    let ind = Indirect {
-        table: i.buf(&ep, EP_TABLE, 48),
-        total_len: 2048,
-        inline: &segs[..1],
-    };
-    let iu = cmd_iu(
-        3,
-        &read10(40, 4),
-        DataDesc::None,
-        DataDesc::Indirect(ind),
-        &[],
-    );
-    let r = exchange(&i, &ep, &mut io, iu);
+    let r = read_via_partial_list(&i, &ep, &mut io, 3, &bad, &segs[..1]);
     assert_eq!(rsp(&r).status, Status::CheckCondition);
     assert_eq!(io.state(), IoState::Live);
 }

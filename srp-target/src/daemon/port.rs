@@ -120,8 +120,12 @@ impl Port {
         let mut events = Vec::new();
         hca.with(|e, now| {
             while let Ok(Some((from, mad))) = gsi.recv(e, now) {
-                // Byte 1 of every MAD is its management class.
-                if mad.0.get(1).copied() == Some(MgmtClass::DeviceMgmt.into()) {
+                // DM requests to the agent; everything else (CM, strays) to the CM, which
+                // ignores what is not its own.
+                if mad
+                    .header()
+                    .is_ok_and(|h| h.mgmt_class == MgmtClass::DeviceMgmt)
+                {
                     dm.handle_request(from, &mad);
                 } else {
                     cm.handle_mad(now, from, &mad.0);

@@ -123,7 +123,10 @@ impl Host {
         } = self;
         hca.with(|e, now| {
             while let Ok(Some((from, mad))) = gsi.recv(e, now) {
-                if mad.0[1] == u8::from(MgmtClass::DeviceMgmt) {
+                if mad
+                    .header()
+                    .is_ok_and(|h| h.mgmt_class == MgmtClass::DeviceMgmt)
+                {
                     dm_answers.push(mad);
                 } else {
                     cm.handle_mad(now, from, &mad.0);
