@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../fuzz"
 RUNS="${RUNS:-1000000}"
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    TARGETS=(srp_iu scsi_cdb scsi_sense mad)
+    TARGETS=(srp_iu scsi_cdb scsi_sense mad roce_packet ctl_msg)
 fi
 
 if ! rustup toolchain list | grep -q '^nightly'; then
@@ -29,6 +29,8 @@ for t in "${TARGETS[@]}"; do
     log="$(mktemp)"
     start=$(date +%s)
     cargo +nightly fuzz run "${t}" "corpus/${t}" -- -runs="${RUNS}" -max_len=4096 -print_final_stats=1 2>"${log}" || {
+        # The panic message first (the tail is mostly the backtrace), then the tail.
+        grep -m1 -A4 'panicked at' "${log}" >&2 || true
         tail -40 "${log}" >&2
         echo "fuzz-smoke: ${t} FAILED" >&2
         exit 1

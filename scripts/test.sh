@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command: formatting, lints, every test, and the fuzz targets compiling.
+# The project's test command: formatting, lints, doc links, every test, and the fuzz targets
+# compiling.
 # README's second set-up command and .ci/run both call this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,9 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== cargo doc -D warnings (intra-doc links)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
 echo "== fuzz targets compile (running them: scripts/fuzz-smoke.sh)"
 cargo check --manifest-path fuzz/Cargo.toml --locked --quiet

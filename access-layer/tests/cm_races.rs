@@ -524,3 +524,24 @@ fn a_consumer_rejection_carries_its_private_data() {
     assert_eq!(net.eps[0].state(ca), ConnState::Closed);
     assert_eq!(net.eps[1].state(cb), ConnState::Closed);
 }
+
+#[test]
+fn an_abandoned_connection_sends_nothing_and_a_later_dreq_still_ends_the_peer() {
+    let mut net = Net::new(2);
+    net.eps[1].listen(SERVICE).expect("listen");
+    let (ca, cb) = establish(&mut net, 0, 1);
+    let sent_before = net.delivered.len();
+    net.eps[1].abandon(cb).expect("abandon");
+    assert_eq!(net.eps[1].state(cb), ConnState::Closed);
+    assert!(net.eps[1].abandon(cb).is_err(), "gone already");
+    net.run(Duration::from_millis(5));
+    assert_eq!(net.delivered.len(), sent_before, "abandon sends no MAD");
+    assert_eq!(net.eps[0].state(ca), ConnState::Established);
+    // The peer's own disconnect is answered as for an unknown connection (DREP), so it
+    // reaches time-wait at once instead of retrying until it gives up.
+    let now = net.now;
+    net.eps[0].disconnect(now, ca).expect("DREQ");
+    net.run(Duration::from_millis(1));
+    assert_eq!(net.eps[0].state(ca), ConnState::TimeWait);
+    assert!(net.delivered.contains(&(0, "DREP")));
+}

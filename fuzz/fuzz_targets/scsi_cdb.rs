@@ -12,13 +12,20 @@ fuzz_target!(|data: &[u8]| {
             let mut buf = vec![0u8; cmd.buffer_len()];
             let n = cmd.emit(&mut buf).expect("a parsed command must emit");
             assert_eq!(n, buf.len());
-            assert_eq!(Command::parse(&buf[..n]), Ok(cmd), "emitted CDB must parse to the same command");
+            assert_eq!(
+                Command::parse(&buf[..n]),
+                Ok(cmd),
+                "emitted CDB must parse to the same command"
+            );
             if let Command::ReportSupportedOpcodes(req) = cmd {
                 let _ = rsoc::one_command(OPCODES, &req);
             }
         }
         Err(e) => {
-            assert!(e.sense().is_some(), "a parse error must name its sense data: {e:?}");
+            assert!(
+                e.sense().is_some(),
+                "a parse error must name its sense data: {e:?}"
+            );
         }
     }
 });

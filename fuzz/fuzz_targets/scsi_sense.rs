@@ -2,17 +2,13 @@
 //! and whatever parses re-emits to bytes that parse to the same value.
 #![no_main]
 
+mod common;
+
+use common::round_trip;
+
 use libfuzzer_sys::fuzz_target;
 use scsi::sense::{DescriptorSense, FixedSense, Sense};
 use wirekit::WireRepr;
-
-fn round_trip<'a, T: WireRepr<'a> + PartialEq + core::fmt::Debug>(v: &T, buf: &'a mut Vec<u8>) {
-    buf.resize(v.buffer_len(), 0);
-    let n = v.emit(buf).expect("parsed sense data must emit");
-    let buf: &'a Vec<u8> = buf;
-    let back = T::parse(&buf[..n]).expect("emitted sense data must parse");
-    assert_eq!(&back, v);
-}
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(sense) = Sense::parse(data) {

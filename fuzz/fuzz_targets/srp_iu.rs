@@ -2,19 +2,15 @@
 //! parsing never panics, and whatever parses re-emits to bytes that parse to the same value.
 #![no_main]
 
+mod common;
+
+use common::round_trip;
+
 use libfuzzer_sys::fuzz_target;
+use srp::wire::AnyIu;
 use srp::wire::cmd::Cmd;
 use srp::wire::login::{LoginReq, LoginReqRdmaCm};
-use srp::wire::AnyIu;
 use wirekit::WireRepr;
-
-fn round_trip<'a, T: WireRepr<'a> + PartialEq + core::fmt::Debug>(v: &T, buf: &'a mut Vec<u8>) {
-    buf.resize(v.buffer_len(), 0);
-    let n = v.emit(buf).expect("a parsed value must emit");
-    let buf: &'a Vec<u8> = buf;
-    let back = T::parse(&buf[..n]).expect("emitted bytes must parse");
-    assert_eq!(&back, v);
-}
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(iu) = AnyIu::parse(data) {
@@ -29,7 +25,9 @@ fuzz_target!(|data: &[u8]| {
         let offset = u16::from(off);
         if let Ok(cmd) = Cmd::parse_with(iu, offset) {
             let mut buf = vec![0u8; cmd.buffer_len_with(offset)];
-            let n = cmd.emit_with(&mut buf, offset).expect("a parsed command must emit");
+            let n = cmd
+                .emit_with(&mut buf, offset)
+                .expect("a parsed command must emit");
             assert_eq!(Cmd::parse_with(&buf[..n], offset), Ok(cmd));
         }
     }

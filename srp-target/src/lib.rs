@@ -28,19 +28,23 @@
 //!   (receive ring, RDMA READ/WRITE through bounded bounce buffers, responses), and the
 //!   [`io::Executor`] boundary with its bounded pool [`io::Workers`].
 //! - [`daemon`]: [`daemon::Daemon`], the running target: one soft HCA per configured port,
-//!   CM listeners for both login forms, a [`io::ChannelIo`] per accepted login, T_LOGOUT and
-//!   DREQ on shutdown.
+//!   CM listeners for both login forms, a DM agent, a [`io::ChannelIo`] per accepted login,
+//!   T_LOGOUT and DREQ on shutdown.
+//! - [`control`]: what an operator asks a running daemon (IOCs, ports, LUNs, sessions and
+//!   their counters; IOCs and ports switched at run time), in process and on the control
+//!   socket.
 //! - [`exec`]: [`exec::LogicalUnit`] and the command handlers: `inquiry`, `io`,
 //!   `provisioning`, `mode`, `report`, `pr` (persistent reservations per I_T nexus).
 //!
-//! Not yet here: the DM agent, the control socket, unit attentions, and REGISTER AND MOVE, SPEC_I_PT and
-//! APTPL of persistent reservations (see [`exec::pr`]).
+//! Not yet here: REGISTER AND MOVE, SPEC_I_PT and APTPL of persistent reservations (see
+//! [`exec::pr`]).
 #![deny(unsafe_code)]
 
 pub mod appliance;
 pub mod backend;
 pub mod channel;
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod exec;
 pub mod io;

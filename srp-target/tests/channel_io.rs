@@ -202,6 +202,14 @@ impl Initiator {
             .expect("post_send");
     }
 
+    fn poll_one(&self, ep: &Ep) -> Option<Wc> {
+        let mut out = Vec::new();
+        self.hca
+            .with(|e, _| e.poll_cq(ep.cq, 1, &mut out))
+            .expect("poll");
+        out.pop()
+    }
+
     fn poll(&self, ep: &Ep) -> Vec<Wc> {
         let mut out = Vec::new();
         self.hca
@@ -293,7 +301,10 @@ fn await_iu(i: &Initiator, ep: &Ep, ios: &mut [&mut ChannelIo]) -> Vec<u8> {
         for io in ios.iter_mut() {
             io.poll();
         }
-        for wc in i.poll(ep) {
+        // As the daemon loop: task-set TMFs are answered once applied to every channel.
+        srp_target::io::settle_aborts(ios);
+        // One completion at a time: returning at a receive must not drop later ones.
+        while let Some(wc) = i.poll_one(ep) {
             if wc.opcode == WcOpcode::Recv {
                 assert_eq!(wc.status, WcStatus::Success, "initiator receive: {wc:?}");
                 let slot = wc.wr_id as usize;
@@ -362,6 +373,7 @@ fn cmd_iu(
         data_out,
         data_in,
         imm_data: imm,
+        remote_invalidate: false,
     };
     let mut buf = vec![0u8; cmd.buffer_len_with(IMM_OFFSET)];
     cmd.emit_with(&mut buf, IMM_OFFSET).expect("fits");
@@ -849,6 +861,20 @@ fn task_management_answers_and_abort_in_flight_sends_no_response() {
         tmf_iu(3, TaskMgmtFunction::LogicalUnitReset, 0),
     );
     assert_eq!(rsp(&r).tmf_response(), Some(TmfResponse::Complete));
+    // The reset is a unit attention for every I_T nexus, the resetting one included (SAM-5):
+    // CHECK CONDITION, UNIT ATTENTION, BUS DEVICE RESET FUNCTION OCCURRED, then cleared.
+    let probe = || cmd_iu(30, &tur(), DataDesc::None, DataDesc::None, &[]);
+    let r = exchange(&i, &ep, &mut io, probe());
+    let r = rsp(&r);
+    assert_eq!(r.status, Status::CheckCondition);
+    assert_eq!(
+        (r.sense[2] & 0x0f, r.sense[12], r.sense[13]),
+        (0x6, 0x29, 0x03)
+    );
+    assert_eq!(
+        rsp(&exchange(&i, &ep, &mut io, probe())).status,
+        Status::Good
+    );
 
     // A WRITE whose data-out is still being read when ABORT TASK arrives: the WRITE gets
     // no SRP_RSP and does not reach the LU; its credit rides on the TMF's response.

@@ -99,6 +99,11 @@ fn base_is_valid() {
     assert_eq!(ioc.alua, AluaState::ActiveOptimized);
     assert_eq!(c.target.oui, Oui::new(0x001405).expect("24 bits"));
     assert_eq!(c.target.rdma_cm_port, 5555, "the default RDMA-CM port");
+    let socket = c.target.control_socket.to_str().expect("UTF-8");
+    assert!(
+        socket.starts_with("/run/srp-target/") && socket.ends_with(".sock"),
+        "the default control socket: {socket}"
+    );
 }
 
 #[test]
@@ -112,6 +117,7 @@ fn example_parses_to_expected_values() {
             oui: Oui::new(0x001405).expect("24 bits"),
             name: Some("array-1".into()),
             rdma_cm_port: 5555,
+            control_socket: "/run/srp-target/array-1.sock".into(),
         },
         ports: vec![
             PortConfig {
@@ -248,7 +254,7 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &edit("[target]", "[target]\nnode = 1"),
-        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port",
+        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port, control_socket",
     );
     fails(
         &edit(
@@ -555,6 +561,14 @@ fn identifiers_addresses_and_names() {
             &edit("[target]", &format!("[target]\nrdma_cm_port = {bad}")),
             &format!(
                 "target.toml: target.rdma_cm_port: RDMA-CM port {bad} is not a TCP port number (1..=65535)"
+            ),
+        );
+    }
+    for bad in ["run/t.sock".to_string(), format!("/{}", "x".repeat(107))] {
+        fails(
+            &edit("[target]", &format!("[target]\ncontrol_socket = \"{bad}\"")),
+            &format!(
+                "target.toml: target.control_socket: control socket path {bad:?} must be absolute and at most 107 bytes"
             ),
         );
     }

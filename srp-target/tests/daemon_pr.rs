@@ -151,6 +151,9 @@ fn two_initiators_two_iocs_one_lun_identity_and_reservations() {
     // B preempts A: B holds the reservation, A's registration is gone.
     assert_eq!(b.pr(PREEMPT, WRITE_EXCLUSIVE, 0xbbbb, 0xaaaa), Status::Good);
     assert_eq!(b.write(), Status::Good, "the new holder writes");
+    // A's next command reports the unit attention REGISTRATIONS PREEMPTED (6/2A/05, checked
+    // in daemon_preempt) and clears it.
+    assert_eq!(a.write(), Status::CheckCondition);
     assert_eq!(a.write(), Status::ReservationConflict);
     assert_eq!(
         a.pr(RESERVE, WRITE_EXCLUSIVE, 0xaaaa, 0),

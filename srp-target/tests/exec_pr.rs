@@ -94,6 +94,11 @@ impl Node {
         self.good(lu, &pr_in(sa, 4096), &[])
     }
 
+    /// The next command (TEST UNIT READY) reports unit attention `code`, which clears it.
+    fn attention(&self, lu: &LogicalUnit, code: SenseCode) {
+        self.check(lu, &[0; 6], &[], code);
+    }
+
     fn may_read(&self, lu: &LogicalUnit) -> bool {
         self.status(lu, &read10(0, 1), &[]) == Status::Good
     }
@@ -223,8 +228,9 @@ fn windows_failover_cluster_sequence() {
     assert_eq!(keys(&lu, &a), vec![KA, KB]);
     // B cannot take the reservation while A holds it...
     b.out_conflict(&lu, RESERVE, 5, KB, 0);
-    // ...so it preempts A.
+    // ...so it preempts A, which hears of it on its next command.
     b.out(&lu, PREEMPT, 5, KB, KA, 0);
+    a.attention(&lu, SenseCode::REGISTRATIONS_PREEMPTED);
     assert_eq!(keys(&lu, &a), vec![KB]);
     assert_eq!(reservation(&lu, &a), Some((KB, 5)));
     // A lost its registration: writes conflict, reads pass, its old key is refused.
@@ -239,13 +245,15 @@ fn windows_failover_cluster_sequence() {
     // A registrant that is not the holder: RELEASE is GOOD and changes nothing.
     a.out(&lu, RELEASE, 5, KA, 0, 0);
     assert_eq!(reservation(&lu, &a), Some((KB, 5)));
-    // B releases; nobody holds it.
+    // B releases; nobody holds it, and the other registrant is told (type 5).
     b.out(&lu, RELEASE, 5, KB, 0, 0);
+    a.attention(&lu, SenseCode::RESERVATIONS_RELEASED);
     assert_eq!(reservation(&lu, &a), None);
     assert!(Node::new(C, 0).may_write(&lu));
     // B reserves again, then clears everything.
     b.out(&lu, RESERVE, 5, KB, 0, 0);
     b.out(&lu, CLEAR, 0, KB, 0, 0);
+    a.attention(&lu, SenseCode::RESERVATIONS_PREEMPTED);
     assert_eq!(keys(&lu, &a), Vec::<u64>::new());
     assert_eq!(reservation(&lu, &a), None);
     assert!(Node::new(C, 0).may_write(&lu));
@@ -324,6 +332,7 @@ fn generation_counter() {
     assert_eq!(generation(&lu, &a), 2);
     b.out(&lu, REGISTER_IGNORE, 0, 0, KB, 0);
     b.out(&lu, PREEMPT, 1, KB, KA + 1, 0);
+    a.attention(&lu, SenseCode::REGISTRATIONS_PREEMPTED);
     assert_eq!(generation(&lu, &a), 4);
     b.out(&lu, CLEAR, 0, KB, 0, 0);
     assert_eq!(generation(&lu, &a), 5);
@@ -450,6 +459,8 @@ fn holder_leaving_releases_except_under_all_registrants() {
     b.out(&lu, REGISTER, 0, 0, KB, 0);
     a.out(&lu, RESERVE, 5, KA, 0, 0);
     a.out(&lu, REGISTER, 0, KA, 0, 0);
+    // SPC-4: the holder of a registrants-only reservation left; the others are told.
+    b.attention(&lu, SenseCode::RESERVATIONS_RELEASED);
     assert_eq!(reservation(&lu, &b), None);
     b.out(&lu, RESERVE, 8, KB, 0, 0);
     a.out(&lu, REGISTER, 0, 0, KA, 0);
@@ -463,6 +474,7 @@ fn holder_leaving_releases_except_under_all_registrants() {
     b.out(&lu, REGISTER, 0, 0, KB, 0);
     a.out(&lu, RESERVE, 7, KA, 0, 0);
     b.out(&lu, PREEMPT, 5, KB, 0, 0);
+    a.attention(&lu, SenseCode::REGISTRATIONS_PREEMPTED);
     assert_eq!(keys(&lu, &a), vec![KB]);
     assert_eq!(reservation(&lu, &a), Some((KB, 5)));
 }
@@ -479,6 +491,12 @@ fn preempt_and_abort_names_the_preempted_nexuses() {
     let (out, _) = b.run(&lu, &cdb, &list);
     assert_eq!(out.status, Status::Good);
     assert_eq!(out.abort_nexuses, vec![a.it()]);
+    assert_eq!(
+        lu.pending_unit_attentions(&a.0.nexus()),
+        vec![SenseCode::REGISTRATIONS_PREEMPTED]
+    );
+    assert!(lu.pending_unit_attentions(&b.0.nexus()).is_empty());
+    a.attention(&lu, SenseCode::REGISTRATIONS_PREEMPTED);
     assert_eq!(
         a.it(),
         ItNexus {
@@ -521,5 +539,6 @@ fn racing_reserves_exactly_one_wins() {
         };
         assert_eq!(reservation(&lu, &a), Some((winner, 3)));
         a.out(&lu, CLEAR, 0, KA + round, 0, 0);
+        b.attention(&lu, SenseCode::RESERVATIONS_PREEMPTED);
     }
 }

@@ -489,6 +489,7 @@ fn io(d: &Defaults, req_lim: u32, max_it: u32, w: &mut Walk) -> Result<()> {
             data_out,
             data_in,
             imm_data: imm,
+            remote_invalidate: false,
         };
         ensure!(
             credits > 1,

@@ -3,14 +3,16 @@
 //! Today: `decode` (any SRP IU, RDMA-CM login, CDB, sense data or MAD, field by field) and
 //! `demo` (the discovery, login and I/O messages of a host and a target on embedded defaults,
 //! encoded, decoded and checked), `target check` (validate a target configuration and show
-//! what it exports), `target run` (the target daemon). Running targets and hosts, discovery, login, paths, drills
-//! and benchmarks join as their layers land.
+//! what it exports), `target run` (the target daemon), `target iocs|ports|luns|sessions` and
+//! `target ioc|port` (a running target's control socket), `bench hca`. Hosts, discovery,
+//! login, paths and drills join as their layers land.
 
 mod bench;
 mod decode;
 mod demo;
 mod hex;
 mod target;
+mod target_ctl;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -91,7 +93,124 @@ enum TargetWhat {
         /// `dest=ip:port`); overrides `[target] rdma_cm_port` (default 5555).
         #[arg(long)]
         rdma_cm_port: Option<u16>,
+        /// Serve the control socket here; overrides `[target] control_socket` (default
+        /// /run/srp-target/NAME.sock).
+        #[arg(long)]
+        control_socket: Option<PathBuf>,
     },
+    /// A running target's I/O controllers: GUID, service ID, state, LUNs, sessions.
+    Iocs(CtlArgs),
+    /// A running target's HCA ports: address, state, sessions, live QPs/CQs/MRs, packets.
+    Ports(CtlArgs),
+    /// A running target's LUNs: identity (NAA), size, mode, command counters.
+    Luns(CtlArgs),
+    /// A running target's sessions: IOC, port, initiator, login form, in flight,
+    /// per-session counters.
+    Sessions(CtlArgs),
+    /// Enable or disable an IOC at run time. Disabled, it refuses logins and its sessions
+    /// get SRP_T_LOGOUT then a DREQ (or, with --drop, end without a word, as if the
+    /// controller died).
+    Ioc {
+        #[command(subcommand)]
+        what: IocSwitch,
+    },
+    /// Bring an HCA port down (nothing in or out; its sessions end without a word) or up.
+    Port {
+        #[command(subcommand)]
+        what: PortSwitch,
+    },
+}
+
+/// Which target's control socket.
+#[derive(clap::Args, Debug, Clone)]
+struct CtlSocket {
+    /// The control socket's path.
+    #[arg(short, long, conflicts_with = "config")]
+    socket: Option<PathBuf>,
+    /// The target's configuration file: its `[target] control_socket`.
+    #[arg(short, long)]
+    config: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct CtlArgs {
+    #[command(flatten)]
+    at: CtlSocket,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum IocSwitch {
+    /// Accept logins again.
+    Enable {
+        /// The IOC's name.
+        name: String,
+        #[command(flatten)]
+        at: CtlSocket,
+    },
+    /// Refuse logins and end the IOC's sessions.
+    Disable {
+        /// The IOC's name.
+        name: String,
+        /// End sessions without SRP_T_LOGOUT or DREQ (failover drills).
+        #[arg(long)]
+        drop: bool,
+        #[command(flatten)]
+        at: CtlSocket,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum PortSwitch {
+    /// Bring the port up.
+    Up {
+        /// The port's name.
+        name: String,
+        #[command(flatten)]
+        at: CtlSocket,
+    },
+    /// Take the port down.
+    Down {
+        /// The port's name.
+        name: String,
+        #[command(flatten)]
+        at: CtlSocket,
+    },
+}
+
+fn ctl_path(at: &CtlSocket) -> Result<PathBuf> {
+    target_ctl::socket_path(at.socket.as_deref(), at.config.as_deref())
+}
+
+fn target_command(what: TargetWhat) -> Result<()> {
+    use target_ctl::List;
+    let list = |a: CtlArgs, what: List| target_ctl::list(&ctl_path(&a.at)?, what, a.json);
+    match what {
+        TargetWhat::Check { config } => target::check(&config),
+        TargetWhat::Run {
+            config,
+            rdma_cm_port,
+            control_socket,
+        } => target::run(&config, rdma_cm_port, control_socket),
+        TargetWhat::Iocs(a) => list(a, List::Iocs),
+        TargetWhat::Ports(a) => list(a, List::Ports),
+        TargetWhat::Luns(a) => list(a, List::Luns),
+        TargetWhat::Sessions(a) => list(a, List::Sessions),
+        TargetWhat::Ioc {
+            what: IocSwitch::Enable { name, at },
+        } => target_ctl::set_ioc(&ctl_path(&at)?, &name, true, false),
+        TargetWhat::Ioc {
+            what: IocSwitch::Disable { name, drop, at },
+        } => target_ctl::set_ioc(&ctl_path(&at)?, &name, false, drop),
+        TargetWhat::Port {
+            what: PortSwitch::Up { name, at },
+        } => target_ctl::set_port(&ctl_path(&at)?, &name, true),
+        TargetWhat::Port {
+            what: PortSwitch::Down { name, at },
+        } => target_ctl::set_port(&ctl_path(&at)?, &name, false),
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -148,16 +267,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Demo { dump } => demo::run(dump),
-        Command::Target {
-            what: TargetWhat::Check { config },
-        } => target::check(&config),
-        Command::Target {
-            what:
-                TargetWhat::Run {
-                    config,
-                    rdma_cm_port,
-                },
-        } => target::run(&config, rdma_cm_port),
+        Command::Target { what } => target_command(what),
         Command::Bench {
             what:
                 BenchWhat::Hca {

@@ -17,7 +17,11 @@ use std::time::Duration;
 
 /// Runs the daemon for the file at `path` until SIGINT or SIGTERM; then shuts it down
 /// (T_LOGOUT, DREQ, bounded in time). Events go to stderr, one line each.
-pub(crate) fn run(path: &Path, rdma_cm_port: Option<u16>) -> Result<()> {
+pub(crate) fn run(
+    path: &Path,
+    rdma_cm_port: Option<u16>,
+    control_socket: Option<std::path::PathBuf>,
+) -> Result<()> {
     let loaded = match TargetConfig::from_path(path) {
         Ok(l) => l,
         Err(errors) => bail!("{errors}\n{}: not valid; not started", path.display()),
@@ -31,8 +35,10 @@ pub(crate) fn run(path: &Path, rdma_cm_port: Option<u16>) -> Result<()> {
     signals.add(Signal::SIGINT);
     signals.add(Signal::SIGTERM);
     signals.thread_block()?;
+    let socket = control_socket.unwrap_or_else(|| loaded.config.target.control_socket.clone());
     let options = DaemonOptions {
         rdma_cm_port,
+        control_socket: Some(socket),
         ..DaemonOptions::default()
     };
     let daemon = Daemon::start(loaded.config, options)
@@ -44,6 +50,9 @@ pub(crate) fn run(path: &Path, rdma_cm_port: Option<u16>) -> Result<()> {
         .chain(daemon.started().iocs.iter())
     {
         println!("{line}");
+    }
+    if let Some(s) = daemon.control_socket() {
+        println!("control socket {}", s.display());
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();

@@ -14,70 +14,20 @@
 mod common;
 #[path = "../../srp-target/tests/host/mod.rs"]
 mod host;
+mod process;
 
 use common::{TempDir, read10, write10};
 use hca::Guid;
 use host::{HOST_GUID, Host, ib_form, login_req};
+use process::TargetProcess;
 use scsi::Status;
 use srp::wire::login::MultiChannelAction;
 use srp::wire::{IoClass, PortId};
 use srp_target::config::TargetConfig;
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 const TARGET: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 110, 1));
 const HOST: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 110, 2));
-
-/// The `srpctl target run` process; killed (SIGKILL) and reaped on drop.
-struct TargetProcess(Child);
-
-impl TargetProcess {
-    /// Starts the target and waits until it has printed its IOC line (it is serving).
-    fn start(config: &Path) -> TargetProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_srpctl"))
-            .args(["target", "run", "-c"])
-            .arg(config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn srpctl target run");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let proc = TargetProcess(child);
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        loop {
-            let line = rx
-                .recv_timeout(Duration::from_secs(20))
-                .expect("the target printed its IOC line within 20 s");
-            if line.starts_with("ioc ") {
-                return proc;
-            }
-        }
-    }
-
-    /// `kill -9` and reap.
-    fn kill9(mut self) {
-        self.0.kill().expect("SIGKILL");
-        self.0.wait().expect("reap");
-    }
-}
-
-impl Drop for TargetProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn pattern(seed: u8) -> Vec<u8> {
     (0..4096u32)
@@ -102,11 +52,12 @@ fn acknowledged_writes_survive_kill_9_and_restart() {
     let dir = TempDir::new("durability");
     let cfg_path = dir.path().join("target.toml");
     let text = format!(
-        "[target]\nnode_guid = \"0x0002c90300d0d000\"\n\n\
+        "[target]\nnode_guid = \"0x0002c90300d0d000\"\ncontrol_socket = \"{}\"\n\n\
          [[port]]\nname = \"p0\"\naddress = \"{TARGET}\"\n\n\
          [[lun]]\nname = \"durable\"\nfile = \"{}\"\nsize = \"4MiB\"\n\n\
          [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300d0d001\"\nports = [\"p0\"]\n\
          exports = {{ 0 = \"durable\" }}\nallow = [\"any\"]\n",
+        dir.path().join("ctl.sock").display(),
         dir.path().join("durable.img").display()
     );
     std::fs::write(&cfg_path, &text).expect("write config");

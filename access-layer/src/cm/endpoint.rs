@@ -454,6 +454,18 @@ impl CmEndpoint {
         Ok(())
     }
 
+    /// Forgets a connection without sending anything, as if this side had died: no DREQ,
+    /// no time-wait. Its peer finds out by its own timeouts; a later MAD for it is treated
+    /// as one for an unknown connection. For failover drills that kill a controller.
+    pub fn abandon(&mut self, conn: ConnId) -> Result<(), CmError> {
+        if !self.conns.contains_key(&conn.0) {
+            return Err(CmError::NoSuchConn(conn));
+        }
+        self.remove(conn.0);
+        self.events.push_back(CmEvent::Closed { conn });
+        Ok(())
+    }
+
     fn remove(&mut self, id: CommId) {
         if let Some(c) = self.conns.remove(&id) {
             if let Some(req) = &c.req {

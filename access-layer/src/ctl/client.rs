@@ -94,6 +94,18 @@ impl CtlClient {
         }
     }
 
+    /// Sends a request of the daemon's own service (`opcode` in
+    /// [`SERVICE_FIRST`](super::wire::SERVICE_FIRST)..=[`SERVICE_LAST`](super::wire::SERVICE_LAST))
+    /// and returns the reply's body, which must carry the matching reply opcode.
+    pub fn call_service(&mut self, opcode: u16, body: Vec<u8>) -> Result<Vec<u8>, CtlError> {
+        match self.call(&Request::Service { opcode, body })? {
+            Reply::Service { opcode: op, body } if op == opcode | super::wire::REPLY_BIT => {
+                Ok(body)
+            }
+            other => Err(CtlError::Unexpected(Box::new(other))),
+        }
+    }
+
     /// The CAs the daemon serves (generic socket).
     pub fn list_cas(&mut self) -> Result<Vec<CaEntry>, CtlError> {
         match self.call(&Request::ListCas)? {

@@ -3,7 +3,8 @@
 use super::WireError;
 use super::wire::{
     CaEntry, CtlHeader, CtlStatus, ErrorReply, HEADER_LEN, Hello, HelloReply, ListCasReply,
-    MAX_BODY, Opcode, OpenCa, PortInfo, QueryPort, Redirect, VERSION_MAX, VERSION_MIN,
+    MAX_BODY, Opcode, OpenCa, PortInfo, QueryPort, REPLY_BIT, Redirect, SERVICE_FIRST,
+    SERVICE_LAST, VERSION_MAX, VERSION_MIN,
 };
 use std::io::{self, Read, Write};
 use wirekit::WireRepr;
@@ -21,6 +22,14 @@ pub enum Request {
     QueryCa,
     /// A port's attributes (CA socket).
     QueryPort(QueryPort),
+    /// A request of the daemon's own service: opcode in
+    /// [`SERVICE_FIRST`]..=[`SERVICE_LAST`], body in the service's format.
+    Service {
+        /// The opcode.
+        opcode: u16,
+        /// The body, parsed by the service.
+        body: Vec<u8>,
+    },
 }
 
 /// A reply from a control socket.
@@ -36,6 +45,13 @@ pub enum Reply {
     QueryCa(CaEntry),
     /// To QueryPort.
     QueryPort(PortInfo),
+    /// To a service request: the request's opcode with [`REPLY_BIT`].
+    Service {
+        /// The reply's opcode.
+        opcode: u16,
+        /// The body, in the service's format.
+        body: Vec<u8>,
+    },
     /// Any request failed.
     Error(ErrorReply),
 }
@@ -56,6 +72,7 @@ impl Request {
             Request::OpenCa(o) => (Opcode::OpenCa, body(o)?),
             Request::QueryCa => (Opcode::QueryCa, Vec::new()),
             Request::QueryPort(q) => (Opcode::QueryPort, body(q)?),
+            Request::Service { opcode, body } => (service_opcode(*opcode, 0)?, body.clone()),
         })
     }
 
@@ -78,6 +95,12 @@ impl Request {
             Opcode::OpenCa => Request::OpenCa(OpenCa::parse(body).map_err(malformed)?),
             Opcode::QueryCa => empty().map(|()| Request::QueryCa)?,
             Opcode::QueryPort => Request::QueryPort(QueryPort::parse(body).map_err(malformed)?),
+            Opcode::Unknown(op) if (SERVICE_FIRST..=SERVICE_LAST).contains(&op) => {
+                Request::Service {
+                    opcode: op,
+                    body: body.to_vec(),
+                }
+            }
             _ => return Err(CtlStatus::UnknownOpcode),
         })
     }
@@ -93,6 +116,7 @@ impl Reply {
             Reply::QueryCa(c) => (Opcode::QueryCaReply, body(c)?),
             Reply::QueryPort(p) => (Opcode::QueryPortReply, body(p)?),
             Reply::Error(e) => (Opcode::Error, body(e)?),
+            Reply::Service { opcode, body } => (service_opcode(*opcode, REPLY_BIT)?, body.clone()),
         })
     }
 
@@ -105,6 +129,15 @@ impl Reply {
             Opcode::QueryCaReply => Reply::QueryCa(CaEntry::parse(body)?),
             Opcode::QueryPortReply => Reply::QueryPort(PortInfo::parse(body)?),
             Opcode::Error => Reply::Error(ErrorReply::parse(body)?),
+            Opcode::Unknown(op)
+                if op & REPLY_BIT != 0
+                    && (SERVICE_FIRST..=SERVICE_LAST).contains(&(op & !REPLY_BIT)) =>
+            {
+                Reply::Service {
+                    opcode: op,
+                    body: body.to_vec(),
+                }
+            }
             other => {
                 return Err(WireError::BadField {
                     what: "CtlHeader",
@@ -113,6 +146,23 @@ impl Reply {
                     why: "not a reply",
                 });
             }
+        })
+    }
+}
+
+/// A service message's opcode on the wire: `opcode` must be a service request's code
+/// (with `reply_bit` 0) or reply's code (with it set).
+fn service_opcode(opcode: u16, reply_bit: u16) -> Result<Opcode, WireError> {
+    if opcode & REPLY_BIT == reply_bit
+        && (SERVICE_FIRST..=SERVICE_LAST).contains(&(opcode & !REPLY_BIT))
+    {
+        Ok(Opcode::from(opcode))
+    } else {
+        Err(WireError::BadField {
+            what: "CtlHeader",
+            field: "opcode",
+            value: opcode.into(),
+            why: "not a service opcode of this direction",
         })
     }
 }

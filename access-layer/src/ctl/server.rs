@@ -82,6 +82,7 @@ impl CtlService for CaDirectory {
                 },
                 None => error(CtlStatus::NoSuchCa),
             },
+            Request::Service { .. } => error(CtlStatus::UnknownOpcode),
             _ => error(CtlStatus::WrongSocket),
         }
     }
@@ -121,6 +122,7 @@ impl CtlService for CaSocket {
                     Err(_) => return error(CtlStatus::Internal),
                 }
             }
+            Request::Service { .. } => return error(CtlStatus::UnknownOpcode),
             _ => return error(CtlStatus::WrongSocket),
         };
         match req {

@@ -15,10 +15,20 @@ pub const VERSION_MIN: u16 = 1;
 pub const VERSION_MAX: u16 = 1;
 /// The largest body a peer accepts, in bytes.
 pub const MAX_BODY: u32 = 4096;
+/// Requests a daemon's own service defines (e.g. the target's lists and switches) use
+/// opcodes from here to [`SERVICE_LAST`]; their replies set bit 15, like every reply.
+/// The framing, version negotiation and errors stay this protocol's.
+pub const SERVICE_FIRST: u16 = 0x0100;
+/// See [`SERVICE_FIRST`].
+pub const SERVICE_LAST: u16 = 0x7ffe;
+/// Bit 15: a reply.
+pub const REPLY_BIT: u16 = 0x8000;
+
 /// At most this many CAs in one [`ListCasReply`] (fits in [`MAX_BODY`]).
 pub const MAX_CAS: usize = 64;
 
-fn read_fixed<T: FromBytes + KnownLayout + Immutable>(
+/// Reads a fixed-layout `T` from the front of `buf` (for services' own bodies too).
+pub fn read_fixed<T: FromBytes + KnownLayout + Immutable>(
     what: &'static str,
     buf: &[u8],
 ) -> Result<T, WireError> {
@@ -29,7 +39,8 @@ fn read_fixed<T: FromBytes + KnownLayout + Immutable>(
     })
 }
 
-fn write_fixed<T: IntoBytes + Immutable>(
+/// Writes a fixed-layout `T` to the front of `buf`; returns its length.
+pub fn write_fixed<T: IntoBytes + Immutable>(
     what: &'static str,
     t: &T,
     buf: &mut [u8],
@@ -41,8 +52,12 @@ fn write_fixed<T: IntoBytes + Immutable>(
     })
 }
 
-/// The text before the first NUL of `bytes`, which must be UTF-8.
-fn padded_str(what: &'static str, field: &'static str, bytes: &[u8]) -> Result<String, WireError> {
+/// The text before the first NUL of `bytes` (all of it if none), which must be UTF-8.
+pub fn padded_str(
+    what: &'static str,
+    field: &'static str,
+    bytes: &[u8],
+) -> Result<String, WireError> {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     let text = bytes.get(..end).unwrap_or_default();
     String::from_utf8(text.to_vec()).map_err(|_| WireError::BadField {
@@ -53,14 +68,32 @@ fn padded_str(what: &'static str, field: &'static str, bytes: &[u8]) -> Result<S
     })
 }
 
-/// `s` NUL-padded to `N` bytes; it must leave room for one NUL.
-fn pad<const N: usize>(
+/// The text before the first NUL of `bytes`, which must hold one (the counterpart of
+/// [`pad`]: a field that must leave room for its NUL).
+pub fn terminated_str(
+    what: &'static str,
+    field: &'static str,
+    bytes: &[u8],
+) -> Result<String, WireError> {
+    if !bytes.contains(&0) {
+        return Err(WireError::BadField {
+            what,
+            field,
+            value: bytes.len() as u64,
+            why: "no NUL terminator",
+        });
+    }
+    padded_str(what, field, bytes)
+}
+
+/// `s` NUL-padded to `N` bytes; it may fill the field (read back by [`padded_str`]).
+pub fn pad_filled<const N: usize>(
     what: &'static str,
     field: &'static str,
     s: &str,
 ) -> Result<[u8; N], WireError> {
     let mut out = [0u8; N];
-    if s.len() >= N || s.as_bytes().contains(&0) {
+    if s.len() > N || s.as_bytes().contains(&0) {
         return Err(WireError::BadField {
             what,
             field,
@@ -70,6 +103,23 @@ fn pad<const N: usize>(
     }
     out[..s.len()].copy_from_slice(s.as_bytes());
     Ok(out)
+}
+
+/// `s` NUL-padded to `N` bytes; it must leave room for one NUL.
+pub fn pad<const N: usize>(
+    what: &'static str,
+    field: &'static str,
+    s: &str,
+) -> Result<[u8; N], WireError> {
+    if s.len() >= N {
+        return Err(WireError::BadField {
+            what,
+            field,
+            value: s.len() as u64,
+            why: "too long or contains NUL",
+        });
+    }
+    pad_filled(what, field, s)
 }
 
 wirekit::open_enum! {
@@ -121,6 +171,8 @@ wirekit::open_enum! {
         WrongSocket = 8,
         /// The daemon could not answer (e.g. the CA did not respond).
         Internal = 9,
+        /// The request names an object the daemon does not have (a service's IOC, port).
+        NotFound = 10,
     }
 }
 
@@ -324,7 +376,7 @@ impl CaEntry {
         Ok(CaEntry {
             guid: r.guid.get(),
             ports: r.ports,
-            name: padded_str("CaEntry", "name", &r.name)?,
+            name: terminated_str("CaEntry", "name", &r.name)?,
         })
     }
     fn to_raw(&self) -> Result<CaEntryRaw, WireError> {
@@ -449,7 +501,7 @@ pub struct Redirect {
 impl Redirect {
     fn from_raw(r: RedirectRaw) -> Result<Self, WireError> {
         Ok(Redirect {
-            path: padded_str("Redirect", "path", &r.path)?,
+            path: terminated_str("Redirect", "path", &r.path)?,
         })
     }
     fn to_raw(&self) -> Result<RedirectRaw, WireError> {

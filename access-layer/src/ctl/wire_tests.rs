@@ -153,6 +153,19 @@ fn a_path_that_does_not_fit_is_not_emitted() {
     assert!(r.emit(&mut [0u8; 112]).is_err());
 }
 
+#[test]
+fn a_name_or_path_without_its_nul_is_refused() {
+    // Found by the ctl_msg fuzz target: a 32-byte name with no NUL parsed, then could not be
+    // emitted (names leave room for a NUL). Both sides now agree.
+    let mut b = [0u8; 48];
+    b[16..48].fill(b'u');
+    let e = CaEntry::parse(&b).expect_err("no NUL");
+    assert!(e.to_string().contains("no NUL terminator"), "{e}");
+    let mut p = [b'/'; 112];
+    p[108..].fill(0);
+    assert!(Redirect::parse(&p).is_err());
+}
+
 const QUERY_PORT: [u8; 8] = [2, 0, 0, 0, 0, 0, 0, 0]; // port 2, reserved
 four_tests!(query_port, QueryPort, QUERY_PORT, QueryPort { port: 2 });
 

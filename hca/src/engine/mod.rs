@@ -88,7 +88,7 @@ pub struct Stats {
     pub malformed: u64,
     /// Received for a QP that does not exist, or from the wrong peer.
     pub unknown_qp: u64,
-    /// Received while the port was down.
+    /// Received or to be sent while the port was down.
     pub port_down_drops: u64,
     /// UD datagrams with the wrong Q_Key.
     pub qkey_mismatch: u64,
@@ -96,6 +96,19 @@ pub struct Stats {
     pub no_recv_posted: u64,
     /// Completions for a destroyed CQ.
     pub lost_completions: u64,
+}
+
+/// Live objects of a device: what a leak check compares before and after.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// Queue pairs (GSI included).
+    pub qps: usize,
+    /// Completion queues.
+    pub cqs: usize,
+    /// Shared receive queues.
+    pub srqs: usize,
+    /// Registered memory regions (fast-registration ones included).
+    pub mrs: usize,
 }
 
 /// Why a verb failed synchronously.
@@ -264,6 +277,16 @@ impl Engine {
     /// Counters.
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// Live objects now.
+    pub fn resources(&self) -> Resources {
+        Resources {
+            qps: self.qps.len(),
+            cqs: self.cqs.len(),
+            srqs: self.srqs.len(),
+            mrs: self.mrs.live(),
+        }
     }
 
     /// Brings a port up or down; a down port drops traffic and its QPs' peers time out.
@@ -686,8 +709,21 @@ impl Engine {
     }
 
     /// The next datagram to send.
+    ///
+    /// A down port sends nothing: its datagrams are dropped here (counted in
+    /// [`Stats::port_down_drops`]), as a link that is down carries nothing either way.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.out.pop_front()
+        while let Some(t) = self.out.pop_front() {
+            let up = self
+                .ports
+                .get(usize::from(t.port).wrapping_sub(1))
+                .is_some_and(|p| p.active);
+            if up {
+                return Some(t);
+            }
+            self.stats.port_down_drops += 1;
+        }
+        None
     }
 
     /// The earliest deadline at which [`Engine::handle_timeout`] must be called.
@@ -703,3 +739,7 @@ impl Engine {
     /// The UDP port every RoCEv2 datagram goes to.
     pub const UDP_PORT: u16 = ROCE_V2_UDP_PORT;
 }
+
+#[cfg(test)]
+#[path = "resources_tests.rs"]
+mod resources_tests;

@@ -37,6 +37,11 @@ impl<T> Slab<T> {
         self.slots.get_mut(id as usize)?.as_mut()
     }
 
+    /// Number of live objects.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
     /// Removes and returns the object.
     pub(crate) fn remove(&mut self, id: u32) -> Option<T> {
         let v = self.slots.get_mut(id as usize)?.take()?;

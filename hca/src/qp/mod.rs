@@ -1,7 +1,7 @@
 //! Queue pairs: attributes, the state machine, posting, and the RC and UD protocol engines.
 //!
 //! A [`Qp`] is driven by the device engine (`crate::engine`), which hands each call a
-//! [`Ctx`] borrowing the device's memory regions, completion queues, shared receive queues
+//! `Ctx` borrowing the device's memory regions, completion queues, shared receive queues
 //! and output queues. Files: [`state`] (the modify table), `requester` (RC send side: packets
 //! from the send queue, ACK/NAK/read-response handling, retransmission), `responder` (RC
 //! receive side: sends, writes, read replies, duplicate and sequence handling), `ud` (UD and

@@ -180,6 +180,11 @@ impl Appliance {
         self.luns.get(name)
     }
 
+    /// Every logical unit with its name, in name order.
+    pub fn luns(&self) -> impl Iterator<Item = (&str, &Arc<LogicalUnit>)> {
+        self.luns.iter().map(|(n, l)| (n.as_str(), l))
+    }
+
     /// The target port groups (REPORT TARGET PORT GROUPS).
     pub fn groups(&self) -> &[TargetPortGroup] {
         &self.groups

@@ -35,6 +35,9 @@ pub enum Request {
         plan: DataPlan,
         /// Immediate data-out, when `plan.data_out` is immediate.
         imm_data: Vec<u8>,
+        /// The initiator asked for SEND WITH INVALIDATE of its descriptors' R_Key
+        /// ([`srp::wire::cmd::Cmd::remote_invalidate`]).
+        remote_invalidate: bool,
     },
     /// An SRP_CMD that failed a per-command check (its data is longer than we accept, its
     /// table too long): answer it with CHECK CONDITION, the channel stays up.
@@ -233,7 +236,22 @@ impl TargetChannel {
     }
 
     fn on_cmd(&mut self, iu: &[u8]) -> Result<Request, Fault> {
-        let off = self.negotiated.imm_data_offset.unwrap_or(0);
+        match self.negotiated.imm_data_offset {
+            Some(off) => self.on_cmd_at(iu, off),
+            // No offset to parse immediate data at: a whole SRP_CMD that uses it anyway
+            // names a format not negotiated (T_LOGOUT 5), not a bad field (T_LOGOUT 0).
+            None if uses_immediate_data(iu) => {
+                Err(Fault::Descriptor(ChannelError::FormatNotNegotiated {
+                    direction: "data-out",
+                    format: "immediate",
+                }))
+            }
+            None => self.on_cmd_at(iu, 0),
+        }
+    }
+
+    /// An SRP_CMD whose immediate data (if any) starts at `off`.
+    fn on_cmd_at(&mut self, iu: &[u8], off: u16) -> Result<Request, Fault> {
         let cmd = Cmd::parse_with(iu, off).map_err(Fault::Malformed)?;
         self.admit(cmd.tag, cmd.lun, false)?;
         match DataPlan::from_cmd(&cmd, &self.limits) {
@@ -244,6 +262,7 @@ impl TargetChannel {
                 cdb: cmd.cdb_bytes().collect(),
                 plan,
                 imm_data: cmd.imm_data.to_vec(),
+                remote_invalidate: cmd.remote_invalidate,
             }),
             Err(e @ ChannelError::FormatNotNegotiated { .. }) => Err(Fault::Descriptor(e)),
             Err(error) => Ok(Request::BadCommand {
@@ -352,22 +371,49 @@ impl TargetChannel {
         .ok()
     }
 
-    /// An SRP_CRED_REQ returning credits owed by aborted requests, if any are owed and the
-    /// channel is live. Its SRP_CRED_RSP is then expected.
+    /// An SRP_CRED_REQ returning credits owed by aborted requests, if any are owed, the
+    /// channel is live and no earlier target request awaits its response. Its SRP_CRED_RSP
+    /// is then expected.
+    ///
+    /// One target request at a time: it costs the initiator none of its request credits
+    /// (its REQUEST LIMIT DELTA adds to them) but lands in one of the initiator's receive
+    /// buffers beyond those its own requests' responses need, so we never have more than
+    /// one there. Credits owed meanwhile ride on the next SRP_RSP or SRP_CRED_REQ.
     pub fn cred_req(&mut self, buf: &mut [u8]) -> Option<usize> {
-        if self.state != ChannelState::Live {
+        if self.state != ChannelState::Live || self.target_requests > 0 {
+            return None;
+        }
+        let req = srp::wire::cred::CredReq {
+            solicited: false,
+            req_lim_delta: 0,
+            tag: Tag(0),
+        };
+        if buf.len() < req.buffer_len() {
             return None;
         }
         let delta = self.credits.take_owed()?;
         self.target_requests += 1;
         srp::wire::cred::CredReq {
-            solicited: false,
             req_lim_delta: delta,
-            tag: Tag(0),
+            ..req
         }
         .emit(buf)
         .ok()
     }
+
+    /// Target requests (SRP_CRED_REQ) sent and not yet answered.
+    pub fn target_requests(&self) -> u32 {
+        self.target_requests
+    }
+}
+
+/// Whether `iu` holds a whole SRP_CMD header whose data-out format is immediate data.
+fn uses_immediate_data(iu: &[u8]) -> bool {
+    use srp::wire::cmd::CmdHdr;
+    use srp::wire::desc::DescFormat;
+    let fmt = iu.get(core::mem::offset_of!(CmdHdr, buf_fmt)).copied();
+    iu.len() >= size_of::<CmdHdr>()
+        && fmt.is_some_and(|f| DescFormat::from(f >> 4) == DescFormat::Immediate)
 }
 
 #[cfg(test)]

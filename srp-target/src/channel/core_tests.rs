@@ -49,6 +49,7 @@ fn read10(tag: u64, data_in: DataDesc<'_>) -> Vec<u8> {
         data_out: DataDesc::None,
         data_in,
         imm_data: &[],
+        remote_invalidate: false,
     };
     let mut buf = vec![0u8; cmd.buffer_len_with(68)];
     cmd.emit_with(&mut buf, 68).expect("fits");
@@ -230,6 +231,30 @@ fn unnegotiated_format_names_the_direction() {
 }
 
 #[test]
+fn immediate_data_without_an_offset_is_a_format_not_negotiated() {
+    let mut ch = TargetChannel::new(
+        ChannelId(1),
+        Negotiated {
+            imm_data_offset: None,
+            ..negotiated(both())
+        },
+        LoginReqFlags::empty(),
+        1 << 20,
+        16,
+    );
+    assert!(ch.on_rtu().is_empty());
+    let mut iu = read10(1, DataDesc::None);
+    iu[5] = u8::from(srp::wire::desc::DescFormat::Immediate) << 4; // BUF FMT: data-out
+    iu.extend([0; 8 + 256]); // an immediate descriptor and its data
+    let f = ch.on_recv(&iu).expect_err("immediate data not negotiated");
+    assert_eq!(f.reason(), TLogoutReason::UnsupportedDataOutFormat, "{f}");
+    // Cut short, the same IU is an invalid IU length first.
+    let mut ch = live(both());
+    let f = ch.on_recv(&iu[..20]).expect_err("truncated");
+    assert_eq!(f.reason(), TLogoutReason::InvalidIuLength);
+}
+
+#[test]
 fn oversized_transfer_is_a_bad_command_not_a_fault() {
     let mut ch = live(both());
     let r = ch
@@ -314,7 +339,21 @@ fn owed_credits_go_back_by_cred_req_and_spurious_responses_fault() {
     assert_eq!(buf[0], 0x81);
     assert_eq!(&buf[4..8], &[0, 0, 0, 1]);
     assert_eq!(n, 16);
+    assert_eq!(ch.target_requests(), 1);
+    // Another credit owed while the first CRED_REQ is unanswered: it waits.
+    ch.on_recv(&read10(2, direct(512))).expect("command");
+    ch.abort_matching(|_, _| true);
+    assert_eq!(ch.cred_req(&mut buf), None, "one target request at a time");
     assert_eq!(ch.on_recv(&cred_rsp), Ok(Request::None));
+    assert_eq!(ch.target_requests(), 0);
+    assert_eq!(ch.cred_req(&mut [0u8; 15]), None, "too short a buffer");
+    ch.cred_req(&mut buf).expect("the second credit now");
+    assert_eq!(&buf[4..8], &[0, 0, 0, 1]);
+    assert_eq!(ch.on_recv(&cred_rsp), Ok(Request::None));
+    assert_eq!(
+        ch.on_recv(&cred_rsp),
+        Err(Fault::SpuriousResponse("SRP_CRED_RSP"))
+    );
 }
 
 #[test]

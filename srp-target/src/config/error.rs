@@ -204,6 +204,9 @@ pub enum ConfigErrorKind {
     /// A relative backing path.
     #[error("backing path {0:?} must be absolute")]
     RelativePath(String),
+    /// A control socket path that is relative or longer than a Unix socket address holds.
+    #[error("control socket path {0:?} must be absolute and at most 107 bytes")]
+    BadSocketPath(String),
     /// Two LUNs on one file or device.
     #[error("backing {path:?} is already used by {first}")]
     DuplicateBacking {

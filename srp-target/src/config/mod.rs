@@ -26,6 +26,8 @@
 //! node_guid = "0x0002c90300a1b2c0"   # required
 //! oui = 0x001405                     # NAA company ID of LUN identities; default 0x001405
 //! name = "array-1"                   # optional
+//! rdma_cm_port = 5555                # RDMA-CM-form logins; default 5555
+//! control_socket = "/run/srp-target/array-1.sock"  # default: from the name
 //!
 //! [[port]]
 //! name = "p0"
@@ -109,7 +111,13 @@ pub struct TargetSettings {
     /// The RDMA-CM (TCP port space) port logins in the RDMA-CM form name (Linux ib_srp
     /// `dest=ip:port`); default [`DEFAULT_RDMA_CM_PORT`].
     pub rdma_cm_port: u16,
+    /// Where the daemon serves its control socket; default
+    /// `/run/srp-target/<name>.sock` (`target.sock` without a name).
+    pub control_socket: PathBuf,
 }
+
+/// The control socket's directory unless `[target] control_socket` says otherwise.
+pub const DEFAULT_CONTROL_DIR: &str = "/run/srp-target";
 
 /// The RDMA-CM port the target listens on unless `[target] rdma_cm_port` says otherwise.
 pub const DEFAULT_RDMA_CM_PORT: u16 = 5555;

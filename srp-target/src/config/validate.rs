@@ -5,8 +5,8 @@
 use super::error::{ConfigErrorKind as E, ConfigErrors, KeyPath, Location, Sink, WarningKind};
 use super::file::{self, RawExport, RawFile, RawIoc, RawLun, RawPort, RawTarget};
 use super::{
-    Acl, Backing, DEFAULT_OUI, DEFAULT_RDMA_CM_PORT, IocConfig, Loaded, LunConfig, PortConfig,
-    TargetConfig, TargetSettings, acl, unique, values,
+    Acl, Backing, DEFAULT_CONTROL_DIR, DEFAULT_OUI, DEFAULT_RDMA_CM_PORT, IocConfig, Loaded,
+    LunConfig, PortConfig, TargetConfig, TargetSettings, acl, unique, values,
 };
 use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
@@ -225,12 +225,18 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         Some(p) => sink.check(&path.key("rdma_cm_port"), values::rdma_cm_port(p))?,
         None => DEFAULT_RDMA_CM_PORT,
     };
+    let control_socket = match &e.raw.control_socket {
+        Some(p) => sink.check(&path.key("control_socket"), values::socket_path(p))?,
+        None => Path::new(DEFAULT_CONTROL_DIR)
+            .join(format!("{}.sock", name.as_deref().unwrap_or("target"))),
+    };
     (e.bad.is_empty()).then_some(())?;
     Some(TargetSettings {
         node_guid: node_guid?,
         oui: oui?,
         name,
         rdma_cm_port,
+        control_socket,
     })
 }
 

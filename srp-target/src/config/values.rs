@@ -8,6 +8,7 @@ use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
 use hca::Guid;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 
 /// The RoCEv2 UDP destination port (IANA), used when an address gives none.
 pub const ROCE_V2_UDP_PORT: u16 = 4791;
@@ -155,6 +156,17 @@ pub(super) fn rdma_cm_port(value: i64) -> Result<u16, E> {
         .ok()
         .filter(|p| *p != 0)
         .ok_or(E::BadRdmaCmPort(value))
+}
+
+/// `control_socket`: an absolute path that fits a Unix socket address (`sun_path`, 108
+/// bytes with its NUL).
+pub(super) fn socket_path(text: &str) -> Result<PathBuf, E> {
+    let p = Path::new(text);
+    if p.is_absolute() && text.len() <= 107 && !text.contains('\0') {
+        Ok(p.to_path_buf())
+    } else {
+        Err(E::BadSocketPath(text.to_owned()))
+    }
 }
 
 /// An ALUA state an operator may configure (SPC-4 table 163; transitioning is transient,

@@ -12,9 +12,14 @@
 //! SRP_T_LOGOUT on every live channel, then a DREQ on every connection, then stops, each
 //! step bounded in time.
 //!
-//! Files: [`dm`] (each port's Device Management agent: the IOCs reachable on it), [`event`] (what the daemon reports: logins, rejects, logouts), [`port`] (one HCA
-//! port: device, GSI, CM), [`login`] (a CM REQ to an answer and a channel), `run` (the loop
-//! and shutdown).
+//! Control: [`Daemon::control`] hands out a [`ControlHandle`] whose requests the loop
+//! answers between turns; with [`DaemonOptions::control_socket`] the same is served on a
+//! Unix socket ([`crate::control`]).
+//!
+//! Files: [`dm`] (each port's Device Management agent: the IOCs reachable on it),
+//! [`event`] (what the daemon reports: logins, rejects, logouts), [`port`] (one HCA port:
+//! device, GSI, CM), [`login`] (a CM REQ to an answer and a channel), `run` (the loop and
+//! shutdown) with `answer` (control requests: lists, IOC and port switches).
 
 pub mod dm;
 pub mod event;
@@ -26,7 +31,12 @@ pub use event::DaemonEvent;
 
 use crate::appliance::{ChannelLimits, StartErrors};
 use crate::config::TargetConfig;
+use crate::control::TargetService;
+use crate::control::handle::ControlHandle;
+use crate::control::model::{ControlAnswer, ControlError, ControlRequest};
+use access_layer::ctl::CtlServer;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
@@ -61,6 +71,9 @@ pub struct DaemonOptions {
     pub queue: usize,
     /// How long shutdown waits for T_LOGOUTs to be sent, and then for DREPs.
     pub shutdown_step: Duration,
+    /// Where to serve the control socket ([`crate::control`]); none when `None`. A stale
+    /// socket file (its daemon gone) is replaced; a live one is an error.
+    pub control_socket: Option<PathBuf>,
 }
 
 impl Default for DaemonOptions {
@@ -76,6 +89,7 @@ impl Default for DaemonOptions {
             workers: 4,
             queue: 256,
             shutdown_step: Duration::from_secs(2),
+            control_socket: None,
         }
     }
 }
@@ -128,6 +142,14 @@ pub enum DaemonError {
     /// The loop thread died while starting.
     #[error("the daemon thread exited while starting")]
     Died,
+    /// The control socket could not be served.
+    #[error("control socket {path}: {reason}")]
+    Control {
+        /// The socket's path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// What started: one line per IOC and port, for the startup summary.
@@ -142,7 +164,10 @@ pub struct Started {
 /// A running target. Dropping it shuts it down.
 #[derive(Debug)]
 pub struct Daemon {
+    // Served first, dropped first: no request waits on a loop that is gone.
+    server: Option<CtlServer>,
     stop: Arc<AtomicBool>,
+    control: ControlHandle,
     thread: Option<JoinHandle<()>>,
     events: Receiver<DaemonEvent>,
     started: Started,
@@ -155,11 +180,13 @@ impl Daemon {
         let stop = Arc::new(AtomicBool::new(false));
         let (events_tx, events) = sync_channel(EVENT_QUEUE);
         let (ready_tx, ready_rx) = sync_channel(1);
+        let (control, control_rx) = ControlHandle::pair();
+        let socket = options.control_socket.clone();
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("srpt-daemon".into())
             .spawn(
-                move || match run::Loop::build(&config, &options, events_tx) {
+                move || match run::Loop::build(&config, &options, events_tx, control_rx) {
                     Ok((mut lp, started)) => {
                         let _ = ready_tx.send(Ok(started));
                         lp.run(&flag);
@@ -170,12 +197,21 @@ impl Daemon {
                 },
             )?;
         match ready_rx.recv() {
-            Ok(Ok(started)) => Ok(Daemon {
-                stop,
-                thread: Some(thread),
-                events,
-                started,
-            }),
+            Ok(Ok(started)) => {
+                let mut daemon = Daemon {
+                    server: None,
+                    stop,
+                    control,
+                    thread: Some(thread),
+                    events,
+                    started,
+                };
+                if let Some(path) = socket {
+                    // On error the daemon drops here and shuts down: nothing half-started.
+                    daemon.server = Some(serve_control(&path, daemon.control())?);
+                }
+                Ok(daemon)
+            }
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -190,6 +226,21 @@ impl Daemon {
     /// What started.
     pub fn started(&self) -> &Started {
         &self.started
+    }
+
+    /// A handle for control requests (lists, counters, IOC and port switches); the
+    /// control socket serves the same.
+    pub fn control(&self) -> ControlHandle {
+        self.control.clone()
+    }
+
+    /// Live device objects of every port, in configuration order: what a leak check
+    /// compares.
+    pub fn resources(&self) -> Result<Vec<hca::engine::Resources>, ControlError> {
+        match self.control.call(ControlRequest::ListPorts)? {
+            ControlAnswer::Ports(p) => Ok(p.into_iter().map(|p| p.resources).collect()),
+            _ => Err(ControlError::Stopped),
+        }
     }
 
     /// Logins, rejects and logouts as they happen.
@@ -210,7 +261,13 @@ impl Daemon {
         self.events.try_iter().collect()
     }
 
+    /// The control socket's path, when one is served.
+    pub fn control_socket(&self) -> Option<&std::path::Path> {
+        self.server.as_ref().map(CtlServer::path)
+    }
+
     fn stop_and_join(&mut self) {
+        self.server = None;
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -222,4 +279,29 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop_and_join();
     }
+}
+
+/// Binds the control socket at `path`, replacing a stale file whose daemon is gone.
+fn serve_control(path: &std::path::Path, handle: ControlHandle) -> Result<CtlServer, DaemonError> {
+    let fail = |reason: String| DaemonError::Control {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(fail("another daemon is serving it".into()));
+        }
+        std::fs::remove_file(path)
+            .map_err(|e| fail(format!("cannot remove the stale socket: {e}")))?;
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let server = CtlServer::bind(path, Arc::new(TargetService::new(handle)))
+        .map_err(|e| fail(e.to_string()))?;
+    // The socket turns IOCs and ports off: its owner (root, for a daemon) only.
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(|e| fail(format!("cannot restrict its permissions: {e}")))?;
+    Ok(server)
 }

@@ -29,6 +29,8 @@ pub struct Port {
     pub pd: PdId,
     /// The GID of its address.
     pub gid: Gid,
+    /// Its address (IP and UDP port).
+    pub address: std::net::SocketAddr,
     gsi: GsiPort,
     /// Its CM.
     pub cm: CmEndpoint,
@@ -106,6 +108,7 @@ impl Port {
             hca: Arc::new(hca),
             pd,
             gid,
+            address: p.address,
             gsi,
             cm,
             dm,

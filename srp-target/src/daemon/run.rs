@@ -6,6 +6,7 @@ use super::port::Port;
 use super::{DaemonError, DaemonOptions, Started};
 use crate::appliance::Appliance;
 use crate::config::TargetConfig;
+use crate::control::handle::Pending;
 use crate::io::{ChannelIo, Executor, IoState, Workers};
 use crate::login::{ChannelId, CmAnswer, NexusTable};
 use access_layer::cm::{CmEvent, ConnId, ConnState};
@@ -13,17 +14,27 @@ use srp::wire::logout::TLogoutReason;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::SyncSender;
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::{Duration, Instant};
 
 /// Pause between turns of the loop when nothing happened.
 const IDLE: Duration = Duration::from_micros(200);
+
+#[path = "answer.rs"]
+mod answer;
 
 /// One accepted login.
 struct Session {
     io: Box<ChannelIo>,
     port: usize,
     conn: ConnId,
+    /// The IOC's name, the initiator and the form: what the control socket lists.
+    ioc: String,
+    initiator: srp::wire::PortId,
+    form: &'static str,
+    since: Instant,
+    /// Ended by an operator's "drop": no DREQ when reaped, the CM forgets it silently.
+    silent: bool,
 }
 
 /// The loop's state. Built and run on the daemon thread.
@@ -37,6 +48,7 @@ pub(super) struct Loop {
     next_id: u64,
     events: SyncSender<DaemonEvent>,
     step: Duration,
+    control: Receiver<Pending>,
 }
 
 impl Loop {
@@ -45,6 +57,7 @@ impl Loop {
         config: &TargetConfig,
         options: &DaemonOptions,
         events: SyncSender<DaemonEvent>,
+        control: Receiver<Pending>,
     ) -> Result<(Loop, Started), DaemonError> {
         let app = Appliance::build(config, options.limits).map_err(DaemonError::Appliance)?;
         let rdma_cm_port = options.rdma_cm_port.unwrap_or(config.target.rdma_cm_port);
@@ -90,6 +103,7 @@ impl Loop {
                 next_id: 1,
                 events,
                 step: options.shutdown_step,
+                control,
             },
             started,
         ))
@@ -117,7 +131,16 @@ impl Loop {
         for s in self.sessions.values_mut() {
             n += s.io.poll();
         }
+        // PREEMPT AND ABORT reaches every channel of the preempted nexuses, on any IOC.
+        let mut ios: Vec<&mut ChannelIo> = self.sessions.values_mut().map(|s| &mut *s.io).collect();
+        n += crate::io::settle_aborts(&mut ios);
         self.reap();
+        while let Ok(p) = self.control.try_recv() {
+            n += 1;
+            let answer = self.answer(p.request);
+            // The caller may have given up waiting.
+            let _ = p.reply.send(answer);
+        }
         n
     }
 
@@ -239,7 +262,19 @@ impl Loop {
                     }
                 }
                 self.table.add(nexus, id);
-                self.sessions.insert(id, Session { io, port, conn });
+                self.sessions.insert(
+                    id,
+                    Session {
+                        io,
+                        port,
+                        conn,
+                        ioc: ioc.clone(),
+                        initiator: nexus.initiator,
+                        form,
+                        since: Instant::now(),
+                        silent: false,
+                    },
+                );
                 self.emit(DaemonEvent::Login {
                     channel: id,
                     ioc,
@@ -266,7 +301,9 @@ impl Loop {
             };
             self.table.remove(id);
             let p = &mut self.ports[s.port];
-            if matches!(
+            if s.silent {
+                let _ = p.cm.abandon(s.conn);
+            } else if matches!(
                 p.cm.state(s.conn),
                 ConnState::Established | ConnState::RepSent
             ) {

@@ -8,18 +8,21 @@
 //! Dispatch: [`scsi::Command::parse`] against the one opcode table, restricted to
 //! [`supported_opcodes`], which also answers REPORT SUPPORTED OPERATION CODES.
 //!
-//! Files: [`inquiry`] (INQUIRY, VPD pages), [`io`] (READ, WRITE, VERIFY, COMPARE AND WRITE,
+//! Files: [`counters`] (per-LUN command counters), [`inquiry`] (INQUIRY, VPD pages), [`io`] (READ, WRITE, VERIFY, COMPARE AND WRITE,
 //! SYNCHRONIZE CACHE, READ CAPACITY), [`provisioning`] (WRITE SAME, UNMAP), [`mode`] (MODE
 //! SENSE/SELECT), [`report`] (REPORT LUNS, REPORT SUPPORTED OPERATION CODES, REPORT TARGET
 //! PORT GROUPS, and commands to a LUN that does not exist), [`pr`] (PERSISTENT RESERVE
-//! IN/OUT and the reservation conflict check every command passes first).
+//! IN/OUT and the reservation conflict check every command passes first), [`ua`] (unit
+//! attention conditions, checked before everything else).
 
+pub mod counters;
 pub mod inquiry;
 pub mod io;
 pub mod mode;
 pub mod pr;
 pub mod provisioning;
 pub mod report;
+pub mod ua;
 
 pub use report::execute_unknown_lun;
 
@@ -27,7 +30,7 @@ use crate::backend::{Backend, BackendError};
 use crate::lu::{LunIdentity, PortIdentity, TargetPortGroup};
 use scsi::{CdbError, Command, Lun, OpcodeInfo, Sense, SenseCode, Status};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use wirekit::WireRepr;
 
 /// (Operation code, service action) pairs the table parses but this target does not
@@ -182,6 +185,10 @@ pub struct LogicalUnit {
     io_order: RwLock<()>,
     /// Persistent reservations ([`pr`]).
     pr: RwLock<pr::PrState>,
+    /// What the control socket reports ([`counters`]).
+    counters: counters::LuCounters,
+    /// Unit attention conditions per I_T nexus ([`ua`]).
+    ua: Mutex<ua::UaState>,
 }
 
 /// Why a handler stopped early: a SCSI status, or a transport failure.
@@ -296,6 +303,8 @@ impl LogicalUnit {
             product: config.product,
             io_order: RwLock::new(()),
             pr: RwLock::new(pr::PrState::default()),
+            counters: counters::LuCounters::default(),
+            ua: Mutex::new(ua::UaState::default()),
         }
     }
 
@@ -331,8 +340,18 @@ impl LogicalUnit {
         data_in: &mut Vec<u8>,
     ) -> Result<CmdOutput, TransportError> {
         data_in.clear();
-        let r = parse(cdb).and_then(|cmd| self.dispatch(nexus, cmd, data_out, data_in));
-        finish(r, data_in)
+        let r = match self.check_unit_attention(nexus, cdb, data_in) {
+            Some(ua) => ua,
+            None => parse(cdb).and_then(|cmd| self.dispatch(nexus, cmd, data_out, data_in)),
+        };
+        let out = finish(r, data_in);
+        self.counters.record(cdb.first().copied(), &out);
+        out
+    }
+
+    /// The LUN's command counters.
+    pub fn counters(&self) -> counters::LuCountersSnapshot {
+        self.counters.snapshot()
     }
 
     fn dispatch(&self, nexus: &Nexus<'_>, cmd: Command, dout: &[u8], din: &mut Vec<u8>) -> Exec {
@@ -345,13 +364,14 @@ impl LogicalUnit {
         }
         match cmd {
             C::TestUnitReady => Ok(CmdOutput::good(0)),
-            // Autosense: sense goes with the failing command, so none is ever pending.
+            // Autosense: sense goes with the failing command; a pending unit attention was
+            // answered before dispatch ([`ua`]), so there is nothing else to report.
             C::RequestSense(r) => {
                 request_sense_data(&Sense::new(SenseCode::NO_SENSE), r.desc, din, r.alloc_len)
             }
             C::Inquiry(q) => inquiry::inquiry(self, nexus, &q, din),
             C::ModeSense(m) => mode::mode_sense(self, &m, din),
-            C::ModeSelect(m) => mode::mode_select(self, &m, dout),
+            C::ModeSelect(m) => mode::mode_select(self, nexus, &m, dout),
             // No power conditions, no removable medium: nothing to do (LIO likewise).
             C::StartStopUnit(_) => Ok(CmdOutput::good(0)),
             C::ReadCapacity10 => io::read_capacity10(self, din),

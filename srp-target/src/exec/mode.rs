@@ -1,7 +1,8 @@
 //! MODE SENSE(6/10) and MODE SELECT(6/10) (SPC-4 6.11-6.14): the caching page (08h, WCE
 //! changeable) and the control page (0Ah, nothing changeable). Saving is not supported.
 
-use super::{CmdOutput, Exec, LogicalUnit, Stop, data_out, good_data};
+use super::ua::To;
+use super::{CmdOutput, Exec, LogicalUnit, Nexus, Stop, data_out, good_data};
 use scsi::cdb::{ModeCdb, ModeSelect, ModeSense, PageControl};
 use scsi::{Sense, SenseCode};
 
@@ -93,7 +94,12 @@ pub(crate) fn mode_sense(lu: &LogicalUnit, m: &ModeSense, din: &mut Vec<u8>) -> 
 
 /// MODE SELECT(6/10): WCE is the only changeable field; any other difference from the
 /// current page is INVALID FIELD IN PARAMETER LIST at that byte (SPC-4 6.11).
-pub(crate) fn mode_select(lu: &LogicalUnit, m: &ModeSelect, dout: &[u8]) -> Exec {
+pub(crate) fn mode_select(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    m: &ModeSelect,
+    dout: &[u8],
+) -> Exec {
     if m.sp {
         return Err(SenseCode::SAVING_PARAMETERS_NOT_SUPPORTED.into());
     }
@@ -154,9 +160,14 @@ pub(crate) fn mode_select(lu: &LogicalUnit, m: &ModeSelect, dout: &[u8]) -> Exec
         }
         at += 2 + plen;
     }
-    // Applied only once the whole list is valid.
+    // Applied only once the whole list is valid; a change is news to every other I_T
+    // nexus (SPC-4: MODE PARAMETERS CHANGED).
     if let Some(on) = wce {
-        lu.set_write_cache(on);
+        if on != lu.write_cache() {
+            lu.set_write_cache(on);
+            let me = nexus.it_nexus();
+            lu.unit_attention(To::AllBut(me), SenseCode::MODE_PARAMETERS_CHANGED);
+        }
     }
     Ok(CmdOutput {
         data_out_len: len,

@@ -4,7 +4,9 @@
 //! the CM step brings the peer's attributes and the caller calls [`ChannelIo::connect`]
 //! (QP to RTS, receives posted, RTU given to the channel), then [`ChannelIo::poll`] in a
 //! loop until [`ChannelIo::state`] is [`IoState::Closed`]. Each `poll` drains the CQ first,
-//! then the executor's results, so IUs that arrived together are judged together.
+//! then the executor's results, so IUs that arrived together are judged together. After
+//! polling, the driver passes all its channels to [`settle_aborts`] (a PREEMPT AND ABORT
+//! is answered only then).
 //!
 //! A command moves through its slot: external table READ (if the inline list was partial),
 //! data-out READs into the bounce buffer (or the IU's immediate data), execution on the
@@ -39,10 +41,14 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 use wirekit::WireRepr;
 
+#[path = "abort.rs"]
+mod abort;
 #[path = "respond.rs"]
 mod respond;
 #[path = "transfer.rs"]
 mod transfer;
+
+pub use abort::{AbortScope, NexusAbort, settle_aborts};
 
 /// Largest single RDMA READ or WRITE we post; longer segments are split.
 pub const MAX_RDMA_OP: u32 = 1 << 20;
@@ -131,6 +137,15 @@ pub struct ChannelIo {
     done_rx: Receiver<Done>,
     state: IoState,
     reason: Option<String>,
+    counters: super::SessionCounters,
+    /// Abort requests raised by completed commands, for the driver ([`abort`]).
+    aborts: Vec<abort::NexusAbort>,
+    /// Results held until their aborts are applied.
+    held: Vec<Done>,
+    /// Task management requests (by slot) answered once their aborts are applied.
+    held_tmf: Vec<usize>,
+    /// An SRP_CRED_REQ SEND is posted and not yet completed.
+    cred_in_flight: bool,
 }
 
 impl std::fmt::Debug for ChannelIo {
@@ -213,6 +228,11 @@ impl ChannelIo {
             done_rx,
             state: IoState::Idle,
             reason: None,
+            counters: super::SessionCounters::default(),
+            aborts: Vec::new(),
+            held: Vec::new(),
+            held_tmf: Vec::new(),
+            cred_in_flight: false,
         })
     }
 
@@ -242,6 +262,11 @@ impl ChannelIo {
     /// The channel's memory region, while registered.
     pub fn mr_keys(&self) -> Option<MrKeys> {
         self.mr
+    }
+
+    /// What the channel has done since login.
+    pub fn counters(&self) -> super::SessionCounters {
+        self.counters
     }
 
     /// Commands in a slot or waiting for one.
@@ -281,6 +306,8 @@ impl ChannelIo {
             n += 1;
             self.on_done(done);
         }
+        // Every response of this turn is built: credits still owed have nothing to ride on.
+        self.send_owed_credits();
         if self.state == IoState::Draining && self.in_flight() == 0 {
             self.teardown(None);
         }
@@ -329,6 +356,7 @@ impl ChannelIo {
             WrKind::DataIn(_) => {}
             WrKind::Rsp(n) => self.free(n),
             WrKind::Logout => self.teardown(None),
+            WrKind::Cred => self.cred_in_flight = false,
         }
     }
 
@@ -361,6 +389,7 @@ impl ChannelIo {
                 cdb,
                 plan,
                 imm_data,
+                remote_invalidate,
                 ..
             }) => (
                 tag,
@@ -370,6 +399,7 @@ impl ChannelIo {
                     data_out: plan.data_out,
                     data_in: plan.data_in,
                     imm_data,
+                    remote_invalidate,
                 },
             ),
             Ok(Request::BadCommand { tag, lun, error }) => (tag, lun, Work::Bad(error)),
@@ -386,11 +416,16 @@ impl ChannelIo {
             Ok(Request::None) => return,
             Err(fault) => return self.fault(&fault),
         };
+        match work {
+            Work::Tmf { .. } => self.counters.task_mgmt += 1,
+            Work::Scsi { .. } | Work::Bad(_) => self.counters.commands += 1,
+        }
         let slot = Slot {
             tag,
             lun,
             work,
             phase: Phase::Executing,
+            abort: super::executor::AbortFlag::default(),
         };
         match self.slots.iter().position(Option::is_none) {
             Some(n) => self.start(n, slot),
@@ -479,6 +514,9 @@ impl ChannelIo {
         });
         self.channel.abort_matching(|_, _| true);
         self.channel.close();
+        // Nothing can answer them now: jobs still queued for a worker are not run (those
+        // running finish, their results are discarded).
+        self.slots.iter().flatten().for_each(|s| s.abort.set());
         self.slots.iter_mut().for_each(|s| *s = None);
         self.waiting.clear();
         self.state = IoState::Closed;

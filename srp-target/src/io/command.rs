@@ -20,6 +20,8 @@ pub enum WrKind {
     Rsp(usize),
     /// The SRP_T_LOGOUT SEND.
     Logout,
+    /// The SRP_CRED_REQ SEND.
+    Cred,
 }
 
 impl WrKind {
@@ -32,6 +34,7 @@ impl WrKind {
             WrKind::DataIn(n) => (4, n),
             WrKind::Rsp(n) => (5, n),
             WrKind::Logout => (6, 0),
+            WrKind::Cred => (7, 0),
         };
         (k << 56) | (n as u64 & 0x00ff_ffff_ffff_ffff)
     }
@@ -46,6 +49,7 @@ impl WrKind {
             4 => WrKind::DataIn(n),
             5 => WrKind::Rsp(n),
             6 => WrKind::Logout,
+            7 => WrKind::Cred,
             _ => return None,
         })
     }
@@ -83,6 +87,8 @@ pub enum Work {
         data_in: Option<Buffer>,
         /// Immediate data-out.
         imm_data: Vec<u8>,
+        /// Answer with SEND WITH INVALIDATE of the descriptors' one R_Key, if they share one.
+        remote_invalidate: bool,
     },
     /// A command refused by a per-command check: CHECK CONDITION.
     Bad(ChannelError),
@@ -98,6 +104,8 @@ pub enum Work {
 /// One command in flight.
 #[derive(Clone, Debug)]
 pub struct Slot {
+    /// Set when its task is aborted: it is then never executed nor answered.
+    pub abort: super::executor::AbortFlag,
     /// Its tag.
     pub tag: Tag,
     /// Its LUN.

@@ -5,8 +5,9 @@
 
 use crate::exec::{CmdOutput, LogicalUnit, Nexus, TransportError};
 use crate::lu::{PortIdentity, TargetPortGroup};
-use scsi::Lun;
+use scsi::{Lun, Status};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 
 /// What a [`Nexus`] borrows, owned, shared by every command of a channel.
@@ -34,6 +35,24 @@ impl NexusInfo {
     }
 }
 
+/// Set when a command's task is aborted (ABORT TASK, a LUN-wide TMF, PREEMPT AND ABORT):
+/// shared by its slot and its [`Job`], so a job still queued for a worker is not run, and
+/// a result that comes back anyway is not answered even if the initiator reused the tag.
+#[derive(Clone, Debug, Default)]
+pub struct AbortFlag(Arc<AtomicBool>);
+
+impl AbortFlag {
+    /// Marks the task aborted.
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether the task was aborted.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// One command to execute.
 pub struct Job {
     /// Returned in [`Done::token`]: which command of which channel.
@@ -48,6 +67,8 @@ pub struct Job {
     pub data_out: Vec<u8>,
     /// Where to send the result.
     pub reply: Sender<Done>,
+    /// Set if the task is aborted before a worker takes it.
+    pub abort: AbortFlag,
 }
 
 impl std::fmt::Debug for Job {
@@ -62,12 +83,20 @@ impl std::fmt::Debug for Job {
 
 impl Job {
     /// Executes the job and sends its [`Done`]; a closed reply channel (the channel was
-    /// torn down meanwhile) drops the result.
+    /// torn down meanwhile) drops the result. A job aborted while queued is not executed:
+    /// its `Done` says TASK ABORTED, so the slot is freed (SAM-5: an aborted task never
+    /// reaches the medium once the abort is in force).
     pub fn run(self) {
         let mut data_in = Vec::new();
-        let result = self
-            .lu
-            .execute(&self.nexus.nexus(), &self.cdb, &self.data_out, &mut data_in);
+        let result = if self.abort.is_set() {
+            Ok(CmdOutput {
+                status: Status::TaskAborted,
+                ..CmdOutput::good(0)
+            })
+        } else {
+            self.lu
+                .execute(&self.nexus.nexus(), &self.cdb, &self.data_out, &mut data_in)
+        };
         let _ = self.reply.send(Done {
             token: self.token,
             result,

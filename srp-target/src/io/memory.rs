@@ -1,7 +1,7 @@
 //! The channel's registered memory: one block, one memory region, laid out at creation as
 //! `window + SPARE_RECVS` receive buffers (IUs that take no credit — SRP_I_LOGOUT,
 //! SRP_CRED_RSP, SRP_AER_RSP — need room too, and a spare lets a credit overrun reach the
-//! channel, which logs it out, instead of stalling in RNR retries), `window + 1` response buffers (the extra one for SRP_T_LOGOUT),
+//! channel, which logs it out, instead of stalling in RNR retries), `window + 2` response buffers (the extra ones for SRP_T_LOGOUT and SRP_CRED_REQ),
 //! and per command slot a bounce buffer of the largest transfer plus room for the largest
 //! external descriptor table. Nothing is registered per command, so nothing can leak per
 //! command; the region is deregistered when the channel is torn down.
@@ -70,7 +70,7 @@ impl Layout {
 
     fn bounce_base(&self) -> Option<u64> {
         self.send_base()?
-            .checked_add((self.slots() + 1).checked_mul(self.send_len)?)
+            .checked_add((self.slots() + 2).checked_mul(self.send_len)?)
     }
 
     fn slot_stride(&self) -> Option<u64> {
@@ -91,6 +91,11 @@ impl Layout {
     /// Offset of response buffer `i` (`window` is the T_LOGOUT buffer).
     pub fn send(&self, i: usize) -> u64 {
         self.send_base().unwrap_or(0) + i as u64 * self.send_len
+    }
+
+    /// Offset of the SRP_CRED_REQ buffer (after the T_LOGOUT buffer).
+    pub fn cred(&self) -> u64 {
+        self.send(self.window + 1)
     }
 
     /// Offset of command slot `i`'s bounce buffer.
@@ -121,7 +126,8 @@ mod tests {
     fn areas_do_not_overlap() {
         let l = Layout::new(4, 512, 64, 1 << 16, 16).expect("fits");
         assert_eq!(l.recv(5) + 512, l.send(0));
-        assert_eq!(l.send(4) + 64, l.bounce(0));
+        assert_eq!(l.send(4) + 64, l.cred());
+        assert_eq!(l.cred() + 64, l.bounce(0));
         assert_eq!(l.table(0) + 256, l.bounce(1));
         assert_eq!(l.table(3) + 256, l.total().expect("fits"));
     }

@@ -14,19 +14,22 @@
 //! pool behind that boundary), [`command`] (one command in flight and work-request ids),
 //! [`channel_io`] ([`ChannelIo`], the completion-driven loop, with its `transfer` steps —
 //! table fetch, data-out READs, execution — and `respond` — data-in WRITEs chained before
-//! the SRP_RSP, CHECK CONDITION, task management).
-//!
-//! Not yet here: SEND with invalidate, PREEMPT AND ABORT across channels
-//! ([`crate::CmdOutput::abort_nexuses`] is not acted on), SRP_CRED_REQ for credits owed
-//! after aborts on an idle channel.
+//! the SRP_RSP (sent WITH INVALIDATE of the descriptors' one R_Key when the SRP_CMD asked:
+//! docs/protocol-notes.md), CHECK CONDITION, task management — and `abort` — PREEMPT AND ABORT across
+//! channels ([`NexusAbort`], [`settle_aborts`]) and SRP_CRED_REQ for credits owed by aborted
+//! commands), [`counters`] (what each session has done, for the control socket).
 
 pub mod channel_io;
 pub mod command;
+pub mod counters;
 pub mod executor;
 pub mod memory;
 pub mod workers;
 
-pub use channel_io::{ChannelIo, ChannelIoConfig, IoError, IoState};
-pub use executor::{Done, Executor, Inline, Job, NexusInfo};
+pub use channel_io::{
+    AbortScope, ChannelIo, ChannelIoConfig, IoError, IoState, NexusAbort, settle_aborts,
+};
+pub use counters::SessionCounters;
+pub use executor::{AbortFlag, Done, Executor, Inline, Job, NexusInfo};
 pub use memory::Layout;
 pub use workers::Workers;

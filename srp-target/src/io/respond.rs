@@ -8,6 +8,9 @@ impl ChannelIo {
     /// An executed command came back: place its data-in and answer it.
     pub(super) fn on_done(&mut self, done: Done) {
         let n = usize::try_from(done.token).unwrap_or(usize::MAX);
+        let Some(done) = self.hold_for_abort(n, done) else {
+            return;
+        };
         let Some(Some(Slot {
             work: Work::Scsi {
                 data_out, data_in, ..
@@ -46,6 +49,7 @@ impl ChannelIo {
         let din = din.min(done.data_in.len());
         let din_res = residual(in_len, din as u64);
         let moved = (din as u64).min(in_len);
+        self.counters.data_in_bytes += moved;
         let base = self.layout.bounce(n);
         let mut writes = Vec::new();
         if moved > 0 {
@@ -72,7 +76,7 @@ impl ChannelIo {
     }
 
     /// Builds slot `n`'s SRP_RSP and posts `writes` then the SEND in one chain; an aborted
-    /// command (its tag gone) sends nothing and frees its slot.
+    /// command (its tag gone, or reused by a newer command) sends nothing and frees its slot.
     pub(super) fn respond(
         &mut self,
         n: usize,
@@ -82,15 +86,19 @@ impl ChannelIo {
         din: Residual,
         mut writes: Vec<SendWr>,
     ) {
-        let Some(tag) = self.slots[n].as_ref().map(|s| s.tag) else {
+        let Some((tag, aborted)) = self.slots[n].as_ref().map(|s| (s.tag, s.abort.is_set())) else {
             return;
         };
+        if aborted {
+            return self.free(n);
+        }
         let mut buf = vec![0u8; self.layout.send_len as usize];
         match self
             .channel
             .respond(tag, status, sense, dout, din, &mut buf)
         {
             Some(len) => {
+                self.counters.response(status);
                 writes.push(self.send_rsp(n, &buf[..len]));
                 self.set_phase(n, Phase::Responding);
                 self.post_or_die(writes);
@@ -102,9 +110,19 @@ impl ChannelIo {
     pub(super) fn send_rsp(&self, n: usize, bytes: &[u8]) -> SendWr {
         let off = self.layout.send(n);
         let _ = self.mem.write(off as usize, bytes);
+        let op = match self.slots.get(n).and_then(Option::as_ref).map(|s| &s.work) {
+            Some(Work::Scsi {
+                remote_invalidate: true,
+                data_out,
+                data_in,
+                ..
+            }) => shared_rkey(data_out.as_ref(), data_in.as_ref())
+                .map_or(SendOp::Send, SendOp::SendWithInv),
+            _ => SendOp::Send,
+        };
         SendWr {
             wr_id: WrKind::Rsp(n).encode(),
-            op: SendOp::Send,
+            op,
             sg_list: vec![sge(self.lkey(), off, bytes.len() as u32)],
             flags: SendFlags::SIGNALED,
             ud: None,
@@ -117,17 +135,32 @@ impl ChannelIo {
         };
         let code = match function {
             TaskMgmtFunction::AbortTask => {
-                self.abort(|t, _| t == task_tag);
+                // The I_T_L_Q nexus (SAM-5 7.2): a tag on another LUN is not this task.
+                self.abort(|t, l| t == task_tag && l == lun);
                 TmfResponse::Complete
             }
-            TaskMgmtFunction::AbortTaskSet
-            | TaskMgmtFunction::ClearTaskSet
-            | TaskMgmtFunction::LogicalUnitReset => {
+            TaskMgmtFunction::AbortTaskSet | TaskMgmtFunction::ClearTaskSet => {
                 self.abort(|_, l| l == lun);
+                TmfResponse::Complete
+            }
+            TaskMgmtFunction::LogicalUnitReset => {
+                self.abort(|_, l| l == lun);
+                if let Some((_, lu)) = self.luns.iter().find(|(l, _)| *l == lun) {
+                    lu.logical_unit_reset(&self.nexus.nexus());
+                }
                 TmfResponse::Complete
             }
             _ => TmfResponse::NotSupported,
         };
+        // The task set spans channels: answered once the driver aborted the rest (abort.rs).
+        if code == TmfResponse::Complete && self.hold_task_set_tmf(n, function, lun) {
+            return;
+        }
+        self.answer_tmf(n, code);
+    }
+
+    /// Sends task management request `n`'s SRP_RSP with `code`.
+    pub(super) fn answer_tmf(&mut self, n: usize, code: TmfResponse) {
         let Some(tag) = self.slots[n].as_ref().map(|s| s.tag) else {
             return;
         };
@@ -143,10 +176,18 @@ impl ChannelIo {
     }
 
     /// Drops matching commands from the channel; those in slots finish their transfers
-    /// and then send nothing, those still waiting are forgotten.
-    pub(super) fn abort(&mut self, pred: impl Fn(Tag, Lun) -> bool) {
+    /// and then send nothing (a job still queued for a worker is not run), those still
+    /// waiting are forgotten. Returns how many it dropped.
+    pub(super) fn abort(&mut self, pred: impl Fn(Tag, Lun) -> bool) -> usize {
         let dropped = self.channel.abort_matching(|t, p| pred(t, p.lun));
+        self.counters.aborted += dropped.len() as u64;
         self.waiting.retain(|s| !dropped.contains(&s.tag));
+        for s in self.slots.iter().flatten() {
+            if dropped.contains(&s.tag) && !matches!(s.work, Work::Tmf { .. }) {
+                s.abort.set();
+            }
+        }
+        dropped.len()
     }
 
     pub(super) fn free(&mut self, n: usize) {
@@ -157,6 +198,29 @@ impl ChannelIo {
             self.start(n, next);
         }
     }
+}
+
+/// The one R_Key every segment of a command's buffers carries, if there is exactly one: the
+/// region SEND WITH INVALIDATE may end. Immediate data has none; a table not yet fetched, or
+/// segments under different keys, give `None` (the initiator then invalidates locally).
+fn shared_rkey(out: Option<&Buffer>, din: Option<&Buffer>) -> Option<hca::ids::Rkey> {
+    let mut key = None;
+    for b in [out, din].into_iter().flatten() {
+        match b {
+            Buffer::Segments(segs) => {
+                for s in segs {
+                    let k = s.rkey();
+                    if key.is_some_and(|x| x != k) {
+                        return None;
+                    }
+                    key = Some(k);
+                }
+            }
+            Buffer::Immediate(_) => {}
+            Buffer::FetchTable { .. } => return None,
+        }
+    }
+    key
 }
 
 fn sense_bytes(sense: &Sense) -> Vec<u8> {

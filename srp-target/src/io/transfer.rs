@@ -129,7 +129,7 @@ impl ChannelIo {
         let Some(slot) = &self.slots[n] else {
             return;
         };
-        if self.channel.pending(slot.tag).is_none() {
+        if slot.abort.is_set() || self.channel.pending(slot.tag).is_none() {
             // Aborted while its data-out was in flight: it must not touch the LU.
             return self.free(n);
         }
@@ -157,6 +157,7 @@ impl ChannelIo {
             }
             _ => Vec::new(),
         };
+        self.counters.data_out_bytes += data_out.len() as u64;
         let Some(lu) = self.luns.iter().find(|(l, _)| *l == slot.lun) else {
             // No LUN here: INQUIRY says so (qualifier 011b), REPORT LUNS and REQUEST SENSE
             // work, the rest is LOGICAL UNIT NOT SUPPORTED. No backend I/O, so it runs here.
@@ -176,6 +177,7 @@ impl ChannelIo {
             cdb: cdb.clone(),
             data_out,
             reply: self.done_tx.clone(),
+            abort: slot.abort.clone(),
         };
         self.set_phase(n, Phase::Executing);
         if self.executor.submit(job).is_err() {

@@ -155,3 +155,43 @@ pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
+
+/// INQUIRY: standard data (`page` None) or VPD page `page`, `alloc` bytes.
+pub fn inquiry(page: Option<u8>, alloc: u16) -> [u8; 6] {
+    let a = alloc.to_be_bytes();
+    match page {
+        None => [0x12, 0, 0, a[0], a[1], 0],
+        Some(p) => [0x12, 1, p, a[0], a[1], 0],
+    }
+}
+
+/// The designators of VPD 83h as (code set byte, association/type byte, value).
+pub fn designators(page: &[u8]) -> Vec<(u8, u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut at = 4;
+    while at + 4 <= page.len() {
+        let len = usize::from(page[at + 3]);
+        out.push((page[at], page[at + 1], page[at + 4..at + 4 + len].to_vec()));
+        at += 4 + len;
+    }
+    out
+}
+
+/// A big-endian u32 at the start of `b`.
+pub fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
+}
+
+/// An UNMAP parameter list of (LBA, blocks) extents.
+pub fn unmap_list(extents: &[(u64, u32)]) -> Vec<u8> {
+    let mut l = vec![0u8; 8];
+    for &(lba, n) in extents {
+        l.extend(lba.to_be_bytes());
+        l.extend(n.to_be_bytes());
+        l.extend([0; 4]);
+    }
+    let desc = (l.len() - 8) as u16;
+    l[0..2].copy_from_slice(&(desc + 6).to_be_bytes());
+    l[2..4].copy_from_slice(&desc.to_be_bytes());
+    l
+}

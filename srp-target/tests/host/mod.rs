@@ -4,6 +4,8 @@
 //! and `../common/mod.rs` by path).
 #![allow(dead_code, unreachable_pub)]
 
+pub mod node;
+
 use crate::common::{read10, write10};
 use access_layer::cm::{CmConfig, CmEndpoint, CmEvent, ConnId, ConnectParams};
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
@@ -329,8 +331,10 @@ impl Host {
         while Instant::now() < end {
             self.pump();
             let mut wcs = Vec::new();
+            // One completion at a time: returning at a receive must not drop the ones
+            // polled after it (two IUs arriving together).
             self.hca
-                .with(|e, _| e.poll_cq(ep.cq, 16, &mut wcs))
+                .with(|e, _| e.poll_cq(ep.cq, 1, &mut wcs))
                 .expect("poll");
             for wc in wcs {
                 assert_eq!(wc.status, WcStatus::Success, "host completion: {wc:?}");
@@ -435,6 +439,7 @@ pub fn cmd_iu(
         data_out,
         data_in,
         imm_data: &[],
+        remote_invalidate: false,
     };
     let mut buf = vec![0u8; cmd.buffer_len_with(IMM_OFFSET)];
     cmd.emit_with(&mut buf, IMM_OFFSET).expect("fits");

@@ -28,6 +28,7 @@ fn cmd<'a>(data_out: DataDesc<'a>, data_in: DataDesc<'a>, imm: &'a [u8]) -> Cmd<
         data_out,
         data_in,
         imm_data: imm,
+        remote_invalidate: false,
     }
 }
 

@@ -37,6 +37,11 @@ wirekit::open_enum! {
     }
 }
 
+/// Byte 2, bit 0 of SRP_CMD (reserved in SRP r16a and SRP-2): this stack's request that
+/// the SRP_RSP be sent with SEND WITH INVALIDATE of the R_Key the command's data buffer
+/// descriptors share (see [`Cmd::remote_invalidate`]).
+pub const REMOTE_INVALIDATE: u8 = 0x01;
+
 /// iPXE's ACA code, accepted on input.
 const ACA_IPXE: u8 = 0x08;
 
@@ -48,7 +53,8 @@ pub struct CmdHdr {
     pub iu_type: u8,
     /// SCSOLNT / UCSOLNT.
     pub flags: u8,
-    /// Reserved.
+    /// Bit 0 of the first byte: [`REMOTE_INVALIDATE`] (this stack's extension); the rest
+    /// reserved.
     pub reserved1: [u8; 3],
     /// DATA-OUT format (high nibble) and DATA-IN format (low nibble).
     pub buf_fmt: u8,
@@ -96,6 +102,13 @@ pub struct Cmd<'a> {
     pub data_in: DataDesc<'a>,
     /// The immediate data when `data_out` is [`DataDesc::Immediate`], else empty.
     pub imm_data: &'a [u8],
+    /// This stack's extension (byte 2, bit 0; reserved in SRP r16a): the initiator asks the
+    /// target to answer with SEND WITH INVALIDATE of the R_Key every data buffer descriptor
+    /// of the command carries (one fast-registration region per command), sparing it a
+    /// local invalidation. A target that ignores it (Linux ib_srpt) sends a plain SEND, and
+    /// the initiator, seeing no invalidation in its receive completion, invalidates
+    /// locally. Other reserved bits are ignored, as ib_srpt does.
+    pub remote_invalidate: bool,
 }
 
 impl<'a> Cmd<'a> {
@@ -179,6 +192,7 @@ impl<'a> Cmd<'a> {
             data_out,
             data_in,
             imm_data,
+            remote_invalidate: h.reserved1[0] & REMOTE_INVALIDATE != 0,
         })
     }
 
@@ -246,7 +260,15 @@ impl<'a> Cmd<'a> {
         let h = CmdHdr {
             iu_type: IuType::Cmd.into(),
             flags: self.flags.bits(),
-            reserved1: [0; 3],
+            reserved1: [
+                if self.remote_invalidate {
+                    REMOTE_INVALIDATE
+                } else {
+                    0
+                },
+                0,
+                0,
+            ],
             buf_fmt: (u8::from(self.data_out.format()) << 4) | u8::from(self.data_in.format()),
             data_out_desc_cnt: self.data_out.count(),
             data_in_desc_cnt: self.data_in.count(),

@@ -45,6 +45,7 @@ fn read10_direct() -> Cmd<'static> {
         data_out: DataDesc::None,
         data_in: DataDesc::Direct(DirectBuf::new(0x7f00_0000_1000, Rkey(0x1234), 4096)),
         imm_data: &[],
+        remote_invalidate: false,
     }
 }
 
@@ -66,6 +67,49 @@ fn cmd_direct_round_trips() {
 #[test]
 fn cmd_direct_truncated_errors() {
     check::truncation_errors::<Cmd<'_>>(&READ10_DIRECT);
+}
+
+/// The READ(10) above with this stack's REMOTE INVALIDATE request (byte 2, bit 0).
+fn read10_invalidate_bytes() -> [u8; 64] {
+    let mut b = READ10_DIRECT;
+    b[2] = REMOTE_INVALIDATE; // 2: this stack's extension; 3..4 stay reserved
+    b
+}
+
+fn read10_invalidate() -> Cmd<'static> {
+    Cmd {
+        remote_invalidate: true,
+        ..read10_direct()
+    }
+}
+
+#[test]
+fn cmd_remote_invalidate_decodes_known_bytes() {
+    check::decodes(&read10_invalidate_bytes(), &read10_invalidate());
+}
+
+#[test]
+fn cmd_remote_invalidate_emits_known_bytes() {
+    check::emits(&read10_invalidate(), &read10_invalidate_bytes());
+}
+
+#[test]
+fn cmd_remote_invalidate_round_trips() {
+    check::round_trips(&read10_invalidate(), &mut Vec::new());
+}
+
+#[test]
+fn cmd_remote_invalidate_truncated_errors() {
+    check::truncation_errors::<Cmd<'_>>(&read10_invalidate_bytes());
+}
+
+#[test]
+fn other_reserved_bits_of_byte_2_are_ignored() {
+    let mut b = READ10_DIRECT;
+    b[2] = 0xfe;
+    b[3] = 0xff;
+    let c = Cmd::parse(&b).expect("reserved bits are ignored, as ib_srpt does");
+    assert!(!c.remote_invalidate);
 }
 
 /// The 12-byte mode parameter list of the immediate-data vector.
@@ -106,6 +150,7 @@ fn mode_select_imm() -> Cmd<'static> {
         data_out: DataDesc::Immediate,
         data_in: DataDesc::None,
         imm_data: &MODE_PARAMS,
+        remote_invalidate: false,
     }
 }
 
@@ -208,6 +253,7 @@ fn write32_partial() -> Cmd<'static> {
         }),
         data_in: DataDesc::None,
         imm_data: &[],
+        remote_invalidate: false,
     }
 }
 

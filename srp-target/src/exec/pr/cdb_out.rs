@@ -101,6 +101,7 @@ pub(crate) fn pr_out(lu: &LogicalUnit, nexus: &Nexus<'_>, p: &PrOut, dout: &[u8]
     };
     let me = nexus.it_nexus();
     let mut st = lu.pr_write();
+    let before = st.clone();
     let r = match (p.action, kind) {
         (A::Register, _) => register(&mut st, nexus, &params, false),
         (A::RegisterAndIgnoreExistingKey, _) => register(&mut st, nexus, &params, true),
@@ -113,6 +114,13 @@ pub(crate) fn pr_out(lu: &LogicalUnit, nexus: &Nexus<'_>, p: &PrOut, dout: &[u8]
             Err(Refuse::Check(Sense::invalid_field_in_cdb(1, Some(4))))
         }
     };
+    // Established under the PR lock, so no command of a nexus told sees the new state
+    // without its unit attention.
+    if let Ok(gone) = &r {
+        for (to, code) in super::attention::attentions(p.action, &before, &st, me, gone) {
+            lu.unit_attention(to, code);
+        }
+    }
     drop(st);
     match r {
         Ok(gone) => Ok(CmdOutput {

@@ -7,7 +7,8 @@
 //! is atomic with respect to every other command and to racing service actions.
 //!
 //! Files: `conflict` (which commands a reservation stops), `cdb_out` (PERSISTENT
-//! RESERVE OUT), `cdb_in` (PERSISTENT RESERVE IN).
+//! RESERVE OUT), `cdb_in` (PERSISTENT RESERVE IN), `attention` (the unit attentions a
+//! service action establishes, [`super::ua`]).
 //!
 //! Not here (documented choices):
 //! - APTPL: the state lives in memory only; APTPL=1 is INVALID FIELD IN PARAMETER LIST and
@@ -15,11 +16,11 @@
 //! - SPEC_I_PT: INVALID FIELD IN PARAMETER LIST (SIP_C=0).
 //! - REGISTER AND MOVE: not routed (the engine's table drops it), so INVALID FIELD IN CDB
 //!   at the SERVICE ACTION and REPORT SUPPORTED OPERATION CODES says "not supported".
-//! - Unit attentions (RESERVATIONS PREEMPTED / RELEASED, REGISTRATIONS PREEMPTED): the
-//!   engine has none yet.
 //! - PREEMPT AND ABORT behaves as PREEMPT and names the preempted I_T nexuses in
-//!   [`super::CmdOutput::abort_nexuses`]; aborting their tasks is the transport's job.
+//!   [`super::CmdOutput::abort_nexuses`]; aborting their tasks is the transport's job
+//!   ([`crate::io::settle_aborts`]).
 
+pub(crate) mod attention;
 pub(crate) mod cdb_in;
 pub(crate) mod cdb_out;
 pub(crate) mod conflict;

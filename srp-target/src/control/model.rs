@@ -1,0 +1,185 @@
+//! What the control interface asks and answers, as plain data: the lists (IOCs, ports,
+//! LUNs, sessions) with their counters, and the run-time switches.
+
+use crate::exec::counters::LuCountersSnapshot;
+use crate::io::SessionCounters;
+use hca::engine::Resources;
+use srp::wire::PortId;
+use std::net::SocketAddr;
+use thiserror::Error;
+
+/// One I/O controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IocStatus {
+    /// The `[[ioc]]` name.
+    pub name: String,
+    /// Its GUID.
+    pub guid: u64,
+    /// Its identifier extension.
+    pub id_ext: u64,
+    /// Its IB CM service ID.
+    pub service_id: u64,
+    /// Whether it accepts logins.
+    pub enabled: bool,
+    /// LUNs it exports.
+    pub luns: u32,
+    /// Live sessions (channels) on it.
+    pub sessions: u32,
+}
+
+/// One HCA port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortStatus {
+    /// The `[[port]]` name.
+    pub name: String,
+    /// Its RoCEv2 address.
+    pub address: SocketAddr,
+    /// Whether the port is up (an operator can take it down).
+    pub active: bool,
+    /// Live sessions (channels) on it.
+    pub sessions: u32,
+    /// Live device objects (QPs including GSI, CQs, MRs): a leak shows here.
+    pub resources: Resources,
+    /// Datagrams received.
+    pub rx_packets: u64,
+    /// Datagrams sent.
+    pub tx_packets: u64,
+}
+
+/// One logical unit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LunStatus {
+    /// The `[[lun]]` name (its identity).
+    pub name: String,
+    /// The NAA designator of VPD page 83h.
+    pub naa: [u8; 16],
+    /// Capacity in blocks.
+    pub blocks: u64,
+    /// Logical block size in bytes.
+    pub block_size: u32,
+    /// Write protected.
+    pub read_only: bool,
+    /// The caching page's WCE now.
+    pub write_cache: bool,
+    /// What it has executed.
+    pub counters: LuCountersSnapshot,
+}
+
+/// How a session was established.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoginForm {
+    /// The native IB CM form (SRP_LOGIN_REQ in the REQ's private data).
+    IbCm,
+    /// The RDMA-CM form (the IP CM header, then the SRP_LOGIN_REQ).
+    RdmaCm,
+}
+
+impl LoginForm {
+    /// Its name in events and listings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoginForm::IbCm => "IB CM",
+            LoginForm::RdmaCm => "RDMA-CM",
+        }
+    }
+}
+
+/// One session: an SRP channel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionStatus {
+    /// The channel's id (as in the daemon's events).
+    pub channel: u64,
+    /// The IOC's name.
+    pub ioc: String,
+    /// The port's name.
+    pub port: String,
+    /// The initiator port ID.
+    pub initiator: PortId,
+    /// The login form.
+    pub form: LoginForm,
+    /// Credits granted at login (the window).
+    pub window: u32,
+    /// Negotiated initiator-to-target IU length.
+    pub max_it_iu_len: u32,
+    /// Commands in flight now.
+    pub in_flight: u32,
+    /// Seconds since login.
+    pub age_secs: u64,
+    /// What it has done.
+    pub counters: SessionCounters,
+}
+
+/// How disabling an IOC treats its live sessions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DisableMode {
+    /// SRP_T_LOGOUT, then a CM DREQ: the initiator is told.
+    Logout,
+    /// Torn down without a word: the initiator sees its transfers time out, as when the
+    /// serving controller dies. For failover drills.
+    Drop,
+}
+
+/// A control request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControlRequest {
+    /// The IOCs.
+    ListIocs,
+    /// The HCA ports.
+    ListPorts,
+    /// The LUNs.
+    ListLuns,
+    /// The live sessions.
+    ListSessions,
+    /// Enables or disables an IOC: a disabled one rejects logins and ends its sessions.
+    SetIoc {
+        /// The IOC's name.
+        name: String,
+        /// On or off.
+        enabled: bool,
+        /// When turning off: what its sessions get.
+        mode: DisableMode,
+    },
+    /// Brings an HCA port up or down: a down port carries nothing either way, and its
+    /// sessions end without a word.
+    SetPort {
+        /// The port's name.
+        name: String,
+        /// Up or down.
+        enabled: bool,
+    },
+}
+
+/// The answer to a [`ControlRequest`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControlAnswer {
+    /// To ListIocs.
+    Iocs(Vec<IocStatus>),
+    /// To ListPorts.
+    Ports(Vec<PortStatus>),
+    /// To ListLuns.
+    Luns(Vec<LunStatus>),
+    /// To ListSessions.
+    Sessions(Vec<SessionStatus>),
+    /// To SetIoc and SetPort: how many sessions were ended.
+    Done {
+        /// Sessions ended.
+        sessions_ended: u32,
+    },
+}
+
+/// Why a control request failed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ControlError {
+    /// No IOC has that name.
+    #[error("no IOC named {0:?}")]
+    NoSuchIoc(String),
+    /// No port has that name.
+    #[error("no port named {0:?}")]
+    NoSuchPort(String),
+    /// The daemon is stopping or stopped.
+    #[error("the daemon is not running")]
+    Stopped,
+    /// The daemon did not answer in time.
+    #[error("the daemon did not answer within {0:?}")]
+    Timeout(std::time::Duration),
+}

@@ -1,0 +1,133 @@
+//! Per-LUN counters: what the control socket reports for each LUN. Updated once per
+//! executed command with relaxed atomics (they are statistics, not synchronisation).
+
+use super::{CmdOutput, TransportError};
+use scsi::Status;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What a command did to the medium, by operation code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// READ (6/10/12/16): data-in from the medium.
+    Read,
+    /// WRITE (6/10/12/16), WRITE SAME, COMPARE AND WRITE, UNMAP: the medium changes.
+    Write,
+    /// Everything else.
+    Other,
+}
+
+fn kind(opcode: u8) -> Kind {
+    match opcode {
+        0x08 | 0x28 | 0xa8 | 0x88 => Kind::Read,
+        0x0a | 0x2a | 0xaa | 0x8a | 0x41 | 0x93 | 0x89 | 0x42 => Kind::Write,
+        _ => Kind::Other,
+    }
+}
+
+/// Live counters of one LUN, across every I_T nexus.
+#[derive(Debug, Default)]
+pub struct LuCounters {
+    commands: AtomicU64,
+    reads: AtomicU64,
+    writes: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+    check_conditions: AtomicU64,
+    reservation_conflicts: AtomicU64,
+}
+
+/// A copy of [`LuCounters`] at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LuCountersSnapshot {
+    /// Commands executed (any status).
+    pub commands: u64,
+    /// READ commands.
+    pub reads: u64,
+    /// Medium-modifying commands (WRITE, WRITE SAME, COMPARE AND WRITE, UNMAP).
+    pub writes: u64,
+    /// Data-in bytes of successful READs.
+    pub bytes_read: u64,
+    /// Data-out bytes of successful medium-modifying commands.
+    pub bytes_written: u64,
+    /// Commands answered CHECK CONDITION (or failed in the transport).
+    pub check_conditions: u64,
+    /// Commands answered RESERVATION CONFLICT.
+    pub reservation_conflicts: u64,
+}
+
+impl LuCounters {
+    /// Counts one command with operation code `opcode` and its result.
+    pub(crate) fn record(&self, opcode: Option<u8>, out: &Result<CmdOutput, TransportError>) {
+        let add = |c: &AtomicU64, n: u64| {
+            c.fetch_add(n, Ordering::Relaxed);
+        };
+        add(&self.commands, 1);
+        let kind = opcode.map_or(Kind::Other, kind);
+        match kind {
+            Kind::Read => add(&self.reads, 1),
+            Kind::Write => add(&self.writes, 1),
+            Kind::Other => {}
+        }
+        match out {
+            Ok(o) if o.status == Status::Good => match kind {
+                Kind::Read => add(&self.bytes_read, o.data_in_len as u64),
+                Kind::Write => add(&self.bytes_written, o.data_out_len as u64),
+                Kind::Other => {}
+            },
+            Ok(o) if o.status == Status::ReservationConflict => {
+                add(&self.reservation_conflicts, 1);
+            }
+            Ok(_) | Err(_) => add(&self.check_conditions, 1),
+        }
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> LuCountersSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        LuCountersSnapshot {
+            commands: get(&self.commands),
+            reads: get(&self.reads),
+            writes: get(&self.writes),
+            bytes_read: get(&self.bytes_read),
+            bytes_written: get(&self.bytes_written),
+            check_conditions: get(&self.check_conditions),
+            reservation_conflicts: get(&self.reservation_conflicts),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scsi::{Sense, SenseCode};
+
+    #[test]
+    fn classifies_and_counts() {
+        let c = LuCounters::default();
+        c.record(Some(0x28), &Ok(CmdOutput::good(4096)));
+        let mut w = CmdOutput::good(0);
+        w.data_out_len = 512;
+        c.record(Some(0x2a), &Ok(w));
+        c.record(
+            Some(0x2a),
+            &Ok(super::super::check_condition(Sense::new(
+                SenseCode::LBA_OUT_OF_RANGE,
+            ))),
+        );
+        c.record(Some(0x00), &Ok(super::super::pr::reservation_conflict()));
+        c.record(None, &Ok(CmdOutput::good(0)));
+        let s = c.snapshot();
+        assert_eq!(
+            s,
+            LuCountersSnapshot {
+                commands: 5,
+                reads: 1,
+                writes: 2,
+                bytes_read: 4096,
+                bytes_written: 512,
+                check_conditions: 1,
+                reservation_conflicts: 1,
+            }
+        );
+    }
+}
