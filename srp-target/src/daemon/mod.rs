@@ -65,9 +65,10 @@ pub struct DaemonOptions {
     pub rdma_cm_port: Option<u16>,
     /// Channel limits of every IOC.
     pub limits: ChannelLimits,
-    /// Backend worker threads.
+    /// Backend worker threads; one LU runs on at most half of them
+    /// ([`Workers`](crate::io::Workers)), so a stuck disk never takes them all.
     pub workers: usize,
-    /// Backend jobs queued before commands are answered BUSY.
+    /// Backend jobs queued per LU before its commands are answered BUSY.
     pub queue: usize,
     /// How long shutdown waits for T_LOGOUTs to be sent, and then for DREPs.
     pub shutdown_step: Duration,
@@ -86,7 +87,7 @@ impl Default for DaemonOptions {
                 max_table_entries: (DEFAULT_MAX_TRANSFER / 4096) as usize,
                 ..ChannelLimits::default()
             },
-            workers: 4,
+            workers: 8,
             queue: 256,
             shutdown_step: Duration::from_secs(2),
             control_socket: None,
