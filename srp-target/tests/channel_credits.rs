@@ -9,15 +9,16 @@
 mod common;
 mod verbs;
 
-use common::{nexus_data_of, pattern, ram_lu, read10, write10};
+use common::pr::{PREEMPT_AND_ABORT, REGISTER, RESERVE, WRITE_EXCLUSIVE};
+use common::{nexus_data_of, pattern, pr_out, ram_lu, read10, tmf_iu, write10};
 use scsi::Lun;
 use scsi::Status;
 use srp::wire::cred::{CredReq, CredRsp};
 use srp::wire::desc::DataDesc;
 use srp::wire::logout::{TLogout, TLogoutReason};
 use srp::wire::rsp::{Rsp, TmfResponse};
-use srp::wire::tsk_mgmt::{TaskMgmtFunction, TskMgmt};
-use srp::wire::{IuType, PortId, SolicitFlags, Tag};
+use srp::wire::tsk_mgmt::TaskMgmtFunction;
+use srp::wire::{IuType, PortId, Tag};
 use srp_target::BlockSize;
 use srp_target::io::{
     AbortScope, ChannelIo, Executor, Inline, IoState, Job, NexusAbort, settle_aborts,
@@ -32,11 +33,6 @@ const INITIATOR_A: PortId = PortId([0xa0; 16]);
 const INITIATOR_B: PortId = PortId([0xb0; 16]);
 const KEY_A: u64 = 0xaaaa;
 const KEY_B: u64 = 0xbbbb;
-
-const REGISTER: u8 = 0x00;
-const RESERVE: u8 = 0x01;
-const PREEMPT_AND_ABORT: u8 = 0x05;
-const WRITE_EXCLUSIVE: u8 = 0x1;
 
 /// Runs jobs at once, or parks them (queued for a worker that has not taken them yet)
 /// while `hold` is set.
@@ -97,11 +93,8 @@ fn rig(net: u8, gate: Arc<Gate>) -> (Target, Initiator, Initiator, Side, Side) {
 }
 
 /// PERSISTENT RESERVE OUT with its 24-byte parameter list as immediate data.
-fn pr_out(tag: u64, action: u8, kind: u8, key: u64, sa_key: u64) -> Vec<u8> {
-    let cdb = [0x5f, action, kind, 0, 0, 0, 0, 0, 24, 0];
-    let mut params = vec![0u8; 24];
-    params[..8].copy_from_slice(&key.to_be_bytes());
-    params[8..16].copy_from_slice(&sa_key.to_be_bytes());
+fn pr_out_iu(tag: u64, action: u8, kind: u8, key: u64, sa_key: u64) -> Vec<u8> {
+    let (cdb, params) = pr_out(action, kind, key, sa_key, 0);
     cmd_iu(tag, &cdb, DataDesc::Immediate, DataDesc::None, &params)
 }
 
@@ -131,7 +124,7 @@ fn next(s: &mut Side) -> u64 {
 
 fn pr(i: &Initiator, s: &mut Side, action: u8, kind: u8, key: u64, sa_key: u64) -> Status {
     let tag = next(s);
-    exchange(i, s, pr_out(tag, action, kind, key, sa_key)).1
+    exchange(i, s, pr_out_iu(tag, action, kind, key, sa_key)).1
 }
 
 /// WRITE(10) of one block at `lba` whose data-out the target RDMA READs.
@@ -231,7 +224,13 @@ fn preempt_and_abort_aborts_the_other_nexus_tasks_and_returns_their_credits() {
     let pa = next(&mut a);
     ia.send(
         &a.ep,
-        &[pr_out(pa, PREEMPT_AND_ABORT, WRITE_EXCLUSIVE, KEY_A, KEY_B)],
+        &[pr_out_iu(
+            pa,
+            PREEMPT_AND_ABORT,
+            WRITE_EXCLUSIVE,
+            KEY_A,
+            KEY_B,
+        )],
     );
     let early = collect(&ia, &a.ep, &mut a.io, 30);
     assert!(early.is_empty(), "answered before the abort: {early:02x?}");
@@ -425,23 +424,10 @@ fn a_closed_channel_s_queued_jobs_are_not_run() {
     assert_eq!(b.io.in_flight(), 0);
 }
 
-fn tmf_iu(tag: u64, function: TaskMgmtFunction) -> Vec<u8> {
-    let t = TskMgmt {
-        flags: SolicitFlags::empty(),
-        tag: Tag(tag),
-        lun: Lun::ZERO,
-        function,
-        task_tag: Tag(0),
-    };
-    let mut buf = vec![0u8; t.buffer_len()];
-    t.emit(&mut buf).expect("fits");
-    buf
-}
-
 /// Sends `function` from `a` (with `b` driven too) and checks it completed.
 fn tmf(ia: &Initiator, a: &mut Side, b: &mut Side, function: TaskMgmtFunction) {
     let tag = next(a);
-    ia.send(&a.ep, &[tmf_iu(tag, function)]);
+    ia.send(&a.ep, &[tmf_iu(tag, Lun::ZERO, function, 0)]);
     let r = await_iu(ia, &a.ep, &mut [&mut a.io, &mut b.io]);
     let r = Rsp::parse(&r).expect("SRP_RSP");
     assert_eq!(
@@ -459,6 +445,18 @@ fn hold(gate: &Gate, ib: &Initiator, b: &mut Side, n: u32) {
         .collect();
     ib.send(&b.ep, &ius);
     await_parked(gate, n as usize, &mut [&mut b.io]);
+}
+
+/// B's `n` tasks held at `gate` were aborted: none outstanding, their credits back in one
+/// SRP_CRED_REQ (answered), and released from the gate they do not run.
+fn assert_aborted(t: &Target, gate: &Gate, ib: &Initiator, b: &mut Side, n: u32) {
+    assert_eq!(b.io.channel().outstanding(), 0);
+    let c = cred_req(&await_iu(ib, &b.ep, &mut [&mut b.io]));
+    assert_eq!(c.req_lim_delta, n);
+    let executed = t.lu.counters().commands;
+    gate.release();
+    assert_eq!(t.lu.counters().commands, executed, "aborted tasks ran");
+    ib.send(&b.ep, &[cred_rsp(c.tag)]);
 }
 
 /// TEST UNIT READY's status and sense (key, ASC, ASCQ).
@@ -484,13 +482,7 @@ fn task_set_functions_reach_every_channel_they_cover() {
     // CLEAR TASK SET clears the shared task set: B's tasks are aborted (credits back by
     // CRED_REQ, never run) and B hears COMMANDS CLEARED BY ANOTHER INITIATOR.
     tmf(&ia, &mut a, &mut b, TaskMgmtFunction::ClearTaskSet);
-    assert_eq!(b.io.channel().outstanding(), 0);
-    let c = cred_req(&await_iu(&ib, &b.ep, &mut [&mut b.io]));
-    assert_eq!(c.req_lim_delta, 2);
-    let executed = t.lu.counters().commands;
-    gate.release();
-    assert_eq!(t.lu.counters().commands, executed, "cleared tasks ran");
-    ib.send(&b.ep, &[cred_rsp(c.tag)]);
+    assert_aborted(&t, &gate, &ib, &mut b, 2);
     assert_eq!(
         tur(&ib, &mut b),
         (Status::CheckCondition, Some((0x6, 0x2f, 0x00)))
@@ -500,13 +492,7 @@ fn task_set_functions_reach_every_channel_they_cover() {
     // LOGICAL UNIT RESET: B's task aborted too, and both hear of the reset.
     hold(&gate, &ib, &mut b, 1);
     tmf(&ia, &mut a, &mut b, TaskMgmtFunction::LogicalUnitReset);
-    assert_eq!(b.io.channel().outstanding(), 0);
-    let c = cred_req(&await_iu(&ib, &b.ep, &mut [&mut b.io]));
-    assert_eq!(c.req_lim_delta, 1);
-    let executed = t.lu.counters().commands;
-    gate.release();
-    assert_eq!(t.lu.counters().commands, executed, "reset tasks ran");
-    ib.send(&b.ep, &[cred_rsp(c.tag)]);
+    assert_aborted(&t, &gate, &ib, &mut b, 1);
     for (i, s) in [(&ia, &mut a), (&ib, &mut b)] {
         assert_eq!(tur(i, s), (Status::CheckCondition, Some((0x6, 0x29, 0x03))));
         assert_eq!(tur(i, s), (Status::Good, None));

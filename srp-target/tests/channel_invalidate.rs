@@ -8,19 +8,18 @@
 mod common;
 mod verbs;
 
-use common::{nexus_data, pattern, ram_lu, read10, write10};
+use common::{cmd_bytes, nexus_data, pattern, ram_lu, read10, srp_cmd, write10};
 use hca::mr::{Access, MrKeys};
-use hca::verbs::{FastRegPages, SendFlags, SendOp, SendWr, Wc, WcOpcode, WcStatus};
-use scsi::Status;
-use srp::wire::cmd::{Cmd, TaskAttr};
+use hca::verbs::{FastRegPages, SendFlags, SendOp, SendWr, Wc, WcStatus};
+use scsi::{Lun, Status};
+use srp::wire::cmd::Cmd;
 use srp::wire::desc::{DataDesc, DirectBuf, Indirect};
 use srp::wire::rsp::Rsp;
-use srp::wire::{SolicitFlags, Tag};
 use srp_target::BlockSize;
-use srp_target::io::{ChannelIo, Inline, IoState};
+use srp_target::io::{ChannelIo, Inline};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use verbs::{DEADLINE, EP_DATA, Ep, IMM_OFFSET, Initiator, Target, connect, ip};
+use verbs::{DEADLINE, EP_DATA, Ep, Initiator, Target, await_closed, await_recv, connect, ip};
 use wirekit::WireRepr;
 
 const PAGE: u64 = 4096;
@@ -81,38 +80,28 @@ fn next_wc(i: &Initiator, ep: &Ep, ios: &mut [&mut ChannelIo]) -> Wc {
     }
 }
 
-/// The next receive completion and its IU (send completions must have succeeded).
-fn next_rsp(i: &Initiator, ep: &Ep, ios: &mut [&mut ChannelIo]) -> (Wc, Vec<u8>) {
-    loop {
-        let wc = next_wc(i, ep, ios);
-        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-        if wc.opcode == WcOpcode::Recv {
-            let slot = wc.wr_id as usize;
-            let iu = i.read(ep, slot as u64 * 256, wc.byte_len as usize);
-            i.post_recv(ep, slot);
-            return (wc, iu);
-        }
-    }
+/// An SRP_CMD to LUN 0 that asks for SEND WITH INVALIDATE or not.
+fn cmd(tag: u64, cdb: &[u8], out: DataDesc<'_>, din: DataDesc<'_>, invalidate: bool) -> Vec<u8> {
+    cmd_bytes(&Cmd {
+        remote_invalidate: invalidate,
+        ..srp_cmd(tag, Lun::ZERO, cdb, out, din)
+    })
 }
 
-fn cmd(tag: u64, cdb: &[u8], out: DataDesc<'_>, din: DataDesc<'_>, invalidate: bool) -> Vec<u8> {
-    let mut c = [0u8; 16];
-    c[..cdb.len()].copy_from_slice(cdb);
-    let cmd = Cmd {
-        flags: SolicitFlags::empty(),
-        tag: Tag(tag),
-        lun: scsi::Lun::ZERO,
-        task_attr: TaskAttr::Simple,
-        cdb: c,
-        add_cdb: &[],
-        data_out: out,
-        data_in: din,
-        imm_data: &[],
-        remote_invalidate: invalidate,
-    };
-    let mut buf = vec![0u8; cmd.buffer_len_with(IMM_OFFSET)];
-    cmd.emit_with(&mut buf, IMM_OFFSET).expect("fits");
-    buf
+/// Sends a READ(10) of `blocks` at LBA 0 into `into` (asking for invalidation or not) and
+/// waits for the answer: its receive completion and the SRP_RSP's bytes.
+fn read(
+    i: &Initiator,
+    ep: &Ep,
+    io: &mut ChannelIo,
+    tag: u64,
+    blocks: u16,
+    into: DataDesc<'_>,
+    invalidate: bool,
+) -> (Wc, Vec<u8>) {
+    let iu = cmd(tag, &read10(0, blocks), DataDesc::None, into, invalidate);
+    i.send(ep, &[iu]);
+    await_recv(i, ep, &mut [io])
 }
 
 fn fr_buf(keys: MrKeys, off: u64, len: u32) -> DirectBuf {
@@ -139,7 +128,7 @@ fn the_response_invalidates_the_region_the_initiator_asked_for() {
         true,
     );
     i.send(&ep, &[iu]);
-    let (wc, rsp) = next_rsp(&i, &ep, &mut [&mut io]);
+    let (wc, rsp) = await_recv(&i, &ep, &mut [&mut io]);
     assert_eq!(Rsp::parse(&rsp).expect("RSP").status, Status::Good);
     assert_eq!(
         wc.invalidated, keys.rkey,
@@ -149,15 +138,8 @@ fn the_response_invalidates_the_region_the_initiator_asked_for() {
     // A READ into a fresh registration: data-in WRITEs land, then the SEND invalidates.
     let keys = register(&i, &ep, &t, &mut [&mut io]);
     i.write(&ep, FR_OFF, &[0u8; 8192]);
-    let iu = cmd(
-        2,
-        &read10(0, 16),
-        DataDesc::None,
-        DataDesc::Direct(fr_buf(keys, 0, 8192)),
-        true,
-    );
-    i.send(&ep, &[iu]);
-    let (wc, rsp) = next_rsp(&i, &ep, &mut [&mut io]);
+    let into = DataDesc::Direct(fr_buf(keys, 0, 8192));
+    let (wc, rsp) = read(&i, &ep, &mut io, 2, 16, into, true);
     assert_eq!(Rsp::parse(&rsp).expect("RSP").status, Status::Good);
     assert_eq!(wc.invalidated, keys.rkey);
     assert_eq!(
@@ -168,15 +150,8 @@ fn the_response_invalidates_the_region_the_initiator_asked_for() {
 
     // Not asked: a plain SEND, and the region stays usable.
     let keys = register(&i, &ep, &t, &mut [&mut io]);
-    let iu = cmd(
-        3,
-        &read10(0, 8),
-        DataDesc::None,
-        DataDesc::Direct(fr_buf(keys, 0, 4096)),
-        false,
-    );
-    i.send(&ep, &[iu]);
-    let (wc, _) = next_rsp(&i, &ep, &mut [&mut io]);
+    let into = DataDesc::Direct(fr_buf(keys, 0, 4096));
+    let (wc, _) = read(&i, &ep, &mut io, 3, 8, into, false);
     assert_eq!(wc.invalidated, None);
     // Asked, but the segments carry two keys (the region and the plain MR): plain SEND.
     let segs = [fr_buf(keys, 0, 4096), i.buf(&ep, EP_DATA, 4096)];
@@ -185,27 +160,12 @@ fn the_response_invalidates_the_region_the_initiator_asked_for() {
         total_len: 8192,
         inline: &segs,
     };
-    let iu = cmd(
-        4,
-        &read10(0, 16),
-        DataDesc::None,
-        DataDesc::Indirect(table),
-        true,
-    );
-    i.send(&ep, &[iu]);
-    let (wc, rsp) = next_rsp(&i, &ep, &mut [&mut io]);
+    let (wc, rsp) = read(&i, &ep, &mut io, 4, 16, DataDesc::Indirect(table), true);
     assert_eq!(Rsp::parse(&rsp).expect("RSP").status, Status::Good);
     assert_eq!(wc.invalidated, None, "no single key to invalidate");
     // Now with the one key: invalidated.
-    let iu = cmd(
-        5,
-        &read10(0, 8),
-        DataDesc::None,
-        DataDesc::Direct(fr_buf(keys, 0, 4096)),
-        true,
-    );
-    i.send(&ep, &[iu]);
-    let (wc, _) = next_rsp(&i, &ep, &mut [&mut io]);
+    let into = DataDesc::Direct(fr_buf(keys, 0, 4096));
+    let (wc, _) = read(&i, &ep, &mut io, 5, 8, into, true);
     assert_eq!(wc.invalidated, keys.rkey);
 
     // The stale key is dead at the initiator's HCA: a READ into it fails there, the target
@@ -219,15 +179,7 @@ fn the_response_invalidates_the_region_the_initiator_asked_for() {
         false,
     );
     i.send(&ep, &[iu]);
-    let end = Instant::now() + DEADLINE;
-    while io.state() != IoState::Closed {
-        assert!(
-            Instant::now() < end,
-            "the target channel did not close: {io:?}"
-        );
-        io.poll();
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    await_closed(&mut io);
     assert!(
         io.close_reason().is_some_and(|r| r.contains("failed")),
         "{:?}",

@@ -5,318 +5,43 @@
 //! target's resources for it are released.
 //!
 //! The QPs are connected directly with `connect_rc` (the attributes a CM exchange would
-//! carry); login over CM is a later step.
+//! carry); login over CM is a later step. The initiator and target helpers are
+//! verbs/mod.rs's, shared with channel_credits.rs and channel_invalidate.rs.
 
 mod common;
+mod verbs;
 
-use common::{ram_lu, read10, write10};
-use hca::driver::{Hca, HcaConfig};
-use hca::engine::{CqId, QpId, RcConnect};
-use hca::ids::{Gid, Guid, Psn, Qpn, Rkey};
-use hca::mem::MemBlock;
-use hca::mr::{Access, MrKeys, PdId};
-use hca::qp::QpInit;
-use hca::qp::state::QpType;
-use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
-use hca::wire::PathMtu;
+use common::{cmd_bytes, nexus_data, pattern, ram_lu, read10, srp_cmd, tmf_iu, write10};
+use hca::engine::QpId;
+use hca::ids::Rkey;
+use hca::mr::MrKeys;
+use hca::verbs::{WcOpcode, WcStatus};
 use scsi::{Lun, Status};
-use srp::wire::cmd::{Cmd, TaskAttr};
 use srp::wire::desc::{DataDesc, DirectBuf, Indirect};
-use srp::wire::login::{BufFormats, LoginReqFlags};
 use srp::wire::logout::{TLogout, TLogoutReason};
 use srp::wire::rsp::{Residual, Rsp, TmfResponse};
-use srp::wire::tsk_mgmt::{TaskMgmtFunction, TskMgmt};
-use srp::wire::{IuType, SolicitFlags, Tag};
+use srp::wire::tsk_mgmt::TaskMgmtFunction;
+use srp::wire::{IuType, Tag};
 use srp_target::BlockSize;
-use srp_target::io::{ChannelIo, ChannelIoConfig, Executor, Inline, IoState, NexusInfo, Workers};
-use srp_target::login::{ChannelId, Negotiated};
-use std::net::{IpAddr, Ipv4Addr};
+use srp_target::io::{ChannelIo, Executor, Inline, IoState, Workers};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use verbs::{
+    DEADLINE, EP_DATA, EP_TABLE, Ep, IOVA, IT_IU_LEN, Initiator, Target, await_closed, await_iu,
+    cmd_iu, connect, ip,
+};
 use wirekit::WireRepr;
 use zerocopy::IntoBytes;
 
-const IOVA: u64 = 0x1000_0000;
-const MEM: usize = 8 << 20;
-const IT_IU_LEN: u32 = 1024;
-const TI_IU_LEN: u32 = 256;
-const IMM_OFFSET: u16 = 68;
-const DEADLINE: Duration = Duration::from_secs(15);
-
-fn ip(net: u8, host: u8) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(127, 0, net, host))
+/// A target device at `addr` with a RAM LUN 0.
+fn target(addr: IpAddr) -> Target {
+    Target::open(addr, ram_lu(2048, BlockSize::B512))
 }
 
-fn open(addr: IpAddr) -> Hca {
-    let IpAddr::V4(v4) = addr else {
-        panic!("IPv4 only")
-    };
-    let guid = Guid(0x5352_5400_0000_0000 | u64::from(u32::from(v4)));
-    Hca::open(HcaConfig::new(guid, vec![addr])).unwrap_or_else(|e| panic!("open {addr}: {e}"))
-}
-
-fn rc(access: Access, peer: IpAddr, qpn: Qpn, sq: u32, rq: u32) -> RcConnect {
-    RcConnect {
-        access,
-        dest_gid: Gid::from_ip(peer),
-        dest_qpn: qpn,
-        path_mtu: PathMtu::Mtu1024,
-        sq_psn: Psn::from_wire(sq),
-        rq_psn: Psn::from_wire(rq),
-        timeout: 10,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        min_rnr_timer: 1,
-        max_rd_atomic: 8,
-        max_dest_rd_atomic: 8,
-    }
-}
-
-/// One initiator channel: a QP and CQ on the initiator's HCA, and a 1 MiB window of its
-/// registered memory (receive buffers, the IU being sent, data buffers, tables).
-struct Ep {
-    qp: QpId,
-    qpn: Qpn,
-    cq: CqId,
-    base: u64,
-    recvs: usize,
-}
-
-const EP_SPAN: u64 = 1 << 20;
-const EP_RECV: u64 = 0;
-const EP_SEND: u64 = 16 << 10;
-const EP_TABLE: u64 = 20 << 10;
-const EP_DATA: u64 = 64 << 10;
-
-/// The initiator's device.
-struct Initiator {
-    hca: Hca,
-    ip: IpAddr,
-    pd: PdId,
-    mem: Arc<MemBlock>,
-    mr: MrKeys,
-}
-
-impl Initiator {
-    fn open(addr: IpAddr) -> Initiator {
-        let hca = open(addr);
-        let mem = MemBlock::new(MEM);
-        let (pd, mr) = hca.with(|e, _| {
-            let pd = e.alloc_pd();
-            let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
-            let mr = e
-                .reg_mr(pd, mem.clone(), 0, MEM as u64, IOVA, access)
-                .expect("reg_mr");
-            (pd, mr)
-        });
-        Initiator {
-            hca,
-            ip: addr,
-            pd,
-            mem,
-            mr,
-        }
-    }
-
-    fn rkey(&self) -> Rkey {
-        self.mr.rkey.expect("remote access")
-    }
-
-    fn sge(&self, offset: u64, len: u32) -> Sge {
-        Sge {
-            addr: IOVA + offset,
-            len,
-            lkey: self.mr.lkey,
-        }
-    }
-
-    /// A QP in RESET with `recvs` receive buffers to post once connected.
-    fn ep(&self, index: u64, recvs: usize) -> Ep {
-        let pd = self.pd;
-        let (qp, qpn, cq) = self.hca.with(|e, _| {
-            let cq = e.create_cq(1024);
-            let qp = e
-                .create_qp(QpInit {
-                    qp_type: QpType::Rc,
-                    pd,
-                    send_cq: cq,
-                    recv_cq: cq,
-                    srq: None,
-                    max_send_wr: 256,
-                    max_recv_wr: 256,
-                    max_sge: 1,
-                    sq_sig_all: false,
-                })
-                .expect("create_qp");
-            (qp, e.qp_num(qp).expect("qpn"), cq)
-        });
-        Ep {
-            qp,
-            qpn,
-            cq,
-            base: index * EP_SPAN,
-            recvs,
-        }
-    }
-
-    fn connect(&self, ep: &Ep, target_ip: IpAddr, target_qpn: Qpn) {
-        let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
-        let peer = rc(access, target_ip, target_qpn, 0x200, 0x100);
-        self.hca
-            .with(|e, now| e.connect_rc(now, ep.qp, &peer))
-            .expect("connect initiator QP");
-        for i in 0..ep.recvs {
-            self.post_recv(ep, i);
-        }
-    }
-
-    fn post_recv(&self, ep: &Ep, i: usize) {
-        let wr = RecvWr {
-            wr_id: i as u64,
-            sg_list: vec![self.sge(ep.base + EP_RECV + i as u64 * 256, 256)],
-        };
-        self.hca
-            .with(|e, now| e.post_recv(now, ep.qp, wr))
-            .expect("post_recv");
-    }
-
-    /// Posts `ius` as SENDs in one chain (each from its own slot of the send area).
-    fn send(&self, ep: &Ep, ius: &[Vec<u8>]) {
-        let wrs: Vec<SendWr> = ius
-            .iter()
-            .enumerate()
-            .map(|(k, iu)| {
-                let off = ep.base + EP_SEND + k as u64 * u64::from(IT_IU_LEN);
-                self.mem.write(off as usize, iu).expect("IU fits");
-                SendWr {
-                    wr_id: 1000 + k as u64,
-                    op: SendOp::Send,
-                    sg_list: vec![self.sge(off, iu.len() as u32)],
-                    flags: SendFlags::SIGNALED,
-                    ud: None,
-                }
-            })
-            .collect();
-        self.hca
-            .with(|e, now| e.post_send_list(now, ep.qp, wrs))
-            .expect("post_send");
-    }
-
-    fn poll_one(&self, ep: &Ep) -> Option<Wc> {
-        let mut out = Vec::new();
-        self.hca
-            .with(|e, _| e.poll_cq(ep.cq, 1, &mut out))
-            .expect("poll");
-        out.pop()
-    }
-
-    fn poll(&self, ep: &Ep) -> Vec<Wc> {
-        let mut out = Vec::new();
-        self.hca
-            .with(|e, _| e.poll_cq(ep.cq, 64, &mut out))
-            .expect("poll");
-        out
-    }
-
-    fn write(&self, ep: &Ep, off: u64, data: &[u8]) {
-        self.mem
-            .write((ep.base + off) as usize, data)
-            .expect("fits");
-    }
-
-    fn read(&self, ep: &Ep, off: u64, len: usize) -> Vec<u8> {
-        let mut v = vec![0u8; len];
-        self.mem
-            .read((ep.base + off) as usize, &mut v)
-            .expect("fits");
-        v
-    }
-
-    /// A descriptor for `len` bytes at `off` of `ep`'s window.
-    fn buf(&self, ep: &Ep, off: u64, len: u32) -> DirectBuf {
-        DirectBuf::new(IOVA + ep.base + off, self.rkey(), len)
-    }
-}
-
-/// A target device with a RAM LUN 0.
-struct Target {
-    hca: Arc<Hca>,
-    ip: IpAddr,
-    pd: PdId,
-    lu: Arc<srp_target::LogicalUnit>,
-    nexus: Arc<NexusInfo>,
-}
-
-impl Target {
-    fn open(addr: IpAddr) -> Target {
-        let hca = Arc::new(open(addr));
-        let pd = hca.with(|e, _| e.alloc_pd());
-        let nd = common::nexus_data(0);
-        Target {
-            hca,
-            ip: addr,
-            pd,
-            lu: Arc::new(ram_lu(2048, BlockSize::B512)),
-            nexus: Arc::new(NexusInfo {
-                initiator: nd.initiator,
-                luns: nd.luns,
-                port: nd.port,
-                groups: nd.groups,
-            }),
-        }
-    }
-
-    fn channel(&self, id: u64, window: u32, executor: Arc<dyn Executor>) -> ChannelIo {
-        let config = ChannelIoConfig {
-            id: ChannelId(id),
-            negotiated: Negotiated {
-                it_iu_len: IT_IU_LEN,
-                ti_iu_len: TI_IU_LEN,
-                formats: BufFormats::DIRECT | BufFormats::INDIRECT,
-                imm_data_offset: Some(IMM_OFFSET),
-                window,
-            },
-            login_flags: LoginReqFlags::empty(),
-            max_transfer: 256 << 10,
-            max_table_entries: 16,
-            luns: vec![(Lun::ZERO, self.lu.clone())],
-            nexus: self.nexus.clone(),
-        };
-        ChannelIo::new(self.hca.clone(), self.pd, config, executor).expect("channel")
-    }
-}
-
-/// A target channel connected to an initiator endpoint.
-fn connect(t: &Target, io: &mut ChannelIo, i: &Initiator, ep: &Ep) {
-    let tq = io.qpn().expect("RC QP");
-    i.connect(ep, t.ip, tq);
-    io.connect(&rc(Access::LOCAL_WRITE, i.ip, ep.qpn, 0x100, 0x200))
-        .expect("connect target QP");
-}
-
-/// Polls the target channels and `ep` until `ep` has received an IU; returns its bytes.
-fn await_iu(i: &Initiator, ep: &Ep, ios: &mut [&mut ChannelIo]) -> Vec<u8> {
-    let end = Instant::now() + DEADLINE;
-    while Instant::now() < end {
-        for io in ios.iter_mut() {
-            io.poll();
-        }
-        // As the daemon loop: task-set TMFs are answered once applied to every channel.
-        srp_target::io::settle_aborts(ios);
-        // One completion at a time: returning at a receive must not drop later ones.
-        while let Some(wc) = i.poll_one(ep) {
-            if wc.opcode == WcOpcode::Recv {
-                assert_eq!(wc.status, WcStatus::Success, "initiator receive: {wc:?}");
-                let slot = wc.wr_id as usize;
-                let iu = i.read(ep, EP_RECV + slot as u64 * 256, wc.byte_len as usize);
-                i.post_recv(ep, slot);
-                return iu;
-            }
-            assert_eq!(wc.status, WcStatus::Success, "initiator send: {wc:?}");
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    panic!("no IU from the target within {DEADLINE:?}");
+/// A channel of `t` of `window` credits, for initiator A's I_T nexus through IOC 0.
+fn channel(t: &Target, id: u64, window: u32, executor: Arc<dyn Executor>) -> ChannelIo {
+    t.channel(id, window, nexus_data(0), executor)
 }
 
 /// Polls `io` until its slots are free (the last response's SEND completed).
@@ -328,16 +53,6 @@ fn await_quiet(io: &mut ChannelIo) {
         std::thread::sleep(Duration::from_micros(200));
     }
     assert_eq!(io.channel().outstanding(), 0);
-}
-
-/// Polls `io` until it is closed.
-fn await_closed(io: &mut ChannelIo) {
-    let end = Instant::now() + DEADLINE;
-    while io.state() != IoState::Closed {
-        assert!(Instant::now() < end, "channel not closed: {io:?}");
-        io.poll();
-        std::thread::sleep(Duration::from_micros(200));
-    }
 }
 
 /// Checks that everything the target held for a closed channel is released: its memory
@@ -354,32 +69,6 @@ fn assert_released(t: &Target, io: &ChannelIo, keys: MrKeys) {
     });
 }
 
-fn cmd_iu(
-    tag: u64,
-    cdb: &[u8],
-    data_out: DataDesc<'_>,
-    data_in: DataDesc<'_>,
-    imm: &[u8],
-) -> Vec<u8> {
-    let mut c = [0u8; 16];
-    c[..cdb.len()].copy_from_slice(cdb);
-    let cmd = Cmd {
-        flags: SolicitFlags::empty(),
-        tag: Tag(tag),
-        lun: Lun::ZERO,
-        task_attr: TaskAttr::Simple,
-        cdb: c,
-        add_cdb: &[],
-        data_out,
-        data_in,
-        imm_data: imm,
-        remote_invalidate: false,
-    };
-    let mut buf = vec![0u8; cmd.buffer_len_with(IMM_OFFSET)];
-    cmd.emit_with(&mut buf, IMM_OFFSET).expect("fits");
-    buf
-}
-
 /// Sends one SRP_CMD and returns the SRP_RSP's bytes.
 fn exchange(i: &Initiator, ep: &Ep, io: &mut ChannelIo, iu: Vec<u8>) -> Vec<u8> {
     i.send(ep, &[iu]);
@@ -388,12 +77,6 @@ fn exchange(i: &Initiator, ep: &Ep, io: &mut ChannelIo, iu: Vec<u8>) -> Vec<u8> 
 
 fn rsp(bytes: &[u8]) -> Rsp<'_> {
     Rsp::parse(bytes).expect("SRP_RSP parses")
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|k| (k as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
 }
 
 /// READ(10) of 4 blocks at LBA 40 whose data-in is an indirect descriptor with only the
@@ -435,10 +118,10 @@ fn rig_at(
     window: u32,
     ex: Arc<dyn Executor>,
 ) -> (Target, Initiator, Ep, ChannelIo) {
-    let t = Target::open(ip(net, host));
+    let t = target(ip(net, host));
     let i = Initiator::open(ip(net, host + 1));
     let ep = i.ep(0, window as usize + 2);
-    let mut io = t.channel(1, window, ex);
+    let mut io = channel(&t, 1, window, ex);
     connect(&t, &mut io, &i, &ep);
     (t, i, ep, io)
 }
@@ -621,37 +304,19 @@ fn inquiry_shorter_than_the_buffer_reports_diunder() {
 #[test]
 fn unmapped_lun_answers_inquiry_and_refuses_the_rest() {
     let (_t, i, ep, mut io) = rig_at(94, 3, 4, Arc::new(Inline));
-    let to_lun3 = |mut iu: Vec<u8>| {
-        // SRP_CMD bytes 20..28: the LUN (single-level, LUN 3).
-        iu[20..28].copy_from_slice(&Lun::from_number(3).expect("3").0);
-        iu
-    };
+    let lun3 = Lun::from_number(3).expect("3");
     i.write(&ep, EP_DATA, &[0xee; 96]);
     let into = DataDesc::Direct(i.buf(&ep, EP_DATA, 96));
-    let r = exchange(
-        &i,
-        &ep,
-        &mut io,
-        to_lun3(cmd_iu(
-            1,
-            &[0x12, 0, 0, 0, 96, 0],
-            DataDesc::None,
-            into,
-            &[],
-        )),
-    );
+    let inquiry = srp_cmd(1, lun3, &[0x12, 0, 0, 0, 96, 0], DataDesc::None, into);
+    let r = exchange(&i, &ep, &mut io, cmd_bytes(&inquiry));
     assert_eq!(rsp(&r).status, Status::Good);
     assert_eq!(
         i.read(&ep, EP_DATA, 1)[0],
         0x7f,
         "qualifier 011b, no device type"
     );
-    let r = exchange(
-        &i,
-        &ep,
-        &mut io,
-        to_lun3(cmd_iu(2, &tur(), DataDesc::None, DataDesc::None, &[])),
-    );
+    let tur = srp_cmd(2, lun3, &tur(), DataDesc::None, DataDesc::None);
+    let r = exchange(&i, &ep, &mut io, cmd_bytes(&tur));
     let r = rsp(&r);
     assert_eq!(r.status, Status::CheckCondition);
     // Fixed sense: key byte 2, ASC byte 12, ASCQ byte 13.
@@ -663,11 +328,11 @@ fn unmapped_lun_answers_inquiry_and_refuses_the_rest() {
 
 #[test]
 fn bad_rkey_closes_that_channel_only() {
-    let t = Target::open(ip(95, 1));
+    let t = target(ip(95, 1));
     let i = Initiator::open(ip(95, 2));
     let (ep_a, ep_b) = (i.ep(0, 6), i.ep(1, 6));
-    let mut a = t.channel(1, 4, Arc::new(Inline));
-    let mut b = t.channel(2, 4, Arc::new(Inline));
+    let mut a = channel(&t, 1, 4, Arc::new(Inline));
+    let mut b = channel(&t, 2, 4, Arc::new(Inline));
     connect(&t, &mut a, &i, &ep_a);
     connect(&t, &mut b, &i, &ep_b);
     let keys = a.mr_keys().expect("registered");
@@ -770,11 +435,11 @@ fn credit_overrun_is_logged_out() {
 
 #[test]
 fn malformed_iu_is_logged_out_and_others_keep_working() {
-    let t = Target::open(ip(97, 1));
+    let t = target(ip(97, 1));
     let i = Initiator::open(ip(97, 2));
     let (ep_a, ep_b) = (i.ep(0, 6), i.ep(1, 6));
-    let mut a = t.channel(1, 4, Arc::new(Inline));
-    let mut b = t.channel(2, 4, Arc::new(Inline));
+    let mut a = channel(&t, 1, 4, Arc::new(Inline));
+    let mut b = channel(&t, 2, 4, Arc::new(Inline));
     connect(&t, &mut a, &i, &ep_a);
     connect(&t, &mut b, &i, &ep_b);
     let keys = a.mr_keys().expect("registered");
@@ -798,13 +463,13 @@ fn malformed_iu_is_logged_out_and_others_keep_working() {
 
 #[test]
 fn many_hostile_channels_leak_nothing() {
-    let t = Target::open(ip(98, 1));
+    let t = target(ip(98, 1));
     let i = Initiator::open(ip(98, 2));
     // Issue #5: nothing leaks across 1000 hostile events. Each round is a fresh channel
     // that gets a truncated SRP_CMD, an unknown IU type, or an IU longer than negotiated.
     for round in 0..1000u64 {
         let ep = i.ep(round % 4, 6);
-        let mut io = t.channel(round, 4, Arc::new(Inline));
+        let mut io = channel(&t, round, 4, Arc::new(Inline));
         connect(&t, &mut io, &i, &ep);
         let keys = io.mr_keys().expect("registered");
         match round % 3 {
@@ -834,31 +499,28 @@ fn many_hostile_channels_leak_nothing() {
     }
 }
 
-fn tmf_iu(tag: u64, function: TaskMgmtFunction, task_tag: u64) -> Vec<u8> {
-    let t = TskMgmt {
-        flags: SolicitFlags::empty(),
-        tag: Tag(tag),
-        lun: Lun::ZERO,
-        function,
-        task_tag: Tag(task_tag),
-    };
-    let mut buf = vec![0u8; t.buffer_len()];
-    t.emit(&mut buf).expect("fits");
-    buf
-}
-
 #[test]
 fn task_management_answers_and_abort_in_flight_sends_no_response() {
     let (_t, i, ep, mut io) = rig(99, 4, Arc::new(Inline));
-    let r = exchange(&i, &ep, &mut io, tmf_iu(1, TaskMgmtFunction::AbortTask, 77));
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        tmf_iu(1, Lun::ZERO, TaskMgmtFunction::AbortTask, 77),
+    );
     assert_eq!(rsp(&r).tmf_response(), Some(TmfResponse::Complete));
-    let r = exchange(&i, &ep, &mut io, tmf_iu(2, TaskMgmtFunction::ClearAca, 0));
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        tmf_iu(2, Lun::ZERO, TaskMgmtFunction::ClearAca, 0),
+    );
     assert_eq!(rsp(&r).tmf_response(), Some(TmfResponse::NotSupported));
     let r = exchange(
         &i,
         &ep,
         &mut io,
-        tmf_iu(3, TaskMgmtFunction::LogicalUnitReset, 0),
+        tmf_iu(3, Lun::ZERO, TaskMgmtFunction::LogicalUnitReset, 0),
     );
     assert_eq!(rsp(&r).tmf_response(), Some(TmfResponse::Complete));
     // The reset is a unit attention for every I_T nexus, the resetting one included (SAM-5):
@@ -893,7 +555,7 @@ fn task_management_answers_and_abort_in_flight_sends_no_response() {
     let out = DataDesc::Direct(i.buf(&ep, EP_DATA + 8192, 512));
     let ius = [
         cmd_iu(5, &write10(7, 1, false), out, DataDesc::None, &[]),
-        tmf_iu(6, TaskMgmtFunction::AbortTask, 5),
+        tmf_iu(6, Lun::ZERO, TaskMgmtFunction::AbortTask, 5),
     ];
     i.send(&ep, &ius);
     await_sends(&i, &ep, 2);

@@ -300,18 +300,9 @@ fn a_port_taken_down_carries_nothing_and_comes_back() {
         MultiChannelAction::Multi,
     ));
     let params = access_layer::cm::ConnectParams {
-        to: access_layer::mad::MadAddress::gsi(1, hca::Gid::from_ip(ip(5))),
-        service_id: config.iocs[0].service_id,
-        qpn: ep2.qpn,
         starting_psn: hca::Psn::from_wire(1),
-        responder_resources: 4,
-        initiator_depth: 4,
-        mtu: access_layer::mad::Mtu::Mtu1024,
         response_timeout: 14,
-        max_retries: 3,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        private_data: private,
+        ..host.connect_params(&ep2, config.iocs[0].service_id, private)
     };
     let now = host.hca.with(|_, now| now);
     let conn = host.cm.connect(now, &params).expect("REQ");

@@ -8,79 +8,21 @@
 mod common;
 mod host;
 
+use common::pr::{PREEMPT, REGISTER, RESERVE, WRITE_EXCLUSIVE};
 use common::{TempDir, read10, write10};
-use hca::Guid;
-use host::{Ep, Host, ib_form, login_req};
+use host::shared_lun::{Channel, start};
 use scsi::Status;
-use srp::wire::login::MultiChannelAction;
-use srp::wire::{IoClass, PortId};
-use srp_target::config::{IocConfig, TargetConfig};
-use srp_target::daemon::{Daemon, DaemonOptions};
 use std::net::{IpAddr, Ipv4Addr};
 
 const TARGET: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 105, 1));
 const HOST_A: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 105, 2));
 const HOST_B: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 105, 3));
+/// The target's node GUID (its IOCs' are the next two).
+const TARGET_GUID: u64 = 0x0002_c903_00c0_c000;
 const GUID_A: u64 = 0x0002_c903_00aa_0001;
 const GUID_B: u64 = 0x0002_c903_00bb_0001;
 
-const REGISTER: u8 = 0x00;
-const RESERVE: u8 = 0x01;
-const PREEMPT: u8 = 0x04;
-const WRITE_EXCLUSIVE: u8 = 0x1;
-
-fn config_text(dir: &TempDir) -> String {
-    format!(
-        "[target]\nnode_guid = \"0x0002c90300c0c000\"\n\n\
-         [[port]]\nname = \"p0\"\naddress = \"{TARGET}\"\n\n\
-         [[lun]]\nname = \"shared\"\nfile = \"{}\"\nsize = \"1MiB\"\n\n\
-         [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300c0c001\"\nports = [\"p0\"]\n\
-         exports = {{ 0 = \"shared\" }}\nallow = [\"any\"]\n\n\
-         [[ioc]]\nname = \"ioc-b\"\nguid = \"0x0002c90300c0c002\"\nports = [\"p0\"]\n\
-         exports = {{ 3 = \"shared\" }}\nallow = [\"any\"]\n",
-        dir.path().join("shared.img").display()
-    )
-}
-
-/// A host with its own GUID logged in to `ioc` (IB CM form).
-fn log_in(local: IpAddr, guid: u64, ioc: &IocConfig) -> (Host, Ep) {
-    let mut host = Host::open_as(local, TARGET, guid);
-    let ep = host.ep(0);
-    let me = PortId::new(0, Guid(guid), IoClass::SrpR16a);
-    let req = login_req(me, ioc.target_port_id(), MultiChannelAction::Single);
-    host.login(&ep, ioc.service_id, ib_form(&req))
-        .unwrap_or_else(|code| panic!("login rejected: {code:#x}"));
-    (host, ep)
-}
-
-/// PERSISTENT RESERVE OUT: `action` with `key` and `sa_key`, reservation type `kind`.
-fn pr_out(action: u8, kind: u8, key: u64, sa_key: u64) -> ([u8; 10], Vec<u8>) {
-    let cdb = [0x5f, action, kind, 0, 0, 0, 0, 0, 24, 0];
-    let mut params = vec![0u8; 24];
-    params[..8].copy_from_slice(&key.to_be_bytes());
-    params[8..16].copy_from_slice(&sa_key.to_be_bytes());
-    (cdb, params)
-}
-
-struct Node {
-    host: Host,
-    ep: Ep,
-    lun: u32,
-    tag: u64,
-}
-
-impl Node {
-    fn run(&mut self, cdb: &[u8], data_out: &[u8], data_in: u32) -> (Status, Vec<u8>) {
-        self.tag += 1;
-        self.host
-            .command(&self.ep, self.tag, self.lun, cdb, data_out, data_in)
-    }
-
-    fn pr(&mut self, action: u8, kind: u8, key: u64, sa_key: u64) -> Status {
-        let (cdb, params) = pr_out(action, kind, key, sa_key);
-        self.run(&cdb, &params, 0).0
-    }
-
+impl Channel {
     fn write(&mut self) -> Status {
         self.run(&write10(16, 1, false), &[0x5a; 512], 0).0
     }
@@ -101,30 +43,9 @@ impl Node {
 #[test]
 fn two_initiators_two_iocs_one_lun_identity_and_reservations() {
     let dir = TempDir::new("daemon-pr");
-    let text = config_text(&dir);
-    let config = TargetConfig::from_str(&text, "pr.toml")
-        .expect("valid")
-        .config;
-    let mut options = DaemonOptions::default();
-    options.limits.window = 8;
-    options.limits.max_transfer = 64 << 10;
-    options.limits.max_table_entries = 16;
-    let daemon = Daemon::start(config.clone(), options).expect("daemon starts");
-
-    let (host, ep) = log_in(HOST_A, GUID_A, &config.iocs[0]);
-    let mut a = Node {
-        host,
-        ep,
-        lun: 0,
-        tag: 0,
-    };
-    let (host, ep) = log_in(HOST_B, GUID_B, &config.iocs[1]);
-    let mut b = Node {
-        host,
-        ep,
-        lun: 3,
-        tag: 0,
-    };
+    let (daemon, config) = start(&dir, TARGET, TARGET_GUID);
+    let mut a = Channel::log_in(HOST_A, TARGET, GUID_A, &config.iocs[0], 0);
+    let mut b = Channel::log_in(HOST_B, TARGET, GUID_B, &config.iocs[1], 3);
 
     // One LUN, one identity, whichever IOC and LUN number it is reached through.
     let naa = a.naa();

@@ -12,35 +12,29 @@
 mod common;
 mod host;
 
+use common::pr::{PREEMPT_AND_ABORT, REGISTER, RELEASE, RESERVE, WRITE_EXCLUSIVE};
 use common::{TempDir, pattern, read10, write10};
-use hca::Guid;
-use hca::verbs::{SendFlags, SendOp, SendWr, WcOpcode, WcStatus};
-use host::{EP_DATA, EP_SEND, Ep, Host, RECV_LEN, cmd_iu, ib_form, login_req};
+use hca::verbs::{SendFlags, SendOp, SendWr};
+use host::shared_lun::{Channel, start};
+use host::{EP_DATA, EP_SEND, cmd_iu};
 use scsi::Status;
 use srp::wire::cred::{CredReq, CredRsp};
 use srp::wire::desc::DataDesc;
-use srp::wire::login::MultiChannelAction;
 use srp::wire::rsp::Rsp;
-use srp::wire::{IoClass, IuType, PortId, Tag};
-use srp_target::config::{IocConfig, TargetConfig};
-use srp_target::daemon::{Daemon, DaemonOptions};
+use srp::wire::{IuType, Tag};
 use std::net::{IpAddr, Ipv4Addr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wirekit::WireRepr;
 
 const TARGET: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 106, 1));
 const HOST_A: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 106, 2));
 const HOST_B: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 106, 3));
+/// The target's node GUID (its IOCs' are the next two).
+const TARGET_GUID: u64 = 0x0002_c903_00c0_d000;
 const GUID_A: u64 = 0x0002_c903_00aa_0106;
 const GUID_B: u64 = 0x0002_c903_00bb_0106;
 const KEY_A: u64 = 0xaaaa;
 const KEY_B: u64 = 0xbbbb;
-
-const REGISTER: u8 = 0x00;
-const RESERVE: u8 = 0x01;
-const RELEASE: u8 = 0x02;
-const PREEMPT_AND_ABORT: u8 = 0x05;
-const WRITE_EXCLUSIVE: u8 = 0x1;
 
 /// B's WRITEs in flight when A preempts it (the window is 8; ib_srp keeps one for TMFs).
 const IN_FLIGHT: u32 = 6;
@@ -49,58 +43,7 @@ const LBA: u32 = 40;
 /// Tries of the preemption while B's WRITEs are in flight (see the module docs).
 const ATTEMPTS: u32 = 5;
 
-fn config_text(dir: &TempDir) -> String {
-    format!(
-        "[target]\nnode_guid = \"0x0002c90300c0d000\"\n\n\
-         [[port]]\nname = \"p0\"\naddress = \"{TARGET}\"\n\n\
-         [[lun]]\nname = \"shared\"\nfile = \"{}\"\nsize = \"1MiB\"\n\n\
-         [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300c0d001\"\nports = [\"p0\"]\n\
-         exports = {{ 0 = \"shared\" }}\nallow = [\"any\"]\n\n\
-         [[ioc]]\nname = \"ioc-b\"\nguid = \"0x0002c90300c0d002\"\nports = [\"p0\"]\n\
-         exports = {{ 3 = \"shared\" }}\nallow = [\"any\"]\n",
-        dir.path().join("shared.img").display()
-    )
-}
-
-/// One initiator's channel.
-struct Node {
-    host: Host,
-    ep: Ep,
-    lun: u32,
-    tag: u64,
-}
-
-impl Node {
-    /// A host with its own GUID logged in to `ioc` (IB CM form).
-    fn log_in(local: IpAddr, guid: u64, ioc: &IocConfig, lun: u32) -> Node {
-        let mut host = Host::open_as(local, TARGET, guid);
-        let ep = host.ep(0);
-        let me = PortId::new(0, Guid(guid), IoClass::SrpR16a);
-        let req = login_req(me, ioc.target_port_id(), MultiChannelAction::Single);
-        host.login(&ep, ioc.service_id, ib_form(&req))
-            .unwrap_or_else(|code| panic!("login rejected: {code:#x}"));
-        Node {
-            host,
-            ep,
-            lun,
-            tag: 0,
-        }
-    }
-
-    fn run(&mut self, cdb: &[u8], data_out: &[u8], data_in: u32) -> (Status, Vec<u8>) {
-        self.tag += 1;
-        self.host
-            .command(&self.ep, self.tag, self.lun, cdb, data_out, data_in)
-    }
-
-    fn pr(&mut self, action: u8, kind: u8, key: u64, sa_key: u64) -> Status {
-        let cdb = [0x5f, action, kind, 0, 0, 0, 0, 0, 24, 0];
-        let mut params = vec![0u8; 24];
-        params[..8].copy_from_slice(&key.to_be_bytes());
-        params[8..16].copy_from_slice(&sa_key.to_be_bytes());
-        self.run(&cdb, &params, 0).0
-    }
-
+impl Channel {
     /// A command with no data: its status and the sense's (key, ASC, ASCQ), if any.
     fn sense_of(&mut self, cdb: &[u8]) -> (Status, Option<(u8, u8, u8)>) {
         self.tag += 1;
@@ -183,28 +126,8 @@ impl Node {
     /// The IUs the target sent, waiting up to `ms` milliseconds after the last one.
     fn drain(&mut self, ms: u64) -> Vec<Vec<u8>> {
         let mut got = Vec::new();
-        let mut end = Instant::now() + Duration::from_millis(ms);
-        while Instant::now() < end {
-            self.host.pump();
-            let mut wcs = Vec::new();
-            let cq = self.ep.cq;
-            self.host
-                .hca
-                .with(|e, _| e.poll_cq(cq, 16, &mut wcs))
-                .expect("poll");
-            for wc in wcs {
-                assert_eq!(wc.status, WcStatus::Success, "host completion: {wc:?}");
-                if wc.opcode == WcOpcode::Recv {
-                    let slot = wc.wr_id as usize;
-                    let mut iu = vec![0u8; wc.byte_len as usize];
-                    let at = self.ep.base + slot as u64 * u64::from(RECV_LEN);
-                    self.host.mem.read(at as usize, &mut iu).expect("fits");
-                    self.host.post_recv(&self.ep, slot);
-                    got.push(iu);
-                    end = Instant::now() + Duration::from_millis(ms);
-                }
-            }
-            std::thread::sleep(Duration::from_micros(200));
+        while let Some(iu) = self.host.next_event(&self.ep, Duration::from_millis(ms)) {
+            got.push(iu.unwrap_or_else(|wc| panic!("host completion: {wc:?}")));
         }
         got
     }
@@ -213,16 +136,9 @@ impl Node {
 #[test]
 fn preempt_and_abort_across_iocs_aborts_b_and_returns_its_credits() {
     let dir = TempDir::new("daemon-preempt");
-    let config = TargetConfig::from_str(&config_text(&dir), "preempt.toml")
-        .expect("valid")
-        .config;
-    let mut options = DaemonOptions::default();
-    options.limits.window = 8;
-    options.limits.max_transfer = 64 << 10;
-    options.limits.max_table_entries = 16;
-    let daemon = Daemon::start(config.clone(), options).expect("daemon starts");
-    let mut a = Node::log_in(HOST_A, GUID_A, &config.iocs[0], 0);
-    let mut b = Node::log_in(HOST_B, GUID_B, &config.iocs[1], 3);
+    let (daemon, config) = start(&dir, TARGET, TARGET_GUID);
+    let mut a = Channel::log_in(HOST_A, TARGET, GUID_A, &config.iocs[0], 0);
+    let mut b = Channel::log_in(HOST_B, TARGET, GUID_B, &config.iocs[1], 3);
 
     // Both register.
     assert_eq!(a.pr(REGISTER, 0, 0, KEY_A), Status::Good);

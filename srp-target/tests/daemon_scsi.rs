@@ -555,10 +555,8 @@ fn descriptor_forms(a: &mut Node) {
 
 /// PERSISTENT RESERVE OUT `action` with `key`/`sa_key` and type `kind`.
 fn pr_out(a: &mut Node, action: u8, kind: u8, key: u64, sa_key: u64) {
-    let mut params = vec![0u8; 24];
-    params[..8].copy_from_slice(&key.to_be_bytes());
-    params[8..16].copy_from_slice(&sa_key.to_be_bytes());
-    a.good(F4K, &[0x5f, action, kind, 0, 0, 0, 0, 0, 24, 0], &params, 0);
+    let (cdb, params) = common::pr_out(action, kind, key, sa_key, 0);
+    a.good(F4K, &cdb, &params, 0);
 }
 
 fn reservations(a: &mut Node) {

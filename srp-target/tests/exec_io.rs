@@ -323,19 +323,6 @@ fn write_same_writes_or_unmaps() {
     assert_eq!(field_pointer(&s), Some((1, Some(4), true)));
 }
 
-fn unmap_list(extents: &[(u64, u32)]) -> Vec<u8> {
-    let mut l = vec![0u8; 8];
-    for &(lba, n) in extents {
-        l.extend(lba.to_be_bytes());
-        l.extend(n.to_be_bytes());
-        l.extend([0; 4]);
-    }
-    let desc = (l.len() - 8) as u16;
-    l[0..2].copy_from_slice(&(desc + 6).to_be_bytes());
-    l[2..4].copy_from_slice(&desc.to_be_bytes());
-    l
-}
-
 fn unmap_cdb(len: u16) -> [u8; 10] {
     let n = len.to_be_bytes();
     [0x42, 0, 0, 0, 0, 0, 0, n[0], n[1], 0]

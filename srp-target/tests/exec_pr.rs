@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::pr::{CLEAR, PREEMPT, PREEMPT_AND_ABORT, REGISTER, REGISTER_IGNORE, RELEASE, RESERVE};
 use common::*;
 use scsi::{SenseCode, Status};
 use srp::wire::PortId;
@@ -13,14 +14,6 @@ use std::sync::Barrier;
 
 const B: PortId = PortId([0xb0; 16]);
 const C: PortId = PortId([0xc0; 16]);
-
-const REGISTER: u8 = 0x00;
-const RESERVE: u8 = 0x01;
-const RELEASE: u8 = 0x02;
-const CLEAR: u8 = 0x03;
-const PREEMPT: u8 = 0x04;
-const PREEMPT_AND_ABORT: u8 = 0x05;
-const REGISTER_IGNORE: u8 = 0x06;
 
 const READ_KEYS: u8 = 0x00;
 const READ_RESERVATION: u8 = 0x01;
@@ -108,22 +101,9 @@ impl Node {
     }
 }
 
-fn pr_out(sa: u8, ty: u8, key: u64, sa_key: u64, flags: u8) -> ([u8; 10], [u8; 24]) {
-    let cdb = [0x5f, sa, ty, 0, 0, 0, 0, 0, 24, 0];
-    let mut list = [0u8; 24];
-    list[..8].copy_from_slice(&key.to_be_bytes());
-    list[8..16].copy_from_slice(&sa_key.to_be_bytes());
-    list[20] = flags;
-    (cdb, list)
-}
-
 fn pr_in(sa: u8, alloc: u16) -> [u8; 10] {
     let a = alloc.to_be_bytes();
     [0x5e, sa, 0, 0, 0, 0, 0, a[0], a[1], 0]
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes(b[..4].try_into().expect("4"))
 }
 
 fn generation(lu: &LogicalUnit, n: &Node) -> u32 {

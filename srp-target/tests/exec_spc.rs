@@ -79,18 +79,6 @@ fn vpd_pages() {
     assert_eq!(field_pointer(&s), Some((2, Some(7), true)));
 }
 
-/// The designators of VPD 83h as (code set/piv byte, association/type byte, value).
-fn designators(page: &[u8]) -> Vec<(u8, u8, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut at = 4;
-    while at + 4 <= page.len() {
-        let len = usize::from(page[at + 3]);
-        out.push((page[at], page[at + 1], page[at + 4..at + 4 + len].to_vec()));
-        at += 4 + len;
-    }
-    out
-}
-
 #[test]
 fn device_identification_is_per_lun_and_per_port() {
     // The same LUN name exported by two IOCs (two LogicalUnit values, e.g. after a restart).

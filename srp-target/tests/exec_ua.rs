@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::pr::{CLEAR, PREEMPT, REGISTER, RELEASE, RESERVE};
 use common::*;
 use scsi::{Sense, SenseCode, Status};
 use srp::wire::PortId;
@@ -16,12 +17,6 @@ const C: PortId = PortId([0xc0; 16]);
 const KA: u64 = 0xa1;
 const KB: u64 = 0xb2;
 const KC: u64 = 0xc3;
-
-const REGISTER: u8 = 0x00;
-const RESERVE: u8 = 0x01;
-const RELEASE: u8 = 0x02;
-const CLEAR: u8 = 0x03;
-const PREEMPT: u8 = 0x04;
 
 const TUR: [u8; 6] = [0; 6];
 const INQUIRY: [u8; 6] = [0x12, 0, 0, 0, 36, 0];

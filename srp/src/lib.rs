@@ -7,11 +7,17 @@
 //! come from the transport-free `scsi` crate.
 //!
 //! [`channel`] is the sans-IO logic both ends share: credit accounting, the outstanding-tag
-//! table, and descriptor-to-RDMA planning with residuals. Login and reconnect state machines
-//! live with each end (srp-target, the initiators).
+//! table, and descriptor-to-RDMA planning with residuals. The target's login and reconnect
+//! handling lives in srp-target.
+//!
+//! [`initiator`] is the sans-IO initiator channel core both initiator port-driver models run
+//! on: login and re-login, credits with the task-management reserve, generation-checked tags,
+//! timeout escalation (ABORT TASK, LUN RESET, channel reset), target requests, and reconnect
+//! under the SRP transport class timers. It uses only `core` and `alloc`.
 //!
 //! Layering: `hca <- access-layer <- srp <- {srp-target, srp-initiator-*}`.
 #![deny(unsafe_code)]
 
 pub mod channel;
+pub mod initiator;
 pub mod wire;

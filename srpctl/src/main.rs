@@ -4,12 +4,13 @@
 //! `demo` (the discovery, login and I/O messages of a host and a target on embedded defaults,
 //! encoded, decoded and checked), `target check` (validate a target configuration and show
 //! what it exports), `target run` (the target daemon), `target iocs|ports|luns|sessions` and
-//! `target ioc|port` (a running target's control socket), `bench hca`. Hosts, discovery,
-//! login, paths and drills join as their layers land.
+//! `target ioc|port` (a running target's control socket), `discover` (a portal's IOCs, as
+//! ibsrpdm), `bench hca`. Hosts, login, paths and drills join as their layers land.
 
 mod bench;
 mod decode;
 mod demo;
+mod discover;
 mod hex;
 mod target;
 mod target_ctl;
@@ -48,6 +49,25 @@ enum Command {
         /// Also print every message as a hex dump.
         #[arg(long)]
         dump: bool,
+    },
+    /// Ask a portal's Device Management agent what it serves (as ibsrpdm): its IOCs with
+    /// their profiles and SRP service entries.
+    Discover {
+        /// The portal: the target port's IP address.
+        portal: std::net::IpAddr,
+        /// The local address to ask from (a soft RoCE port is opened there for the query);
+        /// default: the address the kernel routes to the portal from.
+        #[arg(long)]
+        local: Option<std::net::IpAddr>,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 5.0)]
+        timeout: f64,
+        /// Print JSON.
+        #[arg(long, conflicts_with = "login_strings")]
+        json: bool,
+        /// Print Linux ib_srp add_target strings, one per SRP service (as ibsrpdm -c).
+        #[arg(long)]
+        login_strings: bool,
     },
     /// The SRP target appliance.
     Target {
@@ -268,6 +288,17 @@ fn main() -> Result<()> {
         }
         Command::Demo { dump } => demo::run(dump),
         Command::Target { what } => target_command(what),
+        Command::Discover {
+            portal,
+            local,
+            timeout,
+            json,
+            login_strings,
+        } => {
+            let timeout = std::time::Duration::try_from_secs_f64(timeout)
+                .map_err(|_| anyhow::anyhow!("--timeout must be a positive number of seconds"))?;
+            discover::run(portal, local, timeout, json, login_strings)
+        }
         Command::Bench {
             what:
                 BenchWhat::Hca {

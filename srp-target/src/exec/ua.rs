@@ -164,14 +164,9 @@ impl LogicalUnit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lu::RelativePortId;
-    use srp::wire::PortId;
 
     fn nexus(i: u8) -> ItNexus {
-        ItNexus {
-            initiator: PortId([i; 16]),
-            port: RelativePortId(1),
-        }
+        ItNexus::test(i, 1)
     }
 
     #[test]
@@ -210,11 +205,7 @@ mod tests {
 
         let mut s = UaState::default();
         for k in 0..MAX_NEXUSES {
-            let n = ItNexus {
-                initiator: PortId([0; 16]),
-                port: RelativePortId(k as u16),
-            };
-            assert!(s.know(n));
+            assert!(s.know(ItNexus::test(0, k as u16)));
         }
         assert!(!s.know(nexus(1)), "past the bound");
         s.establish(To::One(nexus(1)), SenseCode::REGISTRATIONS_PREEMPTED);

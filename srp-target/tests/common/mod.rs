@@ -1,13 +1,25 @@
-//! Shared helpers for the integration tests: temp dirs, LUs, CDB builders, sense checks.
+//! Shared helpers for the integration tests: temp dirs, LUs, CDB builders, sense checks,
+//! and the SRP_CMD / SRP_TSK_MGMT IUs the test initiators send.
 #![allow(dead_code, unreachable_pub)]
 
+use hca::Qpn;
+use hca::driver::Hca;
+use hca::engine::{CqId, QpId};
+use hca::mr::PdId;
+use hca::qp::QpInit;
+use hca::qp::state::QpType;
 use scsi::{Lun, SenseCode, Status};
+use srp::wire::cmd::{Cmd, TaskAttr};
+use srp::wire::desc::DataDesc;
+use srp::wire::tsk_mgmt::{TaskMgmtFunction, TskMgmt};
+use srp::wire::{SolicitFlags, Tag};
 use srp_target::{
     BlockSize, CmdOutput, FileBackend, LogicalUnit, LuConfig, LunIdentity, Oui, PortIdentity,
     RamBackend, TargetPortGroup,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use wirekit::WireRepr;
 
 /// A directory under the system temp dir, removed on drop.
 pub struct TempDir(PathBuf);
@@ -194,4 +206,99 @@ pub fn unmap_list(extents: &[(u64, u32)]) -> Vec<u8> {
     l[0..2].copy_from_slice(&(desc + 6).to_be_bytes());
     l[2..4].copy_from_slice(&desc.to_be_bytes());
     l
+}
+
+/// PERSISTENT RESERVE OUT service actions, and the reservation type the tests use (SPC-4).
+pub mod pr {
+    pub const REGISTER: u8 = 0x00;
+    pub const RESERVE: u8 = 0x01;
+    pub const RELEASE: u8 = 0x02;
+    pub const CLEAR: u8 = 0x03;
+    pub const PREEMPT: u8 = 0x04;
+    pub const PREEMPT_AND_ABORT: u8 = 0x05;
+    pub const REGISTER_IGNORE: u8 = 0x06;
+    /// TYPE 1h.
+    pub const WRITE_EXCLUSIVE: u8 = 0x1;
+}
+
+/// PERSISTENT RESERVE OUT: service action `sa`, TYPE `ty`, and its 24-byte parameter list
+/// (RESERVATION KEY `key`, SERVICE ACTION RESERVATION KEY `sa_key`, byte 20 `flags`).
+pub fn pr_out(sa: u8, ty: u8, key: u64, sa_key: u64, flags: u8) -> ([u8; 10], [u8; 24]) {
+    let cdb = [0x5f, sa, ty, 0, 0, 0, 0, 0, 24, 0];
+    let mut list = [0u8; 24];
+    list[..8].copy_from_slice(&key.to_be_bytes());
+    list[8..16].copy_from_slice(&sa_key.to_be_bytes());
+    list[20] = flags;
+    (cdb, list)
+}
+
+/// A CQ of `cqe` entries and an RC QP in RESET on it (`wrs` deep each way, one SGE): the
+/// test initiators' endpoint.
+pub fn rc_qp(hca: &Hca, pd: PdId, cqe: usize, wrs: usize) -> (QpId, Qpn, CqId) {
+    hca.with(|e, _| {
+        let cq = e.create_cq(cqe);
+        let qp = e
+            .create_qp(QpInit {
+                qp_type: QpType::Rc,
+                pd,
+                send_cq: cq,
+                recv_cq: cq,
+                srq: None,
+                max_send_wr: wrs,
+                max_recv_wr: wrs,
+                max_sge: 1,
+                sq_sig_all: false,
+            })
+            .expect("create_qp");
+        (qp, e.qp_num(qp).expect("qpn"), cq)
+    })
+}
+
+/// The immediate-data offset the test initiators ask for: Linux ib_srp's 68.
+pub const IMM_OFFSET: u16 = 68;
+
+/// An SRP_CMD of `cdb` (zero-padded to 16 bytes) to `lun`: SIMPLE, no additional CDB, no
+/// immediate data, no invalidation; a caller sets those by struct update.
+pub fn srp_cmd<'a>(
+    tag: u64,
+    lun: Lun,
+    cdb: &[u8],
+    data_out: DataDesc<'a>,
+    data_in: DataDesc<'a>,
+) -> Cmd<'a> {
+    let mut c = [0u8; 16];
+    c[..cdb.len()].copy_from_slice(cdb);
+    Cmd {
+        flags: SolicitFlags::empty(),
+        tag: Tag(tag),
+        lun,
+        task_attr: TaskAttr::Simple,
+        cdb: c,
+        add_cdb: &[],
+        data_out,
+        data_in,
+        imm_data: &[],
+        remote_invalidate: false,
+    }
+}
+
+/// `cmd`'s IU, immediate data at [`IMM_OFFSET`].
+pub fn cmd_bytes(cmd: &Cmd<'_>) -> Vec<u8> {
+    let mut buf = vec![0u8; cmd.buffer_len_with(IMM_OFFSET)];
+    cmd.emit_with(&mut buf, IMM_OFFSET).expect("fits");
+    buf
+}
+
+/// An SRP_TSK_MGMT IU: `function` on `lun` (ABORT TASK: of `task_tag`).
+pub fn tmf_iu(tag: u64, lun: Lun, function: TaskMgmtFunction, task_tag: u64) -> Vec<u8> {
+    let t = TskMgmt {
+        flags: SolicitFlags::empty(),
+        tag: Tag(tag),
+        lun,
+        function,
+        task_tag: Tag(task_tag),
+    };
+    let mut buf = vec![0u8; t.buffer_len()];
+    t.emit(&mut buf).expect("fits");
+    buf
 }

@@ -5,8 +5,9 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod node;
+pub mod shared_lun;
 
-use crate::common::{read10, write10};
+use crate::common::{cmd_bytes, pattern, rc_qp, read10, srp_cmd, write10};
 use access_layer::cm::{CmConfig, CmEndpoint, CmEvent, ConnId, ConnectParams};
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
 use access_layer::mad::cm::CmaHeader;
@@ -20,19 +21,16 @@ use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, QpId, RcConnect};
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKeys};
-use hca::qp::QpInit;
-use hca::qp::state::QpType;
-use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
 use hca::wire::PathMtu;
 use hca::{Gid, Guid, Psn, Qpn};
 use scsi::{Lun, Status};
-use srp::wire::cmd::{Cmd, TaskAttr};
 use srp::wire::desc::{DataDesc, DirectBuf};
 use srp::wire::login::{
     BufFormats, LoginRej, LoginReq, LoginReqFlags, LoginRsp, MultiChannelAction,
 };
 use srp::wire::rsp::Rsp;
-use srp::wire::{PortId, SolicitFlags, Tag};
+use srp::wire::{PortId, Tag};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,7 +44,7 @@ pub const RECV_LEN: u32 = 512;
 pub const RECVS: usize = 8;
 pub const EP_SEND: u64 = 16 << 10;
 pub const EP_DATA: u64 = 64 << 10;
-pub const IMM_OFFSET: u16 = 68;
+pub use crate::common::IMM_OFFSET;
 /// The host's port GUID: the low half of its initiator port IDs.
 pub const HOST_GUID: u64 = 0x0002_c903_00be_ef01;
 
@@ -188,24 +186,7 @@ impl Host {
     }
 
     pub fn ep(&self, index: u64) -> Ep {
-        let pd = self.pd;
-        let (qp, qpn, cq) = self.hca.with(|e, _| {
-            let cq = e.create_cq(256);
-            let qp = e
-                .create_qp(QpInit {
-                    qp_type: QpType::Rc,
-                    pd,
-                    send_cq: cq,
-                    recv_cq: cq,
-                    srq: None,
-                    max_send_wr: 64,
-                    max_recv_wr: 64,
-                    max_sge: 1,
-                    sq_sig_all: false,
-                })
-                .expect("create_qp");
-            (qp, e.qp_num(qp).expect("qpn"), cq)
-        });
+        let (qp, qpn, cq) = rc_qp(&self.hca, self.pd, 256, 64);
         Ep {
             qp,
             qpn,
@@ -230,20 +211,7 @@ impl Host {
         service: ServiceId,
         private: Vec<u8>,
     ) -> Result<(ConnId, LoginRsp), u32> {
-        let params = ConnectParams {
-            to: MadAddress::gsi(1, Gid::from_ip(self.target)),
-            service_id: service,
-            qpn: ep.qpn,
-            starting_psn: Psn::from_wire(0x100),
-            responder_resources: 4,
-            initiator_depth: 4,
-            mtu: Mtu::Mtu1024,
-            response_timeout: 18,
-            max_retries: 3,
-            retry_count: 7,
-            rnr_retry_count: 7,
-            private_data: private,
-        };
+        let params = self.connect_params(ep, service, private);
         let now = self.hca.with(|_, now| now);
         let conn = self.cm.connect(now, &params).expect("connect");
         let end = Instant::now() + DEADLINE;
@@ -300,6 +268,24 @@ impl Host {
         }
     }
 
+    /// The CM REQ's parameters of a login on `ep` to `service` with `private` data.
+    pub fn connect_params(&self, ep: &Ep, service: ServiceId, private: Vec<u8>) -> ConnectParams {
+        ConnectParams {
+            to: MadAddress::gsi(1, Gid::from_ip(self.target)),
+            service_id: service,
+            qpn: ep.qpn,
+            starting_psn: Psn::from_wire(0x100),
+            responder_resources: 4,
+            initiator_depth: 4,
+            mtu: Mtu::Mtu1024,
+            response_timeout: 18,
+            max_retries: 3,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            private_data: private,
+        }
+    }
+
     pub fn post_recv(&self, ep: &Ep, i: usize) {
         let wr = RecvWr {
             wr_id: i as u64,
@@ -327,29 +313,45 @@ impl Host {
 
     /// The next IU the target sends on `ep`.
     pub fn await_iu(&mut self, ep: &Ep) -> Vec<u8> {
-        let end = Instant::now() + DEADLINE;
+        match self.next_event(ep, DEADLINE) {
+            Some(Ok(iu)) => iu,
+            Some(Err(wc)) => panic!("host completion: {wc:?}"),
+            None => panic!("no IU from the target within {DEADLINE:?}"),
+        }
+    }
+
+    /// The next IU the target sends on `ep`, or the first failed completion, whichever
+    /// comes first within `wait`; `None` if neither.
+    pub fn next_event(&mut self, ep: &Ep, wait: Duration) -> Option<Result<Vec<u8>, Wc>> {
+        let end = Instant::now() + wait;
         while Instant::now() < end {
             self.pump();
-            let mut wcs = Vec::new();
             // One completion at a time: returning at a receive must not drop the ones
             // polled after it (two IUs arriving together).
-            self.hca
-                .with(|e, _| e.poll_cq(ep.cq, 1, &mut wcs))
-                .expect("poll");
-            for wc in wcs {
-                assert_eq!(wc.status, WcStatus::Success, "host completion: {wc:?}");
+            while let Some(wc) = self.poll_one(ep) {
+                if wc.status != WcStatus::Success {
+                    return Some(Err(wc));
+                }
                 if wc.opcode == WcOpcode::Recv {
                     let slot = wc.wr_id as usize;
                     let mut iu = vec![0u8; wc.byte_len as usize];
                     let at = ep.base + slot as u64 * u64::from(RECV_LEN);
                     self.mem.read(at as usize, &mut iu).expect("fits");
                     self.post_recv(ep, slot);
-                    return iu;
+                    return Some(Ok(iu));
                 }
             }
             std::thread::sleep(Duration::from_micros(200));
         }
-        panic!("no IU from the target within {DEADLINE:?}");
+        None
+    }
+
+    fn poll_one(&self, ep: &Ep) -> Option<Wc> {
+        let mut wcs = Vec::new();
+        self.hca
+            .with(|e, _| e.poll_cq(ep.cq, 1, &mut wcs))
+            .expect("poll");
+        wcs.pop()
     }
 
     pub fn buf(&self, ep: &Ep, off: u64, len: u32) -> DirectBuf {
@@ -393,9 +395,7 @@ impl Host {
 
     /// WRITE(10) of `data` at LBA 8 of `lun`, READ(10) back, compare.
     pub fn write_read(&mut self, ep: &Ep, lun: u32, seed: u8) {
-        let data: Vec<u8> = (0..4096u32)
-            .map(|k| (k as u8).wrapping_mul(31).wrapping_add(seed))
-            .collect();
+        let data = pattern(4096, seed);
         self.mem
             .write((ep.base + EP_DATA) as usize, &data)
             .expect("fits");
@@ -420,6 +420,7 @@ impl Host {
     }
 }
 
+/// An SRP_CMD to LUN `lun` (single-level) with no immediate data.
 pub fn cmd_iu(
     tag: u64,
     lun: u32,
@@ -427,23 +428,12 @@ pub fn cmd_iu(
     data_out: DataDesc<'_>,
     data_in: DataDesc<'_>,
 ) -> Vec<u8> {
-    let mut c = [0u8; 16];
-    c[..cdb.len()].copy_from_slice(cdb);
-    let cmd = Cmd {
-        flags: SolicitFlags::empty(),
-        tag: Tag(tag),
-        lun: Lun::from_number(lun).expect("LUN"),
-        task_attr: TaskAttr::Simple,
-        cdb: c,
-        add_cdb: &[],
-        data_out,
-        data_in,
-        imm_data: &[],
-        remote_invalidate: false,
-    };
-    let mut buf = vec![0u8; cmd.buffer_len_with(IMM_OFFSET)];
-    cmd.emit_with(&mut buf, IMM_OFFSET).expect("fits");
-    buf
+    cmd_bytes(&srp_cmd(tag, lun_of(lun), cdb, data_out, data_in))
+}
+
+/// The single-level LUN `lun`.
+pub fn lun_of(lun: u32) -> Lun {
+    Lun::from_number(lun).expect("LUN")
 }
 
 pub fn login_req(initiator: PortId, target: PortId, action: MultiChannelAction) -> LoginReq {

@@ -4,20 +4,21 @@
 //! Used by the daemon_scsi, daemon_tmf and daemon_hostile tests.
 #![allow(dead_code, unreachable_pub)]
 
-use super::{DEADLINE, Ep, Host, IMM_OFFSET, IOVA, RECV_LEN, ib_form, login_req, rdma_cm_form};
+use super::{DEADLINE, Ep, Host, IMM_OFFSET, IOVA, ib_form, login_req, lun_of, rdma_cm_form};
+use crate::common::{cmd_bytes, srp_cmd, tmf_iu};
 use access_layer::mad::ServiceId;
 use access_layer::mad::cm::RdmaPortSpace;
 use hca::Guid;
-use hca::verbs::{SendFlags, SendOp, SendWr, WcOpcode, WcStatus};
-use scsi::{Lun, Sense, SenseCode, Status};
-use srp::wire::cmd::{Cmd, TaskAttr};
+use hca::verbs::{SendFlags, SendOp, SendWr, WcStatus};
+use scsi::{Sense, SenseCode, Status};
+use srp::wire::cmd::Cmd;
 use srp::wire::cred::{CredReq, CredRsp};
 use srp::wire::desc::{DataDesc, DirectBuf, Indirect};
 use srp::wire::login::{LoginReq, LoginReqFlags, LoginRsp, MultiChannelAction};
 use srp::wire::logout::{TLogout, TLogoutReason};
 use srp::wire::rsp::{Residual, Rsp, TmfResponse};
-use srp::wire::tsk_mgmt::{TaskMgmtFunction, TskMgmt};
-use srp::wire::{IoClass, IuType, PortId, SolicitFlags, Tag};
+use srp::wire::tsk_mgmt::TaskMgmtFunction;
+use srp::wire::{IoClass, IuType, PortId, Tag};
 use srp_target::config::IocConfig;
 use srp_target::daemon::{Daemon, DaemonEvent};
 use srp_target::login::ChannelId;
@@ -219,27 +220,8 @@ impl Node {
     /// The next IU from the target or failed completion on this channel, whichever comes
     /// first within `wait`; `None` if neither.
     pub fn next_event(&mut self, wait: Duration) -> Option<Result<Vec<u8>, WcStatus>> {
-        let end = Instant::now() + wait;
-        while Instant::now() < end {
-            self.host.pump();
-            let mut wcs = Vec::new();
-            let cq = self.ep.cq;
-            let _ = self.host.hca.with(|e, _| e.poll_cq(cq, 16, &mut wcs));
-            for wc in wcs {
-                if wc.status != WcStatus::Success {
-                    return Some(Err(wc.status));
-                }
-                if wc.opcode == WcOpcode::Recv {
-                    let slot = wc.wr_id as usize;
-                    let at = slot as u64 * u64::from(RECV_LEN);
-                    let iu = self.read(at, wc.byte_len as usize);
-                    self.host.post_recv(&self.ep, slot);
-                    return Some(Ok(iu));
-                }
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        None
+        let r = self.host.next_event(&self.ep, wait)?;
+        Some(r.map_err(|wc| wc.status))
     }
 
     pub fn next_tag(&mut self) -> u64 {
@@ -358,22 +340,11 @@ impl Node {
                 DataDesc::Indirect(self.indirect(&in_segs, in_table, inline))
             }
         };
-        let mut c = [0u8; 16];
-        c[..cdb.len()].copy_from_slice(cdb);
         let cmd = Cmd {
-            flags: SolicitFlags::empty(),
-            tag: Tag(tag),
-            lun: Lun::from_number(lun).expect("LUN"),
-            task_attr: TaskAttr::Simple,
-            cdb: c,
-            add_cdb: &[],
-            data_out,
-            data_in,
             imm_data: imm,
-            remote_invalidate: false,
+            ..srp_cmd(tag, lun_of(lun), cdb, data_out, data_in)
         };
-        let mut buf = vec![0u8; cmd.buffer_len_with(IMM_OFFSET)];
-        cmd.emit_with(&mut buf, IMM_OFFSET).expect("fits");
+        let buf = cmd_bytes(&cmd);
         (buf, in_segs)
     }
 
@@ -508,16 +479,7 @@ impl Node {
     }
 
     pub fn tmf_iu(&self, tag: u64, lun: u32, function: TaskMgmtFunction, task: u64) -> Vec<u8> {
-        let t = TskMgmt {
-            flags: SolicitFlags::empty(),
-            tag: Tag(tag),
-            lun: Lun::from_number(lun).expect("LUN"),
-            function,
-            task_tag: Tag(task),
-        };
-        let mut buf = vec![0u8; t.buffer_len()];
-        t.emit(&mut buf).expect("fits");
-        buf
+        tmf_iu(tag, lun_of(lun), function, task)
     }
 
     /// Sends a task management request and waits for its response.

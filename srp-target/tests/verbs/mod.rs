@@ -1,26 +1,24 @@
 //! A test initiator built directly on `hca` verbs, and a target whose [`ChannelIo`]s the
 //! test drives itself (two soft devices on loopback; the QPs are connected with
 //! `connect_rc`, the attributes a CM exchange would carry). Each target channel may carry
-//! its own I_T nexus, so several initiators can share one logical unit. The same helpers
-//! as channel_io.rs, cut to what several-nexus tests need.
+//! its own I_T nexus, so several initiators can share one logical unit. Used by
+//! channel_io.rs, channel_credits.rs and channel_invalidate.rs.
 #![allow(dead_code, unreachable_pub)]
 
+use crate::common::{IMM_OFFSET, cmd_bytes, rc_qp, srp_cmd};
 use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, QpId, RcConnect};
 use hca::ids::{Gid, Guid, Psn, Qpn, Rkey};
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKeys, PdId};
-use hca::qp::QpInit;
-use hca::qp::state::QpType;
 use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
 use hca::wire::PathMtu;
 use scsi::Lun;
-use srp::wire::cmd::{Cmd, TaskAttr};
+use srp::wire::cmd::Cmd;
 use srp::wire::desc::{DataDesc, DirectBuf};
 use srp::wire::login::{BufFormats, LoginReqFlags};
-use srp::wire::{SolicitFlags, Tag};
 use srp_target::LogicalUnit;
-use srp_target::io::{ChannelIo, ChannelIoConfig, Executor, NexusInfo};
+use srp_target::io::{ChannelIo, ChannelIoConfig, Executor, IoState, NexusInfo};
 use srp_target::login::{ChannelId, Negotiated};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -30,12 +28,12 @@ pub const IOVA: u64 = 0x1000_0000;
 pub const MEM: usize = 8 << 20;
 pub const IT_IU_LEN: u32 = 1024;
 pub const TI_IU_LEN: u32 = 256;
-pub const IMM_OFFSET: u16 = 68;
 pub const DEADLINE: Duration = Duration::from_secs(15);
 
 pub const EP_SPAN: u64 = 1 << 20;
 pub const EP_RECV: u64 = 0;
 pub const EP_SEND: u64 = 16 << 10;
+pub const EP_TABLE: u64 = 20 << 10;
 pub const EP_DATA: u64 = 64 << 10;
 
 pub fn ip(net: u8, host: u8) -> IpAddr {
@@ -125,24 +123,7 @@ impl Initiator {
 
     /// A QP in RESET with `recvs` receive buffers to post once connected.
     pub fn ep(&self, index: u64, recvs: usize) -> Ep {
-        let pd = self.pd;
-        let (qp, qpn, cq) = self.hca.with(|e, _| {
-            let cq = e.create_cq(1024);
-            let qp = e
-                .create_qp(QpInit {
-                    qp_type: QpType::Rc,
-                    pd,
-                    send_cq: cq,
-                    recv_cq: cq,
-                    srq: None,
-                    max_send_wr: 256,
-                    max_recv_wr: 256,
-                    max_sge: 1,
-                    sq_sig_all: false,
-                })
-                .expect("create_qp");
-            (qp, e.qp_num(qp).expect("qpn"), cq)
-        });
+        let (qp, qpn, cq) = rc_qp(&self.hca, self.pd, 1024, 256);
         Ep {
             qp,
             qpn,
@@ -290,6 +271,11 @@ pub fn connect(t: &Target, io: &mut ChannelIo, i: &Initiator, ep: &Ep) {
 /// Settles aborts among `ios` after each poll, so pass every channel a PREEMPT AND ABORT
 /// or task-set function should reach.
 pub fn await_iu(i: &Initiator, ep: &Ep, ios: &mut [&mut ChannelIo]) -> Vec<u8> {
+    await_recv(i, ep, ios).1
+}
+
+/// As [`await_iu`], with the receive completion (which names an invalidated R_Key).
+pub fn await_recv(i: &Initiator, ep: &Ep, ios: &mut [&mut ChannelIo]) -> (Wc, Vec<u8>) {
     let end = Instant::now() + DEADLINE;
     while Instant::now() < end {
         for io in ios.iter_mut() {
@@ -297,8 +283,8 @@ pub fn await_iu(i: &Initiator, ep: &Ep, ios: &mut [&mut ChannelIo]) -> Vec<u8> {
         }
         // As the daemon loop (every channel the test drives is in `ios`).
         srp_target::io::settle_aborts(ios);
-        if let Some(iu) = take_iu(i, ep) {
-            return iu;
+        if let Some(got) = take_recv(i, ep) {
+            return got;
         }
         std::thread::sleep(Duration::from_micros(200));
     }
@@ -307,6 +293,11 @@ pub fn await_iu(i: &Initiator, ep: &Ep, ios: &mut [&mut ChannelIo]) -> Vec<u8> {
 
 /// The next IU `ep` has received, if any (send completions are checked and skipped).
 pub fn take_iu(i: &Initiator, ep: &Ep) -> Option<Vec<u8>> {
+    take_recv(i, ep).map(|(_, iu)| iu)
+}
+
+/// As [`take_iu`], with the receive completion.
+pub fn take_recv(i: &Initiator, ep: &Ep) -> Option<(Wc, Vec<u8>)> {
     // One completion at a time, so returning at a receive drops nothing polled after it.
     while let Some(wc) = i.poll_one(ep) {
         if wc.opcode == WcOpcode::Recv {
@@ -314,13 +305,24 @@ pub fn take_iu(i: &Initiator, ep: &Ep) -> Option<Vec<u8>> {
             let slot = wc.wr_id as usize;
             let iu = i.read(ep, EP_RECV + slot as u64 * 256, wc.byte_len as usize);
             i.post_recv(ep, slot);
-            return Some(iu);
+            return Some((wc, iu));
         }
         assert_eq!(wc.status, WcStatus::Success, "initiator send: {wc:?}");
     }
     None
 }
 
+/// Polls `io` until it is closed.
+pub fn await_closed(io: &mut ChannelIo) {
+    let end = Instant::now() + DEADLINE;
+    while io.state() != IoState::Closed {
+        assert!(Instant::now() < end, "channel not closed: {io:?}");
+        io.poll();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// An SRP_CMD to LUN 0 with `imm` as immediate data (if any).
 pub fn cmd_iu(
     tag: u64,
     cdb: &[u8],
@@ -328,21 +330,8 @@ pub fn cmd_iu(
     data_in: DataDesc<'_>,
     imm: &[u8],
 ) -> Vec<u8> {
-    let mut c = [0u8; 16];
-    c[..cdb.len()].copy_from_slice(cdb);
-    let cmd = Cmd {
-        flags: SolicitFlags::empty(),
-        tag: Tag(tag),
-        lun: Lun::ZERO,
-        task_attr: TaskAttr::Simple,
-        cdb: c,
-        add_cdb: &[],
-        data_out,
-        data_in,
+    cmd_bytes(&Cmd {
         imm_data: imm,
-        remote_invalidate: false,
-    };
-    let mut buf = vec![0u8; cmd.buffer_len_with(IMM_OFFSET)];
-    cmd.emit_with(&mut buf, IMM_OFFSET).expect("fits");
-    buf
+        ..srp_cmd(tag, Lun::ZERO, cdb, data_out, data_in)
+    })
 }

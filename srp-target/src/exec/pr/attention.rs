@@ -69,14 +69,9 @@ pub(crate) fn attentions(
 mod tests {
     use super::*;
     use crate::exec::pr::{Registration, ResType, Reservation};
-    use crate::lu::RelativePortId;
-    use srp::wire::PortId;
 
     fn nexus(i: u8) -> ItNexus {
-        ItNexus {
-            initiator: PortId([i; 16]),
-            port: RelativePortId(1),
-        }
+        ItNexus::test(i, 1)
     }
 
     fn state(regs: &[u8], res: Option<(u8, ResType)>) -> PrState {

@@ -73,15 +73,10 @@ impl PrState {
 mod tests {
     use super::super::{Registration, ResType, Reservation};
     use super::*;
-    use crate::lu::RelativePortId;
-    use srp::wire::PortId;
 
     #[test]
     fn table_per_type() {
-        let n = |i: u8| ItNexus {
-            initiator: PortId([i; 16]),
-            port: RelativePortId(1),
-        };
+        let n = |i: u8| ItNexus::test(i, 1);
         let (holder, member, stranger) = (n(1), n(2), n(3));
         let regs = [holder, member]
             .iter()

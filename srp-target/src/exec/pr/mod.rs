@@ -207,16 +207,21 @@ impl LogicalUnit {
     }
 }
 
+/// The unit tests' nexuses.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn nexus(i: u8, port: u16) -> ItNexus {
+impl ItNexus {
+    /// Initiator port ID `[i; 16]` through relative target port `port`.
+    pub(crate) fn test(i: u8, port: u16) -> ItNexus {
         ItNexus {
             initiator: PortId([i; 16]),
             port: RelativePortId(port),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn reg(n: ItNexus, key: u64) -> Registration {
         Registration {
@@ -228,7 +233,7 @@ mod tests {
 
     #[test]
     fn removing_the_holder_releases_but_all_registrants_wait_for_the_last() {
-        let (a, b) = (nexus(1, 1), nexus(2, 1));
+        let (a, b) = (ItNexus::test(1, 1), ItNexus::test(2, 1));
         let mut s = PrState {
             regs: vec![reg(a, 1), reg(b, 2)],
             res: Some(Reservation {

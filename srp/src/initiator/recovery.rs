@@ -1,0 +1,226 @@
+//! Login, loss and reconnect: the SRP transport class behaviour around one channel.
+//!
+//! On a loss the outstanding commands are taken back (those that timed out fail, the rest
+//! are held), the port goes BLOCKED, fast_io_fail and dev_loss start, and a reconnect is
+//! scheduled after reconnect_delay (at once after an escalation's channel reset, as a SCSI
+//! host reset). A failed attempt schedules the next with [`reconnect_backoff`]; attempts go on
+//! until dev_loss, however many fail. A re-login resends the held commands.
+
+use super::InitiatorError;
+use super::alloc::vec::Vec;
+use super::channel::{Action, Entry, Event, InitiatorChannel, Link, LossCause, Session};
+use super::command::Outcome;
+use super::login::{Negotiated, RejectAdvice};
+use super::pool::SendPool;
+use super::timers::{PortEvent, PortState, TimerKind, reconnect_backoff};
+use crate::channel::InitiatorCredits;
+use crate::wire::Tag;
+use crate::wire::login::{LoginRej, LoginRsp};
+use hca::time::Time;
+use wirekit::WireRepr;
+
+impl InitiatorChannel {
+    /// Starts a login: the first one (port NEW), or a manual reconnect of a blocked port
+    /// (needed when reconnect_delay is off). Ignored while a login is out, when logged in,
+    /// or when the port is LOST.
+    pub fn connect(&mut self, now: Time) {
+        if matches!(self.link, Link::Down) && self.state != PortState::Lost {
+            self.start_login(now);
+        }
+    }
+
+    fn start_login(&mut self, now: Time) {
+        self.logins += 1;
+        let tag = Tag(self.logins);
+        self.timers.stop(TimerKind::Reconnect);
+        self.timers
+            .set(TimerKind::Login, now + self.cfg.login_timeout);
+        self.link = Link::LoggingIn(tag);
+        self.actions.push_back(Action::Connect {
+            form: self.login.form,
+            private_data: self.login.private_data(tag),
+        });
+    }
+
+    /// The CM REP arrived with this SRP_LOGIN_RSP private data.
+    pub fn handle_login_rsp(&mut self, now: Time, bytes: &[u8]) {
+        let Link::LoggingIn(sent) = self.link else {
+            return;
+        };
+        let neg = LoginRsp::parse(bytes)
+            .map_err(InitiatorError::MalformedLogin)
+            .and_then(|rsp| Negotiated::from_rsp(&self.login, sent, &rsp));
+        match neg {
+            Ok(neg) => self.logged_in(now, neg),
+            Err(e) => {
+                // The CM connection exists; tear it down before trying again.
+                self.actions.push_back(Action::Disconnect);
+                self.login_failed(now, e, None);
+            }
+        }
+    }
+
+    /// The CM REJ arrived with this SRP_LOGIN_REJ private data.
+    pub fn handle_login_rej(&mut self, now: Time, bytes: &[u8]) {
+        if !matches!(self.link, Link::LoggingIn(_)) {
+            return;
+        }
+        match LoginRej::parse(bytes) {
+            Ok(rej) => {
+                let advice = RejectAdvice::for_reject(&self.login, &rej);
+                if let RejectAdvice::RetryWithFormats(f) = advice {
+                    self.login.buf_fmts = f;
+                }
+                let e = InitiatorError::LoginRejected {
+                    reason: rej.reason,
+                    retryable: advice.retryable(),
+                };
+                self.login_failed(now, e, Some(advice));
+            }
+            Err(e) => self.login_failed(now, InitiatorError::MalformedLogin(e), None),
+        }
+    }
+
+    /// The channel failed below SRP: QP error, DREQ, CM timeout or a REJ without SRP data.
+    pub fn handle_disconnect(&mut self, now: Time) {
+        match self.link {
+            Link::Down => {}
+            Link::LoggingIn(_) => self.login_failed(now, InitiatorError::ConnectFailed, None),
+            Link::Up(_) => self.lose_channel(now, LossCause::Disconnected),
+        }
+    }
+
+    fn logged_in(&mut self, now: Time, neg: Negotiated) {
+        self.timers.stop(TimerKind::Login);
+        self.timers.stop(TimerKind::Reconnect);
+        self.timers.stop(TimerKind::FastIoFail);
+        self.timers.stop(TimerKind::DevLoss);
+        self.failed_reconnects = 0;
+        self.retired.clear();
+        self.responses.clear();
+        self.tags.set_capacity(neg.window as usize + 2);
+        self.link = Link::Up(Session {
+            neg,
+            credits: InitiatorCredits::new(neg.window),
+            pool: SendPool::new(neg.window),
+        });
+        self.events.push_back(Event::LoggedIn(neg));
+        self.move_state(PortEvent::LoggedIn);
+        let held = self.waiting.len();
+        self.drain(now);
+        if held > 0 {
+            self.events.push_back(Event::HeldIoResent {
+                count: held - self.waiting.len(),
+            });
+        }
+    }
+
+    fn login_failed(&mut self, now: Time, error: InitiatorError, advice: Option<RejectAdvice>) {
+        self.timers.stop(TimerKind::Login);
+        self.link = Link::Down;
+        self.events.push_back(Event::LoginFailed { error, advice });
+        self.move_state(PortEvent::TransportLost);
+        if matches!(self.state, PortState::Blocked | PortState::FailFast) {
+            self.failed_reconnects = self.failed_reconnects.saturating_add(1);
+            self.schedule_reconnect(now, false);
+        }
+    }
+
+    fn schedule_reconnect(&mut self, now: Time, at_once: bool) {
+        let Some(delay) = self.cfg.timers.reconnect_delay() else {
+            return;
+        };
+        let at = if at_once {
+            now
+        } else {
+            now + reconnect_backoff(delay, self.failed_reconnects)
+        };
+        self.timers.set(TimerKind::Reconnect, at);
+        self.events.push_back(Event::ReconnectScheduled {
+            at,
+            failed_reconnects: self.failed_reconnects,
+        });
+    }
+
+    /// Drops the live channel: timed-out commands fail, the others are held for re-sending.
+    pub(super) fn lose_channel(&mut self, now: Time, cause: LossCause) {
+        if !matches!(self.link, Link::Up(_)) {
+            return;
+        }
+        self.link = Link::Down;
+        self.actions.push_back(Action::Disconnect);
+        let escalation = cause == LossCause::Escalation;
+        self.events.push_back(Event::ChannelLost(cause));
+        self.deadlines.clear();
+        self.retired.clear();
+        self.responses.clear();
+        let mut held = Vec::new();
+        for tag in self.tags.tags() {
+            match self.tags.remove(tag) {
+                Some(Entry::Cmd(o)) if o.timed_out => self.complete(o.id, Outcome::TimedOut),
+                Some(Entry::Cmd(o)) => held.push((o.id, o.cmd)),
+                _ => {}
+            }
+        }
+        // Outstanding commands go back ahead of those that never left, oldest first.
+        held.sort_by_key(|(id, _)| *id);
+        for c in held.into_iter().rev() {
+            self.waiting.push_front(c);
+        }
+        self.move_state(PortEvent::TransportLost);
+        if let Some(d) = self.cfg.timers.fast_io_fail() {
+            self.timers.set(TimerKind::FastIoFail, now + d);
+        }
+        if let Some(d) = self.cfg.timers.dev_loss() {
+            self.timers.set(TimerKind::DevLoss, now + d);
+        }
+        self.schedule_reconnect(now, escalation);
+    }
+
+    /// Fails every held command with `outcome`.
+    fn fail_held(&mut self, outcome: Outcome) {
+        while let Some((id, _)) = self.waiting.pop_front() {
+            self.complete(id, outcome.clone());
+        }
+    }
+
+    /// Runs whatever is due at `now`: channel timers, then command and TMF deadlines.
+    pub fn handle_timeout(&mut self, now: Time) {
+        let due: Vec<TimerKind> = self.timers.expire(now).collect();
+        for kind in due {
+            match kind {
+                TimerKind::Login => {
+                    if matches!(self.link, Link::LoggingIn(_)) {
+                        self.actions.push_back(Action::Disconnect);
+                        self.login_failed(now, InitiatorError::ConnectFailed, None);
+                    }
+                }
+                TimerKind::Reconnect => {
+                    if matches!(self.link, Link::Down)
+                        && matches!(self.state, PortState::Blocked | PortState::FailFast)
+                    {
+                        self.start_login(now);
+                    }
+                }
+                TimerKind::FastIoFail => {
+                    if self.state == PortState::Blocked {
+                        self.move_state(PortEvent::FastIoFailExpired);
+                        self.fail_held(Outcome::TransportFailFast);
+                    }
+                }
+                TimerKind::DevLoss => {
+                    if matches!(self.state, PortState::Blocked | PortState::FailFast) {
+                        self.move_state(PortEvent::DevLossExpired);
+                        self.fail_held(Outcome::NoConnect);
+                        self.timers = Default::default();
+                        if matches!(self.link, Link::LoggingIn(_)) {
+                            self.actions.push_back(Action::Disconnect);
+                        }
+                        self.link = Link::Down;
+                    }
+                }
+            }
+        }
+        self.expire_deadlines(now);
+    }
+}

@@ -1,0 +1,214 @@
+//! T_LOGOUT and disconnects, reconnect with backoff, held I/O, fast_io_fail and dev_loss.
+
+use super::test_target::*;
+use super::*;
+use crate::wire::login::{BufFormats, LoginRejReason};
+use crate::wire::logout::TLogoutReason;
+use core::time::Duration;
+use hca::time::Time;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn with_timers(r: Option<u64>, f: Option<u64>, d: Option<u64>) -> InitiatorConfig {
+    let mut cfg = config(LoginForm::IbCm);
+    cfg.timers = TransportTimers::new(r.map(secs), f.map(secs), d.map(secs)).expect("valid");
+    cfg
+}
+
+#[test]
+fn t_logout_blocks_then_reconnects_with_backoff_and_resends_held_io() {
+    // fast_io_fail and dev_loss off: only the reconnect schedule is under test.
+    let mut h = Harness::logged_in(with_timers(Some(10), None, None), 4);
+    let a = h.submit(read_cmd(0));
+    let b = h.submit(write_cmd(512));
+    let old_tags = [h.sent_cmd(1).tag, h.sent_cmd(0).tag];
+    h.recv(&t_logout(TLogoutReason::InactiveChannel));
+    assert_eq!(
+        h.events,
+        vec![
+            Event::ChannelLost(LossCause::TargetLogout(TLogoutReason::InactiveChannel)),
+            Event::StateChanged {
+                from: PortState::Running,
+                to: PortState::Blocked
+            },
+            Event::ReconnectScheduled {
+                at: Time(10 * SEC),
+                failed_reconnects: 0
+            },
+        ]
+    );
+    assert_eq!(
+        (h.disconnects, h.ch.queued(), h.ch.outstanding()),
+        (1, 2, 0)
+    );
+    // A command submitted while blocked is held too.
+    let c = h.submit(read_cmd(1));
+    assert_eq!(h.ch.queued(), 3);
+    // Fifteen attempts fail; record when each one starts.
+    let mut gaps = vec![];
+    let mut last = h.now;
+    for n in 1..=15u32 {
+        let before = h.connects.len();
+        h.run_until_connect();
+        assert_eq!(h.connects.len(), before + 1, "attempt {n} was made");
+        let at = h.connects[before].0;
+        gaps.push((at.0 - last.0) / SEC);
+        last = at;
+        let rej = login_rej(
+            h.login_tag(),
+            LoginRejReason::InsufficientResources,
+            BufFormats::DIRECT,
+        );
+        h.ch.handle_login_rej(h.now, &rej);
+        h.pump();
+        assert_eq!(h.ch.failed_reconnects(), n);
+    }
+    // The first attempt after reconnect_delay, then the delay after failure n is
+    // 10 s × min(100, max(1, n − 10)).
+    assert_eq!(
+        gaps,
+        vec![10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 20, 30, 40]
+    );
+    assert_eq!(h.ch.poll_timeout(), Some(last + secs(50)));
+    assert_eq!(h.ch.state(), PortState::Blocked);
+    assert!(
+        h.done.is_empty(),
+        "no error reaches the disk user while blocked"
+    );
+    // Attempt 16 succeeds: the held commands go out again, oldest first, under new tags.
+    h.advance(secs(50));
+    h.ch.handle_login_rsp(h.now, &login_rsp(h.login_tag(), 4, true));
+    h.pump();
+    assert_eq!(h.ch.state(), PortState::Running);
+    assert_eq!(h.ch.failed_reconnects(), 0);
+    assert!(h.events.contains(&Event::HeldIoResent { count: 3 }));
+    let resent: Vec<_> = (0..3)
+        .rev()
+        .map(|k| (h.sent_cmd(k).tag, h.sent_cmd(k).lun))
+        .collect();
+    assert_eq!(
+        resent.iter().map(|r| r.1).collect::<Vec<_>>(),
+        vec![lun(0), lun(0), lun(1)]
+    );
+    assert!(
+        resent.iter().all(|(t, _)| !old_tags.contains(t)),
+        "fresh generations"
+    );
+    for (t, _) in &resent {
+        h.recv(&rsp(*t, 1));
+    }
+    let ids: Vec<CmdId> = h.done.iter().map(|d| d.id).collect();
+    assert_eq!(ids, vec![a, b, c]);
+    assert!(h.done.iter().all(|d| matches!(d.outcome, Outcome::Done(_))));
+}
+
+#[test]
+fn fast_io_fail_fails_held_io_and_reconnects_go_on() {
+    let mut h = Harness::logged_in(config(LoginForm::IbCm), 4);
+    let a = h.submit(read_cmd(0));
+    h.ch.handle_disconnect(h.now);
+    h.pump();
+    assert_eq!(h.ch.state(), PortState::Blocked);
+    // The first attempt at 10 s fails at the CM.
+    h.advance(secs(10));
+    assert_eq!(h.connects.len(), 2);
+    h.ch.handle_disconnect(h.now); // CM failure of the attempt
+    h.pump();
+    h.advance(secs(5));
+    assert_eq!(h.ch.state(), PortState::FailFast);
+    assert_eq!(
+        h.done,
+        vec![Completion {
+            id: a,
+            outcome: Outcome::TransportFailFast
+        }]
+    );
+    // New I/O fails fast too, at once.
+    let b =
+        h.ch.submit(h.now, read_cmd(0))
+            .expect("accepted and completed");
+    h.pump();
+    assert_eq!(
+        h.done[1],
+        Completion {
+            id: b,
+            outcome: Outcome::TransportFailFast
+        }
+    );
+    // The next attempt (10 s after the failure at 10 s) succeeds: RUNNING again.
+    h.advance(secs(5));
+    assert_eq!(h.connects.len(), 3);
+    assert_eq!(h.connects[2].0, Time(20 * SEC));
+    h.ch.handle_login_rsp(h.now, &login_rsp(h.login_tag(), 4, true));
+    h.pump();
+    assert_eq!(h.ch.state(), PortState::Running);
+    assert_eq!(
+        h.ch.poll_timeout(),
+        None,
+        "fast_io_fail and dev_loss cancelled"
+    );
+}
+
+#[test]
+fn dev_loss_loses_the_port_and_fails_everything() {
+    // fast_io_fail off, so I/O is still held when dev_loss (600 s, the limit) expires.
+    let mut h = Harness::logged_in(with_timers(Some(10), None, Some(600)), 4);
+    let a = h.submit(read_cmd(0));
+    h.ch.handle_disconnect(h.now);
+    h.pump();
+    // Every attempt times out at the login timeout (20 s) without an answer.
+    h.advance(secs(599));
+    assert_eq!(h.ch.state(), PortState::Blocked);
+    assert!(h.done.is_empty());
+    let attempts = h.connects.len() - 1;
+    // 10 s delay + 20 s login timeout per attempt until failure 11, then the delay grows:
+    // attempts start at 10, 40, …, 310, 340, 380, 430, 490, 560 s.
+    assert_eq!(attempts, 16, "never stuck: attempts go on until dev_loss");
+    assert_eq!(h.connects[attempts].0, Time(560 * SEC));
+    h.advance(secs(1));
+    assert_eq!(h.ch.state(), PortState::Lost);
+    assert_eq!(
+        h.done,
+        vec![Completion {
+            id: a,
+            outcome: Outcome::NoConnect
+        }]
+    );
+    assert!(h.events.contains(&Event::StateChanged {
+        from: PortState::Blocked,
+        to: PortState::Lost
+    }));
+    assert_eq!(h.ch.poll_timeout(), None, "no more reconnects");
+    let b = h.ch.submit(h.now, read_cmd(0)).expect("completed at once");
+    h.pump();
+    assert_eq!(
+        h.done[1],
+        Completion {
+            id: b,
+            outcome: Outcome::NoConnect
+        }
+    );
+    h.ch.connect(h.now);
+    h.pump();
+    assert_eq!(h.connects.len(), attempts + 1, "a lost port stays lost");
+}
+
+#[test]
+fn reconnect_off_waits_for_a_manual_connect() {
+    let mut h = Harness::logged_in(with_timers(None, Some(15), Some(600)), 4);
+    h.ch.handle_disconnect(h.now);
+    h.pump();
+    assert_eq!(
+        h.ch.poll_timeout(),
+        Some(Time(15 * SEC)),
+        "only fast_io_fail is armed first"
+    );
+    h.ch.connect(h.now);
+    h.pump();
+    assert_eq!(h.connects.len(), 2);
+    h.ch.handle_login_rsp(h.now, &login_rsp(h.login_tag(), 4, true));
+    h.pump();
+    assert_eq!(h.ch.state(), PortState::Running);
+}

@@ -1,0 +1,207 @@
+//! `srpctl discover <portal>`: asks a portal's Device Management agent what it serves, as
+//! `ibsrpdm` does — IOUnitInfo, each IOC's IOControllerProfile and its service entries —
+//! through a soft HCA port of our own on the local address that routes to the portal. The
+//! sweep is the access layer's DM discovery client ([`DmClient`]) on a GSI agent and port.
+//!
+//! Output: one block per IOC (GUID, IDString, IO class, queue depth, message and transfer
+//! sizes, each SRP service's id_ext and service ID); `--login-strings` prints the lines
+//! Linux `ib_srp`'s `add_target` takes (`ibsrpdm -c`); `--json` the same as JSON.
+
+use access_layer::dm::{DmClient, DmClientConfig, DmEvent, IocRecord};
+use access_layer::gsi::{GsiAgent, GsiConfig, GsiEvent, GsiPort, GsiPortConfig};
+use access_layer::mad::{MadAddress, MgmtClass};
+use anyhow::{Context, Result, bail};
+use hca::driver::{Hca, HcaConfig};
+use hca::{Gid, Guid};
+use serde_json::{Value, json};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+/// The RoCEv2 UDP port.
+const ROCE_PORT: u16 = 4791;
+
+/// The local address the kernel would send to `portal` from (a connected UDP socket's name;
+/// nothing is sent).
+fn route_source(portal: IpAddr) -> Result<IpAddr> {
+    let any: SocketAddr = match portal {
+        IpAddr::V4(_) => "0.0.0.0:0".parse()?,
+        IpAddr::V6(_) => "[::]:0".parse()?,
+    };
+    let s = UdpSocket::bind(any)?;
+    s.connect(SocketAddr::new(portal, ROCE_PORT))
+        .with_context(|| format!("no route to {portal}"))?;
+    Ok(s.local_addr()?.ip())
+}
+
+/// What the sweep found: the portal's IOCs.
+struct Found {
+    local: IpAddr,
+    iocs: Vec<IocRecord>,
+}
+
+/// Sweeps `portal` once from `local` (or the routed source address), within `timeout`.
+fn sweep(portal: IpAddr, local: Option<IpAddr>, timeout: Duration) -> Result<Found> {
+    let local = match local {
+        Some(l) => l,
+        None => route_source(portal)?,
+    };
+    let guid = Guid(0x5352_5044_0000_0000 | u64::from(std::process::id()));
+    let hca = Hca::open(HcaConfig::new(guid, vec![local])).with_context(|| {
+        format!("cannot open a soft RoCE port on {local} (UDP {ROCE_PORT} in use? pass --local)")
+    })?;
+    let mut port = hca
+        .with(|e, now| GsiPort::open(e, now, 1, GsiPortConfig::default()))
+        .context("cannot set up the GSI QP")?;
+    let mut agent = GsiAgent::new(GsiConfig::default());
+    agent.register_client(MgmtClass::DeviceMgmt);
+    let mut dm = DmClient::new(DmClientConfig::default());
+    let addr = MadAddress::gsi(1, Gid::from_ip(portal));
+    hca.with(|_, now| dm.add_portal(now, addr))
+        .context("cannot add the portal")?;
+    let end = Instant::now() + timeout;
+    loop {
+        let mut gone = false;
+        hca.with(|e, now| {
+            while let Ok(Some((from, mad))) = port.recv(e, now) {
+                agent.handle_mad(now, from, mad);
+            }
+            if agent.poll_timeout().is_some_and(|t| t <= now) {
+                agent.handle_timeout(now);
+            }
+            if dm.poll_timeout().is_some_and(|t| t <= now) {
+                dm.handle_timeout(now, &mut agent);
+            }
+            while let Some(ev) = agent.poll_event() {
+                if !matches!(ev, GsiEvent::Request { .. }) {
+                    dm.handle_event(now, &mut agent, &ev);
+                }
+            }
+            while let Some(out) = agent.poll_transmit() {
+                // A MAD that cannot be sent now is retried by the agent's timers.
+                let _ = port.send(e, now, &out);
+            }
+        });
+        while let Some(ev) = dm.poll_event() {
+            if matches!(ev, DmEvent::IouRemoved { .. }) {
+                gone = true;
+            }
+        }
+        if let Some(r) = dm.records().find(|r| r.addr == addr) {
+            return Ok(Found {
+                local,
+                iocs: r.iocs.clone(),
+            });
+        }
+        if gone {
+            bail!("{portal}: no Device Management answer (is a target serving there?)");
+        }
+        if Instant::now() >= end {
+            bail!("{portal}: no complete answer within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+fn ioc_json(portal: IpAddr, r: &IocRecord) -> Value {
+    let p = &r.profile;
+    let services: Vec<Value> = r
+        .entries
+        .iter()
+        .map(|e| {
+            json!({
+                "name": text(&e.name),
+                "service_id": format!("{:#018x}", e.service_id.0),
+                "id_ext": e.srp_id_ext().map(|x| format!("{x:016x}")),
+            })
+        })
+        .collect();
+    json!({
+        "portal": portal.to_string(),
+        "slot": r.slot,
+        "ioc_guid": format!("{:016x}", p.guid.0),
+        "id_string": text(&p.id_string),
+        "io_class": format!("{:#06x}", u16::from(p.io_class)),
+        "send_queue_depth": p.send_queue_depth,
+        "send_size": p.send_size,
+        "rdma_size": p.rdma_size,
+        "services": services,
+    })
+}
+
+/// `ib_srp` `add_target` strings, one per SRP service: the IB CM form with the portal's
+/// GID, as `ibsrpdm -c` prints them.
+fn login_strings(portal: IpAddr, r: &IocRecord) -> Vec<String> {
+    let dgid = Gid::from_ip(portal)
+        .0
+        .iter()
+        .fold(String::new(), |mut s, b| {
+            s.push_str(&format!("{b:02x}"));
+            s
+        });
+    r.entries
+        .iter()
+        .filter_map(|e| {
+            e.srp_id_ext().map(|id_ext| {
+                format!(
+                    "id_ext={id_ext:016x},ioc_guid={:016x},dgid={dgid},pkey=ffff,service_id={:016x}",
+                    r.profile.guid.0, e.service_id.0
+                )
+            })
+        })
+        .collect()
+}
+
+/// Runs the command.
+pub(crate) fn run(
+    portal: IpAddr,
+    local: Option<IpAddr>,
+    timeout: Duration,
+    as_json: bool,
+    strings: bool,
+) -> Result<()> {
+    let found = sweep(portal, local, timeout)?;
+    if as_json {
+        let v: Vec<Value> = found.iocs.iter().map(|r| ioc_json(portal, r)).collect();
+        println!("{}", serde_json::to_string_pretty(&Value::Array(v))?);
+        return Ok(());
+    }
+    if strings {
+        for r in &found.iocs {
+            for s in login_strings(portal, r) {
+                println!("{s}");
+            }
+        }
+        return Ok(());
+    }
+    println!(
+        "portal {portal} (asked from {}): {} IOC(s)",
+        found.local,
+        found.iocs.len()
+    );
+    for r in &found.iocs {
+        let p = &r.profile;
+        println!(
+            "  slot {}: IOC {:016x} \"{}\", IO class {:#06x}, queue depth {}, send size {}, RDMA size {}",
+            r.slot,
+            p.guid.0,
+            text(&p.id_string),
+            u16::from(p.io_class),
+            p.send_queue_depth,
+            p.send_size,
+            p.rdma_size
+        );
+        for e in &r.entries {
+            println!(
+                "    service \"{}\": service ID {:#018x}",
+                text(&e.name),
+                e.service_id.0
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! `srpctl discover` as an operator runs it, against the real `srpctl target run` on
+//! loopback 127.0.112.x: the two IOCs reachable on the portal with their GUIDs, service IDs
+//! and id_ext (JSON), the ib_srp add_target strings, and a clear error for a portal where
+//! nothing answers.
+
+#[path = "../../srp-target/tests/common/mod.rs"]
+mod common;
+mod process;
+
+use common::TempDir;
+use process::TargetProcess;
+use serde_json::Value;
+use std::process::Command;
+
+fn srpctl(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_srpctl"))
+        .args(args)
+        .output()
+        .expect("run srpctl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn discover_lists_the_portals_iocs_like_ibsrpdm() {
+    let dir = TempDir::new("discover-cli");
+    let cfg = dir.path().join("target.toml");
+    let text = format!(
+        "[target]\nnode_guid = \"0x0002c90300f0f000\"\ncontrol_socket = \"{}\"\n\n\
+         [[port]]\nname = \"p0\"\naddress = \"127.0.112.1\"\n\n\
+         [[lun]]\nname = \"vol\"\nram = true\nsize = \"1MiB\"\n\n\
+         [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300f0f001\"\nports = [\"p0\"]\n\
+         exports = {{ 0 = \"vol\" }}\nallow = [\"any\"]\n\n\
+         [[ioc]]\nname = \"ioc-b\"\nguid = \"0x0002c90300f0f002\"\nid_ext = \"0x0000000000000007\"\n\
+         service_id = \"0x0002c90300f0f0b0\"\nports = [\"p0\"]\n\
+         exports = {{ 1 = \"vol\" }}\nallow = [\"any\"]\n",
+        dir.path().join("ctl.sock").display()
+    );
+    std::fs::write(&cfg, text).expect("write config");
+    let _target = TargetProcess::start(&cfg);
+
+    let (ok, out, err) = srpctl(&[
+        "discover",
+        "127.0.112.1",
+        "--local",
+        "127.0.112.2",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let iocs = v.as_array().expect("array");
+    assert_eq!(iocs.len(), 2, "{out}");
+    assert_eq!(iocs[0]["ioc_guid"], "0002c90300f0f001");
+    assert_eq!(iocs[0]["io_class"], "0x0100");
+    assert_eq!(iocs[0]["services"][0]["id_ext"], "0002c90300f0f001");
+    assert_eq!(iocs[0]["services"][0]["service_id"], "0x0002c90300f0f001");
+    assert_eq!(iocs[1]["ioc_guid"], "0002c90300f0f002");
+    assert_eq!(iocs[1]["services"][0]["id_ext"], "0000000000000007");
+    assert_eq!(iocs[1]["services"][0]["service_id"], "0x0002c90300f0f0b0");
+    assert_eq!(iocs[1]["services"][0]["name"], "SRP.T10:0000000000000007");
+
+    let (ok, out, err) = srpctl(&[
+        "discover",
+        "127.0.112.1",
+        "--local",
+        "127.0.112.3",
+        "--login-strings",
+    ]);
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "id_ext=0002c90300f0f001,ioc_guid=0002c90300f0f001,dgid=00000000000000000000ffff7f007001,pkey=ffff,service_id=0002c90300f0f001",
+            "id_ext=0000000000000007,ioc_guid=0002c90300f0f002,dgid=00000000000000000000ffff7f007001,pkey=ffff,service_id=0002c90300f0f0b0",
+        ]
+    );
+
+    // Nothing serves at .9: a clear error, non-zero exit, bounded in time.
+    let (ok, _, err) = srpctl(&[
+        "discover",
+        "127.0.112.9",
+        "--local",
+        "127.0.112.4",
+        "--timeout",
+        "3",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("127.0.112.9: no"), "{err}");
+}
