@@ -1,0 +1,16 @@
+//! The SRP initiator as a StorPort miniport (design §2: `srp-initiator-storport/`), and the
+//! emulated StorPort port driver it runs under.
+//!
+//! Contract: [`port`] is a port driver that a miniport written exactly as a StorPort
+//! miniport plugs into ([`port::Miniport`], the HW_INITIALIZATION_DATA routines). The port
+//! calls BuildIo unlocked and concurrently, StartIo serialized, both at dispatch level with
+//! the dispatch verifier of `access-layer` active; it owns the per-LU queues (depth ≤ 255),
+//! honours Busy/Ready, Pause/Resume and DeviceBusy, times SRBs out into HwResetBus, and
+//! traps rule violations (blocking at dispatch, double completion, SRBs left after a bus
+//! reset) as a Driver Verifier bugcheck would. The SRP miniport itself (over the initiator
+//! channel core in `srp/`) comes later.
+//!
+//! Modules: [`port`].
+#![deny(unsafe_code)]
+
+pub mod port;

@@ -1,0 +1,144 @@
+//! The miniport side of the contract: the HW_INITIALIZATION_DATA routines (windows.md §2.2)
+//! as the [`Miniport`] trait, implemented by the miniport's device extension.
+//!
+//! How the port calls them (windows.md §2.1, enforced):
+//! - `find_adapter` at passive level on start (no locks); on a restart of a miniport that
+//!   does not support `RestartAdapter`, again — at dispatch level, as StorPort does. The
+//!   extension is created once (`Default`, the zeroed extension) and not re-zeroed.
+//! - `initialize` once after each `find_adapter`, at dispatch level (stands for DIRQL).
+//! - `build_io` at dispatch level with no port lock held; several run at once on several
+//!   threads. Returning false means the miniport already completed the SRB.
+//! - `start_io` at dispatch level under the port's StartIo lock: never two at once.
+//! - `reset_bus` at dispatch level with the adapter's queues held and the StartIo lock
+//!   taken; the miniport must complete every SRB it holds on that path with
+//!   `SRB_STATUS_BUS_RESET` before returning.
+//! - `adapter_control`: `QuerySupportedControlTypes` at passive level, `StopAdapter` and
+//!   `RestartAdapter` at dispatch level (stands for DIRQL under the interrupt lock).
+//!
+//! At dispatch level nothing may block: the port's verifier traps blocking calls made
+//! through [`super::ke`] (and `access-layer`'s blocking calls), and a DPC watchdog catches
+//! a routine that blocks in any other way. The miniport is never told that a LU went away.
+
+use super::services::PortServices;
+use super::srb::Srb;
+
+/// `SP_RETURN_*`: HwFindAdapter's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FindAdapterStatus {
+    /// `SP_RETURN_FOUND`.
+    Found,
+    /// `SP_RETURN_NOT_FOUND`.
+    NotFound,
+    /// `SP_RETURN_ERROR`.
+    Error,
+    /// `SP_RETURN_BAD_CONFIG`.
+    BadConfig,
+}
+
+/// `SynchronizationModel`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SynchronizationModel {
+    /// `StorSynchronizeHalfDuplex` (the StorPort default; StartIo at DIRQL — here the
+    /// same dispatch level).
+    #[default]
+    HalfDuplex,
+    /// `StorSynchronizeFullDuplex`.
+    FullDuplex,
+}
+
+/// The parts of `PORT_CONFIGURATION_INFORMATION` the port enforces. HwFindAdapter must set
+/// `maximum_transfer_length` and `number_of_physical_breaks` (non-zero), or the adapter
+/// fails to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConfigurationInfo {
+    /// `MaximumTransferLength` in bytes; longer requests complete `INVALID_REQUEST`.
+    pub maximum_transfer_length: u32,
+    /// `NumberOfPhysicalBreaks`: a request's list may hold one element more than this.
+    pub number_of_physical_breaks: u32,
+    /// `NumberOfBuses`: valid PathIds are below it.
+    pub number_of_buses: u8,
+    /// `MaximumNumberOfTargets`.
+    pub maximum_number_of_targets: u8,
+    /// `MaximumNumberOfLogicalUnits` per target.
+    pub maximum_number_of_logical_units: u8,
+    /// `SynchronizationModel`.
+    pub synchronization_model: SynchronizationModel,
+}
+
+impl Default for PortConfigurationInfo {
+    fn default() -> Self {
+        PortConfigurationInfo {
+            maximum_transfer_length: 0,
+            number_of_physical_breaks: 0,
+            number_of_buses: 1,
+            maximum_number_of_targets: 1,
+            maximum_number_of_logical_units: 1,
+            synchronization_model: SynchronizationModel::HalfDuplex,
+        }
+    }
+}
+
+/// What `QuerySupportedControlTypes` fills in (QuerySupportedControlTypes itself is
+/// always supported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SupportedControlTypes {
+    /// `ScsiStopAdapter`.
+    pub stop_adapter: bool,
+    /// `ScsiRestartAdapter` (without it the port re-runs FindAdapter and Initialize).
+    pub restart_adapter: bool,
+}
+
+/// `SCSI_ADAPTER_CONTROL_TYPE`, with the query's output buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AdapterControl<'a> {
+    /// `ScsiQuerySupportedControlTypes`.
+    QuerySupportedControlTypes(&'a mut SupportedControlTypes),
+    /// `ScsiStopAdapter`: I/O is drained first.
+    StopAdapter,
+    /// `ScsiRestartAdapter`.
+    RestartAdapter,
+}
+
+/// `SCSI_ADAPTER_CONTROL_STATUS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdapterControlStatus {
+    /// `ScsiAdapterControlSuccess`.
+    Success,
+    /// `ScsiAdapterControlUnsuccessful`.
+    Unsuccessful,
+}
+
+/// A StorPort miniport: `Self` is the device extension, one per adapter.
+pub trait Miniport: Default + Send + Sync + Sized + 'static {
+    /// What HwFindAdapter is given to find its adapter (HwContext / ArgumentString).
+    type HwContext: Send + Sync + 'static;
+    /// The SRB extension: per-request scratch, zeroed for each request.
+    type SrbExtension: Default + Send + 'static;
+
+    /// HwFindAdapter.
+    fn find_adapter(
+        &self,
+        port: &PortServices<Self>,
+        context: &Self::HwContext,
+        config: &mut PortConfigurationInfo,
+    ) -> FindAdapterStatus;
+
+    /// HwInitialize; false fails the start.
+    fn initialize(&self, port: &PortServices<Self>) -> bool;
+
+    /// HwBuildIo; false when the miniport completed the SRB itself.
+    fn build_io(&self, port: &PortServices<Self>, srb: &Srb<Self::SrbExtension>) -> bool;
+
+    /// HwStartIo; the miniport now owns the SRB until it completes it.
+    fn start_io(&self, port: &PortServices<Self>, srb: Srb<Self::SrbExtension>) -> bool;
+
+    /// HwResetBus; true on success.
+    fn reset_bus(&self, port: &PortServices<Self>, path_id: u8) -> bool;
+
+    /// HwAdapterControl.
+    fn adapter_control(
+        &self,
+        port: &PortServices<Self>,
+        control: AdapterControl<'_>,
+    ) -> AdapterControlStatus;
+}

@@ -1,0 +1,311 @@
+//! The port's state shared by submitters, the miniport's notifications and the port's
+//! worker: one lock over the queues and tables (the port's spin lock; never held while a
+//! miniport routine runs), the StartIo lock, the call wrapper that runs every routine at
+//! dispatch level under the verifier, the completion path and the bugcheck.
+
+use super::miniport::{Miniport, PortConfigurationInfo, SupportedControlTypes};
+use super::queue::Queues;
+use super::services::PortServices;
+use super::srb::{LuAddress, Srb, SrbId, SrbResult};
+use super::status::SrbStatus;
+use super::verifier::{self, Routine, Violation};
+use super::{PortConfig, PortEvent};
+use access_layer::verbs::{Completer, DispatchGuard};
+use std::any::Any;
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+/// The adapter's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunState {
+    /// Requests flow.
+    Running,
+    /// Stopped (or stopping): requests are queued, none started.
+    Stopped,
+    /// A verifier violation stopped the port for good.
+    BugChecked,
+}
+
+/// An SRB the miniport holds.
+#[derive(Debug)]
+pub(crate) struct Owned<X> {
+    pub(crate) srb: Srb<X>,
+    /// When StartIo got it (None: between BuildIo and StartIo).
+    pub(crate) started: Option<Instant>,
+    /// Its timeout already fired.
+    pub(crate) timed_out: bool,
+}
+
+/// Everything under the port lock.
+#[derive(Debug)]
+pub(crate) struct State<X> {
+    pub(crate) run: RunState,
+    pub(crate) queues: Queues<Srb<X>>,
+    pub(crate) owned: HashMap<SrbId, Owned<X>>,
+    pub(crate) completers: HashMap<SrbId, Completer<SrbResult>>,
+    /// Completions for the worker to deliver, in order.
+    pub(crate) done: Vec<(Completer<SrbResult>, SrbResult)>,
+    pub(crate) events: Vec<PortEvent>,
+    pub(crate) violations: Vec<Violation>,
+    /// Routines running at dispatch level, for the DPC watchdog.
+    pub(crate) calls: HashMap<u64, (Routine, Instant)>,
+    pub(crate) next_call: u64,
+    pub(crate) info: PortConfigurationInfo,
+    pub(crate) supported: SupportedControlTypes,
+    pub(crate) shutdown: bool,
+}
+
+/// The port shared between its handles and threads.
+pub(crate) struct Shared<M: Miniport> {
+    pub(crate) miniport: M,
+    pub(crate) context: M::HwContext,
+    pub(crate) config: PortConfig,
+    pub(crate) state: Mutex<State<M::SrbExtension>>,
+    /// Wakes the worker.
+    pub(crate) kick: Condvar,
+    pub(crate) bugchecked: AtomicBool,
+    startio: Mutex<bool>,
+    startio_free: Condvar,
+    next_id: AtomicU64,
+    me: Weak<Shared<M>>,
+}
+
+/// Holds the StartIo lock.
+pub(crate) struct StartIoLock<'a> {
+    lock: &'a Mutex<bool>,
+    free: &'a Condvar,
+}
+
+impl Drop for StartIoLock<'_> {
+    fn drop(&mut self) {
+        *self.lock.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        self.free.notify_one();
+    }
+}
+
+/// The text of a panic payload.
+fn panic_text(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+impl<M: Miniport> Shared<M> {
+    pub(crate) fn new(
+        miniport: M,
+        context: M::HwContext,
+        config: PortConfig,
+        me: Weak<Self>,
+    ) -> Self {
+        Shared {
+            miniport,
+            context,
+            state: Mutex::new(State {
+                run: RunState::Stopped,
+                queues: Queues::new(config.lu_queue_depth, config.busy_retry),
+                owned: HashMap::new(),
+                completers: HashMap::new(),
+                done: Vec::new(),
+                events: Vec::new(),
+                violations: Vec::new(),
+                calls: HashMap::new(),
+                next_call: 0,
+                info: PortConfigurationInfo::default(),
+                supported: SupportedControlTypes::default(),
+                shutdown: false,
+            }),
+            config,
+            kick: Condvar::new(),
+            bugchecked: AtomicBool::new(false),
+            startio: Mutex::new(false),
+            startio_free: Condvar::new(),
+            next_id: AtomicU64::new(1),
+            me,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State<M::SrbExtension>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What the miniport gets to call back on.
+    pub(crate) fn services(&self) -> PortServices<M> {
+        PortServices::new(self.me.clone())
+    }
+
+    pub(crate) fn next_id(&self) -> SrbId {
+        SrbId(self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub(crate) fn is_bugchecked(&self) -> bool {
+        self.bugchecked.load(Ordering::Acquire)
+    }
+
+    /// Takes the StartIo lock; None once the port bugchecked (a StartIo may be stuck
+    /// holding it forever).
+    pub(crate) fn start_io_lock(&self) -> Option<StartIoLock<'_>> {
+        let mut held = self.startio.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if self.is_bugchecked() {
+                return None;
+            }
+            if !*held {
+                *held = true;
+                return Some(StartIoLock {
+                    lock: &self.startio,
+                    free: &self.startio_free,
+                });
+            }
+            held = self
+                .startio_free
+                .wait_timeout(held, Duration::from_millis(10))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+
+    /// Runs miniport routine `f` (at dispatch level if `dispatch`), watched by the DPC
+    /// watchdog, catching panics and blocking calls as violations.
+    pub(crate) fn call<R>(
+        &self,
+        routine: Routine,
+        dispatch: bool,
+        f: impl FnOnce() -> R,
+    ) -> Result<R, Violation> {
+        let id = {
+            let mut s = self.lock();
+            s.next_call += 1;
+            let id = s.next_call;
+            if dispatch {
+                s.calls.insert(id, (routine, Instant::now()));
+            }
+            id
+        };
+        let _ = verifier::take_blocking();
+        let guard = dispatch.then(DispatchGuard::enter);
+        let r = catch_unwind(AssertUnwindSafe(f));
+        drop(guard);
+        self.lock().calls.remove(&id);
+        match (r, verifier::take_blocking()) {
+            (_, Some(call)) => Err(Violation::BlockingAtDispatch { routine, call }),
+            (Ok(v), None) => Ok(v),
+            (Err(p), None) => Err(Violation::MiniportPanic {
+                routine,
+                message: panic_text(p.as_ref()),
+            }),
+        }
+    }
+
+    /// RequestComplete: hands the SRB back to its submitter (through the worker).
+    pub(crate) fn request_complete(&self, srb: &Srb<M::SrbExtension>) {
+        if !srb.mark_completed() {
+            if !self.is_bugchecked() {
+                self.bugcheck(Violation::DoubleCompletion { id: srb.id() });
+            }
+            return;
+        }
+        let status = srb.status();
+        if matches!(
+            status.code(),
+            SrbStatus::PENDING | SrbStatus::INTERNAL_ERROR
+        ) {
+            self.bugcheck(Violation::BadStatus {
+                id: srb.id(),
+                status,
+            });
+            return;
+        }
+        let busy = status.code() == SrbStatus::BUSY;
+        // BUSY: StorPort discards the SRB and issues a new one (windows.md §2.4).
+        let reissue = busy.then(|| srb.reissue());
+        let result = (!busy).then(|| srb.take_result(None, false));
+        let mut s = self.lock();
+        if s.run == RunState::BugChecked {
+            return;
+        }
+        if s.owned.remove(&srb.id()).is_none() {
+            drop(s);
+            self.bugcheck(Violation::NotOwned { id: srb.id() });
+            return;
+        }
+        s.queues.completed(srb.address());
+        if let Some(again) = reissue {
+            s.queues
+                .requeue(srb.address(), again, Instant::now(), self.config.tick);
+        } else if let (Some(c), Some(result)) = (s.completers.remove(&srb.id()), result) {
+            s.done.push((c, result));
+        }
+        drop(s);
+        self.kick.notify_all();
+    }
+
+    /// Completes an SRB the miniport holds on the port's own authority (`status`).
+    pub(crate) fn force_complete(
+        &self,
+        s: &mut State<M::SrbExtension>,
+        id: SrbId,
+        status: SrbStatus,
+    ) {
+        if let Some(o) = s.owned.remove(&id) {
+            s.queues.completed(o.srb.address());
+            o.srb.mark_completed();
+            if let Some(c) = s.completers.remove(&id) {
+                s.done.push((c, o.srb.take_result(Some(status), true)));
+            }
+        }
+    }
+
+    /// Completes a request the miniport never saw with `status`.
+    pub(crate) fn complete_unstarted(
+        &self,
+        s: &mut State<M::SrbExtension>,
+        srb: &Srb<M::SrbExtension>,
+        status: SrbStatus,
+    ) {
+        srb.mark_completed();
+        if let Some(c) = s.completers.remove(&srb.id()) {
+            s.done.push((c, srb.take_result(Some(status), true)));
+        }
+    }
+
+    /// A verifier violation: record it, fail everything with INTERNAL_ERROR, accept
+    /// nothing more. Later completions from the miniport are ignored.
+    pub(crate) fn bugcheck(&self, violation: Violation) {
+        let mut s = self.lock();
+        s.violations.push(violation.clone());
+        if s.run == RunState::BugChecked {
+            return;
+        }
+        s.run = RunState::BugChecked;
+        self.bugchecked.store(true, Ordering::Release);
+        s.events.push(PortEvent::BugCheck(violation));
+        let owned: Vec<SrbId> = s.owned.keys().copied().collect();
+        for id in owned {
+            self.force_complete(&mut s, id, SrbStatus::INTERNAL_ERROR);
+        }
+        for srb in s.queues.drain_all() {
+            self.complete_unstarted(&mut s, &srb, SrbStatus::INTERNAL_ERROR);
+        }
+        // Delivered from here: the DPC thread may be the one stuck in the miniport.
+        let done = std::mem::take(&mut s.done);
+        drop(s);
+        for (completer, result) in done {
+            completer.complete(Ok(result));
+        }
+        self.kick.notify_all();
+        self.startio_free.notify_all();
+    }
+
+    /// Refuses waiting requests of a removed LU with NO_DEVICE.
+    pub(crate) fn flush_lu(&self, s: &mut State<M::SrbExtension>, lu: LuAddress) {
+        let waiting: Vec<_> = s.queues.lu(lu).waiting.drain(..).collect();
+        for (srb, _) in waiting {
+            self.complete_unstarted(s, &srb, SrbStatus::NO_DEVICE);
+        }
+    }
+}

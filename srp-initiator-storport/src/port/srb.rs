@@ -1,0 +1,398 @@
+//! SCSI request blocks. The submitter fills an [`SrbRequest`] (what a class driver puts in
+//! an SRB before IoCallDriver); the port turns it into an [`Srb`], a handle the miniport
+//! holds like the SRB pointer it is (clonable, kept in the miniport's own lists) until it
+//! completes it; the submitter gets an [`SrbResult`].
+//!
+//! The miniport reads the request fields, moves data through the scatter-gather list
+//! ([`Srb::read_data`], [`Srb::write_data`], [`Srb::dma_read`], [`Srb::dma_write`]), sets
+//! the SRB status, SCSI status and autosense ([`Srb::set_sense`] copies the sense and sets
+//! `SRB_STATUS_AUTOSENSE_VALID`), and keeps its per-request state in the SRB extension.
+//! Closures given to [`Srb::with_extension`] must not complete the SRB.
+
+use super::sgl::{ScatterGatherList, SglError};
+use super::status::SrbStatus;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// A request's identity, unique in the process (for logs, aborts, verifier reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SrbId(pub u64);
+
+impl fmt::Display for SrbId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// `SRB_FUNCTION_*` (srb.h): what the request asks of the miniport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SrbFunction {
+    /// `SRB_FUNCTION_EXECUTE_SCSI` (0x00): run the CDB.
+    ExecuteScsi,
+    /// `SRB_FUNCTION_SHUTDOWN` (0x07).
+    Shutdown,
+    /// `SRB_FUNCTION_FLUSH` (0x08).
+    Flush,
+    /// `SRB_FUNCTION_ABORT_COMMAND` (0x10): abort [`Srb::abort_target`].
+    AbortCommand,
+    /// `SRB_FUNCTION_RESET_DEVICE` (0x13): reset the target.
+    ResetDevice,
+    /// `SRB_FUNCTION_RESET_LOGICAL_UNIT` (0x20).
+    ResetLogicalUnit,
+}
+
+impl SrbFunction {
+    /// The srb.h code.
+    pub fn code(self) -> u8 {
+        match self {
+            SrbFunction::ExecuteScsi => 0x00,
+            SrbFunction::Shutdown => 0x07,
+            SrbFunction::Flush => 0x08,
+            SrbFunction::AbortCommand => 0x10,
+            SrbFunction::ResetDevice => 0x13,
+            SrbFunction::ResetLogicalUnit => 0x20,
+        }
+    }
+
+    /// Management requests go ahead of queued I/O and past the per-LU depth and
+    /// DeviceBusy holds (not past an adapter pause, busy or reset).
+    pub fn is_management(self) -> bool {
+        !matches!(self, SrbFunction::ExecuteScsi)
+    }
+}
+
+/// PathId / TargetId / Lun: where a request goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LuAddress {
+    /// The bus.
+    pub path_id: u8,
+    /// The target on it.
+    pub target_id: u8,
+    /// The logical unit.
+    pub lun: u8,
+}
+
+impl LuAddress {
+    /// `(path, target, lun)`.
+    pub const fn new(path_id: u8, target_id: u8, lun: u8) -> LuAddress {
+        LuAddress {
+            path_id,
+            target_id,
+            lun,
+        }
+    }
+}
+
+impl fmt::Display for LuAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.path_id, self.target_id, self.lun)
+    }
+}
+
+/// `SRB_FLAGS_DATA_IN` / `SRB_FLAGS_DATA_OUT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataDirection {
+    /// No data phase.
+    None,
+    /// Device to host (a read).
+    In,
+    /// Host to device (a write).
+    Out,
+}
+
+/// What a submitter asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SrbRequest {
+    /// The function.
+    pub function: SrbFunction,
+    /// Where it goes.
+    pub address: LuAddress,
+    /// The CDB (1 to 16 bytes for EXECUTE_SCSI).
+    pub cdb: Vec<u8>,
+    /// The data direction.
+    pub direction: DataDirection,
+    /// The data buffer: the bytes to write, or a buffer of the transfer length to read into.
+    pub data: Vec<u8>,
+    /// `SenseInfoBufferLength`: how many sense bytes the submitter takes.
+    pub sense_len: u8,
+    /// `TimeOutValue`: how long the miniport may hold the request.
+    pub timeout: Duration,
+    /// For ABORT_COMMAND: the request to abort.
+    pub abort_target: Option<SrbId>,
+}
+
+impl SrbRequest {
+    /// The timeout class drivers use by default.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// An EXECUTE_SCSI request.
+    pub fn scsi(address: LuAddress, cdb: &[u8], direction: DataDirection, data: Vec<u8>) -> Self {
+        SrbRequest {
+            function: SrbFunction::ExecuteScsi,
+            address,
+            cdb: cdb.to_vec(),
+            direction,
+            data,
+            sense_len: 18,
+            timeout: Self::DEFAULT_TIMEOUT,
+            abort_target: None,
+        }
+    }
+
+    /// A request with no CDB and no data (ABORT_COMMAND, RESET_LOGICAL_UNIT, …).
+    pub fn management(function: SrbFunction, address: LuAddress) -> Self {
+        SrbRequest {
+            function,
+            cdb: Vec::new(),
+            ..SrbRequest::scsi(address, &[], DataDirection::None, Vec::new())
+        }
+    }
+
+    /// The same with another timeout.
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        SrbRequest { timeout, ..self }
+    }
+}
+
+/// What the submitter gets back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SrbResult {
+    /// The request.
+    pub id: SrbId,
+    /// The SRB status, flags included.
+    pub status: SrbStatus,
+    /// The SCSI status byte.
+    pub scsi_status: u8,
+    /// The sense bytes (meaningful when the status has `AUTOSENSE_VALID`).
+    pub sense: Vec<u8>,
+    /// The data buffer (a read's data).
+    pub data: Vec<u8>,
+    /// `DataTransferLength` as the miniport left it (less than asked on underrun).
+    pub data_transfer_length: usize,
+}
+
+/// The parts the miniport writes.
+struct SrbIo<X> {
+    data: Vec<u8>,
+    status: SrbStatus,
+    scsi_status: u8,
+    sense: Vec<u8>,
+    data_transfer_length: usize,
+    extension: X,
+}
+
+struct Inner<X> {
+    id: SrbId,
+    request: SrbRequest,
+    sg: ScatterGatherList,
+    io: Mutex<SrbIo<X>>,
+    completed: AtomicBool,
+}
+
+/// An SRB as the miniport sees it: a handle (clones are the same SRB). `X` is the SRB
+/// extension (`SrbExtensionSize`), zeroed (`Default`) for each request.
+pub struct Srb<X> {
+    inner: Arc<Inner<X>>,
+}
+
+impl<X> fmt::Debug for Srb<X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Srb")
+            .field("id", &self.inner.id)
+            .field("function", &self.inner.request.function)
+            .field("address", &self.inner.request.address)
+            .field("completed", &self.is_completed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<X> Clone for Srb<X> {
+    fn clone(&self) -> Self {
+        Srb {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<X: Default> Srb<X> {
+    /// The SRB for `request`, its buffer mapped by a fresh scatter-gather list.
+    pub(crate) fn new(id: SrbId, mut request: SrbRequest) -> Srb<X> {
+        let data = std::mem::take(&mut request.data);
+        Srb {
+            inner: Arc::new(Inner {
+                id,
+                sg: ScatterGatherList::build(data.len()),
+                io: Mutex::new(SrbIo {
+                    data_transfer_length: data.len(),
+                    data,
+                    status: SrbStatus::PENDING,
+                    scsi_status: 0,
+                    sense: Vec::new(),
+                    extension: X::default(),
+                }),
+                completed: AtomicBool::new(false),
+                request,
+            }),
+        }
+    }
+}
+
+impl<X: Default> Srb<X> {
+    /// A fresh SRB for the same request (same id, same buffer, zeroed extension): how the
+    /// port re-issues a request the miniport completed with `SRB_STATUS_BUSY`.
+    pub(crate) fn reissue(&self) -> Srb<X> {
+        let mut request = self.inner.request.clone();
+        request.data = std::mem::take(&mut self.io().data);
+        Srb::new(self.inner.id, request)
+    }
+}
+
+impl<X> Srb<X> {
+    fn io(&self) -> MutexGuard<'_, SrbIo<X>> {
+        self.inner.io.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Its identity.
+    pub fn id(&self) -> SrbId {
+        self.inner.id
+    }
+    /// `Function`.
+    pub fn function(&self) -> SrbFunction {
+        self.inner.request.function
+    }
+    /// PathId / TargetId / Lun.
+    pub fn address(&self) -> LuAddress {
+        self.inner.request.address
+    }
+    /// The CDB.
+    pub fn cdb(&self) -> &[u8] {
+        &self.inner.request.cdb
+    }
+    /// The data direction.
+    pub fn direction(&self) -> DataDirection {
+        self.inner.request.direction
+    }
+    /// `TimeOutValue`.
+    pub fn timeout(&self) -> Duration {
+        self.inner.request.timeout
+    }
+    /// For ABORT_COMMAND, the request to abort.
+    pub fn abort_target(&self) -> Option<SrbId> {
+        self.inner.request.abort_target
+    }
+    /// The scatter-gather list of the data buffer.
+    pub fn scatter_gather_list(&self) -> &ScatterGatherList {
+        &self.inner.sg
+    }
+    /// Whether two handles are the same SRB.
+    pub fn same(&self, other: &Srb<X>) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Copies buffer bytes `offset..` into `out`, element by element.
+    pub fn read_data(&self, offset: usize, out: &mut [u8]) -> Result<(), SglError> {
+        for (at, phys, n) in self.inner.sg.pieces(offset, out.len())? {
+            self.dma_read(phys, &mut out[at - offset..at - offset + n])?;
+        }
+        Ok(())
+    }
+
+    /// Copies `data` into the buffer at `offset..`, element by element.
+    pub fn write_data(&self, offset: usize, data: &[u8]) -> Result<(), SglError> {
+        for (at, phys, n) in self.inner.sg.pieces(offset, data.len())? {
+            self.dma_write(phys, &data[at - offset..at - offset + n])?;
+        }
+        Ok(())
+    }
+
+    /// A DMA read of `out.len()` bytes at physical `address` (inside one element).
+    pub fn dma_read(&self, address: u64, out: &mut [u8]) -> Result<(), SglError> {
+        let at = self.inner.sg.offset_of(address, out.len())?;
+        out.copy_from_slice(&self.io().data[at..at + out.len()]);
+        Ok(())
+    }
+
+    /// A DMA write of `data` at physical `address` (inside one element).
+    pub fn dma_write(&self, address: u64, data: &[u8]) -> Result<(), SglError> {
+        let at = self.inner.sg.offset_of(address, data.len())?;
+        self.io().data[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// `SrbStatus`.
+    pub fn status(&self) -> SrbStatus {
+        self.io().status
+    }
+    /// Sets `SrbStatus`.
+    pub fn set_status(&self, status: SrbStatus) {
+        self.io().status = status;
+    }
+    /// Sets `ScsiStatus`.
+    pub fn set_scsi_status(&self, scsi_status: u8) {
+        self.io().scsi_status = scsi_status;
+    }
+    /// `DataTransferLength`.
+    pub fn data_transfer_length(&self) -> usize {
+        self.io().data_transfer_length
+    }
+    /// Lowers `DataTransferLength` (an underrun); never above the buffer.
+    pub fn set_data_transfer_length(&self, len: usize) {
+        let mut io = self.io();
+        io.data_transfer_length = len.min(io.data.len());
+    }
+
+    /// Autosense: copies `sense` (cut to `SenseInfoBufferLength`) and sets
+    /// `SRB_STATUS_AUTOSENSE_VALID` on the current status.
+    pub fn set_sense(&self, sense: &[u8]) {
+        let cap = usize::from(self.inner.request.sense_len);
+        let mut io = self.io();
+        io.sense = sense[..sense.len().min(cap)].to_vec();
+        io.status = io.status.with_autosense();
+    }
+
+    /// Runs `f` on the SRB extension.
+    pub fn with_extension<R>(&self, f: impl FnOnce(&mut X) -> R) -> R {
+        f(&mut self.io().extension)
+    }
+
+    /// Marks the SRB completed; false if it already was (a double completion).
+    pub(crate) fn mark_completed(&self) -> bool {
+        !self.inner.completed.swap(true, Ordering::AcqRel)
+    }
+
+    /// Whether the SRB has been completed.
+    pub fn is_completed(&self) -> bool {
+        self.inner.completed.load(Ordering::Acquire)
+    }
+
+    /// The result for the submitter, taking the data buffer; `status` overrides the
+    /// miniport's (the port completing on its own). Never waits on a miniport holding
+    /// the SRB when `forced` (the port completing on its own): then the data stays behind.
+    pub(crate) fn take_result(&self, status: Option<SrbStatus>, forced: bool) -> SrbResult {
+        let mut r = SrbResult {
+            id: self.inner.id,
+            status: status.unwrap_or(SrbStatus::INTERNAL_ERROR),
+            scsi_status: 0,
+            sense: Vec::new(),
+            data: Vec::new(),
+            data_transfer_length: 0,
+        };
+        let io = if forced {
+            self.inner.io.try_lock().ok()
+        } else {
+            Some(self.io())
+        };
+        if let Some(mut io) = io {
+            r.status = status.unwrap_or(io.status);
+            if status.is_none() {
+                r.scsi_status = io.scsi_status;
+                r.sense = io.sense.clone();
+            }
+            r.data_transfer_length = io.data_transfer_length;
+            r.data = std::mem::take(&mut io.data);
+        }
+        r
+    }
+}

@@ -1,0 +1,77 @@
+//! Test helpers and the RAM-disk miniport, written as a StorPort miniport would be.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod ram;
+
+use access_layer::verbs::Completion;
+use srp_initiator_storport::port::{
+    DataDirection, LuAddress, Port, PortConfig, SrbRequest, SrbResult,
+};
+use std::time::{Duration, Instant};
+
+pub use ram::{Probe, RamConfig, RamMiniport};
+
+/// Every wait in the tests is bounded by this.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// LU `lun` on path 0, target 0.
+pub fn lu(lun: u8) -> LuAddress {
+    LuAddress::new(0, 0, lun)
+}
+
+/// A RAM adapter.
+pub fn start(cfg: RamConfig) -> (Port<RamMiniport>, std::sync::Arc<Probe>) {
+    start_with(cfg, PortConfig::default())
+}
+
+/// A RAM adapter with port knobs.
+pub fn start_with(
+    cfg: RamConfig,
+    port_cfg: PortConfig,
+) -> (Port<RamMiniport>, std::sync::Arc<Probe>) {
+    let probe = Probe::new(cfg);
+    let port = Port::<RamMiniport>::start(probe.clone(), port_cfg).expect("adapter starts");
+    (port, probe)
+}
+
+/// READ(10).
+pub fn read10(at: LuAddress, lba: u32, blocks: u16) -> SrbRequest {
+    let mut cdb = [0u8; 10];
+    cdb[0] = 0x28;
+    cdb[2..6].copy_from_slice(&lba.to_be_bytes());
+    cdb[7..9].copy_from_slice(&blocks.to_be_bytes());
+    SrbRequest::scsi(
+        at,
+        &cdb,
+        DataDirection::In,
+        vec![0; usize::from(blocks) * 512],
+    )
+}
+
+/// WRITE(10).
+pub fn write10(at: LuAddress, lba: u32, data: Vec<u8>) -> SrbRequest {
+    let mut cdb = [0u8; 10];
+    cdb[0] = 0x2a;
+    cdb[2..6].copy_from_slice(&lba.to_be_bytes());
+    cdb[7..9].copy_from_slice(&((data.len() / 512) as u16).to_be_bytes());
+    SrbRequest::scsi(at, &cdb, DataDirection::Out, data)
+}
+
+/// TEST UNIT READY.
+pub fn tur(at: LuAddress) -> SrbRequest {
+    SrbRequest::scsi(at, &[0u8; 6], DataDirection::None, Vec::new())
+}
+
+/// The result, within [`DEADLINE`].
+pub fn wait(c: &Completion<SrbResult>) -> SrbResult {
+    c.wait_timeout(DEADLINE).expect("the request completes")
+}
+
+/// Polls `cond` until it holds, within [`DEADLINE`].
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + DEADLINE;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
