@@ -45,6 +45,7 @@ mod login;
 mod pool;
 mod receive;
 mod recovery;
+pub mod registration;
 mod tags;
 mod timers;
 

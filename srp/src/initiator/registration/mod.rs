@@ -1,0 +1,230 @@
+//! Memory registration for the initiator: how each command's data buffer (a scatter-gather
+//! list of [`Segment`]s, as StorPort's SG list of physical pages) is described to the target.
+//!
+//! Contract: [`Registration::map`] turns a buffer into a [`Mapping`]: the work requests to
+//! post *before* the SRP_CMD SEND in the same `post_send_list` chain, the
+//! [`DataDescriptors`] and immediate bytes for the channel core's [`Command`], and whether to
+//! ask for remote invalidation. The caller keeps the [`MapHandle`] with the command and, when
+//! the command completes (any [`Outcome`](super::Outcome)), passes it to
+//! [`Registration::unmap`] with the rkey the SRP_RSP's receive completion invalidated, if any;
+//! it posts the work requests `unmap` returns and routes every send completion to
+//! [`Registration::handle_send_done`]. After a reconnect it posts
+//! [`Registration::take_retries`]. A region is never handed out again while the target might
+//! still reach it through it, and exhaustion is [`RegError::Busy`] (retry later), not a panic.
+//!
+//! Strategies:
+//! - writes up to the negotiated immediate size ([`Registration::set_immediate_limit`]) go as
+//!   immediate data under any strategy: nothing registered;
+//! - [`Strategy::PerIo`] (the default, ARCHITECTURE decision 4): a pool of fast-registration
+//!   regions per channel, one REG_MR per region with a rolled key, direct descriptor and
+//!   remote invalidation for a one-region buffer, an inline indirect list otherwise;
+//! - [`Strategy::TrustTarget`]: one region over all memory, opt-in, with a [`TrustWarning`].
+//!
+//! Planning ([`plan`], [`pool`]) is sans-IO; [`frmr`] and `all_memory` build hca work
+//! requests and call `alloc_fast_reg_mr` / `reg_mr`. Files: `plan` (page rules), `pool` (region
+//! states and keys), `frmr`, `all_memory`, `immediate`, `error`.
+
+mod all_memory;
+mod error;
+pub mod frmr;
+mod immediate;
+pub mod plan;
+pub mod pool;
+
+#[cfg(test)]
+mod plan_tests;
+#[cfg(test)]
+mod pool_tests;
+
+pub use all_memory::{AllMemoryStrategy, TrustWarning};
+pub use error::RegError;
+pub use frmr::{FrmrConfig, FrmrStrategy, FrmrWr};
+pub use plan::{RegionPlan, Segment};
+pub use pool::{KeyPool, PoolCounts, SlotState};
+
+use super::alloc::vec::Vec;
+use super::login::Negotiated;
+use super::{Command, DataDescriptors, DataDir};
+use crate::wire::desc::DirectBuf;
+use hca::Rkey;
+use hca::mr::MrKey;
+use hca::verbs::{SendWr, WcStatus};
+
+/// The table descriptor of an indirect list that always travels complete inside the
+/// SRP_CMD: the target never fetches it (SRP r16a 5.2.2.2), so it points nowhere, under
+/// R_Key 0, which no region has (MR index 0 is never used).
+fn no_table(entries: usize) -> DirectBuf {
+    let len = u32::try_from(entries * size_of::<DirectBuf>()).unwrap_or(u32::MAX);
+    DirectBuf::new(0, Rkey(0), len)
+}
+
+/// How buffers are registered.
+#[derive(Clone, Debug)]
+pub enum Strategy {
+    /// Per-I/O fast registration (the default).
+    PerIo(FrmrStrategy),
+    /// One region over all memory; the target is trusted with all of it.
+    TrustTarget(AllMemoryStrategy),
+}
+
+/// What a mapping used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MappingKind {
+    /// No data to describe.
+    NoData,
+    /// The bytes go in the SRP_CMD.
+    Immediate,
+    /// Fast-registered regions of this command.
+    Frmr,
+    /// The all-memory region.
+    AllMemory,
+}
+
+/// What to send for one command's buffer.
+#[derive(Debug)]
+pub struct Mapping {
+    /// Give this back to [`Registration::unmap`] when the command completes.
+    pub handle: MapHandle,
+    /// What was used.
+    pub kind: MappingKind,
+    /// Post these, in order, right before the SRP_CMD SEND in the same chain.
+    pub pre_wrs: Vec<SendWr>,
+    /// The command's descriptors.
+    pub data: DataDescriptors,
+    /// The command's immediate bytes (empty unless `kind` is `Immediate`).
+    pub imm_data: Vec<u8>,
+    /// Ask the target to invalidate the one region with its response.
+    pub remote_invalidate: bool,
+}
+
+impl Mapping {
+    /// Puts the descriptors, immediate bytes and remote-invalidate request into `cmd`.
+    pub fn apply(&self, cmd: &mut Command) {
+        cmd.data = self.data.clone();
+        cmd.imm_data = self.imm_data.clone();
+        cmd.remote_invalidate = self.remote_invalidate;
+    }
+}
+
+/// A command's hold on registered regions; not `Clone`, so it is unmapped once.
+#[derive(Debug, PartialEq, Eq)]
+pub struct MapHandle {
+    keys: Vec<MrKey>,
+}
+
+impl MapHandle {
+    /// The keys of the regions registered for the command (empty if none).
+    pub fn keys(&self) -> &[MrKey] {
+        &self.keys
+    }
+}
+
+/// A channel's registration: a strategy plus the immediate-data limit.
+#[derive(Clone, Debug)]
+pub struct Registration {
+    strategy: Strategy,
+    max_imm_len: u32,
+}
+
+impl Registration {
+    /// Registration with `strategy` and no immediate data until
+    /// [`Registration::set_immediate_limit`].
+    pub fn new(strategy: Strategy) -> Self {
+        Registration {
+            strategy,
+            max_imm_len: 0,
+        }
+    }
+
+    /// The strategy.
+    pub fn strategy(&self) -> &Strategy {
+        &self.strategy
+    }
+
+    /// Writes up to `neg.max_imm_len` go as immediate data, if the login granted it.
+    pub fn set_immediate_limit(&mut self, neg: &Negotiated) {
+        self.max_imm_len = if neg.imm_data { neg.max_imm_len } else { 0 };
+    }
+
+    /// Describes a command's buffer; see the module contract. On an error nothing was taken.
+    pub fn map(&mut self, dir: DataDir, segments: &[Segment]) -> Result<Mapping, RegError> {
+        let total = plan::check_segments(segments)?;
+        let bare = |kind, data, imm_data| Mapping {
+            handle: MapHandle { keys: Vec::new() },
+            kind,
+            pre_wrs: Vec::new(),
+            data,
+            imm_data,
+            remote_invalidate: false,
+        };
+        if dir == DataDir::None || segments.is_empty() {
+            return Ok(bare(MappingKind::NoData, DataDescriptors::None, Vec::new()));
+        }
+        if dir == DataDir::Write && total <= self.max_imm_len {
+            let bytes = immediate::gather(segments)?;
+            return Ok(bare(MappingKind::Immediate, DataDescriptors::None, bytes));
+        }
+        match &mut self.strategy {
+            Strategy::PerIo(frmr) => {
+                let m = frmr.map(dir, segments)?;
+                Ok(Mapping {
+                    remote_invalidate: m.keys.len() == 1,
+                    handle: MapHandle { keys: m.keys },
+                    kind: MappingKind::Frmr,
+                    pre_wrs: m.wrs,
+                    data: m.data,
+                    imm_data: Vec::new(),
+                })
+            }
+            Strategy::TrustTarget(all) => {
+                let data = all.map(segments)?;
+                Ok(bare(MappingKind::AllMemory, data, Vec::new()))
+            }
+        }
+    }
+
+    /// A command completed: `invalidated` is the rkey its SRP_RSP's receive completion says
+    /// the target invalidated (`None` without a response, or if the target did not). Returns
+    /// the LOCAL_INVs to post; their regions are free when those complete.
+    pub fn unmap(
+        &mut self,
+        handle: MapHandle,
+        invalidated: Option<Rkey>,
+    ) -> Result<Vec<SendWr>, RegError> {
+        match &mut self.strategy {
+            _ if handle.keys.is_empty() => Ok(Vec::new()),
+            Strategy::PerIo(frmr) => frmr.unmap(&handle.keys, invalidated),
+            Strategy::TrustTarget(_) => Err(RegError::StaleHandle {
+                key: handle.keys[0],
+            }),
+        }
+    }
+
+    /// A send completion. `Ok(true)` if it was one of this registration's work requests
+    /// (the caller then ignores it), `Ok(false)` if not.
+    pub fn handle_send_done(&mut self, wr_id: u64, status: WcStatus) -> Result<bool, RegError> {
+        match &mut self.strategy {
+            Strategy::PerIo(frmr) => match frmr.send_done(wr_id, status == WcStatus::Success) {
+                Some(r) => r.map(|()| true),
+                None => Ok(false),
+            },
+            Strategy::TrustTarget(_) => Ok(false),
+        }
+    }
+
+    /// LOCAL_INVs to post again on a new connection (the earlier ones were flushed).
+    pub fn take_retries(&mut self) -> Vec<SendWr> {
+        match &mut self.strategy {
+            Strategy::PerIo(frmr) => frmr.retries(),
+            Strategy::TrustTarget(_) => Vec::new(),
+        }
+    }
+
+    /// Regions in each state (all zero for the all-memory strategy).
+    pub fn counts(&self) -> PoolCounts {
+        match &self.strategy {
+            Strategy::PerIo(frmr) => frmr.counts(),
+            Strategy::TrustTarget(_) => PoolCounts::default(),
+        }
+    }
+}

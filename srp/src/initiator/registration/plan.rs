@@ -1,0 +1,148 @@
+//! Sans-IO planning: which fast-registration regions describe a scatter-gather list.
+//!
+//! The page rules are those of `ib_map_mr_sg` (and ib_srp's `srp_map_finish_fr`): a region
+//! is a list of whole pages; only its first byte may sit inside a page and only its last byte
+//! may end inside one. So a segment can continue a region only if the region so far ends on a
+//! page boundary and the segment starts on one; otherwise a new region begins. A region
+//! also ends when it holds `max_pages` pages. Adjacent segments of one block are merged first.
+
+use super::super::alloc::sync::Arc;
+use super::super::alloc::vec::Vec;
+use super::RegError;
+use hca::mem::MemBlock;
+
+/// One piece of an I/O buffer: `len` bytes at `offset` of `block` (a StorPort SG element).
+#[derive(Clone, Debug)]
+pub struct Segment {
+    /// The memory holding the bytes.
+    pub block: Arc<MemBlock>,
+    /// Byte offset in the block (its "physical address").
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u32,
+}
+
+impl Segment {
+    /// `len` bytes at `offset` of `block`.
+    pub fn new(block: &Arc<MemBlock>, offset: u64, len: u32) -> Self {
+        Segment {
+            block: Arc::clone(block),
+            offset,
+            len,
+        }
+    }
+}
+
+/// One fast-registration region to post: the fields of a REG_MR page list, less the key,
+/// access rights and I/O address the pool chooses.
+#[derive(Clone, Debug)]
+pub struct RegionPlan {
+    /// Page starts, in region order.
+    pub pages: Vec<(Arc<MemBlock>, u64)>,
+    /// Offset of the region's first byte in its first page.
+    pub first_byte_offset: u64,
+    /// Bytes in the region.
+    pub length: u64,
+}
+
+impl RegionPlan {
+    /// Block offset of the region's first byte (the "physical address" an I/O address is
+    /// derived from).
+    pub fn first_byte(&self) -> u64 {
+        self.pages
+            .first()
+            .map_or(0, |(_, p)| p + self.first_byte_offset)
+    }
+
+    /// Whether the region ends exactly on a page boundary.
+    fn ends_on_page(&self, page_size: u64) -> bool {
+        (self.first_byte_offset + self.length) % page_size == 0
+    }
+}
+
+/// Checks every segment and the total: each is non-empty and inside its block, and the sum
+/// fits 32 bits. Returns the total.
+pub fn check_segments(segments: &[Segment]) -> Result<u32, RegError> {
+    let mut total: u64 = 0;
+    for (index, s) in segments.iter().enumerate() {
+        if s.len == 0 {
+            return Err(RegError::EmptySegment { index });
+        }
+        let inside = usize::try_from(s.offset)
+            .ok()
+            .and_then(|o| s.block.check_range(o, s.len as usize).ok());
+        if inside.is_none() {
+            return Err(RegError::SegmentOutOfBlock {
+                index,
+                offset: s.offset,
+                len: s.len,
+                block_len: s.block.len(),
+            });
+        }
+        total += u64::from(s.len);
+    }
+    u32::try_from(total).map_err(|_| RegError::TooLong { total })
+}
+
+/// Merges segments that continue each other in the same block.
+pub fn coalesce(segments: &[Segment]) -> Vec<Segment> {
+    let mut out: Vec<Segment> = Vec::with_capacity(segments.len());
+    for s in segments {
+        if let Some(last) = out.last_mut() {
+            let joined = u64::from(last.len) + u64::from(s.len);
+            if Arc::ptr_eq(&last.block, &s.block)
+                && last.offset + u64::from(last.len) == s.offset
+                && let Ok(len) = u32::try_from(joined)
+            {
+                last.len = len;
+                continue;
+            }
+        }
+        out.push(s.clone());
+    }
+    out
+}
+
+/// The fewest regions of at most `max_pages` pages of `page_size` bytes that describe
+/// `segments` in order under the page rules. `page_size` must be a power of two and
+/// `max_pages` at least 1 (the pool checks both when it is built).
+pub fn plan_regions(
+    segments: &[Segment],
+    page_size: u64,
+    max_pages: usize,
+) -> Result<Vec<RegionPlan>, RegError> {
+    check_segments(segments)?;
+    let mut regions: Vec<RegionPlan> = Vec::new();
+    for s in coalesce(segments) {
+        let end = s.offset + u64::from(s.len);
+        let mut at = s.offset;
+        while at < end {
+            let page = at - at % page_size;
+            let chunk = (page + page_size).min(end) - at;
+            if page + page_size > s.block.len() as u64 {
+                return Err(RegError::PageOutOfBlock {
+                    offset: page,
+                    page_size,
+                    block_len: s.block.len(),
+                });
+            }
+            // Continue the open region only at a page boundary on both sides, with room.
+            let open = regions.last_mut().filter(|r| {
+                at % page_size == 0 && r.ends_on_page(page_size) && r.pages.len() < max_pages
+            });
+            match open {
+                Some(r) => {
+                    r.pages.push((Arc::clone(&s.block), page));
+                    r.length += chunk;
+                }
+                None => regions.push(RegionPlan {
+                    pages: Vec::from([(Arc::clone(&s.block), page)]),
+                    first_byte_offset: at - page,
+                    length: chunk,
+                }),
+            }
+            at += chunk;
+        }
+    }
+    Ok(regions)
+}

@@ -1,0 +1,182 @@
+//! Sans-IO state of a channel's fast-registration regions: which are free, which one of
+//! them a command holds under which key, and which wait for their invalidation to complete.
+//!
+//! The rule it enforces: a region is handed out again only once it is known invalid, either
+//! because the target's SEND WITH INVALIDATE named its current key, or because our
+//! LOCAL_INV of it completed successfully. Every hand-out rolls the key's low byte (Linux
+//! `ib_inc_rkey`), so a key the target learned for an earlier command never names a later
+//! registration. Free regions are reused oldest first, which spreads the 256 key variants
+//! over the whole pool before any key value comes back.
+
+use super::super::alloc::collections::VecDeque;
+use super::super::alloc::vec::Vec;
+use super::RegError;
+use hca::mr::MrKey;
+
+/// Where one region is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotState {
+    /// Known invalid: may be registered.
+    Free,
+    /// Registered (or being registered) for a command.
+    Mapped,
+    /// A LOCAL_INV was handed out and has not completed yet.
+    Invalidating,
+    /// Its LOCAL_INV failed or was flushed: it must be invalidated again (after a reconnect).
+    NeedsInvalidate,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    key: MrKey,
+    state: SlotState,
+}
+
+/// The regions of one channel.
+#[derive(Clone, Debug)]
+pub struct KeyPool {
+    slots: Vec<Slot>,
+    /// Indices of free slots, oldest freed first.
+    free: VecDeque<usize>,
+}
+
+/// How many regions are in each state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    /// Free.
+    pub free: usize,
+    /// Held by commands.
+    pub mapped: usize,
+    /// Waiting for a LOCAL_INV completion.
+    pub invalidating: usize,
+    /// Waiting for a LOCAL_INV to be posted again.
+    pub needs_invalidate: usize,
+}
+
+impl KeyPool {
+    /// A pool of regions allocated with these keys, all free (as `ib_alloc_mr` leaves them).
+    pub fn new(keys: impl IntoIterator<Item = MrKey>) -> Self {
+        let slots: Vec<Slot> = keys
+            .into_iter()
+            .map(|key| Slot {
+                key,
+                state: SlotState::Free,
+            })
+            .collect();
+        let free = (0..slots.len()).collect();
+        KeyPool { slots, free }
+    }
+
+    /// Regions in the pool.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether the pool has no region at all.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Regions in each state.
+    pub fn counts(&self) -> PoolCounts {
+        let mut c = PoolCounts::default();
+        for s in &self.slots {
+            match s.state {
+                SlotState::Free => c.free += 1,
+                SlotState::Mapped => c.mapped += 1,
+                SlotState::Invalidating => c.invalidating += 1,
+                SlotState::NeedsInvalidate => c.needs_invalidate += 1,
+            }
+        }
+        debug_assert_eq!(
+            c.free,
+            self.free.len(),
+            "free list and slot states disagree"
+        );
+        c
+    }
+
+    /// Takes `n` free regions for one command, each under a new key variant; all or none.
+    pub fn take(&mut self, n: usize) -> Result<Vec<MrKey>, RegError> {
+        if self.free.len() < n {
+            return Err(RegError::Busy {
+                needed: n,
+                free: self.free.len(),
+            });
+        }
+        let mut keys = Vec::with_capacity(n);
+        for _ in 0..n {
+            let Some(i) = self.free.pop_front() else {
+                break; // unreachable: counted above
+            };
+            let slot = &mut self.slots[i];
+            debug_assert_eq!(slot.state, SlotState::Free);
+            slot.key = slot.key.next_variant();
+            slot.state = SlotState::Mapped;
+            keys.push(slot.key);
+        }
+        Ok(keys)
+    }
+
+    fn slot_of(&mut self, key: MrKey, want: SlotState) -> Result<usize, RegError> {
+        let i = self
+            .slots
+            .iter()
+            .position(|s| s.key == key && s.state == want);
+        i.ok_or(RegError::StaleHandle { key })
+    }
+
+    fn free_slot(&mut self, i: usize) {
+        self.slots[i].state = SlotState::Free;
+        self.free.push_back(i);
+    }
+
+    /// A command is done with `keys`. The region whose current key the target invalidated
+    /// (`invalidated`, from the SRP_RSP's receive completion) is free at once; the others
+    /// are returned, to be invalidated locally. Nothing changes on an error.
+    pub fn release(
+        &mut self,
+        keys: &[MrKey],
+        invalidated: Option<MrKey>,
+    ) -> Result<Vec<MrKey>, RegError> {
+        for &key in keys {
+            self.slot_of(key, SlotState::Mapped)?;
+        }
+        let mut to_invalidate = Vec::new();
+        for &key in keys {
+            let i = self.slot_of(key, SlotState::Mapped)?;
+            if invalidated == Some(key) {
+                self.free_slot(i);
+            } else {
+                self.slots[i].state = SlotState::Invalidating;
+                to_invalidate.push(key);
+            }
+        }
+        Ok(to_invalidate)
+    }
+
+    /// The LOCAL_INV of `key` completed: on success the region is free, otherwise it must be
+    /// invalidated again ([`KeyPool::take_retries`]).
+    pub fn invalidate_done(&mut self, key: MrKey, ok: bool) -> Result<(), RegError> {
+        let i = self.slot_of(key, SlotState::Invalidating)?;
+        if ok {
+            self.free_slot(i);
+        } else {
+            self.slots[i].state = SlotState::NeedsInvalidate;
+        }
+        Ok(())
+    }
+
+    /// Keys whose invalidation failed (a flushed LOCAL_INV after a QP error), to post again
+    /// on the new connection; they become Invalidating.
+    pub fn take_retries(&mut self) -> Vec<MrKey> {
+        let mut keys = Vec::new();
+        for s in &mut self.slots {
+            if s.state == SlotState::NeedsInvalidate {
+                s.state = SlotState::Invalidating;
+                keys.push(s.key);
+            }
+        }
+        keys
+    }
+}

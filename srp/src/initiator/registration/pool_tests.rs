@@ -1,0 +1,88 @@
+//! Region states, key rolling and busy of [`KeyPool`].
+
+use super::RegError;
+use super::pool::{KeyPool, PoolCounts};
+use hca::mr::{MrIndex, MrKey};
+
+fn pool(n: u32) -> KeyPool {
+    KeyPool::new((1..=n).map(|i| MrKey::new(MrIndex(i), 0)))
+}
+
+#[test]
+fn every_take_rolls_the_key() {
+    let mut p = pool(1);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let k = p.take(1).expect("free")[0];
+        assert!(!seen.contains(&k), "key {k} reused");
+        seen.push(k);
+        assert_eq!(p.release(&[k], Some(k)), Ok(vec![]));
+    }
+    assert_eq!(
+        seen.iter().map(|k| k.variant()).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+}
+
+#[test]
+fn exhaustion_is_busy_and_changes_nothing() {
+    let mut p = pool(3);
+    let held = p.take(2).expect("two");
+    assert_eq!(p.take(2), Err(RegError::Busy { needed: 2, free: 1 }));
+    assert_eq!(p.counts().free, 1);
+    let one = p.take(1).expect("the last");
+    assert_eq!(p.take(1), Err(RegError::Busy { needed: 1, free: 0 }));
+    assert_eq!(p.release(&held, None).expect("release").len(), 2);
+    assert_eq!(p.release(&one, None).expect("release").len(), 1);
+    // Still busy: the invalidations have not completed.
+    assert!(matches!(p.take(1), Err(RegError::Busy { .. })));
+}
+
+#[test]
+fn a_region_is_free_only_after_its_invalidation() {
+    let mut p = pool(2);
+    let keys = p.take(2).expect("two");
+    // The target invalidated the first only; the second needs a LOCAL_INV.
+    let inv = p.release(&keys, Some(keys[0])).expect("release");
+    assert_eq!(inv, [keys[1]]);
+    let c = p.counts();
+    assert_eq!((c.free, c.invalidating), (1, 1));
+    // A flushed LOCAL_INV does not free it; it must be posted again.
+    p.invalidate_done(keys[1], false).expect("known");
+    assert_eq!(p.counts().needs_invalidate, 1);
+    assert_eq!(p.take_retries(), [keys[1]]);
+    assert_eq!(p.take(2), Err(RegError::Busy { needed: 2, free: 1 }));
+    p.invalidate_done(keys[1], true).expect("known");
+    assert_eq!(
+        p.counts(),
+        PoolCounts {
+            free: 2,
+            ..PoolCounts::default()
+        }
+    );
+}
+
+#[test]
+fn a_foreign_invalidated_key_frees_nothing() {
+    let mut p = pool(1);
+    let k = p.take(1).expect("free")[0];
+    // The completion names another variant of the same region: not proof of invalidity.
+    assert_eq!(p.release(&[k], Some(k.next_variant())), Ok(vec![k]));
+    assert_eq!(p.counts().invalidating, 1);
+}
+
+#[test]
+fn stale_handles_and_completions_are_refused() {
+    let mut p = pool(1);
+    let k = p.take(1).expect("free")[0];
+    assert_eq!(p.release(&[k], Some(k)), Ok(vec![]));
+    assert_eq!(
+        p.release(&[k], Some(k)),
+        Err(RegError::StaleHandle { key: k })
+    );
+    assert_eq!(
+        p.invalidate_done(k, true),
+        Err(RegError::StaleHandle { key: k })
+    );
+    assert_eq!(p.counts().free, 1);
+}
