@@ -1,18 +1,8 @@
 //! The `srpctl` binary as an operator runs it.
 
-use std::process::Command;
+mod run;
 
-fn srpctl(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_srpctl"))
-        .args(args)
-        .output()
-        .expect("run srpctl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use run::srpctl;
 
 #[test]
 fn version_and_help() {

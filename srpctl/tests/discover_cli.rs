@@ -6,23 +6,12 @@
 #[path = "../../srp-target/tests/common/mod.rs"]
 mod common;
 mod process;
+mod run;
 
 use common::TempDir;
 use process::TargetProcess;
+use run::srpctl;
 use serde_json::Value;
-use std::process::Command;
-
-fn srpctl(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_srpctl"))
-        .args(args)
-        .output()
-        .expect("run srpctl");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn discover_lists_the_portals_iocs_like_ibsrpdm() {

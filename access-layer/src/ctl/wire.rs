@@ -92,17 +92,7 @@ pub fn pad_filled<const N: usize>(
     field: &'static str,
     s: &str,
 ) -> Result<[u8; N], WireError> {
-    let mut out = [0u8; N];
-    if s.len() > N || s.as_bytes().contains(&0) {
-        return Err(WireError::BadField {
-            what,
-            field,
-            value: s.len() as u64,
-            why: "too long or contains NUL",
-        });
-    }
-    out[..s.len()].copy_from_slice(s.as_bytes());
-    Ok(out)
+    padded(what, field, s, N)
 }
 
 /// `s` NUL-padded to `N` bytes; it must leave room for one NUL.
@@ -111,7 +101,17 @@ pub fn pad<const N: usize>(
     field: &'static str,
     s: &str,
 ) -> Result<[u8; N], WireError> {
-    if s.len() >= N {
+    padded(what, field, s, N.saturating_sub(1))
+}
+
+/// `s` NUL-padded to `N` bytes when it is at most `max` bytes and holds no NUL.
+fn padded<const N: usize>(
+    what: &'static str,
+    field: &'static str,
+    s: &str,
+    max: usize,
+) -> Result<[u8; N], WireError> {
+    if s.len() > max || s.as_bytes().contains(&0) {
         return Err(WireError::BadField {
             what,
             field,
@@ -119,7 +119,9 @@ pub fn pad<const N: usize>(
             why: "too long or contains NUL",
         });
     }
-    pad_filled(what, field, s)
+    let mut out = [0u8; N];
+    out[..s.len()].copy_from_slice(s.as_bytes());
+    Ok(out)
 }
 
 wirekit::open_enum! {
