@@ -132,6 +132,11 @@ impl ChannelIo {
         std::mem::take(&mut self.aborts)
     }
 
+    /// Whether abort requests wait to be settled (a cheap check before [`settle_aborts`]).
+    pub fn has_aborts(&self) -> bool {
+        !self.aborts.is_empty()
+    }
+
     /// Aborts this channel's tasks for `req.lu` if its I_T nexus is in `req.scope`: queued
     /// ones are dropped, those executing finish with no response, their tags are freed and
     /// their credits owed; `req.attention` is established if this is another nexus and it
