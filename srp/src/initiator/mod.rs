@@ -26,14 +26,17 @@
 //! they must stay valid until its completion (a command held across a reconnect is re-sent
 //! with the same descriptors).
 //!
-//! Only `core` and `alloc` are used here, so the crate can later go `#![no_std]`.
+//! Only `core` and `alloc` are used here, so the core can later go `#![no_std]`; the one
+//! exception is [`registration`], the memory-registration strategies, which build `hca`
+//! work requests over `hca` memory blocks.
 //!
 //! Files: `login` (LOGIN_REQ in both forms, LOGIN_RSP negotiation, LOGIN_REJ reasons),
 //! `tags` (the generation-checked tag slab), `pool` (send-slot accounting), `timers`
 //! (transport timers, their validation, backoff, the port state table), `escalation` (the
 //! abort → LUN reset → channel reset ladder), `command` (what a caller submits and gets
 //! back), `channel` (the state machine), `receive` (received IUs), `recovery` (loss,
-//! reconnect, fast_io_fail, dev_loss), `error`.
+//! reconnect, fast_io_fail, dev_loss), `error`, [`registration`] (per-I/O FRMR, immediate
+//! data, the opt-in all-memory region).
 
 extern crate alloc;
 
