@@ -9,8 +9,10 @@ mod common;
 mod host;
 
 use access_layer::cm::CmEvent;
-use access_layer::mad::ServiceId;
 use access_layer::mad::cm::RdmaPortSpace;
+use access_layer::mad::{
+    AnyMad, MadBody, MadHeader, MadStatus, Method, MgmtClass, ServiceId, Tid, parse_any,
+};
 use common::TempDir;
 use hca::Guid;
 use host::{DEADLINE, HOST_GUID, Host, ib_form, login_req, rdma_cm_form};
@@ -248,6 +250,25 @@ fn device_management_describes_every_ioc_on_the_port() {
         );
         assert_eq!(se.entries[0].srp_id_ext(), Some(ioc.id_ext));
         assert_eq!(se.entries[0].service_id, ioc.service_id);
+    }
+
+    // A Get of a class the target does not serve (a vendor class, and SA) is answered
+    // "class or version not supported", echoing the TID, not left to time out.
+    for (tid, class) in [
+        (0x77, MgmtClass::from(0x09u8)),
+        (0x78, MgmtClass::from(0x03u8)),
+    ] {
+        let mad = AnyMad {
+            header: MadHeader::request(class, 1, Method::Get, Tid(tid), 0x0010, 0),
+            body: MadBody::Raw(&[0; 232]),
+        }
+        .to_buf()
+        .expect("request");
+        let raw = host.get_raw(mad, tid);
+        let answer = parse_any(&raw.0).expect("answer parses");
+        assert!(answer.header.response);
+        assert_eq!(answer.header.mgmt_class, class);
+        assert_eq!(answer.header.status, MadStatus::BadVersion, "{answer:?}");
     }
     drop(daemon.shutdown());
 }

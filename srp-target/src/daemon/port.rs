@@ -7,6 +7,7 @@ use crate::config::{PortConfig, TargetConfig};
 use access_layer::cm::{CmConfig, CmEndpoint, CmEvent};
 use access_layer::dm::DmAgent;
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
+use access_layer::gsi::{GsiAgent, GsiConfig};
 use access_layer::mad::MgmtClass;
 use access_layer::mad::ServiceId;
 use access_layer::mad::cm::RdmaPortSpace;
@@ -36,6 +37,10 @@ pub struct Port {
     pub cm: CmEndpoint,
     /// Its Device Management agent (IOUnitInfo, IOControllerProfile, ServiceEntries).
     pub dm: DmAgent,
+    /// Answers Gets and Sets of every other class (SA, PerfMgt, vendor classes) with
+    /// "class or version not supported", as IBTA Vol1 13.4.7 asks of a node that does not
+    /// serve them; it serves no class itself.
+    others: GsiAgent,
 }
 
 impl std::fmt::Debug for Port {
@@ -109,6 +114,7 @@ impl Port {
             pd,
             gid,
             address: p.address,
+            others: GsiAgent::new(GsiConfig::default()),
             gsi,
             cm,
             dm,
@@ -118,21 +124,28 @@ impl Port {
     /// Moves MADs both ways, fires CM timers and returns the CM's events.
     pub fn pump(&mut self) -> Vec<CmEvent> {
         let Port {
-            hca, gsi, cm, dm, ..
+            hca,
+            gsi,
+            cm,
+            dm,
+            others,
+            ..
         } = self;
         let mut events = Vec::new();
         hca.with(|e, now| {
             while let Ok(Some((from, mad))) = gsi.recv(e, now) {
                 // DM requests to the agent; everything else (CM, strays) to the CM, which
                 // ignores what is not its own.
-                if mad
-                    .header()
-                    .is_ok_and(|h| h.mgmt_class == MgmtClass::DeviceMgmt)
-                {
-                    dm.handle_request(from, &mad);
-                } else {
-                    cm.handle_mad(now, from, &mad.0);
+                match mad.header().map(|h| h.mgmt_class) {
+                    Ok(MgmtClass::DeviceMgmt) => dm.handle_request(from, &mad),
+                    Ok(MgmtClass::Cm) => cm.handle_mad(now, from, &mad.0),
+                    // Requests get "not supported"; stray responses are dropped (counted).
+                    Ok(_) => others.handle_mad(now, from, mad),
+                    Err(_) => {}
                 }
+            }
+            while let Some(out) = others.poll_transmit() {
+                let _ = gsi.send(e, now, &out);
             }
             while let Some(out) = dm.poll_transmit() {
                 // A lost answer is the client's to retry (DM requests are retried).

@@ -62,7 +62,7 @@ pub struct Host {
     gsi: GsiPort,
     pub cm: CmEndpoint,
     pub events: Vec<CmEvent>,
-    /// Device Management responses received (class 06h), oldest first.
+    /// Responses of every class but CM (DM and any other), oldest first.
     pub dm_answers: Vec<access_layer::mad::MadBuf>,
     pd: hca::mr::PdId,
     pub mem: Arc<MemBlock>,
@@ -123,13 +123,10 @@ impl Host {
         } = self;
         hca.with(|e, now| {
             while let Ok(Some((from, mad))) = gsi.recv(e, now) {
-                if mad
-                    .header()
-                    .is_ok_and(|h| h.mgmt_class == MgmtClass::DeviceMgmt)
-                {
-                    dm_answers.push(mad);
-                } else {
+                if mad.header().is_ok_and(|h| h.mgmt_class == MgmtClass::Cm) {
                     cm.handle_mad(now, from, &mad.0);
+                } else {
+                    dm_answers.push(mad);
                 }
             }
             if cm.poll_timeout().is_some_and(|t| t <= now) {
@@ -164,16 +161,21 @@ impl Host {
         }
         .to_buf()
         .expect("DM request");
+        self.get_raw(mad, tid)
+    }
+
+    /// Sends `mad` (a request with `tid`) to the target's GSI and returns the answer.
+    pub fn get_raw(&mut self, mad: MadBuf, tid: u64) -> MadBuf {
         let out = MadOut {
             to: MadAddress::gsi(1, Gid::from_ip(self.target)),
             mad,
         };
         let Host { hca, gsi, .. } = self;
         hca.with(|e, now| gsi.send(e, now, &out))
-            .expect("send DM request");
+            .expect("send MAD request");
         let end = Instant::now() + DEADLINE;
         loop {
-            assert!(Instant::now() < end, "no DM answer to {attr:?}");
+            assert!(Instant::now() < end, "no answer to MAD request {tid:#x}");
             self.pump();
             let found = self.dm_answers.iter().position(|m| {
                 parse_any(&m.0).is_ok_and(|a| a.header.tid == Tid(tid) && a.header.response)
