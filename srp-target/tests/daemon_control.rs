@@ -9,6 +9,8 @@
 mod common;
 mod host;
 
+use access_layer::mad::dm::{DmAttr, SlotState};
+use access_layer::mad::{DmAttribute, MadBody, parse_any};
 use common::TempDir;
 use hca::Guid;
 use hca::verbs::WcStatus;
@@ -94,6 +96,20 @@ fn login(host: &mut Host, index: u64, ioc: &IocConfig) -> Result<host::Ep, u32> 
         MultiChannelAction::Multi,
     ));
     host.login(&ep, ioc.service_id, private).map(|_| ep)
+}
+
+/// IOUnitInfo from the host's portal: its change ID and the state of slot 1.
+fn slot_one(host: &mut Host, tid: u64) -> (u16, SlotState) {
+    let raw = host.dm_get(DmAttr::IouInfo, 0, tid);
+    let m = parse_any(&raw.0).expect("DM answer");
+    let MadBody::Dm {
+        attr: DmAttribute::IouInfo(info),
+        ..
+    } = m.body
+    else {
+        panic!("not IOUnitInfo: {m:?}");
+    };
+    (info.change_id, info.slot(1).expect("slot 1 exists"))
 }
 
 /// Waits until `f` holds, bounded.
@@ -225,17 +241,24 @@ fn disabling_an_ioc_logs_out_or_drops_its_sessions_and_refuses_logins() {
     assert_eq!(IuType::from(iu[0]), IuType::TLogout);
     TLogout::parse(&iu).expect("T_LOGOUT parses");
     assert!(!c.iocs().expect("iocs")[0].enabled);
+    // Discovery sees it go: its slot on p0 is empty, the change ID moved.
+    let after = slot_one(&mut host, 0x31);
+    assert_eq!(after.1, SlotState::NotInstalled);
     let Err(refused) = login(&mut host, 1, &config.iocs[0]) else {
         panic!("a disabled IOC accepted a login");
     };
     assert_eq!(refused, u32::from(LoginRejReason::InsufficientResources));
     other.write_read(&ep_b, 0, 1);
 
-    // Enabled again: logins work; then a drop ends the session without a word.
+    // Enabled again: discovery sees it back, logins work; then a drop ends the session
+    // without a word.
     assert_eq!(
         c.set_ioc("ioc-a", true, DisableMode::Logout).expect("on"),
         0
     );
+    let back = slot_one(&mut host, 0x32);
+    assert_eq!(back.1, SlotState::Present);
+    assert_ne!(back.0, after.0, "the change ID moves with every switch");
     let ep_a2 = login(&mut host, 2, &config.iocs[0]).expect("login again");
     host.write_read(&ep_a2, 0, 2);
     assert_eq!(

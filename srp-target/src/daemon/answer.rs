@@ -151,6 +151,9 @@ impl Loop {
             .find(|i| i.config().name == name)
             .ok_or_else(|| ControlError::NoSuchIoc(name.to_string()))?;
         ioc.set_enabled(enabled);
+        for p in &mut self.ports {
+            p.advertise(name, enabled);
+        }
         let sessions_ended = if enabled {
             0
         } else {

@@ -1,7 +1,8 @@
 //! The Device Management agent of one daemon port: each IOC reachable on the port in its
 //! own slot (1-based, configuration order), with the SRP profile and the one service entry
 //! hosts need to log in ("SRP.T10:<id_ext>" naming the IOC's CM service ID), as ib_srpt
-//! serves them.
+//! serves them. A disabled IOC keeps its slot but is not installed in it (IOUnitInfo shows
+//! the slot empty, so discovery sweeps see the IOC go and come back with the switch).
 
 use super::DaemonError;
 use crate::appliance::ChannelLimits;
@@ -10,18 +11,44 @@ use crate::login::cm::RESPONDER_RESOURCES;
 use access_layer::dm::{DmAgent, DmAgentConfig};
 use access_layer::mad::dm::{IocProfile, ServiceEntry};
 
-/// The agent for port `p`: every IOC of `config` reachable on it, advertised with the
-/// queue depth, message size and transfer size of `limits`.
+/// What one slot advertises when its IOC is enabled.
+#[derive(Clone, Debug)]
+pub struct Advert {
+    /// The IOC's name.
+    pub ioc: String,
+    /// Its slot on this port.
+    pub slot: u8,
+    profile: IocProfile,
+    entries: Vec<ServiceEntry>,
+}
+
+impl Advert {
+    /// Installs (`on`) or removes the IOC in its slot; a no-op when already so.
+    pub fn apply(&self, dm: &mut DmAgent, on: bool) {
+        let installed = dm.ioc(self.slot).is_some();
+        if on && !installed {
+            // The slot is ours and checked at start: this cannot fail.
+            let _ = dm.add_ioc(self.slot, self.profile, self.entries.clone());
+        } else if !on && installed {
+            let _ = dm.remove_ioc(self.slot);
+        }
+    }
+}
+
+/// The agent for port `p`: every enabled IOC of `config` reachable on it, advertised with
+/// the queue depth, message size and transfer size of `limits`; and every such IOC's
+/// advert, for the run-time switch.
 pub fn agent(
     config: &TargetConfig,
     p: &PortConfig,
     limits: &ChannelLimits,
-) -> Result<DmAgent, DaemonError> {
+) -> Result<(DmAgent, Vec<Advert>), DaemonError> {
     let fail = |reason: String| DaemonError::Dm {
         name: p.name.clone(),
         reason,
     };
     let mut dm = DmAgent::new(DmAgentConfig::default());
+    let mut adverts = Vec::new();
     let iocs = config.iocs.iter().filter(|i| i.ports.contains(&p.name));
     for (slot, ioc) in (1u8..).zip(iocs) {
         let profile = IocProfile::srp(
@@ -34,8 +61,16 @@ pub fn agent(
         )
         .map_err(|e| fail(format!("IOC {}: profile: {e}", ioc.name)))?;
         let entries = vec![ServiceEntry::srp(ioc.id_ext, ioc.service_id)];
-        dm.add_ioc(slot, profile, entries)
+        dm.add_ioc(slot, profile, entries.clone())
             .map_err(|e| fail(format!("IOC {}: slot {slot}: {e}", ioc.name)))?;
+        let advert = Advert {
+            ioc: ioc.name.clone(),
+            slot,
+            profile,
+            entries,
+        };
+        advert.apply(&mut dm, ioc.enabled);
+        adverts.push(advert);
     }
-    Ok(dm)
+    Ok((dm, adverts))
 }

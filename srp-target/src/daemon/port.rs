@@ -41,6 +41,8 @@ pub struct Port {
     /// "class or version not supported", as IBTA Vol1 13.4.7 asks of a node that does not
     /// serve them; it serves no class itself.
     others: GsiAgent,
+    /// What each IOC reachable here advertises when enabled.
+    adverts: Vec<super::dm::Advert>,
 }
 
 impl std::fmt::Debug for Port {
@@ -75,7 +77,7 @@ impl Port {
         limits: &ChannelLimits,
     ) -> Result<Port, DaemonError> {
         let p = &config.ports[index];
-        let dm = super::dm::agent(config, p, limits)?;
+        let (dm, adverts) = super::dm::agent(config, p, limits)?;
         let guid = Guid(config.target.node_guid.0.wrapping_add(index as u64));
         let mut hc = HcaConfig::new(guid, vec![p.address.ip()]);
         hc.udp_port = p.address.port();
@@ -115,10 +117,18 @@ impl Port {
             gid,
             address: p.address,
             others: GsiAgent::new(GsiConfig::default()),
+            adverts,
             gsi,
             cm,
             dm,
         })
+    }
+
+    /// Shows (`on`) or hides IOC `ioc` in Device Management, if it is reachable here.
+    pub fn advertise(&mut self, ioc: &str, on: bool) {
+        for a in self.adverts.iter().filter(|a| a.ioc == ioc) {
+            a.apply(&mut self.dm, on);
+        }
     }
 
     /// Moves MADs both ways, fires CM timers and returns the CM's events.
