@@ -204,14 +204,21 @@ fn clear_aca_and_unknown_functions_are_not_supported() {
         node.write_read(lun, 2000, 11);
     }
     // A TMF to a LUN the IOC does not export changes nothing and the channel stays.
-    let r = node.tmf(9, F::LogicalUnitReset, 0);
-    // FUNCTION COMPLETE: there is nothing to reset. (ib_srpt answers FAILED, LIO's
-    // "LUN does not exist"; SAM-5's INCORRECT LOGICAL UNIT NUMBER has no r16a code.)
-    assert_eq!(
-        (r.tmf, r.credits),
-        (Some(TmfResponse::Complete), 1),
-        "{r:?}"
-    );
+    // FAILED, as ib_srpt answers (LIO's "LUN does not exist"; SAM-5's INCORRECT LOGICAL
+    // UNIT NUMBER has no r16a code), for every LUN-addressed function.
+    for f in [
+        F::LogicalUnitReset,
+        F::AbortTaskSet,
+        F::ClearTaskSet,
+        F::AbortTask,
+    ] {
+        let r = node.tmf(9, f, 0);
+        assert_eq!(
+            (r.tmf, r.credits),
+            (Some(TmfResponse::Failed), 1),
+            "{f:?}: {r:?}"
+        );
+    }
     assert_aborted_and_alive(&mut node);
 }
 

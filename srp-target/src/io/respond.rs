@@ -133,7 +133,18 @@ impl ChannelIo {
         let Some(lun) = self.slots[n].as_ref().map(|s| s.lun) else {
             return;
         };
+        let exported = self.luns.iter().any(|(l, _)| *l == lun);
         let code = match function {
+            // A LUN this nexus does not see: FAILED, as LIO answers "LUN does not exist"
+            // (SAM-5's INCORRECT LOGICAL UNIT NUMBER has no SRP r16a code); nothing is done.
+            TaskMgmtFunction::AbortTask
+            | TaskMgmtFunction::AbortTaskSet
+            | TaskMgmtFunction::ClearTaskSet
+            | TaskMgmtFunction::LogicalUnitReset
+                if !exported =>
+            {
+                TmfResponse::Failed
+            }
             TaskMgmtFunction::AbortTask => {
                 // The I_T_L_Q nexus (SAM-5 7.2): a tag on another LUN is not this task.
                 self.abort(|t, l| t == task_tag && l == lun);
