@@ -7,10 +7,11 @@
 //! the dispatch verifier of `access-layer` active; it owns the per-LU queues (depth ≤ 255),
 //! honours Busy/Ready, Pause/Resume and DeviceBusy, times SRBs out into HwResetBus, and
 //! traps rule violations (blocking at dispatch, double completion, SRBs left after a bus
-//! reset) as a Driver Verifier bugcheck would. The SRP miniport itself (over the initiator
-//! channel core in `srp/`) comes later.
+//! reset) as a Driver Verifier bugcheck would. [`srp`] is the SRP miniport over the initiator channel
+//! core of the `srp` crate.
 //!
-//! Modules: [`port`].
+//! Modules: [`port`], [`srp`].
 #![deny(unsafe_code)]
 
 pub mod port;
+pub mod srp;

@@ -175,10 +175,9 @@ fn assert_trapped(port: &Port<Blocker>, r: &SrbResult, want: &Violation) {
 fn a_ke_wait_in_start_io_is_trapped_at_once() {
     let (port, _plan) = port_for(How::KeEventWait, Routine::StartIo);
     let (r, took) = submit_and_wait(&port);
-    assert!(
-        took < Duration::from_millis(150),
-        "the verifier, not the watchdog: {took:?}"
-    );
+    // The violation kind (BlockingAtDispatch, not DpcWatchdog) shows the verifier caught
+    // it; the time is only bounded, so a loaded machine does not fail the test.
+    assert!(took < Duration::from_millis(1500), "{took:?}");
     let want = Violation::BlockingAtDispatch {
         routine: Routine::StartIo,
         call: "KeWaitForSingleObject",
@@ -191,7 +190,7 @@ fn a_ke_receive_in_build_io_is_trapped_at_once() {
     let (_tx, rx) = mpsc::channel();
     let (port, _plan) = port_for(How::KeRecv(Mutex::new(rx)), Routine::BuildIo);
     let (r, took) = submit_and_wait(&port);
-    assert!(took < Duration::from_millis(150), "{took:?}");
+    assert!(took < Duration::from_millis(1500), "{took:?}");
     let want = Violation::BlockingAtDispatch {
         routine: Routine::BuildIo,
         call: "KeWaitForSingleObject",

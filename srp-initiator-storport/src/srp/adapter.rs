@@ -1,0 +1,179 @@
+//! One adapter (one IOC): what HwFindAdapter opens at passive level — the soft HCA port,
+//! its GSI port and CM endpoint, the RC CQ, the control memory for IUs, the DMA arena and
+//! the fast-registration pool — and the state the routines and the DPC share.
+//!
+//! Locks (spin locks in a real miniport, held briefly, never across a wait): `inner`
+//! (channel core, CM, queue pair, outstanding commands) before `reg` (registration pool)
+//! before the arena's; `Hca::with` is only ever entered innermost.
+
+use super::SrpAdapterConfig;
+use super::dma::DmaArena;
+use access_layer::cm::{CmConfig, CmEndpoint, ConnId};
+use access_layer::gsi::port::{GsiPort, GsiPortConfig};
+use hca::driver::{Hca, HcaConfig};
+use hca::engine::{CqId, QpId};
+use hca::mem::MemBlock;
+use hca::mr::{Access, MrKeys, PdId};
+use hca::verbs::SendWr;
+use hca::{Gid, Qpn};
+use srp::initiator::registration::{FrmrConfig, FrmrStrategy, MapHandle, Registration, Strategy};
+use srp::initiator::{CmdId, InitiatorChannel, InitiatorConfig, LoginForm, LoginParams};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// Bytes per IU slot (send and receive): 68 + 8192 immediate bytes fit.
+pub(crate) const SLOT: u64 = 9 << 10;
+/// Send slots.
+pub(crate) const SEND_SLOTS: usize = 128;
+/// Receive buffers kept posted.
+pub(crate) const RECV_SLOTS: usize = 64;
+/// I/O address of the control memory.
+pub(crate) const CTRL_IOVA: u64 = 0x1000_0000;
+/// Work request ids of SENDs and receives (bits 32..40; the registration uses 40..56).
+pub(crate) const SEND_WR: u64 = 1 << 32;
+/// See [`SEND_WR`].
+pub(crate) const RECV_WR: u64 = 2 << 32;
+
+/// A command the channel core holds for an SRB.
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub(crate) srb: crate::port::Srb<super::SrbExt>,
+    pub(crate) handle: MapHandle,
+    pub(crate) pages: Vec<usize>,
+}
+
+/// State under the adapter lock.
+pub(crate) struct Inner {
+    pub(crate) gsi: GsiPort,
+    pub(crate) cm: CmEndpoint,
+    pub(crate) channel: InitiatorChannel,
+    pub(crate) cq: CqId,
+    pub(crate) qp: Option<(QpId, Qpn)>,
+    pub(crate) conn: Option<ConnId>,
+    pub(crate) cmds: HashMap<CmdId, Active>,
+    /// REG_MRs of mapped commands not sent yet, by the first region's rkey.
+    pub(crate) pending_reg: HashMap<u32, Vec<SendWr>>,
+    pub(crate) send_free: Vec<usize>,
+    /// LOCAL_INVs posted and not completed (reported flushed if the QP goes).
+    pub(crate) inflight_inv: HashSet<u64>,
+    /// The port was paused until the first login.
+    pub(crate) paused: bool,
+    /// The QP failed: report a disconnect to the core on this round.
+    pub(crate) qp_failed: bool,
+}
+
+/// The adapter.
+pub(crate) struct Adapter {
+    pub(crate) cfg: SrpAdapterConfig,
+    pub(crate) hca: Hca,
+    pub(crate) pd: PdId,
+    pub(crate) ctrl: Arc<MemBlock>,
+    pub(crate) ctrl_mr: MrKeys,
+    pub(crate) arena: DmaArena,
+    pub(crate) reg: Mutex<Registration>,
+    pub(crate) inner: Mutex<Inner>,
+    /// How BuildIo mapped buffers: (immediate, fast-registered).
+    pub(crate) mapped: (AtomicU64, AtomicU64),
+}
+
+/// Why the adapter could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The soft HCA.
+    #[error("HCA: {0}")]
+    Hca(String),
+    /// A verb or the registration pool.
+    #[error("setup: {0}")]
+    Setup(String),
+}
+
+impl Adapter {
+    /// The channel-core configuration for `cfg`.
+    pub(crate) fn channel_config(cfg: &SrpAdapterConfig) -> InitiatorConfig {
+        let login = LoginParams::new(LoginForm::IbCm, cfg.initiator_port_id, cfg.target_port_id);
+        let mut c = InitiatorConfig::new(login);
+        c.timers = cfg.timers;
+        c.cmd_timeout = cfg.cmd_timeout;
+        c.login_timeout = cfg.login_timeout;
+        c.max_queued = cfg.queue_depth as usize * usize::from(cfg.max_luns);
+        c
+    }
+
+    /// Opens everything (passive level).
+    pub(crate) fn open(cfg: SrpAdapterConfig) -> Result<Adapter, OpenError> {
+        let hca = Hca::open(HcaConfig::new(cfg.node_guid, vec![cfg.local]))
+            .map_err(|e| OpenError::Hca(e.to_string()))?;
+        let ctrl_len = (SEND_SLOTS + RECV_SLOTS) as u64 * SLOT;
+        let ctrl = MemBlock::new(ctrl_len as usize);
+        let frmr = FrmrConfig {
+            window: cfg.queue_depth as usize * usize::from(cfg.max_luns),
+            mrs_per_cmd: 4,
+            max_pages: (cfg.max_transfer as usize).div_ceil(super::dma::PAGE) + 1,
+            ..FrmrConfig::default()
+        };
+        let setup = hca.with(|e, now| {
+            let gsi = GsiPort::open(e, now, 1, GsiPortConfig::default())
+                .map_err(|e| OpenError::Setup(format!("GSI: {e}")))?;
+            let pd = e.alloc_pd();
+            let mr = e
+                .reg_mr(
+                    pd,
+                    ctrl.clone(),
+                    0,
+                    ctrl_len,
+                    CTRL_IOVA,
+                    Access::LOCAL_WRITE,
+                )
+                .map_err(|e| OpenError::Setup(format!("reg_mr: {e}")))?;
+            let cq = e.create_cq(8192);
+            let strategy = FrmrStrategy::alloc(e, pd, frmr)
+                .map_err(|e| OpenError::Setup(format!("FRMR pool: {e}")))?;
+            Ok::<_, OpenError>((gsi, pd, mr, cq, strategy))
+        });
+        let (gsi, pd, ctrl_mr, cq, strategy) = setup?;
+        let cm = CmEndpoint::new(CmConfig {
+            local_ca_guid: cfg.node_guid,
+            local_gid: Gid::from_ip(cfg.local),
+            port: 1,
+            time_wait: Duration::from_millis(20),
+            agent_id: 0x5e1f,
+        });
+        let inner = Inner {
+            gsi,
+            cm,
+            channel: InitiatorChannel::new(Self::channel_config(&cfg)),
+            cq,
+            qp: None,
+            conn: None,
+            cmds: HashMap::new(),
+            pending_reg: HashMap::new(),
+            send_free: (0..SEND_SLOTS).rev().collect(),
+            inflight_inv: HashSet::new(),
+            paused: false,
+            qp_failed: false,
+        };
+        Ok(Adapter {
+            arena: DmaArena::new(cfg.arena_pages),
+            cfg,
+            hca,
+            pd,
+            ctrl,
+            ctrl_mr,
+            reg: Mutex::new(Registration::new(Strategy::PerIo(strategy))),
+            inner: Mutex::new(inner),
+            mapped: (AtomicU64::new(0), AtomicU64::new(0)),
+        })
+    }
+
+    /// The adapter lock.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The registration lock.
+    pub(crate) fn reg(&self) -> MutexGuard<'_, Registration> {
+        self.reg.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

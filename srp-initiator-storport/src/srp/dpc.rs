@@ -1,0 +1,228 @@
+//! The adapter's completion context (its "DPC"): one round polls the GSI port and the CM,
+//! the RC completion queue and the channel core's timers, feeds the core, executes what it
+//! yields, and completes SRBs. A round runs at dispatch level and never blocks; the
+//! miniport's own thread runs rounds in a loop, sleeping at passive level in between (the
+//! interrupt that would queue the DPC), and HwStartIo / HwInitialize execute the actions
+//! they cause with the same code.
+
+use super::adapter::{Adapter, Inner, RECV_WR, SEND_WR};
+use super::{SrbExt, outcome};
+use crate::port::{DataDirection, PortServices, Srb, SrbStatus};
+use access_layer::cm::CmEvent;
+use hca::verbs::{Wc, WcOpcode, WcStatus};
+use srp::initiator::{Action, Completion, Event};
+
+/// SRBs to complete once the adapter lock is dropped.
+pub(crate) type Done = Vec<Srb<SrbExt>>;
+
+impl Adapter {
+    /// One DPC round.
+    pub(crate) fn round(&self, port: &PortServices<super::SrpMiniport>) {
+        let mut done = Done::new();
+        {
+            let mut s = self.lock();
+            self.pump_cm(&mut s);
+            self.pump_cq(&mut s);
+            let now = self.now();
+            if s.channel.poll_timeout().is_some_and(|t| t <= now) {
+                s.channel.handle_timeout(now);
+            }
+            self.run_actions(&mut s, port, &mut done);
+        }
+        complete_all(port, done);
+    }
+
+    /// MADs in, CM timers, MADs out, CM events to the core.
+    fn pump_cm(&self, s: &mut Inner) {
+        let Inner { gsi, cm, .. } = s;
+        let events = self.hca.with(|e, now| {
+            while let Ok(Some((from, mad))) = gsi.recv(e, now) {
+                cm.handle_mad(now, from, &mad.0);
+            }
+            if cm.poll_timeout().is_some_and(|t| t <= now) {
+                cm.handle_timeout(now);
+            }
+            while let Some(out) = cm.poll_transmit() {
+                let _ = gsi.send(e, now, &out);
+            }
+            std::iter::from_fn(|| cm.poll_event()).collect::<Vec<_>>()
+        });
+        for ev in events {
+            tracing::debug!(?ev, "cm event");
+            self.cm_event(s, ev);
+        }
+        let Inner { gsi, cm, .. } = s;
+        self.hca.with(|e, now| {
+            while let Some(out) = cm.poll_transmit() {
+                let _ = gsi.send(e, now, &out);
+            }
+        });
+    }
+
+    fn cm_event(&self, s: &mut Inner, ev: CmEvent) {
+        let ours = |c| s.conn == Some(c);
+        let now = self.now();
+        match ev {
+            CmEvent::RepReceived { conn, rep } if ours(conn) => {
+                if self.accept_rep(s, &rep) {
+                    s.channel.handle_login_rsp(now, &rep.private_data.0);
+                } else {
+                    s.channel.handle_disconnect(now);
+                }
+            }
+            CmEvent::Rejected {
+                conn, private_data, ..
+            } if ours(conn) => {
+                s.conn = None;
+                if private_data.is_empty() {
+                    s.channel.handle_disconnect(now);
+                } else {
+                    s.channel.handle_login_rej(now, &private_data);
+                }
+            }
+            CmEvent::TimedOut { conn }
+            | CmEvent::DisconnectRequested { conn }
+            | CmEvent::Disconnected { conn }
+                if ours(conn) =>
+            {
+                if matches!(ev, CmEvent::DisconnectRequested { .. }) {
+                    let _ = s.cm.disconnect(now, conn);
+                }
+                s.conn = None;
+                s.channel.handle_disconnect(now);
+            }
+            _ => {}
+        }
+    }
+
+    /// Completions: receives to the core, SENDs to the core, registration requests to the
+    /// pool; a failed completion on the live QP is a channel loss.
+    fn pump_cq(&self, s: &mut Inner) {
+        let cq = s.cq;
+        let mut wcs: Vec<Wc> = Vec::new();
+        self.hca.with(|e, _| {
+            let _ = e.poll_cq(cq, 256, &mut wcs);
+        });
+        let live = s.qp.map(|(_, qpn)| qpn);
+        for wc in wcs {
+            let current = Some(wc.qpn) == live;
+            if self
+                .reg()
+                .handle_send_done(wc.wr_id, wc.status)
+                .unwrap_or(true)
+            {
+                s.inflight_inv.remove(&wc.wr_id);
+            } else if !current {
+                // A flushed request of a QP already destroyed: forgotten with it.
+            } else if wc.status != WcStatus::Success {
+                tracing::warn!(?wc, "failed completion: the channel is lost");
+                s.qp_failed = true;
+            } else if wc.opcode == WcOpcode::Recv && wc.wr_id & RECV_WR != 0 {
+                let i = (wc.wr_id & 0xffff_ffff) as usize;
+                let mut iu = vec![0u8; wc.byte_len as usize];
+                let at = Self::recv_offset(i) as usize;
+                if self.ctrl.read(at, &mut iu).is_ok() {
+                    let now = self.now();
+                    s.channel.handle_recv(now, &iu, wc.invalidated);
+                }
+                if !self.post_recv(s, i) {
+                    s.qp_failed = true;
+                }
+            } else if wc.wr_id & SEND_WR != 0 {
+                s.send_free.push((wc.wr_id & 0xffff_ffff) as usize);
+                let now = self.now();
+                if s.channel.handle_send_done(now).is_err() {
+                    s.qp_failed = true;
+                }
+            }
+        }
+    }
+
+    /// Drains the core: actions, then events. Reports a QP failure noticed on the way.
+    pub(crate) fn run_actions(
+        &self,
+        s: &mut Inner,
+        port: &PortServices<super::SrpMiniport>,
+        done: &mut Done,
+    ) {
+        loop {
+            if s.qp_failed {
+                s.qp_failed = false;
+                let now = self.now();
+                s.channel.handle_disconnect(now);
+            }
+            let Some(a) = s.channel.poll_action() else {
+                break;
+            };
+            match a {
+                Action::Connect { private_data, .. } => self.start_connect(s, private_data),
+                Action::Send(iu) => self.post_iu(s, &iu),
+                Action::Disconnect => self.teardown(s),
+                Action::Complete(c) => self.finish(s, c, done),
+            }
+        }
+        while let Some(ev) = s.channel.poll_event() {
+            tracing::debug!(?ev, "srp channel event");
+            if let Event::LoggedIn(neg) = ev {
+                let retries = {
+                    let mut reg = self.reg();
+                    reg.set_immediate_limit(&neg);
+                    reg.take_retries()
+                };
+                self.post_reg(s, retries);
+                if s.paused {
+                    s.paused = false;
+                    port.resume();
+                }
+            }
+        }
+    }
+
+    /// A command ended: unmap (LOCAL_INV unless the target invalidated), copy read data
+    /// back from its pages, set the SRB's status.
+    fn finish(&self, s: &mut Inner, c: Completion, done: &mut Done) {
+        let Some(a) = s.cmds.remove(&c.id) else {
+            return; // Its SRB was already completed by a bus reset.
+        };
+        let invalidated = match &c.outcome {
+            srp::initiator::Outcome::Done(r) => r.invalidated,
+            _ => None,
+        };
+        if let Some(k) = a.handle.keys().first() {
+            s.pending_reg.remove(&k.0);
+        }
+        let invs = self.reg().unmap(a.handle, invalidated).unwrap_or_default();
+        self.post_reg(s, invs);
+        outcome::apply(&a.srb, &c.outcome);
+        if a.srb.direction() == DataDirection::In
+            && matches!(c.outcome, srp::initiator::Outcome::Done(_))
+        {
+            self.copy_in(&a.srb, &a.pages);
+        }
+        self.arena.free(&a.pages);
+        done.push(a.srb);
+    }
+
+    /// DMA from the arena pages into the SRB's buffer (a read's data).
+    fn copy_in(&self, srb: &Srb<SrbExt>, pages: &[usize]) {
+        let sg = srb.scatter_gather_list().elements().to_vec();
+        let mut buf = vec![0u8; super::dma::PAGE];
+        for (e, &p) in sg.iter().zip(pages) {
+            let within = e.physical_address as usize % super::dma::PAGE;
+            let n = e.length as usize;
+            let at = p * super::dma::PAGE + within;
+            if self.arena.block().read(at, &mut buf[..n]).is_err()
+                || srb.dma_write(e.physical_address, &buf[..n]).is_err()
+            {
+                srb.set_status(SrbStatus::ERROR);
+            }
+        }
+    }
+}
+
+/// RequestComplete for each (outside the adapter lock).
+pub(crate) fn complete_all(port: &PortServices<super::SrpMiniport>, done: Done) {
+    for srb in done {
+        port.request_complete(&srb);
+    }
+}

@@ -1,0 +1,187 @@
+//! HwBuildIo, HwStartIo and HwResetBus of the SRP miniport.
+//!
+//! - BuildIo (unlocked, concurrent, dispatch): gives each SG element an arena page (a
+//!   write's bytes copied in), maps the pages through the registration (FRMR per I/O; a
+//!   small write as immediate data) and leaves the ready [`Command`] in the SRB extension.
+//!   No page or region free → `SRB_STATUS_BUSY` (the port re-issues); never waits.
+//! - StartIo (serialized, dispatch): submits the command to the channel core and executes
+//!   what it yields (the SEND with its REG_MRs chained before). A core refusal (not logged
+//!   in yet, its queue full) → `SRB_STATUS_BUSY`.
+//! - ResetBus: every SRB the adapter holds completes with `SRB_STATUS_BUS_RESET`, each
+//!   through RequestComplete, and the channel is reset: the old QP and CM connection are
+//!   torn down and a fresh core logs in again (SINGLE, so the target drops the old one).
+
+use super::adapter::{Active, Adapter};
+use super::dma::PAGE;
+use super::{SrbExt, SrpMiniport, dpc};
+use crate::port::{DataDirection, PortServices, Srb, SrbFunction, SrbStatus};
+use srp::initiator::registration::{MappingKind, RegError, Segment};
+use srp::initiator::{Command, DataDescriptors, DataDir, InitiatorChannel};
+use srp::wire::cmd::TaskAttr;
+use std::sync::atomic::Ordering;
+
+/// What BuildIo prepared for StartIo.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) cmd: Command,
+    pub(crate) handle: srp::initiator::registration::MapHandle,
+    pub(crate) pre_wrs: Vec<hca::verbs::SendWr>,
+    pub(crate) pages: Vec<usize>,
+}
+
+fn finish_now(port: &PortServices<SrpMiniport>, srb: &Srb<SrbExt>, status: SrbStatus) -> bool {
+    srb.set_status(status);
+    port.request_complete(srb);
+    false
+}
+
+impl Adapter {
+    pub(crate) fn build_io(&self, port: &PortServices<SrpMiniport>, srb: &Srb<SrbExt>) -> bool {
+        if srb.function() != SrbFunction::ExecuteScsi {
+            return true;
+        }
+        let Ok(lun) = scsi::Lun::from_number(u32::from(srb.address().lun)) else {
+            return finish_now(port, srb, SrbStatus::INVALID_LUN);
+        };
+        let dir = match srb.direction() {
+            DataDirection::None => DataDir::None,
+            DataDirection::In => DataDir::Read,
+            DataDirection::Out => DataDir::Write,
+        };
+        let elements = port.get_scatter_gather_list(srb).elements().to_vec();
+        let Some(pages) = self.arena.alloc(elements.len()) else {
+            return finish_now(port, srb, SrbStatus::BUSY);
+        };
+        let mut segments = Vec::with_capacity(elements.len());
+        let mut buf = vec![0u8; PAGE];
+        for (e, &p) in elements.iter().zip(&pages) {
+            let at = p * PAGE + e.physical_address as usize % PAGE;
+            let n = e.length as usize;
+            if dir == DataDir::Write
+                && (srb.dma_read(e.physical_address, &mut buf[..n]).is_err()
+                    || self.arena.block().write(at, &buf[..n]).is_err())
+            {
+                self.arena.free(&pages);
+                return finish_now(port, srb, SrbStatus::ERROR);
+            }
+            segments.push(Segment::new(self.arena.block(), at as u64, e.length));
+        }
+        let mapped = self.reg().map(dir, &segments);
+        let m = match mapped {
+            Ok(m) => m,
+            Err(e) => {
+                self.arena.free(&pages);
+                let status = match e {
+                    RegError::Busy { .. } => SrbStatus::BUSY,
+                    _ => SrbStatus::INVALID_REQUEST,
+                };
+                return finish_now(port, srb, status);
+            }
+        };
+        match m.kind {
+            MappingKind::Immediate => self.mapped.0.fetch_add(1, Ordering::Relaxed),
+            MappingKind::Frmr => self.mapped.1.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
+        let pages = if m.kind == MappingKind::Immediate {
+            self.arena.free(&pages);
+            Vec::new()
+        } else {
+            pages
+        };
+        let mut cmd = Command {
+            lun,
+            cdb: srb.cdb().to_vec(),
+            task_attr: TaskAttr::Simple,
+            dir,
+            data_len: u32::try_from(srb.data_transfer_length()).unwrap_or(u32::MAX),
+            data: DataDescriptors::None,
+            imm_data: Vec::new(),
+            remote_invalidate: false,
+            timeout: None,
+        };
+        m.apply(&mut cmd);
+        let prepared = Prepared {
+            cmd,
+            handle: m.handle,
+            pre_wrs: m.pre_wrs,
+            pages,
+        };
+        srb.with_extension(|x| x.prepared = Some(prepared));
+        true
+    }
+
+    pub(crate) fn start_io(&self, port: &PortServices<SrpMiniport>, srb: Srb<SrbExt>) -> bool {
+        match srb.function() {
+            SrbFunction::ExecuteScsi => {}
+            SrbFunction::Flush | SrbFunction::Shutdown => {
+                finish_now(port, &srb, SrbStatus::SUCCESS);
+                return true;
+            }
+            _ => {
+                finish_now(port, &srb, SrbStatus::INVALID_REQUEST);
+                return true;
+            }
+        }
+        let Some(p) = srb.with_extension(|x| x.prepared.take()) else {
+            finish_now(port, &srb, SrbStatus::ERROR);
+            return true;
+        };
+        let mut done = dpc::Done::new();
+        {
+            let mut s = self.lock();
+            let now = self.now();
+            let first_key = p.handle.keys().first().map(|k| k.0);
+            match s.channel.submit(now, p.cmd) {
+                Ok(id) => {
+                    if let Some(k) = first_key {
+                        s.pending_reg.insert(k, p.pre_wrs);
+                    }
+                    s.cmds.insert(
+                        id,
+                        Active {
+                            srb: srb.clone(),
+                            handle: p.handle,
+                            pages: p.pages,
+                        },
+                    );
+                }
+                Err(_) => {
+                    let invs = self.reg().unmap(p.handle, None).unwrap_or_default();
+                    self.post_reg(&mut s, invs);
+                    self.arena.free(&p.pages);
+                    srb.set_status(SrbStatus::BUSY);
+                    done.push(srb);
+                }
+            }
+            self.run_actions(&mut s, port, &mut done);
+        }
+        dpc::complete_all(port, done);
+        true
+    }
+
+    pub(crate) fn reset_bus(&self, port: &PortServices<SrpMiniport>) -> bool {
+        let mut done = dpc::Done::new();
+        {
+            let mut s = self.lock();
+            self.teardown(&mut s);
+            let active: Vec<Active> = s.cmds.drain().map(|(_, a)| a).collect();
+            for a in active {
+                let invs = self.reg().unmap(a.handle, None).unwrap_or_default();
+                self.post_reg(&mut s, invs);
+                self.arena.free(&a.pages);
+                a.srb.set_status(SrbStatus::BUS_RESET);
+                done.push(a.srb);
+            }
+            s.pending_reg.clear();
+            let now = self.now();
+            s.channel = InitiatorChannel::new(Adapter::channel_config(&self.cfg));
+            s.channel.connect(now);
+            s.paused = true;
+            port.pause(self.cfg.login_timeout.as_secs().max(1) as u32);
+            self.run_actions(&mut s, port, &mut done);
+        }
+        dpc::complete_all(port, done);
+        true
+    }
+}

@@ -1,0 +1,229 @@
+//! The SRP miniport: [`SrpMiniport`], written as a StorPort miniport is, over the sans-IO
+//! initiator channel core of `srp` and its per-I/O fast registration.
+//!
+//! Contract (who runs what, at which level):
+//! - HwFindAdapter (passive): one adapter per IOC, named by [`SrpAdapterConfig`]; opens the
+//!   soft HCA port, the GSI port and CM endpoint, the CQ, the control memory, the DMA arena
+//!   and the FRMR pool, and starts the adapter's DPC thread. Sets MaximumTransferLength
+//!   and NumberOfPhysicalBreaks from the config.
+//! - HwInitialize (dispatch): pauses the adapter and starts the login (the core's
+//!   `connect` → a CM REQ); never waits. The first LOGIN_RSP resumes the adapter.
+//! - The DPC thread: rounds at dispatch level (see `dpc`), feeding the core and completing
+//!   SRBs with RequestComplete; sleeps at passive level between rounds. It ends once the
+//!   port (and with it the device extension) is gone.
+//! - HwBuildIo / HwStartIo / HwResetBus: see `io`. Nothing blocks; exhaustion is BUSY.
+//! - Not copied from 2005 (windows.md §1.9): no login inside HwFindAdapter, no whole-memory
+//!   rkey (per-I/O FRMR, direction-narrowed rights, remote invalidation), non-GOOD status
+//!   is ERROR + AUTOSENSE_VALID, tags are the core's O(1) slab, the reset completes each
+//!   SRB by RequestComplete and reports success, not StorPortCompleteRequest(SP_UNTAGGED).
+//!
+//! Files: `adapter` (resources and locks), `dma` (the arena), `verbs` (QP and CM verbs),
+//! `dpc` (the completion context), `io` (BuildIo, StartIo, ResetBus), `outcome` (SRB
+//! status mapping).
+
+mod adapter;
+mod dma;
+mod dpc;
+mod io;
+mod outcome;
+mod verbs;
+
+pub use adapter::OpenError;
+
+use crate::port::{
+    AdapterControl, AdapterControlStatus, FindAdapterStatus, Miniport, PortConfigurationInfo,
+    PortServices, Srb, SynchronizationModel,
+};
+use access_layer::mad::ServiceId;
+use access_layer::verbs::DispatchGuard;
+use adapter::Adapter;
+use hca::Guid;
+use srp::initiator::TransportTimers;
+use srp::wire::PortId;
+use std::net::IpAddr;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+/// What HwFindAdapter is given: the IOC to log in to and who we are.
+#[derive(Debug, Clone)]
+pub struct SrpAdapterConfig {
+    /// The local port address (the soft HCA binds it).
+    pub local: IpAddr,
+    /// The target portal address.
+    pub target: IpAddr,
+    /// The local HCA's node GUID (the low half of the initiator port ID).
+    pub node_guid: Guid,
+    /// INITIATOR PORT IDENTIFIER.
+    pub initiator_port_id: PortId,
+    /// TARGET PORT IDENTIFIER (IOC GUID and id_ext).
+    pub target_port_id: PortId,
+    /// The IOC's service ID (CM REQ).
+    pub service_id: ServiceId,
+    /// MaximumTransferLength.
+    pub max_transfer: u32,
+    /// LUNs exposed (MaximumNumberOfLogicalUnits).
+    pub max_luns: u8,
+    /// Per-LU queue depth set at HwInitialize.
+    pub queue_depth: u32,
+    /// reconnect_delay, fast_io_fail_tmo, dev_loss_tmo.
+    pub timers: TransportTimers,
+    /// The core's per-command timeout (abort escalation).
+    pub cmd_timeout: Duration,
+    /// How long a login may take (also the Pause length while logging in).
+    pub login_timeout: Duration,
+    /// Pages of DMA-able memory for data buffers.
+    pub arena_pages: usize,
+    /// How long the DPC thread sleeps between rounds.
+    pub poll_interval: Duration,
+}
+
+/// The SRB extension: what BuildIo prepared for StartIo.
+#[derive(Debug, Default)]
+pub struct SrbExt {
+    prepared: Option<io::Prepared>,
+}
+
+/// The device extension.
+#[derive(Default)]
+pub struct SrpMiniport {
+    adapter: OnceLock<Arc<Adapter>>,
+}
+
+impl std::fmt::Debug for SrpMiniport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SrpMiniport")
+            .field("found", &self.adapter.get().is_some())
+            .finish()
+    }
+}
+
+impl SrpMiniport {
+    fn adapter(&self) -> Option<&Arc<Adapter>> {
+        self.adapter.get()
+    }
+
+    /// The channel core's port state (for tests and displays).
+    pub fn channel_state(&self) -> Option<srp::initiator::PortState> {
+        self.adapter().map(|a| a.lock().channel.state())
+    }
+
+    /// Buffers BuildIo mapped so far: (as immediate data, through fast registration).
+    pub fn mapped(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.adapter().map_or((0, 0), |a| {
+            (a.mapped.0.load(Relaxed), a.mapped.1.load(Relaxed))
+        })
+    }
+
+    /// Free pages of the DMA arena and regions of the FRMR pool in each state.
+    pub fn resources(&self) -> Option<(usize, srp::initiator::registration::PoolCounts)> {
+        self.adapter()
+            .map(|a| (a.arena.available(), a.reg().counts()))
+    }
+}
+
+/// The DPC thread: rounds until the adapter is gone.
+fn run_dpc(adapter: Weak<Adapter>, port: PortServices<SrpMiniport>, every: Duration) {
+    while let Some(a) = adapter.upgrade() {
+        {
+            let _dispatch = DispatchGuard::enter();
+            a.round(&port);
+        }
+        drop(a);
+        std::thread::sleep(every);
+    }
+}
+
+impl Miniport for SrpMiniport {
+    type HwContext = SrpAdapterConfig;
+    type SrbExtension = SrbExt;
+
+    fn find_adapter(
+        &self,
+        port: &PortServices<Self>,
+        context: &SrpAdapterConfig,
+        config: &mut PortConfigurationInfo,
+    ) -> FindAdapterStatus {
+        config.maximum_transfer_length = context.max_transfer;
+        config.number_of_physical_breaks = context.max_transfer / crate::port::PAGE_SIZE as u32;
+        config.maximum_number_of_logical_units = context.max_luns;
+        config.synchronization_model = SynchronizationModel::FullDuplex;
+        if self.adapter.get().is_some() {
+            return FindAdapterStatus::Found;
+        }
+        let Ok(a) = Adapter::open(context.clone()) else {
+            return FindAdapterStatus::Error;
+        };
+        let a = Arc::new(a);
+        let weak = Arc::downgrade(&a);
+        if self.adapter.set(a).is_err() {
+            return FindAdapterStatus::Error;
+        }
+        let port = port.clone();
+        let every = context.poll_interval;
+        let spawned = std::thread::Builder::new()
+            .name("srp-miniport-dpc".into())
+            .spawn(move || run_dpc(weak, port, every));
+        if spawned.is_err() {
+            return FindAdapterStatus::Error;
+        }
+        FindAdapterStatus::Found
+    }
+
+    fn initialize(&self, port: &PortServices<Self>) -> bool {
+        let Some(a) = self.adapter() else {
+            return false;
+        };
+        for lun in 0..a.cfg.max_luns {
+            port.set_device_queue_depth(crate::port::LuAddress::new(0, 0, lun), a.cfg.queue_depth);
+        }
+        let mut done = dpc::Done::new();
+        {
+            let mut s = a.lock();
+            s.paused = true;
+            port.pause(a.cfg.login_timeout.as_secs().max(1) as u32);
+            let now = a.now();
+            s.channel.connect(now);
+            a.run_actions(&mut s, port, &mut done);
+        }
+        dpc::complete_all(port, done);
+        true
+    }
+
+    fn build_io(&self, port: &PortServices<Self>, srb: &Srb<SrbExt>) -> bool {
+        match self.adapter() {
+            Some(a) => a.build_io(port, srb),
+            None => {
+                srb.set_status(crate::port::SrbStatus::NO_HBA);
+                port.request_complete(srb);
+                false
+            }
+        }
+    }
+
+    fn start_io(&self, port: &PortServices<Self>, srb: Srb<SrbExt>) -> bool {
+        match self.adapter() {
+            Some(a) => a.start_io(port, srb),
+            None => {
+                srb.set_status(crate::port::SrbStatus::NO_HBA);
+                port.request_complete(&srb);
+                true
+            }
+        }
+    }
+
+    fn reset_bus(&self, port: &PortServices<Self>, _path_id: u8) -> bool {
+        self.adapter().is_some_and(|a| a.reset_bus(port))
+    }
+
+    fn adapter_control(
+        &self,
+        _port: &PortServices<Self>,
+        control: AdapterControl<'_>,
+    ) -> AdapterControlStatus {
+        match control {
+            AdapterControl::QuerySupportedControlTypes(_) => AdapterControlStatus::Success,
+            _ => AdapterControlStatus::Unsuccessful,
+        }
+    }
+}

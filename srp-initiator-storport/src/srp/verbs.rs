@@ -1,0 +1,235 @@
+//! The adapter's queue-pair verbs, all non-blocking (callable at dispatch level): creating
+//! the RC QP for a login, the CM REQ, accepting the REP (RTR/RTS, receives, RTU), posting an
+//! IU with the REG_MRs of its command chained in front, and tearing the QP down.
+
+use super::adapter::{Adapter, CTRL_IOVA, Inner, RECV_SLOTS, RECV_WR, SEND_WR, SLOT};
+use access_layer::cm::ConnectParams;
+use access_layer::mad::cm::CmRep;
+use access_layer::mad::{MadAddress, Mtu};
+use hca::engine::RcConnect;
+use hca::mr::Access;
+use hca::qp::QpInit;
+use hca::qp::state::QpType;
+use hca::time::Time;
+use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus};
+use hca::wire::PathMtu;
+use hca::{Gid, Psn};
+use srp::wire::cmd::Cmd;
+use srp::wire::desc::DataDesc;
+
+/// The opcode byte of SRP_CMD.
+const SRP_CMD: u8 = 0x02;
+/// Our starting PSN.
+const PSN: u32 = 0x100;
+
+impl Adapter {
+    fn sge(&self, slot_offset: u64, len: u32) -> Sge {
+        Sge {
+            addr: CTRL_IOVA + slot_offset,
+            len,
+            lkey: self.ctrl_mr.lkey,
+        }
+    }
+
+    /// `Action::Connect`: a fresh QP and a CM REQ carrying `private_data`.
+    pub(crate) fn start_connect(&self, s: &mut Inner, private_data: Vec<u8>) {
+        self.teardown(s);
+        let cq = s.cq;
+        let pd = self.pd;
+        let made = self.hca.with(|e, now| {
+            let qp = e
+                .create_qp(QpInit {
+                    qp_type: QpType::Rc,
+                    pd,
+                    send_cq: cq,
+                    recv_cq: cq,
+                    srq: None,
+                    max_send_wr: 2048,
+                    max_recv_wr: RECV_SLOTS,
+                    max_sge: 1,
+                    sq_sig_all: false,
+                })
+                .ok()?;
+            Some((qp, e.qp_num(qp)?, now))
+        });
+        let Some((qp, qpn, now)) = made else {
+            return self.connect_failed(s);
+        };
+        s.qp = Some((qp, qpn));
+        let params = ConnectParams {
+            to: MadAddress::gsi(1, Gid::from_ip(self.cfg.target)),
+            service_id: self.cfg.service_id,
+            qpn,
+            starting_psn: Psn::from_wire(PSN),
+            responder_resources: 4,
+            initiator_depth: 4,
+            mtu: Mtu::Mtu1024,
+            response_timeout: 18,
+            max_retries: 3,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            private_data,
+        };
+        match s.cm.connect(now, &params) {
+            Ok(conn) => s.conn = Some(conn),
+            Err(_) => self.connect_failed(s),
+        }
+    }
+
+    fn connect_failed(&self, s: &mut Inner) {
+        let now = self.hca.with(|_, now| now);
+        s.channel.handle_disconnect(now);
+    }
+
+    /// The REP arrived: QP to RTS, receives posted, RTU. False if the QP could not follow.
+    pub(crate) fn accept_rep(&self, s: &mut Inner, rep: &CmRep) -> bool {
+        let Some((qp, _)) = s.qp else { return false };
+        let peer = RcConnect {
+            // The QP admits remote access; each region narrows it to one direction.
+            access: Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
+            dest_gid: Gid::from_ip(self.cfg.target),
+            dest_qpn: rep.local_qpn,
+            path_mtu: PathMtu::Mtu1024,
+            sq_psn: Psn::from_wire(PSN),
+            rq_psn: rep.starting_psn,
+            timeout: 10,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 4,
+            max_dest_rd_atomic: 4,
+        };
+        if self
+            .hca
+            .with(|e, now| e.connect_rc(now, qp, &peer))
+            .is_err()
+        {
+            return false;
+        }
+        for i in 0..RECV_SLOTS {
+            if !self.post_recv(s, i) {
+                return false;
+            }
+        }
+        if let Some(conn) = s.conn {
+            let _ = s.cm.confirm(conn);
+        }
+        true
+    }
+
+    /// Posts receive buffer `i`.
+    pub(crate) fn post_recv(&self, s: &Inner, i: usize) -> bool {
+        let Some((qp, _)) = s.qp else { return false };
+        let wr = RecvWr {
+            wr_id: RECV_WR | i as u64,
+            sg_list: vec![self.sge(Self::recv_offset(i), SLOT as u32)],
+        };
+        self.hca.with(|e, now| e.post_recv(now, qp, wr)).is_ok()
+    }
+
+    /// Where receive buffer `i` is in the control memory.
+    pub(crate) fn recv_offset(i: usize) -> u64 {
+        (super::adapter::SEND_SLOTS + i) as u64 * SLOT
+    }
+
+    /// `Action::Send`: the IU in a send slot, after the REG_MRs of its command.
+    pub(crate) fn post_iu(&self, s: &mut Inner, iu: &[u8]) {
+        let (Some((qp, _)), Some(slot)) = (s.qp, s.send_free.pop()) else {
+            s.qp_failed = true;
+            return;
+        };
+        let off = slot as u64 * SLOT;
+        if iu.len() as u64 > SLOT || self.ctrl.write(off as usize, iu).is_err() {
+            s.send_free.push(slot);
+            s.qp_failed = true;
+            return;
+        }
+        let mut wrs = self.reg_wrs_for(s, iu);
+        wrs.push(SendWr {
+            wr_id: SEND_WR | slot as u64,
+            op: SendOp::Send,
+            sg_list: vec![self.sge(off, iu.len() as u32)],
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        });
+        if self
+            .hca
+            .with(|e, now| e.post_send_list(now, qp, wrs))
+            .is_err()
+        {
+            s.qp_failed = true;
+        }
+    }
+
+    /// The pending REG_MRs of the command in this SRP_CMD (found by its regions' rkeys).
+    fn reg_wrs_for(&self, s: &mut Inner, iu: &[u8]) -> Vec<SendWr> {
+        if iu.first() != Some(&SRP_CMD) {
+            return Vec::new();
+        }
+        let offset = s
+            .channel
+            .negotiated()
+            .map_or(srp::wire::cmd::DEFAULT_IMM_DATA_OFFSET, |n| {
+                n.imm_data_offset
+            });
+        let Ok(cmd) = Cmd::parse_with(iu, offset) else {
+            return Vec::new();
+        };
+        let first = |d: &DataDesc<'_>| match d {
+            DataDesc::Direct(b) => Some(b.rkey().0),
+            DataDesc::Indirect(i) => i.inline.first().map(|b| b.rkey().0),
+            _ => None,
+        };
+        first(&cmd.data_out)
+            .or_else(|| first(&cmd.data_in))
+            .and_then(|k| s.pending_reg.remove(&k))
+            .unwrap_or_default()
+    }
+
+    /// Posts work requests of the registration (LOCAL_INVs); without a QP they count as
+    /// flushed, so the pool retries them on the next connection.
+    pub(crate) fn post_reg(&self, s: &mut Inner, wrs: Vec<SendWr>) {
+        if wrs.is_empty() {
+            return;
+        }
+        let ids: Vec<u64> = wrs.iter().map(|w| w.wr_id).collect();
+        let posted = match s.qp {
+            Some((qp, _)) if !s.qp_failed => self
+                .hca
+                .with(|e, now| e.post_send_list(now, qp, wrs))
+                .is_ok(),
+            _ => false,
+        };
+        if posted {
+            s.inflight_inv.extend(ids);
+        } else {
+            let mut reg = self.reg();
+            for id in ids {
+                let _ = reg.handle_send_done(id, WcStatus::WrFlushErr);
+            }
+        }
+    }
+
+    /// `Action::Disconnect` (and before a new login): DREQ, destroy the QP, forget its
+    /// sends; LOCAL_INVs that were in flight are reported flushed to the pool.
+    pub(crate) fn teardown(&self, s: &mut Inner) {
+        if let Some(conn) = s.conn.take() {
+            let now = self.hca.with(|_, now| now);
+            let _ = s.cm.disconnect(now, conn);
+        }
+        if let Some((qp, _)) = s.qp.take() {
+            let _ = self.hca.with(|e, now| e.destroy_qp(now, qp));
+        }
+        s.send_free = (0..super::adapter::SEND_SLOTS).rev().collect();
+        s.qp_failed = false;
+        let mut reg = self.reg();
+        for id in s.inflight_inv.drain() {
+            let _ = reg.handle_send_done(id, WcStatus::WrFlushErr);
+        }
+    }
+
+    /// The hca clock.
+    pub(crate) fn now(&self) -> Time {
+        self.hca.with(|_, now| now)
+    }
+}
