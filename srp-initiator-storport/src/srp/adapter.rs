@@ -16,8 +16,10 @@ use hca::mem::MemBlock;
 use hca::mr::{Access, MrKeys, PdId};
 use hca::verbs::SendWr;
 use hca::{Gid, Qpn};
-use srp::initiator::registration::{FrmrConfig, FrmrStrategy, MapHandle, Registration, Strategy};
-use srp::initiator::{CmdId, InitiatorChannel, InitiatorConfig, LoginForm, LoginParams};
+use srp::initiator::registration::{
+    FrmrConfig, FrmrStrategy, MapHandle, Registration, Segment, Strategy,
+};
+use srp::initiator::{CmdId, DataDir, InitiatorChannel, InitiatorConfig, LoginForm, LoginParams};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -42,6 +44,9 @@ pub(crate) struct Active {
     pub(crate) srb: crate::port::Srb<super::SrbExt>,
     pub(crate) handle: MapHandle,
     pub(crate) pages: Vec<usize>,
+    /// Direction and arena segments, to register the buffer again after a reconnect.
+    pub(crate) dir: DataDir,
+    pub(crate) segments: Vec<Segment>,
 }
 
 /// State under the adapter lock.
@@ -53,8 +58,8 @@ pub(crate) struct Inner {
     pub(crate) qp: Option<(QpId, Qpn)>,
     pub(crate) conn: Option<ConnId>,
     pub(crate) cmds: HashMap<CmdId, Active>,
-    /// REG_MRs of mapped commands not sent yet, by the first region's rkey.
-    pub(crate) pending_reg: HashMap<u32, Vec<SendWr>>,
+    /// REG_MRs of mapped commands not sent yet, by command.
+    pub(crate) pending_reg: HashMap<CmdId, Vec<SendWr>>,
     pub(crate) send_free: Vec<usize>,
     /// LOCAL_INVs posted and not completed (reported flushed if the QP goes).
     pub(crate) inflight_inv: HashSet<u64>,
@@ -76,6 +81,8 @@ pub(crate) struct Adapter {
     pub(crate) inner: Mutex<Inner>,
     /// How BuildIo mapped buffers: (immediate, fast-registered).
     pub(crate) mapped: (AtomicU64, AtomicU64),
+    /// Held commands registered again after a reconnect.
+    pub(crate) remapped: AtomicU64,
 }
 
 /// Why the adapter could not be opened.
@@ -164,6 +171,7 @@ impl Adapter {
             reg: Mutex::new(Registration::new(Strategy::PerIo(strategy))),
             inner: Mutex::new(inner),
             mapped: (AtomicU64::new(0), AtomicU64::new(0)),
+            remapped: AtomicU64::new(0),
         })
     }
 
@@ -175,5 +183,20 @@ impl Adapter {
     /// The registration lock.
     pub(crate) fn reg(&self) -> MutexGuard<'_, Registration> {
         self.reg.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Gives up a mapping whose REG_MRs may not have run (never posted, or posted on a QP
+    /// that died) and replaces its regions with fresh ones: no LOCAL_INV could name them.
+    pub(crate) fn discard(&self, handle: MapHandle) {
+        if handle.keys().is_empty() {
+            return;
+        }
+        let mut reg = self.reg();
+        if reg.discard(handle).is_ok() {
+            let pd = self.pd;
+            if let Err(e) = self.hca.with(|e, _| reg.recreate(e, pd)) {
+                tracing::warn!(%e, "FRMR regions could not be recreated");
+            }
+        }
     }
 }

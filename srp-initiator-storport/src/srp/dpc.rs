@@ -156,7 +156,8 @@ impl Adapter {
             };
             match a {
                 Action::Connect { private_data, .. } => self.start_connect(s, private_data),
-                Action::Send(iu) => self.post_iu(s, &iu),
+                Action::Send { iu, cmd } => self.post_iu(s, &iu, cmd),
+                Action::Remap(id) => self.remap(s, id),
                 Action::Disconnect => self.teardown(s),
                 Action::Complete(c) => self.finish(s, c, done),
             }
@@ -178,8 +179,45 @@ impl Adapter {
         }
     }
 
-    /// A command ended: unmap (LOCAL_INV unless the target invalidated), copy read data
-    /// back from its pages, set the SRB's status.
+    /// `Action::Remap`: a held command is re-sent on a new QP; its REG_MRs may not have run
+    /// on the old one. Map its buffer anew (new regions, new keys), discard the old
+    /// mapping, and hand the core the new descriptors; the new REG_MRs wait for its SEND.
+    fn remap(&self, s: &mut Inner, id: srp::initiator::CmdId) {
+        use srp::initiator::Remapped;
+        let now = self.now();
+        let Some(a) = s.cmds.get_mut(&id) else {
+            s.channel.handle_remapped(now, id, Remapped::Failed);
+            return;
+        };
+        if a.handle.keys().is_empty() {
+            s.channel.handle_remapped(now, id, Remapped::Unchanged);
+            return;
+        }
+        let mapped = self.reg().map(a.dir, &a.segments);
+        let Ok(m) = mapped else {
+            // finish() discards the old mapping when the core reports the reset.
+            s.channel.handle_remapped(now, id, Remapped::Failed);
+            return;
+        };
+        let old = std::mem::replace(&mut a.handle, m.handle);
+        s.pending_reg.remove(&id);
+        self.discard(old);
+        if !m.pre_wrs.is_empty() {
+            s.pending_reg.insert(id, m.pre_wrs);
+        }
+        self.remapped
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let answer = Remapped::New {
+            data: m.data,
+            imm_data: m.imm_data,
+            remote_invalidate: m.remote_invalidate,
+        };
+        s.channel.handle_remapped(now, id, answer);
+    }
+
+    /// A command ended: unmap (LOCAL_INV unless the target invalidated) after a response,
+    /// discard its regions otherwise (their REG_MRs may not have run), copy read data back
+    /// from its pages, set the SRB's status.
     fn finish(&self, s: &mut Inner, c: Completion, done: &mut Done) {
         let Some(a) = s.cmds.remove(&c.id) else {
             return; // Its SRB was already completed by a bus reset.
@@ -188,11 +226,14 @@ impl Adapter {
             srp::initiator::Outcome::Done(r) => r.invalidated,
             _ => None,
         };
-        if let Some(k) = a.handle.keys().first() {
-            s.pending_reg.remove(&k.0);
+        let never_posted = s.pending_reg.remove(&c.id).is_some();
+        if matches!(c.outcome, srp::initiator::Outcome::Done(_)) && !never_posted {
+            // The target answered: its REG_MRs ran on the live QP.
+            let invs = self.reg().unmap(a.handle, invalidated).unwrap_or_default();
+            self.post_reg(s, invs);
+        } else {
+            self.discard(a.handle);
         }
-        let invs = self.reg().unmap(a.handle, invalidated).unwrap_or_default();
-        self.post_reg(s, invs);
         outcome::apply(&a.srb, &c.outcome);
         if a.srb.direction() == DataDirection::In
             && matches!(c.outcome, srp::initiator::Outcome::Done(_))

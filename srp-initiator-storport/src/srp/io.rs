@@ -6,9 +6,12 @@
 //!   No page or region free → `SRB_STATUS_BUSY` (the port re-issues); never waits.
 //! - StartIo (serialized, dispatch): submits the command to the channel core and executes
 //!   what it yields (the SEND with its REG_MRs chained before). A core refusal (not logged
-//!   in yet, its queue full) → `SRB_STATUS_BUSY`.
+//!   in yet, its queue full) → `SRB_STATUS_BUSY`. After a reconnect the core asks to
+//!   register each held command again (`Action::Remap`, answered in `dpc`): the old regions
+//!   are discarded and recreated, the buffer mapped anew, and the SRP_CMD re-sent with the
+//!   new descriptors behind the new REG_MRs.
 //! - ResetBus: every SRB the adapter holds completes with `SRB_STATUS_BUS_RESET`, each
-//!   through RequestComplete, and the channel is reset: the old QP and CM connection are
+//!   through RequestComplete (its regions discarded and recreated), and the channel is reset: the old QP and CM connection are
 //!   torn down and a fresh core logs in again (SINGLE, so the target drops the old one).
 
 use super::adapter::{Active, Adapter};
@@ -27,6 +30,8 @@ pub(crate) struct Prepared {
     pub(crate) handle: srp::initiator::registration::MapHandle,
     pub(crate) pre_wrs: Vec<hca::verbs::SendWr>,
     pub(crate) pages: Vec<usize>,
+    pub(crate) dir: DataDir,
+    pub(crate) segments: Vec<Segment>,
 }
 
 fn finish_now(port: &PortServices<SrpMiniport>, srb: &Srb<SrbExt>, status: SrbStatus) -> bool {
@@ -101,11 +106,18 @@ impl Adapter {
             timeout: None,
         };
         m.apply(&mut cmd);
+        let segments = if m.kind == MappingKind::Immediate {
+            Vec::new()
+        } else {
+            segments
+        };
         let prepared = Prepared {
             cmd,
             handle: m.handle,
             pre_wrs: m.pre_wrs,
             pages,
+            dir,
+            segments,
         };
         srb.with_extension(|x| x.prepared = Some(prepared));
         true
@@ -131,11 +143,10 @@ impl Adapter {
         {
             let mut s = self.lock();
             let now = self.now();
-            let first_key = p.handle.keys().first().map(|k| k.0);
             match s.channel.submit(now, p.cmd) {
                 Ok(id) => {
-                    if let Some(k) = first_key {
-                        s.pending_reg.insert(k, p.pre_wrs);
+                    if !p.pre_wrs.is_empty() {
+                        s.pending_reg.insert(id, p.pre_wrs);
                     }
                     s.cmds.insert(
                         id,
@@ -143,12 +154,14 @@ impl Adapter {
                             srb: srb.clone(),
                             handle: p.handle,
                             pages: p.pages,
+                            dir: p.dir,
+                            segments: p.segments,
                         },
                     );
                 }
                 Err(_) => {
-                    let invs = self.reg().unmap(p.handle, None).unwrap_or_default();
-                    self.post_reg(&mut s, invs);
+                    // Its REG_MRs were never posted.
+                    self.discard(p.handle);
                     self.arena.free(&p.pages);
                     srb.set_status(SrbStatus::BUSY);
                     done.push(srb);
@@ -167,8 +180,8 @@ impl Adapter {
             self.teardown(&mut s);
             let active: Vec<Active> = s.cmds.drain().map(|(_, a)| a).collect();
             for a in active {
-                let invs = self.reg().unmap(a.handle, None).unwrap_or_default();
-                self.post_reg(&mut s, invs);
+                // Posted on the QP just destroyed, or never: discarded, not invalidated.
+                self.discard(a.handle);
                 self.arena.free(&a.pages);
                 a.srb.set_status(SrbStatus::BUS_RESET);
                 done.push(a.srb);

@@ -115,6 +115,12 @@ impl SrpMiniport {
         })
     }
 
+    /// Held commands whose buffers were registered again after a reconnect.
+    pub fn remapped(&self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.adapter().map_or(0, |a| a.remapped.load(Relaxed))
+    }
+
     /// Free pages of the DMA arena and regions of the FRMR pool in each state.
     pub fn resources(&self) -> Option<(usize, srp::initiator::registration::PoolCounts)> {
         self.adapter()

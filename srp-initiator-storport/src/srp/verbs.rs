@@ -14,11 +14,8 @@ use hca::time::Time;
 use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus};
 use hca::wire::PathMtu;
 use hca::{Gid, Psn};
-use srp::wire::cmd::Cmd;
-use srp::wire::desc::DataDesc;
+use srp::initiator::CmdId;
 
-/// The opcode byte of SRP_CMD.
-const SRP_CMD: u8 = 0x02;
 /// Our starting PSN.
 const PSN: u32 = 0x100;
 
@@ -132,8 +129,8 @@ impl Adapter {
         (super::adapter::SEND_SLOTS + i) as u64 * SLOT
     }
 
-    /// `Action::Send`: the IU in a send slot, after the REG_MRs of its command.
-    pub(crate) fn post_iu(&self, s: &mut Inner, iu: &[u8]) {
+    /// `Action::Send`: the IU in a send slot, after the REG_MRs of its command `cmd`.
+    pub(crate) fn post_iu(&self, s: &mut Inner, iu: &[u8], cmd: Option<CmdId>) {
         let (Some((qp, _)), Some(slot)) = (s.qp, s.send_free.pop()) else {
             s.qp_failed = true;
             return;
@@ -144,7 +141,9 @@ impl Adapter {
             s.qp_failed = true;
             return;
         }
-        let mut wrs = self.reg_wrs_for(s, iu);
+        let mut wrs = cmd
+            .and_then(|id| s.pending_reg.remove(&id))
+            .unwrap_or_default();
         wrs.push(SendWr {
             wr_id: SEND_WR | slot as u64,
             op: SendOp::Send,
@@ -159,31 +158,6 @@ impl Adapter {
         {
             s.qp_failed = true;
         }
-    }
-
-    /// The pending REG_MRs of the command in this SRP_CMD (found by its regions' rkeys).
-    fn reg_wrs_for(&self, s: &mut Inner, iu: &[u8]) -> Vec<SendWr> {
-        if iu.first() != Some(&SRP_CMD) {
-            return Vec::new();
-        }
-        let offset = s
-            .channel
-            .negotiated()
-            .map_or(srp::wire::cmd::DEFAULT_IMM_DATA_OFFSET, |n| {
-                n.imm_data_offset
-            });
-        let Ok(cmd) = Cmd::parse_with(iu, offset) else {
-            return Vec::new();
-        };
-        let first = |d: &DataDesc<'_>| match d {
-            DataDesc::Direct(b) => Some(b.rkey().0),
-            DataDesc::Indirect(i) => i.inline.first().map(|b| b.rkey().0),
-            _ => None,
-        };
-        first(&cmd.data_out)
-            .or_else(|| first(&cmd.data_in))
-            .and_then(|k| s.pending_reg.remove(&k))
-            .unwrap_or_default()
     }
 
     /// Posts work requests of the registration (LOCAL_INVs); without a QP they count as

@@ -4,7 +4,7 @@
 
 use super::InitiatorError;
 use super::alloc::boxed::Box;
-use super::alloc::collections::{BTreeSet, VecDeque};
+use super::alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use super::alloc::vec;
 use super::alloc::vec::Vec;
 use super::command::{CmdId, Command, Completion, Outcome, Refused};
@@ -66,7 +66,19 @@ pub enum Action {
     },
     /// Post a SEND of this IU; report its completion with
     /// [`InitiatorChannel::handle_send_done`].
-    Send(Vec<u8>),
+    Send {
+        /// The IU bytes.
+        iu: Vec<u8>,
+        /// The command an SRP_CMD carries (post its registration work requests in front);
+        /// `None` for task management and responses to target requests.
+        cmd: Option<CmdId>,
+    },
+    /// Register this held command's buffer again before it is re-sent after a re-login:
+    /// its earlier registration work requests may never have run on the lost queue pair.
+    /// Release the old registration, map the buffer anew, and answer with
+    /// [`InitiatorChannel::handle_remapped`]; the core then sends an SRP_CMD carrying the new
+    /// descriptors (as [`Action::Send`] with `cmd` set).
+    Remap(CmdId),
     /// Tear the channel down (DREQ / rdma_disconnect, destroy the QP).
     Disconnect,
     /// A command ended.
@@ -201,6 +213,8 @@ pub struct InitiatorChannel {
     pub(super) deadlines: BTreeSet<(Time, Tag)>,
     /// Commands waiting for a credit, and commands held while the port is blocked.
     pub(super) waiting: VecDeque<(CmdId, Command)>,
+    /// Held commands asked for with [`Action::Remap`], until the driver answers.
+    pub(super) remapping: BTreeMap<CmdId, Command>,
     /// CRED_RSP / AER_RSP waiting for a send slot.
     pub(super) responses: VecDeque<Vec<u8>>,
     /// Tags ended by a TMF whose late SRP_RSP is tolerated.
@@ -224,6 +238,7 @@ impl InitiatorChannel {
             tags: TagSlab::new(0),
             deadlines: BTreeSet::new(),
             waiting: VecDeque::new(),
+            remapping: BTreeMap::new(),
             responses: VecDeque::new(),
             retired: VecDeque::new(),
             timers: TimerTable::default(),
@@ -261,9 +276,9 @@ impl InitiatorChannel {
         self.tags.len()
     }
 
-    /// Commands waiting for a credit or held during an outage.
+    /// Commands waiting for a credit, held during an outage, or being registered again.
     pub fn queued(&self) -> usize {
-        self.waiting.len()
+        self.waiting.len() + self.remapping.len()
     }
 
     /// Consecutive failed reconnect attempts.
@@ -393,7 +408,10 @@ impl InitiatorChannel {
         match encoded {
             Ok(bytes) if self.spend(SendKind::Command) => {
                 self.deadlines.insert((deadline, tag));
-                self.actions.push_back(Action::Send(bytes));
+                self.actions.push_back(Action::Send {
+                    iu: bytes,
+                    cmd: Some(id),
+                });
             }
             Ok(_) => {
                 // No credit after all: back to the head of the queue.
@@ -448,7 +466,10 @@ impl InitiatorChannel {
             return None;
         }
         self.deadlines.insert((deadline, tag));
-        self.actions.push_back(Action::Send(bytes));
+        self.actions.push_back(Action::Send {
+            iu: bytes,
+            cmd: None,
+        });
         Some(tag)
     }
 
@@ -456,7 +477,7 @@ impl InitiatorChannel {
     pub(super) fn drain(&mut self, now: Time) {
         while !self.responses.is_empty() && self.spend(SendKind::Response) {
             if let Some(iu) = self.responses.pop_front() {
-                self.actions.push_back(Action::Send(iu));
+                self.actions.push_back(Action::Send { iu, cmd: None });
             }
         }
         while !self.waiting.is_empty() && self.can_issue(SendKind::Command) {

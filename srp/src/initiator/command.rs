@@ -200,3 +200,23 @@ pub struct Refused {
     /// The command, untouched.
     pub command: Box<Command>,
 }
+
+/// The driver's answer to [`Action::Remap`](super::Action::Remap).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Remapped {
+    /// The descriptors are still valid (nothing was registered per command, or the region
+    /// covers all memory): re-send as it was.
+    Unchanged,
+    /// Registered anew: re-send with these (a write may now go as immediate data).
+    New {
+        /// The new descriptors.
+        data: DataDescriptors,
+        /// Immediate bytes (empty unless the buffer now goes as immediate data).
+        imm_data: Vec<u8>,
+        /// Ask the target to invalidate the one region with its response.
+        remote_invalidate: bool,
+    },
+    /// The buffer could not be registered again: the command completes with
+    /// [`Outcome::Reset`] (retryable, as `DID_RESET`).
+    Failed,
+}

@@ -15,16 +15,21 @@
 //!    [`InitiatorChannel::handle_timeout`] once `now >= poll_timeout()`;
 //!    [`InitiatorChannel::connect`] to log in and [`InitiatorChannel::submit`] for new SCSI
 //!    commands;
-//! 2. [`InitiatorChannel::poll_action`] until `None`: connect, post a SEND, disconnect,
-//!    complete a command;
+//! 2. [`InitiatorChannel::poll_action`] until `None`: connect, post a SEND, register a held
+//!    command's buffer again (answered by [`InitiatorChannel::handle_remapped`], at once or
+//!    on a later wake-up), disconnect, complete a command;
 //! 3. [`InitiatorChannel::poll_event`] until `None`: what to log or show (state changes,
 //!    escalation steps, AERs);
 //! 4. [`InitiatorChannel::poll_timeout`]: when to call `handle_timeout` next.
 //!
 //! Every command submitted gets exactly one [`Completion`]. Memory registration is the
 //! caller's: a command carries the data buffer descriptors it has already registered, and
-//! they must stay valid until its completion (a command held across a reconnect is re-sent
-//! with the same descriptors).
+//! they must stay valid until its completion. Every SRP_CMD SEND names its command
+//! ([`Action::Send`] `cmd`), so the driver chains that command's registration work requests
+//! in front. A command held across a reconnect that has descriptors is not re-sent with
+//! them: after the re-login the core asks [`Action::Remap`] for it, the driver registers the
+//! buffer again on the new queue pair and answers [`InitiatorChannel::handle_remapped`], and
+//! the re-sent SRP_CMD carries the new descriptors.
 //!
 //! Only `core` and `alloc` are used here, so the core can later go `#![no_std]`; the one
 //! exception is [`registration`], the memory-registration strategies, which build `hca`
@@ -54,7 +59,7 @@ mod timers;
 
 pub use channel::{Action, Event, InitiatorChannel, InitiatorConfig, LossCause};
 pub use command::{
-    CmdId, Command, Completion, DataDescriptors, DataDir, Outcome, Refused, Response,
+    CmdId, Command, Completion, DataDescriptors, DataDir, Outcome, Refused, Remapped, Response,
 };
 pub use error::InitiatorError;
 pub use escalation::{EscalationStep, Stage};

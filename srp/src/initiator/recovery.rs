@@ -4,12 +4,15 @@
 //! are held), the port goes BLOCKED, fast_io_fail and dev_loss start, and a reconnect is
 //! scheduled after reconnect_delay (at once after an escalation's channel reset, as a SCSI
 //! host reset). A failed attempt schedules the next with [`reconnect_backoff`]; attempts go on
-//! until dev_loss, however many fail. A re-login resends the held commands.
+//! until dev_loss, however many fail. A re-login resends the held commands; those with data
+//! descriptors are first handed to the driver with [`Action::Remap`], since the registration
+//! work requests chained before their first SEND may never have run on the lost queue pair,
+//! and are re-sent once [`InitiatorChannel::handle_remapped`] brings their new descriptors.
 
 use super::InitiatorError;
 use super::alloc::vec::Vec;
 use super::channel::{Action, Entry, Event, InitiatorChannel, Link, LossCause, Session};
-use super::command::Outcome;
+use super::command::{CmdId, DataDescriptors, Outcome, Remapped};
 use super::login::{Negotiated, RejectAdvice};
 use super::pool::SendPool;
 use super::timers::{PortEvent, PortState, TimerKind, reconnect_backoff};
@@ -107,12 +110,63 @@ impl InitiatorChannel {
         self.events.push_back(Event::LoggedIn(neg));
         self.move_state(PortEvent::LoggedIn);
         let held = self.waiting.len();
+        self.ask_remaps();
         self.drain(now);
         if held > 0 {
             self.events.push_back(Event::HeldIoResent {
                 count: held - self.waiting.len(),
             });
         }
+    }
+
+    /// Moves every held command with data descriptors to `remapping`, asking the driver to
+    /// register its buffer again.
+    fn ask_remaps(&mut self) {
+        let mut keep = super::alloc::collections::VecDeque::new();
+        while let Some((id, cmd)) = self.waiting.pop_front() {
+            if cmd.data == DataDescriptors::None {
+                keep.push_back((id, cmd));
+            } else {
+                self.actions.push_back(Action::Remap(id));
+                self.remapping.insert(id, cmd);
+            }
+        }
+        self.waiting = keep;
+    }
+
+    /// The driver's answer to [`Action::Remap`] for `id`: the command goes back to the queue
+    /// (in submission order among the held) with its new descriptors, and is sent when a
+    /// credit allows; [`Remapped::Failed`] completes it with [`Outcome::Reset`]. False if
+    /// the core no longer holds `id` (it ended meanwhile, e.g. at fast_io_fail): the driver
+    /// then releases what it mapped.
+    pub fn handle_remapped(&mut self, now: Time, id: CmdId, answer: Remapped) -> bool {
+        let Some(mut cmd) = self.remapping.remove(&id) else {
+            return false;
+        };
+        match answer {
+            Remapped::Failed => {
+                self.complete(id, Outcome::Reset);
+                return true;
+            }
+            Remapped::Unchanged => {}
+            Remapped::New {
+                data,
+                imm_data,
+                remote_invalidate,
+            } => {
+                cmd.data = data;
+                cmd.imm_data = imm_data;
+                cmd.remote_invalidate = remote_invalidate;
+            }
+        }
+        let at = self
+            .waiting
+            .iter()
+            .position(|(w, _)| *w > id)
+            .unwrap_or(self.waiting.len());
+        self.waiting.insert(at, (id, cmd));
+        self.drain(now);
+        true
     }
 
     fn login_failed(&mut self, now: Time, error: InitiatorError, advice: Option<RejectAdvice>) {
@@ -177,9 +231,12 @@ impl InitiatorChannel {
         self.schedule_reconnect(now, escalation);
     }
 
-    /// Fails every held command with `outcome`.
+    /// Fails every held command (and every one being registered again) with `outcome`.
     fn fail_held(&mut self, outcome: Outcome) {
-        while let Some((id, _)) = self.waiting.pop_front() {
+        let mut ids: Vec<CmdId> = self.waiting.drain(..).map(|(id, _)| id).collect();
+        ids.extend(core::mem::take(&mut self.remapping).into_keys());
+        ids.sort();
+        for id in ids {
             self.complete(id, outcome.clone());
         }
     }

@@ -212,3 +212,59 @@ fn reconnect_off_waits_for_a_manual_connect() {
     h.pump();
     assert_eq!(h.ch.state(), PortState::Running);
 }
+
+#[test]
+fn held_commands_with_descriptors_are_registered_again_before_their_resend() {
+    use crate::wire::desc::{DataDesc, DirectBuf};
+    let mut h = Harness::logged_in(with_timers(Some(1), Some(8), Some(15)), 8);
+    h.remap_with = None;
+    let a = h.submit(read_cmd(0));
+    let b = h.submit(read_cmd(1));
+    let c = h.submit(read_cmd(2));
+    let mut tur = read_cmd(3);
+    tur.dir = DataDir::None;
+    tur.data = DataDescriptors::None;
+    tur.data_len = 0;
+    let d = h.submit(tur);
+    let sent_before = h.sent.len();
+    h.recv(&t_logout(TLogoutReason::InactiveChannel));
+    h.run_until_connect();
+    h.ch.handle_login_rsp(h.now, &login_rsp(h.login_tag(), 8, true));
+    h.pump();
+    // The command without data goes at once; the others wait for their new registration.
+    assert_eq!(h.remaps, vec![a, b, c]);
+    assert_eq!(h.sent.len(), sent_before + 1);
+    assert_eq!(h.sent_cmd(0).lun, lun(3));
+    assert!(h.events.contains(&Event::HeldIoResent { count: 4 }));
+    assert_eq!(h.ch.queued(), 3);
+    // New keys: the SRP_CMD carries them.
+    let fresh = DirectBuf::new_const(0x3000_0000, 0x9901, 4096);
+    let answer = Remapped::New {
+        data: DataDescriptors::Direct(fresh),
+        imm_data: vec![],
+        remote_invalidate: true,
+    };
+    assert!(h.ch.handle_remapped(h.now, b, answer));
+    h.pump();
+    assert_eq!(h.sent.len(), sent_before + 2);
+    let cmd = h.sent_cmd(0);
+    assert_eq!(cmd.lun, lun(1));
+    assert!(matches!(cmd.data_in, DataDesc::Direct(d) if d == fresh));
+    // A failed registration ends the command as a retryable reset.
+    assert!(h.ch.handle_remapped(h.now, a, Remapped::Failed));
+    h.pump();
+    assert!(h.done.contains(&Completion {
+        id: a,
+        outcome: Outcome::Reset
+    }));
+    // Unanswered at fast_io_fail: failed like any held command; a late answer is refused.
+    h.recv(&t_logout(TLogoutReason::InactiveChannel));
+    h.advance(secs(9));
+    assert!(h.done.contains(&Completion {
+        id: c,
+        outcome: Outcome::TransportFailFast
+    }));
+    assert!(!h.ch.handle_remapped(h.now, c, Remapped::Unchanged));
+    assert_eq!(h.ch.queued(), 0);
+    let _ = d;
+}

@@ -161,6 +161,10 @@ pub(super) struct Harness {
     pub(super) disconnects: usize,
     pub(super) done: Vec<Completion>,
     pub(super) events: Vec<Event>,
+    /// Commands the core asked to register again, in order.
+    pub(super) remaps: Vec<CmdId>,
+    /// How the harness answers a remap at once; `None` leaves it unanswered.
+    pub(super) remap_with: Option<Remapped>,
 }
 
 impl Harness {
@@ -173,6 +177,8 @@ impl Harness {
             disconnects: 0,
             done: vec![],
             events: vec![],
+            remaps: vec![],
+            remap_with: Some(Remapped::Unchanged),
         }
     }
 
@@ -211,7 +217,18 @@ impl Harness {
                 Action::Connect { form, private_data } => {
                     self.connects.push((self.now, form, private_data))
                 }
-                Action::Send(iu) => {
+                Action::Remap(id) => {
+                    self.remaps.push(id);
+                    if let Some(answer) = self.remap_with.clone() {
+                        assert!(self.ch.handle_remapped(self.now, id, answer), "held");
+                    }
+                }
+                Action::Send { iu, cmd } => {
+                    if iu.first() == Some(&0x02) {
+                        assert!(cmd.is_some(), "an SRP_CMD names its command");
+                    } else {
+                        assert_eq!(cmd, None, "only an SRP_CMD names a command");
+                    }
                     self.sent.push(iu);
                     self.ch
                         .handle_send_done(self.now)

@@ -11,9 +11,10 @@ use super::plan::{RegionPlan, Segment, plan_regions};
 use super::pool::{KeyPool, PoolCounts};
 use super::{RegError, no_table};
 use crate::wire::desc::DirectBuf;
+use hca::Lkey;
 use hca::Rkey;
 use hca::engine::Engine;
-use hca::mr::{Access, MAX_FAST_REG_PAGES, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MrKey, PdId};
+use hca::mr::{Access, MAX_FAST_REG_PAGES, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MrKey, MrKeys, PdId};
 use hca::verbs::{FastRegPages, SendFlags, SendOp, SendWr};
 
 /// Sizing of a channel's fast-registration pool.
@@ -248,5 +249,27 @@ impl FrmrStrategy {
     pub(super) fn retries(&mut self) -> Vec<SendWr> {
         let keys = self.pool.take_retries();
         keys.into_iter().map(|k| self.local_inv_wr(k)).collect()
+    }
+
+    /// Gives up a command's regions whose REG_MRs may not have run; see
+    /// [`KeyPool::discard`].
+    pub(super) fn discard(&mut self, keys: &[MrKey]) -> Result<(), RegError> {
+        self.pool.discard(keys)
+    }
+
+    /// Deregisters the discarded regions and allocates fresh ones in their place, in `pd`.
+    /// Returns how many were replaced.
+    pub(super) fn recreate(&mut self, engine: &mut Engine, pd: PdId) -> Result<usize, RegError> {
+        let gone = self.pool.take_discarded();
+        for &(i, key) in &gone {
+            // A region that cannot be deregistered is lost to the pool, not reused.
+            let _ = engine.dereg_mr(MrKeys {
+                lkey: Lkey(key.0),
+                rkey: None,
+            });
+            let fresh = engine.alloc_fast_reg_mr(pd, self.config.max_pages)?;
+            self.pool.replace(i, MrKey::from(fresh.lkey))?;
+        }
+        Ok(gone.len())
     }
 }

@@ -9,7 +9,10 @@
 //! [`Registration::unmap`] with the rkey the SRP_RSP's receive completion invalidated, if any;
 //! it posts the work requests `unmap` returns and routes every send completion to
 //! [`Registration::handle_send_done`]. After a reconnect it posts
-//! [`Registration::take_retries`]. A region is never handed out again while the target might
+//! [`Registration::take_retries`]. A command ended without a response, or held across a
+//! reconnect and registered again, gives its regions up with [`Registration::discard`]
+//! instead (their REG_MRs may never have run), and the caller replaces them with
+//! [`Registration::recreate`]. A region is never handed out again while the target might
 //! still reach it through it, and exhaustion is [`RegError::Busy`] (retry later), not a panic.
 //!
 //! Strategies:
@@ -47,7 +50,8 @@ use super::login::Negotiated;
 use super::{Command, DataDescriptors, DataDir};
 use crate::wire::desc::DirectBuf;
 use hca::Rkey;
-use hca::mr::MrKey;
+use hca::engine::Engine;
+use hca::mr::{MrKey, PdId};
 use hca::verbs::{SendWr, WcStatus};
 
 /// The table descriptor of an indirect list that always travels complete inside the
@@ -98,6 +102,15 @@ pub struct Mapping {
 }
 
 impl Mapping {
+    /// The answer to [`Action::Remap`](super::Action::Remap) for this new mapping.
+    pub fn remapped(&self) -> super::Remapped {
+        super::Remapped::New {
+            data: self.data.clone(),
+            imm_data: self.imm_data.clone(),
+            remote_invalidate: self.remote_invalidate,
+        }
+    }
+
     /// Puts the descriptors, immediate bytes and remote-invalidate request into `cmd`.
     pub fn apply(&self, cmd: &mut Command) {
         cmd.data = self.data.clone();
@@ -197,6 +210,30 @@ impl Registration {
             Strategy::TrustTarget(_) => Err(RegError::StaleHandle {
                 key: handle.keys[0],
             }),
+        }
+    }
+
+    /// A command is done with its regions but their REG_MRs may not have run (they were
+    /// never posted, or posted on a queue pair that has died), so no LOCAL_INV can name
+    /// them: they are set aside, and [`Registration::recreate`] deregisters them and
+    /// allocates fresh regions in their place. Use it for a command ended without a response
+    /// (a bus reset, fast_io_fail, a refused submission) and for the old mapping of a held
+    /// command registered again after a reconnect.
+    pub fn discard(&mut self, handle: MapHandle) -> Result<(), RegError> {
+        match &mut self.strategy {
+            _ if handle.keys.is_empty() => Ok(()),
+            Strategy::PerIo(frmr) => frmr.discard(&handle.keys),
+            Strategy::TrustTarget(_) => Err(RegError::StaleHandle {
+                key: handle.keys[0],
+            }),
+        }
+    }
+
+    /// Replaces the discarded regions with fresh ones of `pd`; how many.
+    pub fn recreate(&mut self, engine: &mut Engine, pd: PdId) -> Result<usize, RegError> {
+        match &mut self.strategy {
+            Strategy::PerIo(frmr) => frmr.recreate(engine, pd),
+            Strategy::TrustTarget(_) => Ok(0),
         }
     }
 

@@ -24,6 +24,11 @@ pub enum SlotState {
     Invalidating,
     /// Its LOCAL_INV failed or was flushed: it must be invalidated again (after a reconnect).
     NeedsInvalidate,
+    /// Given up by a command whose REG_MR may or may not have run (never posted, or posted
+    /// on a queue pair that died): its key in the HCA is unknown, so no LOCAL_INV can name
+    /// it. It is deregistered and allocated anew ([`KeyPool::take_discarded`],
+    /// [`KeyPool::replace`]), as ib_srp recreates its pool on reconnect.
+    Discarded,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -51,6 +56,8 @@ pub struct PoolCounts {
     pub invalidating: usize,
     /// Waiting for a LOCAL_INV to be posted again.
     pub needs_invalidate: usize,
+    /// Waiting to be deregistered and allocated anew.
+    pub discarded: usize,
 }
 
 impl KeyPool {
@@ -86,6 +93,7 @@ impl KeyPool {
                 SlotState::Mapped => c.mapped += 1,
                 SlotState::Invalidating => c.invalidating += 1,
                 SlotState::NeedsInvalidate => c.needs_invalidate += 1,
+                SlotState::Discarded => c.discarded += 1,
             }
         }
         debug_assert_eq!(
@@ -178,5 +186,39 @@ impl KeyPool {
             }
         }
         keys
+    }
+
+    /// A command gives up `keys` without knowing whether their REG_MRs ran: they become
+    /// Discarded. Nothing changes on an error.
+    pub fn discard(&mut self, keys: &[MrKey]) -> Result<(), RegError> {
+        for &key in keys {
+            self.slot_of(key, SlotState::Mapped)?;
+        }
+        for &key in keys {
+            let i = self.slot_of(key, SlotState::Mapped)?;
+            self.slots[i].state = SlotState::Discarded;
+        }
+        Ok(())
+    }
+
+    /// Discarded regions, by slot, with their last key (to deregister them).
+    pub fn take_discarded(&self) -> Vec<(usize, MrKey)> {
+        (self.slots.iter().enumerate())
+            .filter(|(_, s)| s.state == SlotState::Discarded)
+            .map(|(i, s)| (i, s.key))
+            .collect()
+    }
+
+    /// Slot `i` (Discarded) now holds a freshly allocated region under `key`: it is free.
+    pub fn replace(&mut self, i: usize, key: MrKey) -> Result<(), RegError> {
+        match self.slots.get(i) {
+            Some(s) if s.state == SlotState::Discarded => {
+                self.slots[i].key = key;
+                self.free_slot(i);
+                Ok(())
+            }
+            Some(s) => Err(RegError::StaleHandle { key: s.key }),
+            None => Err(RegError::StaleHandle { key }),
+        }
     }
 }

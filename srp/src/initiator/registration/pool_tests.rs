@@ -86,3 +86,25 @@ fn stale_handles_and_completions_are_refused() {
     );
     assert_eq!(p.counts().free, 1);
 }
+
+#[test]
+fn discarded_regions_come_back_only_when_replaced() {
+    let mut p = KeyPool::new([MrKey(0x100), MrKey(0x200)]);
+    let held = p.take(1).expect("free");
+    assert!(p.discard(&[MrKey(0x999)]).is_err(), "not held");
+    p.discard(&held).expect("held");
+    assert_eq!(p.counts().discarded, 1);
+    assert_eq!(
+        p.release(&held, None),
+        Err(RegError::StaleHandle { key: held[0] })
+    );
+    let gone = p.take_discarded();
+    assert_eq!(gone, vec![(0, held[0])]);
+    assert!(
+        p.replace(1, MrKey(0x300)).is_err(),
+        "slot 1 is not discarded"
+    );
+    p.replace(0, MrKey(0x300)).expect("discarded");
+    assert_eq!(p.counts().free, 2);
+    assert!(p.take_discarded().is_empty());
+}
