@@ -221,6 +221,11 @@ pub struct InitiatorChannel {
     pub(super) retired: VecDeque<Tag>,
     pub(super) timers: TimerTable,
     pub(super) failed_reconnects: u32,
+    /// When the channel was first lost, while the held commands re-sent after a re-login
+    /// have had no SRP_RSP yet: fast_io_fail counts from here, so a target that accepts
+    /// every re-login but never answers them properly (a malformed SRP_RSP, a refused RDMA
+    /// transfer) cannot hold them forever.
+    pub(super) unhealthy_since: Option<Time>,
     pub(super) logins: u64,
     next_id: u64,
     pub(super) actions: VecDeque<Action>,
@@ -243,6 +248,7 @@ impl InitiatorChannel {
             retired: VecDeque::new(),
             timers: TimerTable::default(),
             failed_reconnects: 0,
+            unhealthy_since: None,
             logins: 0,
             next_id: 0,
             actions: VecDeque::new(),

@@ -84,6 +84,8 @@ impl InitiatorChannel {
             return self.lose_channel(now, LossCause::Protocol(e));
         };
         self.add_credits(rsp.req_lim_delta);
+        // A well-formed answer to a live tag: the channel works again.
+        self.unhealthy_since = None;
         match entry {
             Entry::Cmd(o) => {
                 if let Some(d) = o.deadline {

@@ -1,7 +1,9 @@
 //! Login, loss and reconnect: the SRP transport class behaviour around one channel.
 //!
 //! On a loss the outstanding commands are taken back (those that timed out fail, the rest
-//! are held), the port goes BLOCKED, fast_io_fail and dev_loss start, and a reconnect is
+//! are held), the port goes BLOCKED, fast_io_fail and dev_loss start (fast_io_fail from the
+//! first loss while held commands re-sent after a re-login have had no SRP_RSP, so a target
+//! that accepts every login but never answers properly cannot hold them), and a reconnect is
 //! scheduled after reconnect_delay (at once after an escalation's channel reset, as a SCSI
 //! host reset). A failed attempt schedules the next with [`reconnect_backoff`]; attempts go on
 //! until dev_loss, however many fail. A re-login resends the held commands; those with data
@@ -110,6 +112,10 @@ impl InitiatorChannel {
         self.events.push_back(Event::LoggedIn(neg));
         self.move_state(PortEvent::LoggedIn);
         let held = self.waiting.len();
+        if held == 0 {
+            // Nothing to re-send: nothing for this channel to prove before the next loss.
+            self.unhealthy_since = None;
+        }
         self.ask_remaps();
         self.drain(now);
         if held > 0 {
@@ -222,8 +228,10 @@ impl InitiatorChannel {
             self.waiting.push_front(c);
         }
         self.move_state(PortEvent::TransportLost);
+        // From the first loss since the last SRP_RSP: a re-login alone does not restart it.
+        let since = *self.unhealthy_since.get_or_insert(now);
         if let Some(d) = self.cfg.timers.fast_io_fail() {
-            self.timers.set(TimerKind::FastIoFail, now + d);
+            self.timers.set(TimerKind::FastIoFail, since + d);
         }
         if let Some(d) = self.cfg.timers.dev_loss() {
             self.timers.set(TimerKind::DevLoss, now + d);

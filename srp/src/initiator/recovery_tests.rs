@@ -268,3 +268,59 @@ fn held_commands_with_descriptors_are_registered_again_before_their_resend() {
     assert_eq!(h.ch.queued(), 0);
     let _ = d;
 }
+
+#[test]
+fn a_target_that_never_answers_resent_io_properly_cannot_restart_fast_io_fail() {
+    let mut h = Harness::logged_in(with_timers(Some(1), Some(5), Some(60)), 4);
+    let a = h.submit(read_cmd(0));
+    let lost_at = h.now;
+    // Every re-login succeeds, and every re-sent READ gets a truncated SRP_RSP.
+    let mut logins = 0;
+    while h.done.is_empty() {
+        assert_eq!(h.ch.state(), PortState::Running);
+        h.recv(&[0xc1, 0, 0, 0]);
+        assert_eq!(h.ch.state(), PortState::Blocked);
+        h.run_until_connect();
+        h.ch.handle_login_rsp(h.now, &login_rsp(h.login_tag(), 4, true));
+        h.pump();
+        logins += 1;
+        assert!(logins < 10, "the held READ never fails");
+    }
+    assert_eq!(
+        h.done,
+        vec![Completion {
+            id: a,
+            outcome: Outcome::TransportFailFast
+        }]
+    );
+    assert!(logins >= 3, "re-sent on {logins} channels");
+    assert!(
+        h.now.0 - lost_at.0 <= 5 * SEC,
+        "fast_io_fail from the first loss"
+    );
+}
+
+#[test]
+fn a_re_login_with_nothing_held_gives_the_next_loss_a_full_fast_io_fail() {
+    let mut h = Harness::logged_in(with_timers(Some(1), Some(5), Some(60)), 4);
+    h.ch.handle_disconnect(h.now);
+    h.pump();
+    h.run_until_connect();
+    h.ch.handle_login_rsp(h.now, &login_rsp(h.login_tag(), 4, true));
+    h.pump();
+    assert_eq!(h.ch.state(), PortState::Running);
+    h.advance(secs(30));
+    let a = h.submit(read_cmd(0));
+    h.ch.handle_disconnect(h.now);
+    h.pump();
+    h.advance(Duration::from_millis(4900));
+    assert!(h.done.is_empty(), "{:?}", h.done);
+    h.advance(Duration::from_millis(200));
+    assert_eq!(
+        h.done,
+        vec![Completion {
+            id: a,
+            outcome: Outcome::TransportFailFast
+        }]
+    );
+}
