@@ -1,0 +1,36 @@
+//! The SRP host's block-file layer: every disk as a file in a FUSE directory.
+//!
+//! On Linux the host daemon exposes each (multipath) disk as a regular file that can be
+//! `losetup`'d, formatted and mounted. This crate knows nothing of SRP: it serves any
+//! [`BlockDevice`] (the SRP disk implements it; tests use RAM). It sits on `fuser`'s pure-Rust
+//! mount and the `scsi` unit types only.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # fn demo(disk: Arc<dyn srp_host::BlockDevice>) -> Result<(), Box<dyn std::error::Error>> {
+//! let mounted = srp_host::BlockFiles::mount("/run/srp/disks", &Default::default())?;
+//! let path = mounted.files().add("naa.600140512345678", disk)?; // losetup -f --show <path>
+//! mounted.files().remove("naa.600140512345678")?;               // the LUN was lost
+//! drop(mounted);                                                 // unmounts
+//! # Ok(()) }
+//! ```
+//!
+//! # Architecture
+//! - [`device`]: the [`BlockDevice`] trait and its error.
+//! - `io`: byte-offset reads and writes over whole blocks, read-modify-write of edge blocks.
+//! - `range_lock`: the per-disk block-range lock that serializes overlapping writes.
+//! - `disks`: the set of disks, inode numbers, open handles, removal.
+//! - `fs`: the `fuser::Filesystem` (errno mapping, `direct_io`, FUSE limits).
+//! - [`mount`]: [`BlockFiles::mount`], the [`Mounted`] guard, adding and removing disks.
+
+pub mod device;
+mod disks;
+mod fs;
+mod io;
+pub mod mount;
+mod range_lock;
+
+pub use device::{BlockDevice, DeviceError};
+pub use disks::DiskError;
+pub use io::IoError;
+pub use mount::{BlockFiles, MountError, MountOptions, Mounted};
