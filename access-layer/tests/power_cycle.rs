@@ -11,7 +11,7 @@ use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, Event, RcConnect};
 use hca::mr::{Access, PdId};
 use hca::qp::QpInit;
-use hca::qp::state::{QpState, QpType};
+use hca::qp::state::QpState;
 use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Wc, WcStatus};
 use hca::wire::PathMtu;
 use hca::{Gid, Guid, Psn, Qpn};
@@ -51,17 +51,7 @@ fn powered(host: u8, policy: PowerPolicy) -> (Arc<PoweredCa<SoftCa>>, Arc<Atomic
 }
 
 fn rc_init(pd: PdId, cq: CqId) -> QpInit {
-    QpInit {
-        qp_type: QpType::Rc,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        max_send_wr: 256,
-        max_recv_wr: 256,
-        max_sge: 1,
-        sq_sig_all: false,
-    }
+    QpInit::rc(pd, cq, 256, 256)
 }
 
 /// A peer that does not exist: sends to it are never acknowledged.

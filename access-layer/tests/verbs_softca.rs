@@ -11,7 +11,7 @@ use hca::engine::{CqId, Event, QpId, RcConnect};
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKeys, PdId};
 use hca::qp::QpInit;
-use hca::qp::state::{QpState, QpType};
+use hca::qp::state::QpState;
 use hca::verbs::{ArmMode, RecvWr, SendFlags, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus};
 use hca::wire::PathMtu;
 use hca::{Gid, Guid, Psn, Qpn};
@@ -42,17 +42,7 @@ fn soft_ca(host: u8) -> Arc<SoftCa> {
 }
 
 fn rc_init(pd: PdId, cq: CqId) -> QpInit {
-    QpInit {
-        qp_type: QpType::Rc,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        max_send_wr: 64,
-        max_recv_wr: 64,
-        max_sge: 1,
-        sq_sig_all: false,
-    }
+    QpInit::rc(pd, cq, 64, 64)
 }
 
 fn mr_spec(mem: &Arc<MemBlock>) -> MrSpec {

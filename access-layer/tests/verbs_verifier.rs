@@ -11,7 +11,7 @@ use hca::engine::{CqId, QpId};
 use hca::mem::MemBlock;
 use hca::mr::{Access, PdId};
 use hca::qp::QpInit;
-use hca::qp::state::{QpState, QpType};
+use hca::qp::state::QpState;
 use std::any::Any;
 use std::net::{IpAddr, Ipv4Addr};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -34,17 +34,7 @@ fn ignore_events() -> EventHandler {
 }
 
 fn rc_init(pd: PdId, cq: CqId) -> QpInit {
-    QpInit {
-        qp_type: QpType::Rc,
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_sge: 1,
-        sq_sig_all: false,
-    }
+    QpInit::rc(pd, cq, 16, 16)
 }
 
 /// The text of a panic payload.

@@ -3,7 +3,6 @@
 use super::*;
 use crate::mem::MemBlock;
 use crate::mr::Access;
-use crate::qp::state::QpType;
 use std::net::Ipv4Addr;
 
 #[test]
@@ -23,19 +22,7 @@ fn resources_follow_creates_and_destroys() {
         .expect("reg");
     let cq = e.create_cq(16);
     let _srq = e.create_srq(4); // no destroy_srq verb yet: it stays counted
-    let qp = e
-        .create_qp(QpInit {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
-            max_send_wr: 4,
-            max_recv_wr: 4,
-            max_sge: 1,
-            sq_sig_all: false,
-        })
-        .expect("qp");
+    let qp = e.create_qp(QpInit::rc(pd, cq, 4, 4)).expect("qp");
     let live = Resources {
         qps: 1,
         cqs: 1,

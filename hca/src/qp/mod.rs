@@ -54,6 +54,24 @@ pub struct QpInit {
     pub sq_sig_all: bool,
 }
 
+impl QpInit {
+    /// An RC QP on one CQ for both directions, its own receive queue, one SGE per work
+    /// request, completions only for signaled sends: what every SRP channel uses.
+    pub fn rc(pd: PdId, cq: CqId, max_send_wr: usize, max_recv_wr: usize) -> QpInit {
+        QpInit {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            max_send_wr,
+            max_recv_wr,
+            max_sge: 1,
+            sq_sig_all: false,
+        }
+    }
+}
+
 /// Attributes set by `modify_qp`; which ones count is said by the [`QpAttrMask`].
 #[derive(Clone, Copy, Debug)]
 pub struct QpAttr {

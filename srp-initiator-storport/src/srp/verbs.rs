@@ -9,7 +9,6 @@ use access_layer::mad::{MadAddress, Mtu};
 use hca::engine::RcConnect;
 use hca::mr::Access;
 use hca::qp::QpInit;
-use hca::qp::state::QpType;
 use hca::time::Time;
 use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus};
 use hca::wire::PathMtu;
@@ -34,19 +33,7 @@ impl Adapter {
         let cq = s.cq;
         let pd = self.pd;
         let made = self.hca.with(|e, now| {
-            let qp = e
-                .create_qp(QpInit {
-                    qp_type: QpType::Rc,
-                    pd,
-                    send_cq: cq,
-                    recv_cq: cq,
-                    srq: None,
-                    max_send_wr: 2048,
-                    max_recv_wr: RECV_SLOTS,
-                    max_sge: 1,
-                    sq_sig_all: false,
-                })
-                .ok()?;
+            let qp = e.create_qp(QpInit::rc(pd, cq, 2048, RECV_SLOTS)).ok()?;
             Some((qp, e.qp_num(qp)?, now))
         });
         let Some((qp, qpn, now)) = made else {

@@ -16,7 +16,6 @@ use hca::engine::{CqId, QpId, RcConnect};
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKeys, PdId};
 use hca::qp::QpInit;
-use hca::qp::state::QpType;
 use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, Wc, WcStatus};
 use hca::wire::PathMtu;
 use hca::{Gid, Guid, Psn, Rkey};
@@ -221,17 +220,7 @@ impl Target {
                 .expect("target MR");
             let cq = e.create_cq(RECVS + 4 * SENDS);
             let qp = e
-                .create_qp(QpInit {
-                    qp_type: QpType::Rc,
-                    pd,
-                    send_cq: cq,
-                    recv_cq: cq,
-                    srq: None,
-                    max_send_wr: 4 * SENDS,
-                    max_recv_wr: RECVS,
-                    max_sge: 1,
-                    sq_sig_all: false,
-                })
+                .create_qp(QpInit::rc(pd, cq, 4 * SENDS, RECVS))
                 .expect("target QP");
             e.connect_rc(now, qp, &peer).expect("target QP connects");
             for i in 0..RECVS {

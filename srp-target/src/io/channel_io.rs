@@ -26,7 +26,6 @@ use hca::engine::{CqId, QpId, RcConnect, VerbsError};
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKeys, PdId};
 use hca::qp::QpInit;
-use hca::qp::state::QpType;
 use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Wc, WcStatus};
 use scsi::{Lun, Sense, SenseCode, Status};
 use srp::channel::data::{rdma_ops, residual};
@@ -183,17 +182,7 @@ impl ChannelIo {
         let (mr, cq, qp) = hca.with(|e, _| -> Result<_, IoError> {
             let mr = e.reg_mr(pd, mem.clone(), 0, total, IOVA, Access::LOCAL_WRITE)?;
             let cq = e.create_cq(MAX_SEND_WR + layout.recvs);
-            let init = QpInit {
-                qp_type: QpType::Rc,
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
-                max_send_wr: MAX_SEND_WR,
-                max_recv_wr: layout.recvs,
-                max_sge: 1,
-                sq_sig_all: false,
-            };
+            let init = QpInit::rc(pd, cq, MAX_SEND_WR, layout.recvs);
             match e.create_qp(init) {
                 Ok(qp) => Ok((mr, cq, qp)),
                 Err(err) => {

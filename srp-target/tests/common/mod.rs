@@ -7,7 +7,6 @@ use hca::driver::Hca;
 use hca::engine::{CqId, QpId};
 use hca::mr::PdId;
 use hca::qp::QpInit;
-use hca::qp::state::QpType;
 use scsi::{Lun, SenseCode, Status};
 use srp::wire::cmd::{Cmd, TaskAttr};
 use srp::wire::desc::DataDesc;
@@ -238,17 +237,7 @@ pub fn rc_qp(hca: &Hca, pd: PdId, cqe: usize, wrs: usize) -> (QpId, Qpn, CqId) {
     hca.with(|e, _| {
         let cq = e.create_cq(cqe);
         let qp = e
-            .create_qp(QpInit {
-                qp_type: QpType::Rc,
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
-                max_send_wr: wrs,
-                max_recv_wr: wrs,
-                max_sge: 1,
-                sq_sig_all: false,
-            })
+            .create_qp(QpInit::rc(pd, cq, wrs, wrs))
             .expect("create_qp");
         (qp, e.qp_num(qp).expect("qpn"), cq)
     })
