@@ -6,13 +6,14 @@
 //! drops before the daemon, both even when an assertion fails.
 
 mod common;
+#[path = "common/srp_adapter.rs"]
+mod srp_adapter;
+
+use srp_adapter::{Adapter, timers};
 
 use common::{DEADLINE, lu, read10, wait, wait_until, write10};
-use hca::Guid;
-use srp::initiator::TransportTimers;
-use srp::wire::{IoClass, PortId};
 use srp_initiator_storport::port::{DataDirection, Port, PortConfig, SrbRequest, SrbStatus};
-use srp_initiator_storport::srp::{SrpAdapterConfig, SrpMiniport};
+use srp_initiator_storport::srp::SrpMiniport;
 use srp_target::config::TargetConfig;
 use srp_target::daemon::{Daemon, DaemonOptions};
 use std::net::{IpAddr, Ipv4Addr};
@@ -62,27 +63,18 @@ allow = ["any"]
     options.limits.max_transfer = 256 << 10;
     options.limits.max_table_entries = 64;
     let daemon = Daemon::start(config, options).expect("daemon starts");
-    let hw = SrpAdapterConfig {
+    let hw = Adapter {
         local: ip(h),
         target: ip(t),
-        node_guid: Guid(HOST_GUID + u64::from(h)),
-        initiator_port_id: PortId::new(0, Guid(HOST_GUID + u64::from(h)), IoClass::SrpR16a),
+        guid: HOST_GUID + u64::from(h),
         target_port_id: ioc.target_port_id(),
         service_id: ioc.service_id,
-        max_transfer: 256 << 10,
-        max_luns: 1,
         queue_depth: 32,
-        timers: TransportTimers::new(
-            Some(Duration::from_secs(1)),
-            Some(Duration::from_secs(3)),
-            Some(Duration::from_secs(6)),
-        )
-        .expect("timers valid"),
+        timers: timers(1, 3, 6),
         cmd_timeout: Duration::from_secs(8),
-        login_timeout: Duration::from_secs(5),
         arena_pages: 4096,
-        poll_interval: Duration::from_micros(100),
-    };
+    }
+    .config();
     let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts");
     (daemon, port)
 }

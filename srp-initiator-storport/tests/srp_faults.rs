@@ -13,13 +13,15 @@
 //! fails. A hostile target sending malformed SRP_RSPs is not covered here.
 
 mod common;
+#[path = "common/srp_adapter.rs"]
+mod srp_adapter;
+
+use srp_adapter::{Adapter, timers};
 
 use common::{lu, read10, write10};
-use hca::Guid;
 use srp::initiator::{PortState, TransportTimers};
-use srp::wire::{IoClass, PortId};
 use srp_initiator_storport::port::{Port, PortConfig, SrbStatus};
-use srp_initiator_storport::srp::{SrpAdapterConfig, SrpMiniport};
+use srp_initiator_storport::srp::SrpMiniport;
 use srp_target::config::{IocConfig, TargetConfig};
 use srp_target::daemon::{Daemon, DaemonOptions};
 use std::net::{IpAddr, Ipv4Addr};
@@ -96,32 +98,19 @@ fn start_daemon(config: &TargetConfig) -> Daemon {
 }
 
 fn start_port(t: u8, h: u8, ioc: &IocConfig, timers: TransportTimers) -> Port<SrpMiniport> {
-    let hw = SrpAdapterConfig {
+    let hw = Adapter {
         local: ip(h),
         target: ip(t),
-        node_guid: Guid(HOST_GUID + u64::from(h)),
-        initiator_port_id: PortId::new(0, Guid(HOST_GUID + u64::from(h)), IoClass::SrpR16a),
+        guid: HOST_GUID + u64::from(h),
         target_port_id: ioc.target_port_id(),
         service_id: ioc.service_id,
-        max_transfer: 256 << 10,
-        max_luns: 1,
         queue_depth: 32,
         timers,
         cmd_timeout: Duration::from_secs(15),
-        login_timeout: Duration::from_secs(5),
         arena_pages: 4096,
-        poll_interval: Duration::from_micros(100),
-    };
+    }
+    .config();
     Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts")
-}
-
-fn timers(fast_io_fail: u64, dev_loss: u64) -> TransportTimers {
-    TransportTimers::new(
-        Some(Duration::from_secs(1)),
-        Some(Duration::from_secs(fast_io_fail)),
-        Some(Duration::from_secs(dev_loss)),
-    )
-    .expect("timers valid")
 }
 
 fn pattern(n: usize, seed: u32) -> Vec<u8> {
@@ -145,7 +134,7 @@ fn target_restarted_mid_io_within_fast_io_fail_loses_nothing() {
     let ioc = config.iocs[0].clone();
     // Declared before the port: dropped after it, whatever happens.
     let mut daemon = Some(start_daemon(&config));
-    let port = start_port(1, 2, &ioc, timers(8, 15));
+    let port = start_port(1, 2, &ioc, timers(1, 8, 15));
     let stop = AtomicBool::new(false);
     let ops = std::sync::atomic::AtomicU64::new(0);
     let written: Vec<(u32, u32)> = std::thread::scope(|s| {
@@ -225,7 +214,7 @@ fn target_gone_fails_io_fast_at_fast_io_fail_and_loses_the_device_at_dev_loss() 
     let config = target_config(3, 5582, &dir.0.join("lun0.img"));
     let ioc = config.iocs[0].clone();
     let mut daemon = Some(start_daemon(&config));
-    let port = start_port(3, 4, &ioc, timers(3, 6));
+    let port = start_port(3, 4, &ioc, timers(1, 3, 6));
     let w = port
         .submit(write10(lu(0), 0, pattern(8192 + 512, 1)))
         .expect("accepted");

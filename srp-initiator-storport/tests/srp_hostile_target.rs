@@ -19,6 +19,10 @@
 //! back to idle. Every wait is bounded; the port drops before the target, also on panic.
 
 mod common;
+#[path = "common/srp_adapter.rs"]
+mod srp_adapter;
+
+use srp_adapter::{Adapter, timers};
 #[path = "common/hostile_target.rs"]
 mod hostile_target;
 
@@ -26,10 +30,10 @@ use access_layer::mad::ServiceId;
 use common::{lu, read10, tur, wait_until};
 use hca::Guid;
 use hostile_target::{Fault, HostileTarget, Stats, block_data};
-use srp::initiator::{PortState, TransportTimers};
+use srp::initiator::PortState;
 use srp::wire::{IoClass, PortId};
 use srp_initiator_storport::port::{Port, PortConfig, SrbStatus};
-use srp_initiator_storport::srp::{SrpAdapterConfig, SrpMiniport};
+use srp_initiator_storport::srp::SrpMiniport;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
@@ -55,27 +59,18 @@ fn setup(k: u8, fault: Fault, times: u32) -> (HostileTarget, Port<SrpMiniport>) 
         fault,
         times,
     );
-    let hw = SrpAdapterConfig {
+    let hw = Adapter {
         local: ip(h),
         target: ip(t),
-        node_guid: Guid(HOST_GUID + u64::from(h)),
-        initiator_port_id: PortId::new(0, Guid(HOST_GUID + u64::from(h)), IoClass::SrpR16a),
+        guid: HOST_GUID + u64::from(h),
         target_port_id: PortId::new(0, Guid(TARGET_GUID + u64::from(k)), IoClass::SrpR16a),
         service_id,
-        max_transfer: 256 << 10,
-        max_luns: 1,
         queue_depth: 16,
-        timers: TransportTimers::new(
-            Some(Duration::from_secs(1)),
-            Some(Duration::from_secs(3)),
-            Some(Duration::from_secs(30)),
-        )
-        .expect("timers valid"),
+        timers: timers(1, 3, 30),
         cmd_timeout: Duration::from_secs(15),
-        login_timeout: Duration::from_secs(5),
         arena_pages: ARENA_PAGES,
-        poll_interval: Duration::from_micros(100),
-    };
+    }
+    .config();
     let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts");
     (target, port)
 }
