@@ -179,7 +179,6 @@ impl Disks {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use scsi::Lba;
@@ -212,7 +211,7 @@ mod tests {
                 Err(DiskError::InvalidName(_))
             ));
         }
-        disks.add("a", Arc::new(Null(512, 1))).unwrap();
+        disks.add("a", Arc::new(Null(512, 1))).expect("as set up");
         assert_eq!(
             disks.add("a", Arc::new(Null(512, 1))).err(),
             Some(DiskError::Exists("a".into()))
@@ -226,14 +225,14 @@ mod tests {
     #[test]
     fn removal_fails_handles_and_never_reuses_inodes() {
         let disks = Disks::default();
-        let a = disks.add("a", Arc::new(Null(512, 8))).unwrap();
-        let fh = disks.open(a.ino).unwrap();
-        disks.remove("a").unwrap();
+        let a = disks.add("a", Arc::new(Null(512, 8))).expect("as set up");
+        let fh = disks.open(a.ino).expect("as set up");
+        disks.remove("a").expect("as set up");
         assert!(disks.by_ino(a.ino).is_none());
         assert!(disks.open(a.ino).is_none());
-        let held = disks.handle(fh).unwrap();
+        let held = disks.handle(fh).expect("as set up");
         assert_eq!(held.device().err(), Some(DeviceError::Gone));
-        let again = disks.add("a", Arc::new(Null(512, 8))).unwrap();
+        let again = disks.add("a", Arc::new(Null(512, 8))).expect("as set up");
         assert!(again.ino > a.ino);
         disks.release(fh);
         assert!(disks.handle(fh).is_none());

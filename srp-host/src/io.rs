@@ -118,7 +118,6 @@ pub(crate) fn write_at(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::sync::Mutex;
@@ -148,16 +147,22 @@ mod tests {
         }
         fn read(&self, lba: Lba, buf: &mut [u8]) -> Result<(), DeviceError> {
             assert_eq!(buf.len() % 512, 0);
-            self.calls.lock().unwrap().push(("r", lba.0, buf.len()));
+            self.calls
+                .lock()
+                .expect("lock")
+                .push(("r", lba.0, buf.len()));
             let at = lba.0 as usize * 512;
-            buf.copy_from_slice(&self.bytes.lock().unwrap()[at..at + buf.len()]);
+            buf.copy_from_slice(&self.bytes.lock().expect("lock")[at..at + buf.len()]);
             Ok(())
         }
         fn write(&self, lba: Lba, data: &[u8], _fua: bool) -> Result<(), DeviceError> {
             assert_eq!(data.len() % 512, 0);
-            self.calls.lock().unwrap().push(("w", lba.0, data.len()));
+            self.calls
+                .lock()
+                .expect("lock")
+                .push(("w", lba.0, data.len()));
             let at = lba.0 as usize * 512;
-            self.bytes.lock().unwrap()[at..at + data.len()].copy_from_slice(data);
+            self.bytes.lock().expect("lock")[at..at + data.len()].copy_from_slice(data);
             Ok(())
         }
         fn flush(&self) -> Result<(), DeviceError> {
@@ -168,16 +173,16 @@ mod tests {
     #[test]
     fn unaligned_read_is_one_device_call() {
         let ram = Ram::new();
-        let got = read_at(&ram, 500, 600).unwrap();
-        assert_eq!(got, ram.bytes.lock().unwrap()[500..1100]);
-        assert_eq!(*ram.calls.lock().unwrap(), [("r", 0, 1536)]);
+        let got = read_at(&ram, 500, 600).expect("as set up");
+        assert_eq!(got, ram.bytes.lock().expect("lock")[500..1100]);
+        assert_eq!(*ram.calls.lock().expect("lock"), [("r", 0, 1536)]);
     }
 
     #[test]
     fn read_is_short_at_the_end() {
         let ram = Ram::new();
-        assert_eq!(read_at(&ram, 4000, 200).unwrap().len(), 96);
-        assert!(read_at(&ram, 4096, 200).unwrap().is_empty());
+        assert_eq!(read_at(&ram, 4000, 200).expect("as set up").len(), 96);
+        assert!(read_at(&ram, 4096, 200).expect("as set up").is_empty());
     }
 
     #[test]
@@ -185,18 +190,18 @@ mod tests {
         let ram = Ram::new();
         let lock = RangeLock::default();
         assert_eq!(write_at(&ram, &lock, 1024, &[7; 1024], false), Ok(1024));
-        assert_eq!(*ram.calls.lock().unwrap(), [("w", 2, 1024)]);
+        assert_eq!(*ram.calls.lock().expect("lock"), [("w", 2, 1024)]);
     }
 
     #[test]
     fn unaligned_write_reads_both_edges_once() {
         let ram = Ram::new();
-        let before = ram.bytes.lock().unwrap().clone();
+        let before = ram.bytes.lock().expect("lock").clone();
         let lock = RangeLock::default();
         assert_eq!(write_at(&ram, &lock, 700, &[9; 1000], false), Ok(1000));
-        let calls = ram.calls.lock().unwrap().clone();
+        let calls = ram.calls.lock().expect("lock").clone();
         assert_eq!(calls, [("r", 1, 512), ("r", 3, 512), ("w", 1, 1536)]);
-        let after = ram.bytes.lock().unwrap().clone();
+        let after = ram.bytes.lock().expect("lock").clone();
         assert_eq!(after[..700], before[..700]);
         assert!(after[700..1700].iter().all(|&b| b == 9));
         assert_eq!(after[1700..], before[1700..]);
@@ -207,7 +212,10 @@ mod tests {
         let ram = Ram::new();
         let lock = RangeLock::default();
         assert_eq!(write_at(&ram, &lock, 10, &[1; 20], false), Ok(20));
-        assert_eq!(*ram.calls.lock().unwrap(), [("r", 0, 512), ("w", 0, 512)]);
+        assert_eq!(
+            *ram.calls.lock().expect("lock"),
+            [("r", 0, 512), ("w", 0, 512)]
+        );
     }
 
     #[test]

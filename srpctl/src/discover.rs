@@ -7,6 +7,7 @@
 //! sizes, each SRP service's id_ext and service ID); `--login-strings` prints the lines
 //! Linux `ib_srp`'s `add_target` takes (`ibsrpdm -c`); `--json` the same as JSON.
 
+use crate::hex::to_hex;
 use access_layer::dm::{DmClient, DmClientConfig, DmEvent, IocRecord};
 use access_layer::gsi::{GsiAgent, GsiConfig, GsiEvent, GsiPort, GsiPortConfig};
 use access_layer::mad::{MadAddress, MgmtClass};
@@ -102,11 +103,6 @@ fn sweep(portal: IpAddr, local: Option<IpAddr>, timeout: Duration) -> Result<Fou
     }
 }
 
-fn text(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
-}
-
 fn ioc_json(portal: IpAddr, r: &IocRecord) -> Value {
     let p = &r.profile;
     let services: Vec<Value> = r
@@ -114,7 +110,7 @@ fn ioc_json(portal: IpAddr, r: &IocRecord) -> Value {
         .iter()
         .map(|e| {
             json!({
-                "name": text(&e.name),
+                "name": e.name_str().unwrap_or_default(),
                 "service_id": format!("{:#018x}", e.service_id.0),
                 "id_ext": e.srp_id_ext().map(|x| format!("{x:016x}")),
             })
@@ -124,7 +120,7 @@ fn ioc_json(portal: IpAddr, r: &IocRecord) -> Value {
         "portal": portal.to_string(),
         "slot": r.slot,
         "ioc_guid": format!("{:016x}", p.guid.0),
-        "id_string": text(&p.id_string),
+        "id_string": p.id_string_str().unwrap_or_default(),
         "io_class": format!("{:#06x}", u16::from(p.io_class)),
         "send_queue_depth": p.send_queue_depth,
         "send_size": p.send_size,
@@ -136,13 +132,7 @@ fn ioc_json(portal: IpAddr, r: &IocRecord) -> Value {
 /// `ib_srp` `add_target` strings, one per SRP service: the IB CM form with the portal's
 /// GID, as `ibsrpdm -c` prints them.
 fn login_strings(portal: IpAddr, r: &IocRecord) -> Vec<String> {
-    let dgid = Gid::from_ip(portal)
-        .0
-        .iter()
-        .fold(String::new(), |mut s, b| {
-            s.push_str(&format!("{b:02x}"));
-            s
-        });
+    let dgid = to_hex(&Gid::from_ip(portal).0);
     r.entries
         .iter()
         .filter_map(|e| {
@@ -189,7 +179,7 @@ pub(crate) fn run(
             "  slot {}: IOC {:016x} \"{}\", IO class {:#06x}, queue depth {}, send size {}, RDMA size {}",
             r.slot,
             p.guid.0,
-            text(&p.id_string),
+            p.id_string_str().unwrap_or_default(),
             u16::from(p.io_class),
             p.send_queue_depth,
             p.send_size,
@@ -198,7 +188,7 @@ pub(crate) fn run(
         for e in &r.entries {
             println!(
                 "    service \"{}\": service ID {:#018x}",
-                text(&e.name),
+                e.name_str().unwrap_or_default(),
                 e.service_id.0
             );
         }

@@ -60,6 +60,16 @@ pub(crate) fn dump(bytes: &[u8]) -> String {
     out
 }
 
+/// `bytes` as lower-case hex digits, no separators (GIDs, port IDs, NAA designators).
+pub(crate) fn to_hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(2 * bytes.len()), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

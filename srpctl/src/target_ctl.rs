@@ -2,6 +2,7 @@
 //! Lists print as aligned tables (or JSON with `--json`); `ioc enable|disable` and
 //! `port up|down` turn the run-time switches failover drills use.
 
+use crate::hex::to_hex;
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use srp_target::config::TargetConfig;
@@ -114,10 +115,6 @@ pub(crate) fn set_port(path: &Path, name: &str, up: bool) -> Result<()> {
     Ok(())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn ioc_json(i: &IocStatus) -> Value {
     json!({
         "name": i.name, "guid": format!("{:#018x}", i.guid),
@@ -140,7 +137,7 @@ fn port_json(p: &PortStatus) -> Value {
 fn lun_json(l: &LunStatus) -> Value {
     let c = &l.counters;
     json!({
-        "name": l.name, "naa": hex(&l.naa), "blocks": l.blocks, "block_size": l.block_size,
+        "name": l.name, "naa": to_hex(&l.naa), "blocks": l.blocks, "block_size": l.block_size,
         "read_only": l.read_only, "write_cache": l.write_cache,
         "counters": {"commands": c.commands, "reads": c.reads, "writes": c.writes,
                      "bytes_read": c.bytes_read, "bytes_written": c.bytes_written,
@@ -153,7 +150,7 @@ fn session_json(s: &SessionStatus) -> Value {
     let c = &s.counters;
     json!({
         "channel": s.channel, "ioc": s.ioc, "port": s.port,
-        "initiator": hex(&s.initiator.0), "form": s.form.as_str(), "window": s.window,
+        "initiator": to_hex(&s.initiator.0), "form": s.form.as_str(), "window": s.window,
         "max_it_iu_len": s.max_it_iu_len, "in_flight": s.in_flight, "age_secs": s.age_secs,
         "counters": {"commands": c.commands, "task_mgmt": c.task_mgmt,
                      "data_in_bytes": c.data_in_bytes, "data_out_bytes": c.data_out_bytes,
@@ -238,7 +235,7 @@ fn luns_table(v: &[LunStatus]) -> String {
             let c = &l.counters;
             vec![
                 l.name.clone(),
-                hex(&l.naa),
+                to_hex(&l.naa),
                 format!("{}x{}", l.blocks, l.block_size),
                 format!(
                     "{}{}",
@@ -276,7 +273,7 @@ fn sessions_table(v: &[SessionStatus]) -> String {
                 s.channel.to_string(),
                 s.ioc.clone(),
                 s.port.clone(),
-                hex(&s.initiator.0),
+                to_hex(&s.initiator.0),
                 s.form.as_str().into(),
                 format!("{}/{}", s.in_flight, s.window),
                 c.commands.to_string(),

@@ -194,12 +194,7 @@ impl IocProfile {
 
     /// The ID string up to the first NUL, if it is UTF-8.
     pub fn id_string_str(&self) -> Option<&str> {
-        let end = self
-            .id_string
-            .iter()
-            .position(|&b| b == 0)
-            .unwrap_or(ID_STRING_LEN);
-        core::str::from_utf8(&self.id_string[..end]).ok()
+        super::nul_padded_str(&self.id_string)
     }
 }
 

@@ -13,6 +13,12 @@ pub use ioc_profile::{ControllerOps, IocProfile};
 pub use iou_info::{IouInfo, SlotState};
 pub use service_entries::{ServiceEntries, ServiceEntriesRange, ServiceEntry};
 
+/// The text of a NUL-padded field (IDString, ServiceName) up to its first NUL, if UTF-8.
+fn nul_padded_str(field: &[u8]) -> Option<&str> {
+    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    core::str::from_utf8(field.get(..end)?).ok()
+}
+
 /// DM class version.
 pub const DM_CLASS_VERSION: u8 = 1;
 /// Offset of DM data in the MAD (Linux `IB_MGMT_DEVICE_HDR`).

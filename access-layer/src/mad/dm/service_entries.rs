@@ -62,6 +62,11 @@ impl ServiceEntry {
         ServiceEntry { name, service_id }
     }
 
+    /// The service name up to the first NUL, if it is UTF-8.
+    pub fn name_str(&self) -> Option<&str> {
+        super::nul_padded_str(&self.name)
+    }
+
     /// The id_ext of an SRP service name ("SRP.T10:" then 16 hex digits of either case, then
     /// NULs), or `None` if this is not one.
     pub fn srp_id_ext(&self) -> Option<u64> {
