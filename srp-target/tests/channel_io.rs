@@ -502,27 +502,19 @@ fn many_hostile_channels_leak_nothing() {
 #[test]
 fn task_management_answers_and_abort_in_flight_sends_no_response() {
     let (_t, i, ep, mut io) = rig(99, 4, Arc::new(Inline));
-    let r = exchange(
-        &i,
-        &ep,
-        &mut io,
-        tmf_iu(1, Lun::ZERO, TaskMgmtFunction::AbortTask, 77),
-    );
-    assert_eq!(rsp(&r).tmf_response(), Some(TmfResponse::Complete));
-    let r = exchange(
-        &i,
-        &ep,
-        &mut io,
-        tmf_iu(2, Lun::ZERO, TaskMgmtFunction::ClearAca, 0),
-    );
-    assert_eq!(rsp(&r).tmf_response(), Some(TmfResponse::NotSupported));
-    let r = exchange(
-        &i,
-        &ep,
-        &mut io,
-        tmf_iu(3, Lun::ZERO, TaskMgmtFunction::LogicalUnitReset, 0),
-    );
-    assert_eq!(rsp(&r).tmf_response(), Some(TmfResponse::Complete));
+    for (tag, function, task, want) in [
+        (1, TaskMgmtFunction::AbortTask, 77, TmfResponse::Complete),
+        (2, TaskMgmtFunction::ClearAca, 0, TmfResponse::NotSupported),
+        (
+            3,
+            TaskMgmtFunction::LogicalUnitReset,
+            0,
+            TmfResponse::Complete,
+        ),
+    ] {
+        let r = exchange(&i, &ep, &mut io, tmf_iu(tag, Lun::ZERO, function, task));
+        assert_eq!(rsp(&r).tmf_response(), Some(want), "{function:?}");
+    }
     // The reset is a unit attention for every I_T nexus, the resetting one included (SAM-5):
     // CHECK CONDITION, UNIT ATTENTION, BUS DEVICE RESET FUNCTION OCCURRED, then cleared.
     let probe = || cmd_iu(30, &tur(), DataDesc::None, DataDesc::None, &[]);
