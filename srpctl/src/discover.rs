@@ -1,38 +1,20 @@
 //! `srpctl discover <portal>`: asks a portal's Device Management agent what it serves, as
 //! `ibsrpdm` does — IOUnitInfo, each IOC's IOControllerProfile and its service entries —
-//! through a soft HCA port of our own on the local address that routes to the portal. The
-//! sweep is the access layer's DM discovery client ([`DmClient`]) on a GSI agent and port.
+//! through a soft HCA port of our own on the local address that routes to the portal
+//! (`srp_hostd::discover::sweep`, the host daemon's sweep).
 //!
 //! Output: one block per IOC (GUID, IDString, IO class, queue depth, message and transfer
 //! sizes, each SRP service's id_ext and service ID); `--login-strings` prints the lines
 //! Linux `ib_srp`'s `add_target` takes (`ibsrpdm -c`); `--json` the same as JSON.
 
 use crate::hex::to_hex;
-use access_layer::dm::{DmClient, DmClientConfig, DmEvent, IocRecord};
-use access_layer::gsi::{GsiAgent, GsiConfig, GsiEvent, GsiPort, GsiPortConfig};
-use access_layer::mad::{MadAddress, MgmtClass};
-use anyhow::{Context, Result, bail};
-use hca::driver::{Hca, HcaConfig};
+use access_layer::dm::IocRecord;
+use anyhow::Result;
 use hca::{Gid, Guid};
 use serde_json::{Value, json};
-use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::time::{Duration, Instant};
-
-/// The RoCEv2 UDP port.
-const ROCE_PORT: u16 = 4791;
-
-/// The local address the kernel would send to `portal` from (a connected UDP socket's name;
-/// nothing is sent).
-fn route_source(portal: IpAddr) -> Result<IpAddr> {
-    let any: SocketAddr = match portal {
-        IpAddr::V4(_) => "0.0.0.0:0".parse()?,
-        IpAddr::V6(_) => "[::]:0".parse()?,
-    };
-    let s = UdpSocket::bind(any)?;
-    s.connect(SocketAddr::new(portal, ROCE_PORT))
-        .with_context(|| format!("no route to {portal}"))?;
-    Ok(s.local_addr()?.ip())
-}
+use srp_hostd::discover;
+use std::net::IpAddr;
+use std::time::Duration;
 
 /// What the sweep found: the portal's IOCs.
 struct Found {
@@ -44,63 +26,14 @@ struct Found {
 fn sweep(portal: IpAddr, local: Option<IpAddr>, timeout: Duration) -> Result<Found> {
     let local = match local {
         Some(l) => l,
-        None => route_source(portal)?,
+        None => discover::route_source(portal)?,
     };
     let guid = Guid(0x5352_5044_0000_0000 | u64::from(std::process::id()));
-    let hca = Hca::open(HcaConfig::new(guid, vec![local])).with_context(|| {
-        format!("cannot open a soft RoCE port on {local} (UDP {ROCE_PORT} in use? pass --local)")
+    let iocs = discover::sweep(portal, local, guid, timeout).map_err(|e| match e {
+        discover::DiscoverError::Port { .. } => anyhow::anyhow!("{e} (pass --local)"),
+        e => e.into(),
     })?;
-    let mut port = hca
-        .with(|e, now| GsiPort::open(e, now, 1, GsiPortConfig::default()))
-        .context("cannot set up the GSI QP")?;
-    let mut agent = GsiAgent::new(GsiConfig::default());
-    agent.register_client(MgmtClass::DeviceMgmt);
-    let mut dm = DmClient::new(DmClientConfig::default());
-    let addr = MadAddress::gsi(1, Gid::from_ip(portal));
-    hca.with(|_, now| dm.add_portal(now, addr))
-        .context("cannot add the portal")?;
-    let end = Instant::now() + timeout;
-    loop {
-        let mut gone = false;
-        hca.with(|e, now| {
-            while let Ok(Some((from, mad))) = port.recv(e, now) {
-                agent.handle_mad(now, from, mad);
-            }
-            if agent.poll_timeout().is_some_and(|t| t <= now) {
-                agent.handle_timeout(now);
-            }
-            if dm.poll_timeout().is_some_and(|t| t <= now) {
-                dm.handle_timeout(now, &mut agent);
-            }
-            while let Some(ev) = agent.poll_event() {
-                if !matches!(ev, GsiEvent::Request { .. }) {
-                    dm.handle_event(now, &mut agent, &ev);
-                }
-            }
-            while let Some(out) = agent.poll_transmit() {
-                // A MAD that cannot be sent now is retried by the agent's timers.
-                let _ = port.send(e, now, &out);
-            }
-        });
-        while let Some(ev) = dm.poll_event() {
-            if matches!(ev, DmEvent::IouRemoved { .. }) {
-                gone = true;
-            }
-        }
-        if let Some(r) = dm.records().find(|r| r.addr == addr) {
-            return Ok(Found {
-                local,
-                iocs: r.iocs.clone(),
-            });
-        }
-        if gone {
-            bail!("{portal}: no Device Management answer (is a target serving there?)");
-        }
-        if Instant::now() >= end {
-            bail!("{portal}: no complete answer within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    Ok(Found { local, iocs })
 }
 
 fn ioc_json(portal: IpAddr, r: &IocRecord) -> Value {

@@ -1,17 +1,21 @@
 //! `srpctl`: the operator's command line for the SRP storage stack.
 //!
-//! Today: `decode` (any SRP IU, RDMA-CM login, CDB, sense data or MAD, field by field) and
-//! `demo` (the discovery, login and I/O messages of a host and a target on embedded defaults,
-//! encoded, decoded and checked), `target check` (validate a target configuration and show
-//! what it exports), `target run` (the target daemon), `target iocs|ports|luns|sessions` and
-//! `target ioc|port` (a running target's control socket), `discover` (a portal's IOCs, as
-//! ibsrpdm), `bench hca`. Hosts, login, paths and drills join as their layers land.
+//! Today: `decode` (any SRP IU, RDMA-CM login, CDB, sense data or MAD, field by field),
+//! `demo` (a target and a host on loopback, I/O verified through both paths; `--wire`: every
+//! message of discovery, login and I/O encoded, decoded and checked), `target check` (validate
+//! a target configuration and show what it exports), `target run` (the target daemon),
+//! `target iocs|ports|luns|sessions` and `target ioc|port` (a running target's control
+//! socket), `host run|check` (the host daemon), `login|logout|sessions|disks` (a running
+//! host's control socket), `discover` (a portal's IOCs, as ibsrpdm), `bench hca`. Paths and
+//! drills join with multipath.
 
 mod bench;
 mod decode;
 mod demo;
 mod discover;
 mod hex;
+mod host;
+mod host_ctl;
 mod target;
 mod target_ctl;
 
@@ -46,10 +50,22 @@ enum Command {
     /// Build the discovery, login and I/O messages of a host and a target on embedded
     /// defaults; encode, decode and re-encode each one and check every byte.
     Demo {
-        /// Also print every message as a hex dump.
+        /// Instead, walk through every message of discovery, login and I/O at the wire
+        /// level: built, encoded, decoded and checked byte for byte.
         #[arg(long)]
+        wire: bool,
+        /// With --wire: also print every message as a hex dump.
+        #[arg(long, requires = "wire")]
         dump: bool,
     },
+    /// The SRP host daemon.
+    Host {
+        #[command(subcommand)]
+        what: HostWhat,
+    },
+    /// A running host daemon's sessions and disks; login and logout.
+    #[command(flatten)]
+    HostCtl(host_ctl::HostCtl),
     /// Ask a portal's Device Management agent what it serves (as ibsrpdm): its IOCs with
     /// their profiles and SRP service entries.
     Discover {
@@ -88,6 +104,24 @@ enum Command {
         /// Send every packet as its own datagram (no UDP GSO/GRO).
         #[arg(long)]
         no_gso: bool,
+    },
+}
+
+/// `srpctl host …`.
+#[derive(Subcommand, Debug)]
+enum HostWhat {
+    /// Run the host daemon in the foreground: sweep the portals, log in, expose every LUN
+    /// as a block file, serve the control socket; stop on SIGINT/SIGTERM.
+    Run {
+        /// The host configuration (host.toml).
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+    /// Validate a host configuration and show what it would run.
+    Check {
+        /// The host configuration (host.toml).
+        #[arg(short, long)]
+        config: PathBuf,
     },
 }
 
@@ -286,8 +320,13 @@ fn main() -> Result<()> {
             print!("{text}");
             Ok(())
         }
-        Command::Demo { dump } => demo::run(dump),
+        Command::Demo { wire, dump } => demo::run(wire, dump),
+        Command::Host { what } => match what {
+            HostWhat::Run { config } => host::run(&config),
+            HostWhat::Check { config } => host::check(&config),
+        },
         Command::Target { what } => target_command(what),
+        Command::HostCtl(cmd) => host_ctl::run(cmd),
         Command::Discover {
             portal,
             local,

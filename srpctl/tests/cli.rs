@@ -16,7 +16,7 @@ fn version_and_help() {
 
 #[test]
 fn demo_checks_every_message() {
-    let (ok, out, err) = srpctl(&["demo", "--dump"]);
+    let (ok, out, err) = srpctl(&["demo", "--wire", "--dump"]);
     assert!(ok, "demo failed: {err}\n{out}");
     assert!(out.contains("LOGICAL BLOCK ADDRESS OUT OF RANGE"), "{out}");
     assert!(out.contains("11 messages"), "{out}");

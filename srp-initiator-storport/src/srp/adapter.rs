@@ -1,23 +1,26 @@
 //! One adapter (one IOC): what HwFindAdapter opens at passive level — the soft HCA port,
 //! its GSI port and CM endpoint, the RC CQ, the control memory for IUs, the DMA arena and
-//! the fast-registration pool — and the state the routines and the DPC share.
+//! the registration (a fast-registration pool, or under
+//! [`RegistrationMode::TrustTarget`] one region over the arena) — and the state the
+//! routines and the DPC share.
 //!
 //! Locks (spin locks in a real miniport, held briefly, never across a wait): `inner`
 //! (channel core, CM, queue pair, outstanding commands) before `reg` (registration pool)
-//! before the arena's; `Hca::with` is only ever entered innermost.
+//! before the arena's; `status` is a leaf; `Hca::with` is only ever entered innermost.
 
-use super::SrpAdapterConfig;
 use super::dma::DmaArena;
+use super::status::StatusLog;
+use super::{RegistrationMode, SrpAdapterConfig};
 use access_layer::cm::{CmConfig, CmEndpoint, ConnId};
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
 use hca::driver::{Hca, HcaConfig};
-use hca::engine::{CqId, QpId};
+use hca::engine::{CqId, Engine, QpId};
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKeys, PdId};
 use hca::verbs::SendWr;
 use hca::{Gid, Qpn};
 use srp::initiator::registration::{
-    FrmrConfig, FrmrStrategy, MapHandle, Registration, Segment, Strategy,
+    AllMemoryStrategy, FrmrConfig, FrmrStrategy, MapHandle, Registration, Segment, Strategy,
 };
 use srp::initiator::{CmdId, DataDir, InitiatorChannel, InitiatorConfig, LoginForm, LoginParams};
 use std::collections::{HashMap, HashSet};
@@ -33,6 +36,15 @@ pub(crate) const SEND_SLOTS: usize = 128;
 pub(crate) const RECV_SLOTS: usize = 64;
 /// I/O address of the control memory.
 pub(crate) const CTRL_IOVA: u64 = 0x1000_0000;
+/// I/O address of the DMA arena's all-memory region (TrustTarget); clear of the control
+/// memory and of the FRMR pool's IOVAs.
+pub(crate) const ARENA_IOVA: u64 = 0x2000_0000_0000;
+/// Bytes of an SRP_CMD before its descriptors (no additional CDB), and of an indirect
+/// descriptor's table descriptor and total length, and of one direct descriptor (SRP r16a
+/// 5.2.2, 6.8): what bounds an inline descriptor list by the IU length.
+const CMD_HEADER: u32 = 48;
+const INDIRECT_HEADER: u32 = 20;
+const DESC: u32 = 16;
 /// Work request ids of SENDs and receives (bits 32..40; the registration uses 40..56).
 pub(crate) const SEND_WR: u64 = 1 << 32;
 /// See [`SEND_WR`].
@@ -81,8 +93,12 @@ pub(crate) struct Adapter {
     pub(crate) inner: Mutex<Inner>,
     /// How BuildIo mapped buffers: (immediate, fast-registered).
     pub(crate) mapped: (AtomicU64, AtomicU64),
+    /// Buffers BuildIo described through the all-memory region.
+    pub(crate) mapped_all_memory: AtomicU64,
     /// Held commands registered again after a reconnect.
     pub(crate) remapped: AtomicU64,
+    /// Logins, losses and the last failure, for [`super::SrpMiniport::status`].
+    pub(crate) status: Mutex<StatusLog>,
 }
 
 /// Why the adapter could not be opened.
@@ -114,12 +130,7 @@ impl Adapter {
             .map_err(|e| OpenError::Hca(e.to_string()))?;
         let ctrl_len = (SEND_SLOTS + RECV_SLOTS) as u64 * SLOT;
         let ctrl = MemBlock::new(ctrl_len as usize);
-        let frmr = FrmrConfig {
-            window: cfg.queue_depth as usize * usize::from(cfg.max_luns),
-            mrs_per_cmd: 4,
-            max_pages: (cfg.max_transfer as usize).div_ceil(super::dma::PAGE) + 1,
-            ..FrmrConfig::default()
-        };
+        let arena = DmaArena::new(cfg.arena_pages);
         let setup = hca.with(|e, now| {
             let gsi = GsiPort::open(e, now, 1, GsiPortConfig::default())
                 .map_err(|e| OpenError::Setup(format!("GSI: {e}")))?;
@@ -135,8 +146,7 @@ impl Adapter {
                 )
                 .map_err(|e| OpenError::Setup(format!("reg_mr: {e}")))?;
             let cq = e.create_cq(8192);
-            let strategy = FrmrStrategy::alloc(e, pd, frmr)
-                .map_err(|e| OpenError::Setup(format!("FRMR pool: {e}")))?;
+            let strategy = Self::strategy(e, pd, &cfg, &arena)?;
             Ok::<_, OpenError>((gsi, pd, mr, cq, strategy))
         });
         let (gsi, pd, ctrl_mr, cq, strategy) = setup?;
@@ -162,17 +172,57 @@ impl Adapter {
             qp_failed: false,
         };
         Ok(Adapter {
-            arena: DmaArena::new(cfg.arena_pages),
+            arena,
             cfg,
             hca,
             pd,
             ctrl,
             ctrl_mr,
-            reg: Mutex::new(Registration::new(Strategy::PerIo(strategy))),
+            reg: Mutex::new(Registration::new(strategy)),
             inner: Mutex::new(inner),
             mapped: (AtomicU64::new(0), AtomicU64::new(0)),
+            mapped_all_memory: AtomicU64::new(0),
             remapped: AtomicU64::new(0),
+            status: Mutex::new(StatusLog::default()),
         })
+    }
+
+    /// The registration strategy `cfg` asks for. PerIo: an FRMR pool for the whole window,
+    /// up to 4 regions per command. TrustTarget: one region over the arena, remote read and
+    /// write, its warning logged here (HwFindAdapter), and as many descriptors per command
+    /// as the port hands SG elements (NumberOfPhysicalBreaks + 1, one arena page each), all
+    /// inline in the SRP_CMD, so bounded by the IU length we ask for too. The target must
+    /// accept that many table entries (srp-target's default: one per 4 KiB of max_transfer).
+    fn strategy(
+        e: &mut Engine,
+        pd: PdId,
+        cfg: &SrpAdapterConfig,
+        arena: &DmaArena,
+    ) -> Result<Strategy, OpenError> {
+        let per_transfer = (cfg.max_transfer as usize).div_ceil(super::dma::PAGE) + 1;
+        match cfg.registration {
+            RegistrationMode::PerIo => {
+                let frmr = FrmrConfig {
+                    window: cfg.queue_depth as usize * usize::from(cfg.max_luns),
+                    mrs_per_cmd: 4,
+                    max_pages: per_transfer,
+                    ..FrmrConfig::default()
+                };
+                let s = FrmrStrategy::alloc(e, pd, frmr)
+                    .map_err(|e| OpenError::Setup(format!("FRMR pool: {e}")))?;
+                Ok(Strategy::PerIo(s))
+            }
+            RegistrationMode::TrustTarget => {
+                let iu = Self::channel_config(cfg).login.req_it_iu_len;
+                let inline = iu.saturating_sub(CMD_HEADER + INDIRECT_HEADER) / DESC;
+                let max_descriptors = per_transfer.min(inline as usize);
+                let (s, warning) =
+                    AllMemoryStrategy::register(e, pd, arena.block(), ARENA_IOVA, max_descriptors)
+                        .map_err(|e| OpenError::Setup(format!("all-memory region: {e}")))?;
+                tracing::warn!(%warning, max_descriptors, "trust-target registration");
+                Ok(Strategy::TrustTarget(s))
+            }
+        }
     }
 
     /// The adapter lock.
@@ -185,8 +235,14 @@ impl Adapter {
         self.reg.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The status lock (a leaf: taken under the adapter lock or alone).
+    pub(crate) fn status(&self) -> MutexGuard<'_, StatusLog> {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Gives up a mapping whose REG_MRs may not have run (never posted, or posted on a QP
     /// that died) and replaces its regions with fresh ones: no LOCAL_INV could name them.
+    /// A mapping without regions (immediate data, the all-memory region) has nothing to give up.
     pub(crate) fn discard(&self, handle: MapHandle) {
         if handle.keys().is_empty() {
             return;

@@ -9,6 +9,7 @@ use super::adapter::{Adapter, Inner, RECV_WR, SEND_WR};
 use super::{SrbExt, outcome};
 use crate::port::{DataDirection, PortServices, Srb, SrbStatus};
 use access_layer::cm::CmEvent;
+use access_layer::mad::cm::CmRejReason;
 use hca::verbs::{Wc, WcOpcode, WcStatus};
 use srp::initiator::{Action, Completion, Event};
 
@@ -71,13 +72,19 @@ impl Adapter {
                 }
             }
             CmEvent::Rejected {
-                conn, private_data, ..
+                conn,
+                reason,
+                private_data,
             } if ours(conn) => {
                 s.conn = None;
-                if private_data.is_empty() {
-                    s.channel.handle_disconnect(now);
-                } else {
+                // Only a consumer-defined REJ carries an SRP_LOGIN_REJ (as ib_srp's
+                // srp_cm_rej_handler); any other (an unknown service ID, no QP, a timeout)
+                // is a connection-layer failure, whose zero-filled private data is no IU.
+                if reason == CmRejReason::ConsumerDefined && !private_data.is_empty() {
                     s.channel.handle_login_rej(now, &private_data);
+                } else {
+                    self.status().note_cm_reject(reason);
+                    s.channel.handle_disconnect(now);
                 }
             }
             CmEvent::TimedOut { conn }
@@ -164,6 +171,7 @@ impl Adapter {
         }
         while let Some(ev) = s.channel.poll_event() {
             tracing::debug!(?ev, "srp channel event");
+            self.status().record(&ev);
             if let Event::LoggedIn(neg) = ev {
                 let retries = {
                     let mut reg = self.reg();
@@ -190,6 +198,8 @@ impl Adapter {
             return;
         };
         if a.handle.keys().is_empty() {
+            // No per-command regions (the all-memory region of TrustTarget): the region
+            // belongs to the PD, not the lost QP, so the descriptors stay valid.
             s.channel.handle_remapped(now, id, Remapped::Unchanged);
             return;
         }

@@ -1,8 +1,9 @@
 //! HwBuildIo, HwStartIo and HwResetBus of the SRP miniport.
 //!
 //! - BuildIo (unlocked, concurrent, dispatch): gives each SG element an arena page (a
-//!   write's bytes copied in), maps the pages through the registration (FRMR per I/O; a
-//!   small write as immediate data) and leaves the ready [`Command`] in the SRB extension.
+//!   write's bytes copied in), maps the pages through the registration (FRMR per I/O, or
+//!   descriptors into the all-memory region under TrustTarget; a small write as immediate
+//!   data) and leaves the ready [`Command`] in the SRB extension.
 //!   No page or region free → `SRB_STATUS_BUSY` (the port re-issues); never waits.
 //! - StartIo (serialized, dispatch): submits the command to the channel core and executes
 //!   what it yields (the SEND with its REG_MRs chained before). A core refusal (not logged
@@ -86,7 +87,8 @@ impl Adapter {
         match m.kind {
             MappingKind::Immediate => self.mapped.0.fetch_add(1, Ordering::Relaxed),
             MappingKind::Frmr => self.mapped.1.fetch_add(1, Ordering::Relaxed),
-            _ => 0,
+            MappingKind::AllMemory => self.mapped_all_memory.fetch_add(1, Ordering::Relaxed),
+            MappingKind::NoData => 0,
         };
         let pages = if m.kind == MappingKind::Immediate {
             self.arena.free(&pages);

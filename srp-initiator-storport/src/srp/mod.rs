@@ -1,5 +1,8 @@
 //! The SRP miniport: [`SrpMiniport`], written as a StorPort miniport is, over the sans-IO
-//! initiator channel core of `srp` and its per-I/O fast registration.
+//! initiator channel core of `srp` and its per-I/O fast registration (or, opted into with
+//! [`RegistrationMode::TrustTarget`], one region over the whole DMA arena, logged as a warning).
+//! [`SrpMiniport::status`] reports the port state, logins, losses, the last failure and the
+//! negotiated limits to a host daemon.
 //!
 //! Contract (who runs what, at which level):
 //! - HwFindAdapter (passive): one adapter per IOC, named by [`SrpAdapterConfig`]; opens the
@@ -13,22 +16,25 @@
 //!   port (and with it the device extension) is gone.
 //! - HwBuildIo / HwStartIo / HwResetBus: see `io`. Nothing blocks; exhaustion is BUSY.
 //! - Not copied from 2005 (windows.md §1.9): no login inside HwFindAdapter, no whole-memory
-//!   rkey (per-I/O FRMR, direction-narrowed rights, remote invalidation), non-GOOD status
+//!   rkey by default (per-I/O FRMR, direction-narrowed rights, remote invalidation; the
+//!   2005 region only as the explicit `TrustTarget` mode), non-GOOD status
 //!   is ERROR + AUTOSENSE_VALID, tags are the core's O(1) slab, the reset completes each
 //!   SRB by RequestComplete and reports success, not StorPortCompleteRequest(SP_UNTAGGED).
 //!
 //! Files: `adapter` (resources and locks), `dma` (the arena), `verbs` (QP and CM verbs),
 //! `dpc` (the completion context), `io` (BuildIo, StartIo, ResetBus), `outcome` (SRB
-//! status mapping).
+//! status mapping), `status` (what [`SrpMiniport::status`] reports).
 
 mod adapter;
 mod dma;
 mod dpc;
 mod io;
 mod outcome;
+mod status;
 mod verbs;
 
 pub use adapter::OpenError;
+pub use status::AdapterStatus;
 
 use crate::port::{
     AdapterControl, AdapterControlStatus, FindAdapterStatus, Miniport, PortConfigurationInfo,
@@ -43,6 +49,20 @@ use srp::wire::PortId;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
+
+/// How data buffers are described to the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RegistrationMode {
+    /// Per-I/O fast registration (FRMR) with direction-narrowed rights and remote
+    /// invalidation; small writes as immediate data.
+    #[default]
+    PerIo,
+    /// One region over the whole DMA arena with remote read and write, registered once at
+    /// HwFindAdapter (the 2005 miniport's model): nothing registered or invalidated per I/O,
+    /// but the target can reach every arena page at any time. Logged with a warning; small
+    /// writes still go as immediate data.
+    TrustTarget,
+}
 
 /// What HwFindAdapter is given: the IOC to log in to and who we are.
 #[derive(Debug, Clone)]
@@ -75,6 +95,8 @@ pub struct SrpAdapterConfig {
     pub arena_pages: usize,
     /// How long the DPC thread sleeps between rounds.
     pub poll_interval: Duration,
+    /// How data buffers are registered.
+    pub registration: RegistrationMode,
 }
 
 /// The SRB extension: what BuildIo prepared for StartIo.
@@ -115,13 +137,33 @@ impl SrpMiniport {
         })
     }
 
+    /// Buffers BuildIo described through the all-memory region
+    /// ([`RegistrationMode::TrustTarget`]) so far.
+    pub fn mapped_all_memory(&self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.adapter()
+            .map_or(0, |a| a.mapped_all_memory.load(Relaxed))
+    }
+
+    /// The adapter's state for a host daemon: port state, login and loss counts, the last
+    /// failure and the negotiated limits. All defaults before HwFindAdapter.
+    pub fn status(&self) -> AdapterStatus {
+        let Some(a) = self.adapter() else {
+            return AdapterStatus::default();
+        };
+        // Not nested: the adapter lock is dropped before the status lock is taken.
+        let state = a.lock().channel.state();
+        a.status().snapshot(state)
+    }
+
     /// Held commands whose buffers were registered again after a reconnect.
     pub fn remapped(&self) -> u64 {
         use std::sync::atomic::Ordering::Relaxed;
         self.adapter().map_or(0, |a| a.remapped.load(Relaxed))
     }
 
-    /// Free pages of the DMA arena and regions of the FRMR pool in each state.
+    /// Free pages of the DMA arena and regions of the FRMR pool in each state (all zero
+    /// under [`RegistrationMode::TrustTarget`]).
     pub fn resources(&self) -> Option<(usize, srp::initiator::registration::PoolCounts)> {
         self.adapter()
             .map(|a| (a.arena.available(), a.reg().counts()))

@@ -1,12 +1,12 @@
 //! The SRP adapter configuration the end-to-end tests share: an adapter at `local` with
 //! node GUID `guid` logging in to `target_port_id` at `target` over IB CM; 256 KiB
-//! transfers, one LU, the CQ polled every 100 µs.
+//! transfers, one LU, per-I/O FRMR, the CQ polled every 100 µs.
 #![allow(unreachable_pub)]
 
 use hca::Guid;
 use srp::initiator::TransportTimers;
 use srp::wire::{IoClass, PortId};
-use srp_initiator_storport::srp::SrpAdapterConfig;
+use srp_initiator_storport::srp::{RegistrationMode, SrpAdapterConfig};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -33,7 +33,8 @@ pub struct Adapter {
 }
 
 impl Adapter {
-    /// The full configuration.
+    /// The full configuration, with per-I/O FRMR registration (set `registration` on the
+    /// result for the all-memory region).
     pub fn config(self) -> SrpAdapterConfig {
         SrpAdapterConfig {
             local: self.local,
@@ -50,6 +51,7 @@ impl Adapter {
             login_timeout: Duration::from_secs(5),
             arena_pages: self.arena_pages,
             poll_interval: Duration::from_micros(100),
+            registration: RegistrationMode::PerIo,
         }
     }
 }

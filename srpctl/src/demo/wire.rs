@@ -1,12 +1,11 @@
-//! `srpctl demo`: the messages a host and a target exchange to discover each other, log in
+//! `srpctl demo --wire`: the messages a host and a target exchange to discover each other, log in
 //! and move data, built on embedded defaults and pushed through the real codecs.
 //!
 //! Each message is built by one side, emitted to bytes, parsed by the other side, and
 //! re-emitted; the demo fails if the parsed value differs or a single byte changes. What the
 //! receiving side learns from the bytes (the IOC GUID and service ID from discovery, the port
 //! identifiers from the login, the LBA from the CDB, the sense from the response) is what the
-//! next step uses. No packets cross a fabric yet: the software HCA arrives with issue #3, and
-//! this command grows into the full target + host + verified I/O demo with issue #6.
+//! next step uses. No packets cross a fabric here: `srpctl demo` (the live demo) does that.
 
 use crate::hex;
 use access_layer::mad::cm::{CmPath, CmRep, CmReq, CmaHeader, RdmaPortSpace};
@@ -121,7 +120,7 @@ pub(crate) fn run(dump: bool) -> Result<()> {
         messages: 0,
         bytes: 0,
     };
-    println!("srpctl demo: SRP discovery, login and I/O on embedded defaults (wire level)");
+    println!("srpctl demo --wire: SRP discovery, login and I/O on embedded defaults (wire level)");
     println!(
         "  target {} (IOC {}, LUN {} = {} MiB), host {}",
         d.target_ip,

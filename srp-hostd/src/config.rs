@@ -1,0 +1,506 @@
+//! `host.toml`: what the host daemon logs in to and how.
+//!
+//! ```toml
+//! [host]
+//! name = "srp-host"                  # names the default socket and disks directory
+//! node_guid = "0x0002c90300beef01"   # default: derived from the name
+//! initiator_ext = "0x0"              # the initiator port ID's high half (ib_srp initiator_ext)
+//! disks_dir = "/run/srp-host/srp-host/disks"
+//! control_socket = "/run/srp-host/srp-host.sock"
+//! registration = "per-io"            # or "trust-target" (the 2005 all-memory region)
+//! queue_depth = 32                   # per LU
+//! max_transfer = "256KiB"
+//! max_luns = 16                      # LUN numbers 0..max_luns are scanned
+//! cmd_timeout = "30s"
+//! login_timeout = "10s"
+//! sweep_interval = "5s"              # portals re-swept; lost sessions logged in again
+//!
+//! [timers]                           # ib_srp's defaults; "off" turns one off
+//! reconnect_delay = "10s"
+//! fast_io_fail = "15s"
+//! dev_loss = "600s"
+//!
+//! [[portal]]
+//! address = "192.0.2.10"             # the target port
+//! local = ["192.0.2.20"]             # local addresses, one channel each (default: routed)
+//! iocs = ["0x0002c90300a1b401"]      # only these IOCs (default: every SRP IOC)
+//! ```
+//!
+//! Contract: [`HostConfig::from_str`] reports every problem at once, each with its key;
+//! a valid config has at least one portal, distinct local addresses across portals, timers
+//! `srp_tmo_valid` accepts, and sizes the miniport can use.
+
+use hca::Guid;
+use serde::Deserialize;
+use srp::initiator::TransportTimers;
+use srp_initiator_storport::srp::RegistrationMode;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Why a configuration is unusable: every problem found, one per line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {}", .problems.join("; "))]
+pub struct ConfigError {
+    /// The file (or text) it came from.
+    pub origin: String,
+    /// Each problem, with its key.
+    pub problems: Vec<String>,
+}
+
+/// One portal to sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortalConfig {
+    /// The target port's address.
+    pub address: IpAddr,
+    /// Local addresses to log in from, one channel each (empty: the routed source address).
+    pub local: Vec<IpAddr>,
+    /// Only these IOC GUIDs (empty: every IOC with an SRP service).
+    pub iocs: Vec<Guid>,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    /// The daemon's name.
+    pub name: String,
+    /// The node GUID of every adapter (the initiator port ID's low half).
+    pub node_guid: Guid,
+    /// The initiator port ID's high half.
+    pub initiator_ext: u64,
+    /// Where the block files appear (a FUSE mount).
+    pub disks_dir: PathBuf,
+    /// The control socket.
+    pub control_socket: PathBuf,
+    /// Memory registration.
+    pub registration: RegistrationMode,
+    /// Per-LU queue depth.
+    pub queue_depth: u32,
+    /// Largest transfer per command.
+    pub max_transfer: u32,
+    /// LUN numbers scanned: 0..max_luns.
+    pub max_luns: u8,
+    /// Per-command timeout before the abort ladder.
+    pub cmd_timeout: Duration,
+    /// How long a login may take.
+    pub login_timeout: Duration,
+    /// How often portals are swept for sessions to (re-)establish.
+    pub sweep_interval: Duration,
+    /// reconnect_delay, fast_io_fail, dev_loss.
+    pub timers: TransportTimers,
+    /// The portals.
+    pub portals: Vec<PortalConfig>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    host: RawHost,
+    #[serde(default)]
+    timers: RawTimers,
+    #[serde(default)]
+    portal: Vec<RawPortal>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    name: Option<String>,
+    node_guid: Option<String>,
+    initiator_ext: Option<String>,
+    disks_dir: Option<PathBuf>,
+    control_socket: Option<PathBuf>,
+    registration: Option<String>,
+    queue_depth: Option<i64>,
+    max_transfer: Option<toml::Value>,
+    max_luns: Option<i64>,
+    cmd_timeout: Option<String>,
+    login_timeout: Option<String>,
+    sweep_interval: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTimers {
+    reconnect_delay: Option<String>,
+    fast_io_fail: Option<String>,
+    dev_loss: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPortal {
+    address: String,
+    #[serde(default)]
+    local: Vec<String>,
+    #[serde(default)]
+    iocs: Vec<String>,
+}
+
+/// The default daemon name.
+pub const DEFAULT_NAME: &str = "srp-host";
+
+/// The default control socket of a daemon named `name`.
+pub fn default_socket(name: &str) -> PathBuf {
+    PathBuf::from(format!("/run/srp-host/{name}.sock"))
+}
+
+/// A duration: digits with a unit `ms`, `s`, `m` or `h` (`"500ms"`, `"15s"`, `"10m"`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| {
+        format!("invalid duration {text:?}: expected e.g. \"500ms\", \"15s\", \"10m\"")
+    })?;
+    let d = match unit.trim() {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "h" => Duration::from_secs(n.saturating_mul(3600)),
+        _ => {
+            return Err(format!(
+                "invalid duration {text:?}: the unit must be ms, s, m or h"
+            ));
+        }
+    };
+    Ok(d)
+}
+
+/// A size: bytes as an integer, or digits with `KiB`, `MiB` (`"256KiB"`).
+fn parse_size(v: &toml::Value) -> Result<u64, String> {
+    match v {
+        toml::Value::Integer(n) if *n > 0 => Ok(*n as u64),
+        toml::Value::String(s) => {
+            let t = s.trim();
+            let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+            let (digits, unit) = t.split_at(split);
+            let n: u64 = digits
+                .parse()
+                .map_err(|_| format!("invalid size {s:?}: expected e.g. \"256KiB\""))?;
+            let mult = match unit.trim() {
+                "" => 1,
+                "KiB" => 1 << 10,
+                "MiB" => 1 << 20,
+                _ => return Err(format!("invalid size {s:?}: the unit must be KiB or MiB")),
+            };
+            Ok(n.saturating_mul(mult))
+        }
+        _ => Err(format!(
+            "invalid size {v}: expected bytes or a string as \"256KiB\""
+        )),
+    }
+}
+
+/// A 64-bit identifier as hex, `0x` optional, colons allowed.
+pub fn parse_id64(text: &str) -> Result<u64, String> {
+    let t: String = text.trim().trim_start_matches("0x").replace(':', "");
+    if t.is_empty() || t.len() > 16 {
+        return Err(format!(
+            "invalid identifier {text:?}: expected up to 16 hex digits"
+        ));
+    }
+    u64::from_str_radix(&t, 16).map_err(|_| format!("invalid identifier {text:?}: not hex"))
+}
+
+/// A node GUID derived from a name: a fixed locally-administered prefix and a hash.
+fn derived_guid(name: &str) -> Guid {
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    Guid(0x0253_5250_0000_0000 | (h & 0xffff_ffff))
+}
+
+impl HostConfig {
+    /// A configuration with the given portals and every default (for the demo and tests).
+    pub fn with_portals(name: &str, portals: Vec<PortalConfig>) -> HostConfig {
+        HostConfig {
+            name: name.to_owned(),
+            node_guid: derived_guid(name),
+            initiator_ext: 0,
+            disks_dir: PathBuf::from(format!("/run/srp-host/{name}/disks")),
+            control_socket: default_socket(name),
+            registration: RegistrationMode::default(),
+            queue_depth: 32,
+            max_transfer: 256 << 10,
+            max_luns: 16,
+            cmd_timeout: Duration::from_secs(30),
+            login_timeout: Duration::from_secs(10),
+            sweep_interval: Duration::from_secs(5),
+            timers: TransportTimers::default(),
+            portals,
+        }
+    }
+
+    /// Reads and validates `path`.
+    pub fn from_file(path: &Path) -> Result<HostConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            origin: path.display().to_string(),
+            problems: vec![format!("cannot read: {e}")],
+        })?;
+        HostConfig::from_str(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates `text` (named `origin` in errors).
+    pub fn from_str(text: &str, origin: &str) -> Result<HostConfig, ConfigError> {
+        let fail = |problems| ConfigError {
+            origin: origin.to_owned(),
+            problems,
+        };
+        let raw: RawFile = toml::from_str(text).map_err(|e| fail(vec![e.to_string()]))?;
+        let mut p = Vec::new();
+        let h = raw.host;
+        let name = h.name.unwrap_or_else(|| DEFAULT_NAME.to_owned());
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        {
+            p.push(format!("host.name {name:?}: 1 to 64 of A-Z a-z 0-9 . _ -"));
+        }
+        let mut c = HostConfig::with_portals(&name, Vec::new());
+        if let Some(g) = h.node_guid {
+            match parse_id64(&g) {
+                Ok(0) => p.push("host.node_guid: must not be 0".into()),
+                Ok(v) => c.node_guid = Guid(v),
+                Err(e) => p.push(format!("host.node_guid: {e}")),
+            }
+        }
+        if let Some(x) = h.initiator_ext {
+            match parse_id64(&x) {
+                Ok(v) => c.initiator_ext = v,
+                Err(e) => p.push(format!("host.initiator_ext: {e}")),
+            }
+        }
+        if let Some(d) = h.disks_dir {
+            if d.is_absolute() {
+                c.disks_dir = d;
+            } else {
+                p.push(format!("host.disks_dir {}: must be absolute", d.display()));
+            }
+        }
+        if let Some(s) = h.control_socket {
+            if !s.is_absolute() || s.as_os_str().len() > 107 {
+                p.push(format!(
+                    "host.control_socket {}: must be absolute and under 108 bytes",
+                    s.display()
+                ));
+            } else {
+                c.control_socket = s;
+            }
+        }
+        match h.registration.as_deref() {
+            None | Some("per-io") => {}
+            Some("trust-target") => c.registration = RegistrationMode::TrustTarget,
+            Some(o) => p.push(format!(
+                "host.registration {o:?}: \"per-io\" or \"trust-target\""
+            )),
+        }
+        if let Some(q) = h.queue_depth {
+            match u32::try_from(q) {
+                Ok(v @ 1..=255) => c.queue_depth = v,
+                _ => p.push(format!("host.queue_depth {q}: 1 to 255")),
+            }
+        }
+        if let Some(m) = &h.max_transfer {
+            match parse_size(m) {
+                Ok(v) if (4096..=(8 << 20)).contains(&v) && v % 512 == 0 => {
+                    c.max_transfer = v as u32
+                }
+                Ok(v) => p.push(format!(
+                    "host.max_transfer {v}: 4 KiB to 8 MiB, a multiple of 512"
+                )),
+                Err(e) => p.push(format!("host.max_transfer: {e}")),
+            }
+        }
+        if let Some(n) = h.max_luns {
+            match u8::try_from(n) {
+                Ok(v @ 1..=255) => c.max_luns = v,
+                _ => p.push(format!("host.max_luns {n}: 1 to 255")),
+            }
+        }
+        let mut dur = |key: &str, v: Option<String>, slot: &mut Duration| {
+            if let Some(t) = v {
+                match parse_duration(&t) {
+                    Ok(d) if !d.is_zero() => *slot = d,
+                    Ok(_) => p.push(format!("{key}: must not be 0")),
+                    Err(e) => p.push(format!("{key}: {e}")),
+                }
+            }
+        };
+        dur("host.cmd_timeout", h.cmd_timeout, &mut c.cmd_timeout);
+        dur("host.login_timeout", h.login_timeout, &mut c.login_timeout);
+        dur(
+            "host.sweep_interval",
+            h.sweep_interval,
+            &mut c.sweep_interval,
+        );
+        let defaults = TransportTimers::default();
+        let mut timer = |key: &str, v: Option<String>, default: Option<Duration>| match v.as_deref()
+        {
+            None => default,
+            Some("off") => None,
+            Some(t) => match parse_duration(t) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    p.push(format!("timers.{key}: {e}"));
+                    default
+                }
+            },
+        };
+        let t = raw.timers;
+        let reconnect = timer(
+            "reconnect_delay",
+            t.reconnect_delay,
+            defaults.reconnect_delay(),
+        );
+        let fast = timer("fast_io_fail", t.fast_io_fail, defaults.fast_io_fail());
+        let loss = timer("dev_loss", t.dev_loss, defaults.dev_loss());
+        match TransportTimers::new(reconnect, fast, loss) {
+            Ok(v) => c.timers = v,
+            Err(e) => p.push(format!("timers: {e}")),
+        }
+        if raw.portal.is_empty() {
+            p.push("no [[portal]]: nothing to log in to".into());
+        }
+        let mut locals = Vec::new();
+        for (i, rp) in raw.portal.iter().enumerate() {
+            let address = match rp.address.parse::<IpAddr>() {
+                Ok(a) => a,
+                Err(_) => {
+                    p.push(format!(
+                        "portal[{i}].address {:?}: not an IP address",
+                        rp.address
+                    ));
+                    continue;
+                }
+            };
+            let mut portal = PortalConfig {
+                address,
+                local: Vec::new(),
+                iocs: Vec::new(),
+            };
+            for l in &rp.local {
+                match l.parse::<IpAddr>() {
+                    Ok(a) if locals.contains(&a) => p.push(format!(
+                        "portal[{i}].local {a}: listed twice (one channel per local address)"
+                    )),
+                    Ok(a) if a == address => {
+                        p.push(format!("portal[{i}].local {a}: the portal's own address"))
+                    }
+                    Ok(a) => {
+                        locals.push(a);
+                        portal.local.push(a);
+                    }
+                    Err(_) => p.push(format!("portal[{i}].local {l:?}: not an IP address")),
+                }
+            }
+            for g in &rp.iocs {
+                match parse_id64(g) {
+                    Ok(v) => portal.iocs.push(Guid(v)),
+                    Err(e) => p.push(format!("portal[{i}].iocs: {e}")),
+                }
+            }
+            c.portals.push(portal);
+        }
+        if p.is_empty() { Ok(c) } else { Err(fail(p)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_file_parses() {
+        let c = HostConfig::from_str(
+            r#"
+[host]
+name = "h1"
+node_guid = "0x0002c90300beef01"
+registration = "trust-target"
+queue_depth = 16
+max_transfer = "128KiB"
+max_luns = 4
+cmd_timeout = "20s"
+sweep_interval = "500ms"
+[timers]
+reconnect_delay = "1s"
+fast_io_fail = "3s"
+dev_loss = "off"
+[[portal]]
+address = "127.0.0.1"
+local = ["127.0.0.2", "127.0.0.3"]
+iocs = ["0002:c903:00a1:b401"]
+"#,
+            "t.toml",
+        )
+        .expect("valid");
+        assert_eq!(c.name, "h1");
+        assert_eq!(c.node_guid, Guid(0x0002_c903_00be_ef01));
+        assert_eq!(c.registration, RegistrationMode::TrustTarget);
+        assert_eq!(
+            (c.queue_depth, c.max_transfer, c.max_luns),
+            (16, 128 << 10, 4)
+        );
+        assert_eq!(c.sweep_interval, Duration::from_millis(500));
+        assert_eq!(c.timers.dev_loss(), None);
+        assert_eq!(c.portals[0].local.len(), 2);
+        assert_eq!(c.portals[0].iocs, vec![Guid(0x0002_c903_00a1_b401)]);
+        assert_eq!(c.control_socket, PathBuf::from("/run/srp-host/h1.sock"));
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_key() {
+        let e = HostConfig::from_str(
+            r#"
+[host]
+queue_depth = 0
+max_transfer = "3MB"
+cmd_timeout = "soon"
+registration = "yolo"
+[timers]
+reconnect_delay = "off"
+fast_io_fail = "off"
+dev_loss = "off"
+[[portal]]
+address = "target.example"
+[[portal]]
+address = "127.0.0.1"
+local = ["127.0.0.2", "127.0.0.2"]
+"#,
+            "bad.toml",
+        )
+        .expect_err("invalid");
+        let all = e.to_string();
+        for key in [
+            "host.queue_depth",
+            "host.max_transfer",
+            "host.cmd_timeout",
+            "host.registration",
+            "timers:",
+            "portal[0].address",
+            "portal[1].local 127.0.0.2: listed twice",
+        ] {
+            assert!(all.contains(key), "{key} missing from {all}");
+        }
+        assert!(HostConfig::from_str("", "empty").is_err(), "no portal");
+        assert!(
+            HostConfig::from_str("[host]\nfoo = 1\n", "x").is_err(),
+            "unknown key"
+        );
+    }
+
+    #[test]
+    fn durations_and_ids() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("1.5s").is_err());
+        assert_eq!(parse_id64("0x10"), Ok(16));
+        assert!(parse_id64("0x").is_err());
+        assert!(parse_id64("12345678901234567").is_err());
+    }
+}

@@ -1,0 +1,20 @@
+//! The host daemon's control interface: sessions, disks, login and logout.
+//!
+//! Contract:
+//! - [`model`]: requests and answers as plain data, and [`HostControl`], what the daemon
+//!   implements.
+//! - `wire`: the same on the control socket, as service messages of the access layer's
+//!   control protocol ([`access_layer::ctl`]) whose bodies are JSON.
+//! - [`service`]: the socket side, a [`access_layer::ctl::CtlService`] over a
+//!   [`HostControl`]; [`client`]: srpctl's side.
+
+pub mod client;
+pub mod model;
+pub mod service;
+mod wire;
+
+pub use client::{ClientError, HostClient};
+pub use model::{
+    DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, LoginSpec, SessionInfo,
+};
+pub use service::HostService;

@@ -1,0 +1,399 @@
+//! The host's control messages on the socket: service messages of the access layer's
+//! control protocol ([`access_layer::ctl`]: "SRPC" header, version negotiation, error
+//! replies), whose bodies are JSON (serde_json, compact) of the [`super::model`] types.
+//!
+//! | opcode            | request body                          | reply body (opcode \| bit 15) |
+//! |-------------------|---------------------------------------|-------------------------------|
+//! | `0x0301` SESSIONS | [`ListPage`] `{"start":0}`            | `{"Ok":{"Sessions":[…]}}`     |
+//! | `0x0302` DISKS    | [`ListPage`] `{"start":0}`            | `{"Ok":{"Disks":[…]}}`        |
+//! | `0x0303` LOGIN    | [`LoginSpec`]                         | `{"Ok":{"LoggedIn":[…]}}`     |
+//! | `0x0304` LOGOUT   | [`Logout`] `{"session":3}`            | `{"Ok":{"LoggedOut":{…}}}`    |
+//!
+//! - A request body is the JSON of the request's parameters (the opcode says which request):
+//!   the payload of the [`HostRequest`] variant, plus the page start for the lists.
+//! - Every reply body is the JSON of `Result<HostAnswer, HostControlError>`, so a refusal
+//!   (`{"Err":{"NoSuchSession":7}}`) carries its reason to the operator. A request the
+//!   service cannot parse is answered by the protocol's error reply instead
+//!   ([`CtlStatus::Malformed`], [`CtlStatus::UnknownOpcode`]).
+//! - Lists come in pages, since a body is at most [`MAX_BODY`] bytes: the reply holds the
+//!   entries from `start` on that fit; the client asks again from where the page ended
+//!   until a page comes back empty. A list that changes between pages may skip or repeat an
+//!   entry at a page boundary (each entry is consistent in itself).
+//! - A reply that does not fit even so (one list entry, or a LOGIN or LOGOUT answer, over
+//!   [`MAX_BODY`] bytes of JSON) is replaced by a [`HostControlError::Failed`] saying so:
+//!   the operator sees why, and for LOGIN and LOGOUT that the request was carried out.
+
+use super::model::{HostAnswer, HostControlError, HostRequest, LoginSpec};
+use access_layer::ctl::wire::{CtlStatus, MAX_BODY};
+use serde::{Deserialize, Serialize};
+
+/// List the sessions ([`ListPage`] → a page of `HostAnswer::Sessions`).
+pub(crate) const SESSIONS: u16 = 0x0301;
+/// List the disks ([`ListPage`] → a page of `HostAnswer::Disks`).
+pub(crate) const DISKS: u16 = 0x0302;
+/// Log in ([`LoginSpec`] → `HostAnswer::LoggedIn`).
+pub(crate) const LOGIN: u16 = 0x0303;
+/// Log out ([`Logout`] → `HostAnswer::LoggedOut`).
+pub(crate) const LOGOUT: u16 = 0x0304;
+
+/// The body of a list request: entries from `start` on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ListPage {
+    /// Index of the first entry wanted.
+    pub(crate) start: u32,
+}
+
+/// The body of a LOGOUT request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Logout {
+    /// The session's number.
+    pub(crate) session: u32,
+}
+
+/// What a reply body carries.
+pub(crate) type Answer = Result<HostAnswer, HostControlError>;
+
+/// `request`'s opcode and body; for the lists, the page from `start` (ignored otherwise).
+pub(crate) fn encode_request(
+    request: &HostRequest,
+    start: u32,
+) -> Result<(u16, Vec<u8>), serde_json::Error> {
+    Ok(match request {
+        HostRequest::Sessions => (SESSIONS, serde_json::to_vec(&ListPage { start })?),
+        HostRequest::Disks => (DISKS, serde_json::to_vec(&ListPage { start })?),
+        HostRequest::Login(spec) => (LOGIN, serde_json::to_vec(spec)?),
+        HostRequest::Logout { session } => {
+            (LOGOUT, serde_json::to_vec(&Logout { session: *session })?)
+        }
+    })
+}
+
+/// The request (and page start, 0 for the others) `opcode` and `body` carry, or the status
+/// to answer.
+pub(crate) fn decode_request(opcode: u16, body: &[u8]) -> Result<(HostRequest, u32), CtlStatus> {
+    fn json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, CtlStatus> {
+        serde_json::from_slice(body).map_err(|_| CtlStatus::Malformed)
+    }
+    Ok(match opcode {
+        SESSIONS => (HostRequest::Sessions, json::<ListPage>(body)?.start),
+        DISKS => (HostRequest::Disks, json::<ListPage>(body)?.start),
+        LOGIN => (HostRequest::Login(json::<LoginSpec>(body)?), 0),
+        LOGOUT => {
+            let Logout { session } = json(body)?;
+            (HostRequest::Logout { session }, 0)
+        }
+        _ => return Err(CtlStatus::UnknownOpcode),
+    })
+}
+
+/// The reply body for `answer`: a list cut to its page from `start`, and anything still
+/// over [`MAX_BODY`] replaced by an error saying so. Never longer than [`MAX_BODY`].
+pub(crate) fn encode_answer(answer: Answer, start: u32) -> Vec<u8> {
+    let answer = match answer {
+        Ok(HostAnswer::Sessions(v)) => page(v, start, HostAnswer::Sessions, "session"),
+        Ok(HostAnswer::Disks(v)) => page(v, start, HostAnswer::Disks, "disk"),
+        other => other,
+    };
+    let body = to_json(&answer);
+    if body.len() <= MAX_BODY as usize {
+        return body;
+    }
+    let why = match &answer {
+        Ok(_) => format!(
+            "the request was carried out, but its answer is {} bytes of JSON, more than a \
+             control socket message carries ({MAX_BODY}); `srpctl sessions` and `srpctl disks` \
+             show the result",
+            body.len()
+        ),
+        // The daemon's own text, cut to fit even if every byte is escaped (`\u00XX`: 6).
+        Err(e) => {
+            let mut text = e.to_string();
+            let mut cut = (MAX_BODY as usize - 64) / 6;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text + "…"
+        }
+    };
+    to_json(&Err::<HostAnswer, _>(HostControlError::Failed(why)))
+}
+
+/// The answer a reply body carries.
+pub(crate) fn decode_answer(body: &[u8]) -> Result<Answer, serde_json::Error> {
+    serde_json::from_slice(body)
+}
+
+/// Compact JSON of a model value (whose serialization cannot fail: no maps, no floats).
+fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// The entries of `all` from `start` on that fit in one body with the answer around them;
+/// an error if the first of them does not fit alone.
+fn page<T: Serialize>(
+    all: Vec<T>,
+    start: u32,
+    wrap: fn(Vec<T>) -> HostAnswer,
+    what: &str,
+) -> Answer {
+    let empty = to_json(&Ok::<_, HostControlError>(wrap(Vec::new()))).len();
+    let budget = (MAX_BODY as usize).saturating_sub(empty);
+    let (mut used, mut entries) = (0usize, Vec::new());
+    for (index, entry) in all.into_iter().enumerate().skip(start as usize) {
+        // Compact JSON: entries joined by commas inside the brackets.
+        let len = to_json(&entry).len() + usize::from(!entries.is_empty());
+        if used.saturating_add(len) > budget {
+            if entries.is_empty() {
+                return Err(HostControlError::Failed(format!(
+                    "{what} entry {index} is {len} bytes of JSON, more than a control socket \
+                     message carries ({MAX_BODY})"
+                )));
+            }
+            break;
+        }
+        used += len;
+        entries.push(entry);
+    }
+    Ok(wrap(entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::model::{DiskInfo, SessionInfo};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn disk(i: u32) -> DiskInfo {
+        DiskInfo {
+            name: format!("srp{i}"),
+            path: format!("/run/srp-host/disks/srp{i}"),
+            session: i % 7,
+            lun: i,
+            identity: format!("naa.6001405{i:025x}"),
+            vendor: "LIO-ORG".into(),
+            product: "srp-target".into(),
+            revision: "0001".into(),
+            block_size: 512,
+            blocks: 1 << 21,
+            reads: u64::from(i),
+            writes: 2,
+            flushes: 3,
+            errors: 0,
+        }
+    }
+
+    fn session(id: u32, disks: usize) -> SessionInfo {
+        SessionInfo {
+            id,
+            portal: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            local: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            ioc_guid: "0x0002c90300a1b2c3".into(),
+            ioc_name: "ioc0".into(),
+            id_ext: "0x0000000000000001".into(),
+            service_id: "0x0002c90300a1b2c3".into(),
+            state: "running".into(),
+            logins: 1,
+            losses: 0,
+            last_error: None,
+            outstanding: 0,
+            disks: (0..disks).map(|i| format!("srp{i}")).collect(),
+        }
+    }
+
+    /// Every request: known body bytes, and decode(encode(x)) == x.
+    #[test]
+    fn requests_round_trip() {
+        let spec = LoginSpec {
+            portal: "10.0.0.1".parse().expect("ip"),
+            local: None,
+            ioc_guid: Some("0x0002c90300a1b2c3".into()),
+        };
+        let cases: [(HostRequest, u32, u16, &str); 4] = [
+            (HostRequest::Sessions, 5, SESSIONS, r#"{"start":5}"#),
+            (HostRequest::Disks, 0, DISKS, r#"{"start":0}"#),
+            (
+                HostRequest::Login(spec),
+                0,
+                LOGIN,
+                r#"{"portal":"10.0.0.1","local":null,"ioc_guid":"0x0002c90300a1b2c3"}"#,
+            ),
+            (
+                HostRequest::Logout { session: 3 },
+                0,
+                LOGOUT,
+                r#"{"session":3}"#,
+            ),
+        ];
+        for (request, start, opcode, text) in cases {
+            let (op, body) = encode_request(&request, start).expect("encode");
+            assert_eq!((op, body.as_slice()), (opcode, text.as_bytes()));
+            assert_eq!(decode_request(op, &body), Ok((request, start)));
+        }
+    }
+
+    #[test]
+    fn bad_requests_are_refused() {
+        for op in [SESSIONS, DISKS, LOGIN, LOGOUT] {
+            for body in [
+                &b""[..],
+                b"{",
+                b"{\"start\":",
+                b"\xff\xfe",
+                b"{} trailing",
+                b"[]",
+                b"\"x\"",
+            ] {
+                assert_eq!(
+                    decode_request(op, body),
+                    Err(CtlStatus::Malformed),
+                    "{op:#x} {body:?}"
+                );
+            }
+        }
+        // A start that is not a u32, a portal that is not an address.
+        assert_eq!(
+            decode_request(SESSIONS, br#"{"start":-1}"#),
+            Err(CtlStatus::Malformed)
+        );
+        assert_eq!(
+            decode_request(
+                LOGIN,
+                br#"{"portal":"nowhere","local":null,"ioc_guid":null}"#
+            ),
+            Err(CtlStatus::Malformed)
+        );
+        assert_eq!(
+            decode_request(0x0305, br#"{"start":0}"#),
+            Err(CtlStatus::UnknownOpcode)
+        );
+        assert_eq!(
+            decode_request(0x0201, br#"{"start":0}"#),
+            Err(CtlStatus::UnknownOpcode)
+        );
+    }
+
+    /// Every answer: known body bytes, and decode(encode(x)) == x.
+    #[test]
+    fn answers_round_trip() {
+        let cases: [(Answer, &str); 5] = [
+            (
+                Ok(HostAnswer::LoggedOut {
+                    disks_removed: vec!["srp0".into(), "srp1".into()],
+                }),
+                r#"{"Ok":{"LoggedOut":{"disks_removed":["srp0","srp1"]}}}"#,
+            ),
+            (Ok(HostAnswer::Disks(vec![])), r#"{"Ok":{"Disks":[]}}"#),
+            (
+                Err(HostControlError::NoSuchSession(7)),
+                r#"{"Err":{"NoSuchSession":7}}"#,
+            ),
+            (
+                Err(HostControlError::Failed(
+                    "login rejected: no channel".into(),
+                )),
+                r#"{"Err":{"Failed":"login rejected: no channel"}}"#,
+            ),
+            (Err(HostControlError::Stopping), r#"{"Err":"Stopping"}"#),
+        ];
+        for (answer, text) in cases {
+            let body = encode_answer(answer.clone(), 0);
+            assert_eq!(String::from_utf8_lossy(&body), text);
+            assert_eq!(decode_answer(&body).expect("decode"), answer);
+        }
+        for answer in [
+            Ok(HostAnswer::Sessions(vec![session(1, 3), session(2, 0)])),
+            Ok(HostAnswer::Disks(vec![disk(0), disk(1)])),
+            Ok(HostAnswer::LoggedIn(vec![session(4, 2)])),
+            Err(HostControlError::NothingToLogIn(
+                "no SRP IOC at 10.0.0.1".into(),
+            )),
+            Err(HostControlError::NoLocalAddress(
+                "10.0.0.1".parse().expect("ip"),
+            )),
+            Err(HostControlError::BadRequest("bad GUID".into())),
+        ] {
+            let body = encode_answer(answer.clone(), 0);
+            assert_eq!(decode_answer(&body).expect("decode"), answer);
+        }
+    }
+
+    #[test]
+    fn truncated_or_garbled_answers_error() {
+        let body = encode_answer(Ok(HostAnswer::Disks(vec![disk(1), disk(2)])), 0);
+        for len in 0..body.len() {
+            assert!(decode_answer(&body[..len]).is_err(), "truncated to {len}");
+        }
+        for garbled in [
+            &br#"{"Ok":{"Nope":[]}}"#[..],
+            br#"{"Maybe":1}"#,
+            b"\x00\x01",
+            b"null",
+        ] {
+            assert!(decode_answer(garbled).is_err(), "{garbled:?}");
+        }
+    }
+
+    /// 2000 disks, page by page as the client asks: every page fits, none is empty before
+    /// the end, and together they are the list.
+    #[test]
+    fn long_lists_come_in_pages_that_fit() {
+        let all: Vec<DiskInfo> = (0..2000).map(disk).collect();
+        let mut got = Vec::new();
+        let mut pages = 0;
+        loop {
+            let start = u32::try_from(got.len()).expect("u32");
+            let body = encode_answer(Ok(HostAnswer::Disks(all.clone())), start);
+            assert!(body.len() <= MAX_BODY as usize);
+            let Ok(HostAnswer::Disks(page)) = decode_answer(&body).expect("decode") else {
+                panic!("not a disk page");
+            };
+            if page.is_empty() {
+                break;
+            }
+            pages += 1;
+            got.extend(page);
+        }
+        assert_eq!(got, all);
+        assert!(pages > 100, "{pages} pages");
+        // Past the end: an empty page.
+        let body = encode_answer(Ok(HostAnswer::Sessions(vec![session(1, 0)])), 9);
+        assert_eq!(
+            decode_answer(&body).expect("decode"),
+            Ok(HostAnswer::Sessions(vec![]))
+        );
+    }
+
+    #[test]
+    fn answers_too_large_become_errors_that_fit() {
+        // One session with more disks than a body holds: refused by name and index.
+        let sessions = vec![session(1, 1), session(2, 1000)];
+        let body = encode_answer(Ok(HostAnswer::Sessions(sessions.clone())), 0);
+        assert_eq!(
+            decode_answer(&body).expect("decode"),
+            Ok(HostAnswer::Sessions(vec![session(1, 1)]))
+        );
+        let body = encode_answer(Ok(HostAnswer::Sessions(sessions)), 1);
+        match decode_answer(&body).expect("decode") {
+            Err(HostControlError::Failed(why)) => {
+                assert!(why.starts_with("session entry 1 is "), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A logout answer too large: carried out, said so.
+        let disks_removed = (0..1000).map(|i| format!("srp{i}")).collect();
+        let body = encode_answer(Ok(HostAnswer::LoggedOut { disks_removed }), 0);
+        assert!(body.len() <= MAX_BODY as usize);
+        match decode_answer(&body).expect("decode") {
+            Err(HostControlError::Failed(why)) => assert!(why.contains("carried out"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // A daemon error text too long: cut, on a char boundary.
+        let body = encode_answer(Err(HostControlError::Failed("é".repeat(5000))), 0);
+        assert!(body.len() <= MAX_BODY as usize);
+        match decode_answer(&body).expect("decode") {
+            Err(HostControlError::Failed(why)) => assert!(why.ends_with("é…"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! A login's LUNs: REPORT LUNS on LUN 0, then for each LUN the port can address INQUIRY
+//! (a direct-access device, connected), VPD page 0x83 (the identity multipath keys on) and
+//! READ CAPACITY(16) (falling back to READ CAPACITY(10)).
+//!
+//! Contract: [`scan`] returns the disks found, in LUN order, and one line per LUN it skipped
+//! and why (beyond the port's LUN range, not a disk, no capacity). Identities are named as
+//! Linux names WWIDs: `naa.` + hex for an NAA designator (preferred, as MSDSM ranks
+//! them), `eui.` + hex for EUI-64, `t10.` + the vendor identification text otherwise, and
+//! `lun-<session>-<n>` only if the LU reports no designator at all.
+
+use crate::command::{Outcome, execute_retrying};
+use scsi::Lun;
+use scsi::cdb::{Command, Inquiry, ReadCapacity16, ReportLuns, SelectReport, VpdPage};
+use srp_initiator_storport::port::{DataDirection, LuAddress, Port};
+use srp_initiator_storport::srp::SrpMiniport;
+use std::time::Duration;
+use wirekit::WireRepr;
+
+/// Tries per scan command (unit attentions after a login are expected).
+const TRIES: u32 = 6;
+
+/// One LUN found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LunInfo {
+    /// The LUN number.
+    pub lun: u32,
+    /// The port address it is reached at.
+    pub address: LuAddress,
+    /// VPD 0x83's best designator, named (`naa.…`).
+    pub identity: String,
+    /// INQUIRY vendor, product, revision (trimmed).
+    pub vendor: String,
+    /// INQUIRY product identification.
+    pub product: String,
+    /// INQUIRY product revision level.
+    pub revision: String,
+    /// Logical block length.
+    pub block_size: u32,
+    /// Capacity in blocks.
+    pub blocks: u64,
+}
+
+/// What a scan found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanResult {
+    /// The disks.
+    pub luns: Vec<LunInfo>,
+    /// LUNs passed over, with the reason.
+    pub skipped: Vec<String>,
+}
+
+/// Why a scan failed as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScanError {
+    /// REPORT LUNS failed.
+    #[error("REPORT LUNS failed: {0}")]
+    ReportLuns(String),
+}
+
+/// The CDB bytes of `c`.
+pub fn cdb(c: Command) -> Vec<u8> {
+    let mut b = vec![0; c.buffer_len()];
+    // Every command built here fits its CDB: an error would be a bug in this file.
+    let n = c.emit(&mut b).unwrap_or(0);
+    b.truncate(n);
+    b
+}
+
+fn run_in(
+    port: &Port<SrpMiniport>,
+    lu: LuAddress,
+    c: Command,
+    len: usize,
+    timeout: Duration,
+) -> Outcome {
+    execute_retrying(
+        port,
+        lu,
+        &cdb(c),
+        DataDirection::In,
+        &vec![0; len],
+        timeout,
+        TRIES,
+    )
+}
+
+/// The LUN numbers in REPORT LUNS parameter data (single-level and flat addressing).
+pub fn parse_report_luns(data: &[u8]) -> Vec<u32> {
+    let Some(head) = data.get(..4) else {
+        return Vec::new();
+    };
+    let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let list = data.get(8..).unwrap_or_default();
+    list.chunks_exact(8)
+        .take(len / 8)
+        .filter_map(|c| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            Lun(b).number().ok()
+        })
+        .collect()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The best identity in VPD page 0x83 data: NAA, then EUI-64, then T10 vendor ID, among
+/// the designators associated with the logical unit.
+pub fn parse_identity(page: &[u8]) -> Option<String> {
+    let len = u16::from_be_bytes([*page.get(2)?, *page.get(3)?]) as usize;
+    let mut rest = page.get(4..4 + len.min(page.len().saturating_sub(4)))?;
+    let mut best: Option<(u8, String)> = None;
+    while rest.len() >= 4 {
+        let code_set = rest[0] & 0x0f;
+        let association = (rest[1] >> 4) & 0x3;
+        let kind = rest[1] & 0x0f;
+        let dlen = rest[3] as usize;
+        let Some(d) = rest.get(4..4 + dlen) else {
+            break;
+        };
+        rest = &rest[4 + dlen..];
+        if association != 0 {
+            continue;
+        }
+        let named = match (kind, code_set) {
+            (3, 1) => Some((3, format!("naa.{}", hex(d)))),
+            (2, 1) => Some((2, format!("eui.{}", hex(d)))),
+            (1, 2) => {
+                let text: String = String::from_utf8_lossy(d)
+                    .trim()
+                    .chars()
+                    .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+                    .collect();
+                Some((1, format!("t10.{text}")))
+            }
+            _ => None,
+        };
+        if let Some((rank, name)) = named
+            && best.as_ref().is_none_or(|(r, _)| rank > *r)
+        {
+            best = Some((rank, name));
+        }
+    }
+    best.map(|(_, n)| n)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).trim().to_owned()
+}
+
+/// Scans the LUNs of `port` (target 0 of bus 0) that are below `max_luns`.
+pub fn scan(
+    port: &Port<SrpMiniport>,
+    session: u32,
+    max_luns: u8,
+    timeout: Duration,
+) -> Result<ScanResult, ScanError> {
+    let lun0 = LuAddress::new(0, 0, 0);
+    let report = Command::ReportLuns(ReportLuns {
+        select: SelectReport::from(0),
+        alloc_len: 16 + 8 * 256,
+    });
+    let luns = match run_in(port, lun0, report, 16 + 8 * 256, timeout) {
+        Outcome::Good(d) => parse_report_luns(&d),
+        other => return Err(ScanError::ReportLuns(other.to_string())),
+    };
+    let mut out = ScanResult::default();
+    for n in luns {
+        let Some(lun) = u8::try_from(n).ok().filter(|l| *l < max_luns) else {
+            out.skipped
+                .push(format!("LUN {n}: beyond max_luns {max_luns}"));
+            continue;
+        };
+        let address = LuAddress::new(0, 0, lun);
+        match probe(port, address, session, timeout) {
+            Ok(info) => out.luns.push(info),
+            Err(why) => out.skipped.push(format!("LUN {n}: {why}")),
+        }
+    }
+    Ok(out)
+}
+
+/// INQUIRY, VPD 0x83 and READ CAPACITY of one LUN.
+fn probe(
+    port: &Port<SrpMiniport>,
+    address: LuAddress,
+    session: u32,
+    timeout: Duration,
+) -> Result<LunInfo, String> {
+    let std_inq = Command::Inquiry(Inquiry {
+        page: None,
+        alloc_len: 96,
+    });
+    let inq = match run_in(port, address, std_inq, 96, timeout) {
+        Outcome::Good(d) if d.len() >= 36 => d,
+        Outcome::Good(d) => return Err(format!("INQUIRY data of {} bytes", d.len())),
+        other => return Err(format!("INQUIRY: {other}")),
+    };
+    let (qualifier, kind) = (inq[0] >> 5, inq[0] & 0x1f);
+    if qualifier != 0 {
+        return Err(format!("peripheral qualifier {qualifier} (not connected)"));
+    }
+    if kind != 0 {
+        return Err(format!("peripheral device type {kind:#04x} (not a disk)"));
+    }
+    let vpd = Command::Inquiry(Inquiry {
+        page: Some(VpdPage::from(0x83)),
+        alloc_len: 512,
+    });
+    let identity = match run_in(port, address, vpd, 512, timeout) {
+        Outcome::Good(d) => parse_identity(&d),
+        _ => None,
+    }
+    .unwrap_or_else(|| format!("lun-{session}-{}", address.lun));
+    let rc16 = Command::ReadCapacity16(ReadCapacity16 { alloc_len: 32 });
+    let (blocks, block_size) = match run_in(port, address, rc16, 32, timeout) {
+        Outcome::Good(d) if d.len() >= 12 => {
+            let last = u64::from_be_bytes(d[..8].try_into().map_err(|_| "short data")?);
+            let bs = u32::from_be_bytes(d[8..12].try_into().map_err(|_| "short data")?);
+            (last.saturating_add(1), bs)
+        }
+        _ => match run_in(port, address, Command::ReadCapacity10, 8, timeout) {
+            Outcome::Good(d) if d.len() >= 8 => {
+                let last = u32::from_be_bytes(d[..4].try_into().map_err(|_| "short data")?);
+                let bs = u32::from_be_bytes(d[4..8].try_into().map_err(|_| "short data")?);
+                (u64::from(last) + 1, bs)
+            }
+            other => return Err(format!("READ CAPACITY: {other}")),
+        },
+    };
+    if !block_size.is_power_of_two() || block_size < 512 || blocks == 0 {
+        return Err(format!(
+            "unusable geometry: {blocks} blocks of {block_size} bytes"
+        ));
+    }
+    Ok(LunInfo {
+        lun: u32::from(address.lun),
+        address,
+        identity,
+        vendor: text(&inq[8..16]),
+        product: text(&inq[16..32]),
+        revision: text(&inq[32..36]),
+        block_size,
+        blocks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_luns_data_single_level() {
+        let mut d = vec![0, 0, 0, 24, 0, 0, 0, 0];
+        d.extend([0, 0, 0, 0, 0, 0, 0, 0]);
+        d.extend([0, 3, 0, 0, 0, 0, 0, 0]);
+        d.extend([0x41, 0x00, 0, 0, 0, 0, 0, 0]); // flat space 256
+        d.extend([0, 9, 0, 0, 0, 0, 0, 0]); // beyond LUN LIST LENGTH
+        assert_eq!(parse_report_luns(&d), vec![0, 3, 256]);
+        assert!(parse_report_luns(&[0, 0]).is_empty());
+    }
+
+    #[test]
+    fn identity_prefers_naa_of_the_logical_unit() {
+        let mut p = vec![0, 0x83, 0, 0];
+        // T10 vendor ID (LU), EUI-64 of the target port (association 1), NAA (LU).
+        p.extend([2, 0x01, 0, 8]);
+        p.extend(b"LIO-ORG ");
+        p.extend([1, 0x12, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
+        p.extend([1, 0x03, 0, 16]);
+        p.extend([
+            0x60, 0x01, 0x40, 0x51, 0x23, 0x45, 0x67, 0x89, 0, 0, 0, 0, 0, 0, 0, 1,
+        ]);
+        let len = (p.len() - 4) as u16;
+        p[2..4].copy_from_slice(&len.to_be_bytes());
+        assert_eq!(
+            parse_identity(&p).as_deref(),
+            Some("naa.60014051234567890000000000000001")
+        );
+        // Only the vendor ID: t10 with spaces made safe for a file name.
+        let mut q = vec![0, 0x83, 0, 12, 2, 0x01, 0, 8];
+        q.extend(b"MY DISK ");
+        assert_eq!(parse_identity(&q).as_deref(), Some("t10.MY_DISK"));
+        assert_eq!(parse_identity(&[0, 0x83]), None, "truncated");
+    }
+}

@@ -1,0 +1,303 @@
+//! The host control socket over a real Unix socket in a temporary directory, served by
+//! [`HostService`] over a small in-test [`HostControl`] (the socket layer only; the daemon
+//! is tested elsewhere): every request round-trips, refusals reach the client with their
+//! reason, a long list arrives complete, bad requests are answered with an error while the
+//! server keeps serving, and a missing socket gives the operator a hint.
+
+use access_layer::ctl::frame::{read_message, write_message};
+use access_layer::ctl::wire::{CtlStatus, ErrorReply, Opcode};
+use access_layer::ctl::{CtlClient, CtlError, CtlServer, Reply};
+use srp_hostd::control::{
+    ClientError, DiskInfo, HostAnswer, HostClient, HostControl, HostControlError, HostRequest,
+    HostService, LoginSpec, SessionInfo,
+};
+use std::net::IpAddr;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A fresh directory, removed on drop (also when a test fails).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "hostctl-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A pretend daemon: sessions with their disks; login adds one session with two disks per
+/// call, logout removes one.
+#[derive(Default)]
+struct FakeHost {
+    state: Mutex<(Vec<SessionInfo>, Vec<DiskInfo>)>,
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("ip")
+}
+
+fn session(id: u32, portal: IpAddr, disks: Vec<String>) -> SessionInfo {
+    SessionInfo {
+        id,
+        portal,
+        local: ip("10.0.0.2"),
+        ioc_guid: format!("{:#018x}", 0x0002_c903_0000_0000u64 + u64::from(id)),
+        ioc_name: format!("ioc{id}"),
+        id_ext: "0x0000000000000001".into(),
+        service_id: "0x0002c90300a1b2c3".into(),
+        state: "running".into(),
+        logins: 1,
+        losses: 0,
+        last_error: None,
+        outstanding: 0,
+        disks,
+    }
+}
+
+fn disk(session: u32, lun: u32) -> DiskInfo {
+    let name = format!("srp{session}-{lun}");
+    DiskInfo {
+        path: format!("/run/srp-host/disks/{name}"),
+        name,
+        session,
+        lun,
+        identity: format!("naa.60014050000{session:08x}{lun:013x}"),
+        vendor: "SRPT".into(),
+        product: "soft disk".into(),
+        revision: "0001".into(),
+        block_size: 512,
+        blocks: 2048,
+        reads: u64::from(lun),
+        writes: 0,
+        flushes: 0,
+        errors: 0,
+    }
+}
+
+impl FakeHost {
+    fn with_disks(n: u32) -> FakeHost {
+        let h = FakeHost::default();
+        {
+            let mut s = h.state.lock().unwrap_or_else(PoisonError::into_inner);
+            s.1 = (0..n).map(|lun| disk(1, lun)).collect();
+            s.0 = vec![session(1, ip("10.0.0.1"), vec!["srp1-0".into()])];
+        }
+        h
+    }
+}
+
+impl HostControl for FakeHost {
+    fn call(&self, request: HostRequest) -> Result<HostAnswer, HostControlError> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let (sessions, disks) = &mut *s;
+        match request {
+            HostRequest::Sessions => Ok(HostAnswer::Sessions(sessions.clone())),
+            HostRequest::Disks => Ok(HostAnswer::Disks(disks.clone())),
+            HostRequest::Login(spec) => {
+                if spec.portal == ip("10.9.9.9") {
+                    return Err(HostControlError::NothingToLogIn(format!(
+                        "no SRP IOC answered at {}",
+                        spec.portal
+                    )));
+                }
+                let id = sessions.iter().map(|s| s.id).max().unwrap_or(0) + 1;
+                let new: Vec<DiskInfo> = (0..2).map(|lun| disk(id, lun)).collect();
+                let names = new.iter().map(|d| d.name.clone()).collect();
+                let mut s = session(id, spec.portal, names);
+                if let Some(local) = spec.local {
+                    s.local = local;
+                }
+                sessions.push(s.clone());
+                disks.extend(new);
+                Ok(HostAnswer::LoggedIn(vec![s]))
+            }
+            HostRequest::Logout { session } => {
+                let Some(i) = sessions.iter().position(|s| s.id == session) else {
+                    return Err(HostControlError::NoSuchSession(session));
+                };
+                let gone = sessions.remove(i);
+                disks.retain(|d| d.session != session);
+                Ok(HostAnswer::LoggedOut {
+                    disks_removed: gone.disks,
+                })
+            }
+        }
+    }
+}
+
+/// A socket served over `host`; the server drops before the directory (field order).
+struct Served {
+    server: CtlServer,
+    _dir: TempDir,
+}
+
+fn serve(host: FakeHost) -> Served {
+    let dir = TempDir::new();
+    let server = CtlServer::bind(
+        dir.0.join("srp-host.sock"),
+        Arc::new(HostService::new(Arc::new(host))),
+    )
+    .expect("bind");
+    Served { server, _dir: dir }
+}
+
+fn client(s: &Served) -> HostClient {
+    HostClient::connect(s.server.path()).expect("connect")
+}
+
+#[test]
+fn every_request_round_trips() {
+    let s = serve(FakeHost::with_disks(1));
+    let mut c = client(&s);
+    assert_eq!(c.sessions().expect("sessions").len(), 1);
+    assert_eq!(c.disks().expect("disks"), vec![disk(1, 0)]);
+
+    let created = c
+        .login(LoginSpec {
+            portal: ip("10.0.0.7"),
+            local: Some(ip("10.0.0.3")),
+            ioc_guid: Some("0x0002c90300000002".into()),
+        })
+        .expect("login");
+    assert_eq!(created.len(), 1);
+    let new = &created[0];
+    assert_eq!(
+        (new.id, new.portal, new.local),
+        (2, ip("10.0.0.7"), ip("10.0.0.3"))
+    );
+    assert_eq!(new.disks, vec!["srp2-0", "srp2-1"]);
+
+    let sessions = c.sessions().expect("sessions");
+    assert_eq!(
+        sessions.iter().map(|s| s.id).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    assert_eq!(&sessions[1], new);
+    assert_eq!(c.disks().expect("disks").len(), 3);
+
+    assert_eq!(c.logout(2).expect("logout"), vec!["srp2-0", "srp2-1"]);
+    assert_eq!(c.sessions().expect("sessions").len(), 1);
+    assert_eq!(c.disks().expect("disks"), vec![disk(1, 0)]);
+}
+
+#[test]
+fn refusals_reach_the_client_with_their_reason() {
+    let s = serve(FakeHost::with_disks(0));
+    let mut c = client(&s);
+    match c.logout(42) {
+        Err(ClientError::Refused(HostControlError::NoSuchSession(42))) => {}
+        other => panic!("{other:?}"),
+    }
+    let e = c
+        .login(LoginSpec {
+            portal: ip("10.9.9.9"),
+            local: None,
+            ioc_guid: None,
+        })
+        .expect_err("nothing there");
+    assert_eq!(
+        e.to_string(),
+        "nothing to log in to: no SRP IOC answered at 10.9.9.9"
+    );
+    assert!(matches!(
+        e,
+        ClientError::Refused(HostControlError::NothingToLogIn(_))
+    ));
+    // The connection goes on serving.
+    assert!(c.disks().expect("disks").is_empty());
+}
+
+#[test]
+fn a_long_disk_list_arrives_complete() {
+    let s = serve(FakeHost::with_disks(2000));
+    let disks = client(&s).disks().expect("disks");
+    assert_eq!(disks.len(), 2000);
+    assert!(
+        disks
+            .iter()
+            .enumerate()
+            .all(|(i, d)| *d == disk(1, i as u32))
+    );
+}
+
+/// Sends one raw service message and returns the reply.
+fn raw(path: &Path, opcode: u16, body: &[u8]) -> Reply {
+    let mut stream = UnixStream::connect(path).expect("connect");
+    write_message(&mut stream, 1, 9, Opcode::from(opcode), body).expect("write");
+    let (h, body) = read_message(&mut stream, &|| true).expect("reply");
+    assert_eq!(h.request_id, 9);
+    Reply::decode(&h, &body).expect("decode")
+}
+
+#[test]
+fn bad_requests_are_answered_and_the_server_goes_on() {
+    let s = serve(FakeHost::with_disks(3));
+    let path = s.server.path();
+    let refused = |status| Reply::Error(ErrorReply::new(status));
+    assert_eq!(
+        raw(path, 0x0302, b"{\"start\":"),
+        refused(CtlStatus::Malformed)
+    );
+    assert_eq!(
+        raw(path, 0x0303, b"not json"),
+        refused(CtlStatus::Malformed)
+    );
+    assert_eq!(
+        raw(path, 0x0304, br#"{"session":"one"}"#),
+        refused(CtlStatus::Malformed)
+    );
+    assert_eq!(raw(path, 0x0399, b"{}"), refused(CtlStatus::UnknownOpcode));
+    // The target's opcodes are not the host's.
+    assert_eq!(
+        raw(path, 0x0201, &[0; 8]),
+        refused(CtlStatus::UnknownOpcode)
+    );
+    // A CA socket's request.
+    let mut ctl = CtlClient::connect(path).expect("connect");
+    match ctl.list_cas() {
+        Err(e) => assert_eq!(e.status(), Some(CtlStatus::WrongSocket), "{e}"),
+        Ok(v) => panic!("{v:?}"),
+    }
+    // Through the access layer's own client too: the raw JSON reply.
+    let body = ctl
+        .call_service(0x0304, br#"{"session":5}"#.to_vec())
+        .expect("logout");
+    assert_eq!(body, br#"{"Err":{"NoSuchSession":5}}"#);
+    assert!(matches!(
+        ctl.call_service(0x0301, b"{".to_vec()),
+        Err(CtlError::Refused(ErrorReply {
+            status: CtlStatus::Malformed,
+            ..
+        }))
+    ));
+    // And the next connection is served.
+    assert_eq!(client(&s).disks().expect("disks").len(), 3);
+}
+
+#[test]
+fn a_missing_socket_says_to_start_the_daemon() {
+    let dir = TempDir::new();
+    let path = dir.0.join("nobody.sock");
+    let e = HostClient::connect(&path).expect_err("no daemon");
+    let text = e.to_string();
+    assert!(matches!(e, ClientError::Connect { path: ref p, .. } if *p == path));
+    assert!(text.contains(&path.display().to_string()), "{text}");
+    assert!(
+        text.contains("is the host daemon running? (srpctl host run -c host.toml)"),
+        "{text}"
+    );
+}

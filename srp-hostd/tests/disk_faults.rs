@@ -1,0 +1,239 @@
+//! Issue #6's single-path fault acceptance at the disk user's level: a thread reads and
+//! writes the FUSE block file of a host daemon's SRP disk while the in-process target
+//! daemon (a file-backed LUN, loopback 127.0.141.x) goes away.
+//! - Restarted within fast_io_fail: the disk user sees no error and every block reads back
+//!   what was last written to it.
+//! - Gone past fast_io_fail and device loss: I/O fails with EIO (never hangs), then the
+//!   block file disappears from the directory and the session is dropped.
+//!
+//! Needs root and /dev/fuse (CI has them). Every wait is bounded; the host daemon and the
+//! target stop even when an assertion fails.
+
+use srp_hostd::{HostConfig, HostDaemon};
+use srp_target::config::TargetConfig;
+use srp_target::daemon::{Daemon, DaemonOptions};
+use std::fs::{File, OpenOptions};
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const TARGET: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 141, 1));
+const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 141, 2));
+/// Blocks the workload touches (4 KiB each).
+const SLOTS: u64 = 256;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("srp-hostd-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn start_target(dir: &Path) -> Daemon {
+    let text = format!(
+        "[target]\nnode_guid = \"0x0002c90300f1f000\"\nname = \"faults\"\nrdma_cm_port = 5598\n\n\
+         [[port]]\nname = \"p0\"\naddress = \"{TARGET}\"\n\n\
+         [[lun]]\nname = \"vol\"\nfile = \"{}\"\nsize = \"16MiB\"\n\n\
+         [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300f1f001\"\nports = [\"p0\"]\n\
+         exports = {{ 0 = \"vol\" }}\nallow = [\"any\"]\n",
+        dir.join("vol.img").display()
+    );
+    let config = TargetConfig::from_str(&text, "faults.toml")
+        .expect("config valid")
+        .config;
+    Daemon::start(config, DaemonOptions::default()).expect("target starts")
+}
+
+fn host_config(dir: &Path) -> HostConfig {
+    let text = format!(
+        "[host]\nname = \"faults\"\nnode_guid = \"0x0002c90300f1f100\"\n\
+         disks_dir = \"{}\"\ncontrol_socket = \"{}\"\nsweep_interval = \"500ms\"\n\
+         cmd_timeout = \"5s\"\nlogin_timeout = \"2s\"\n\n\
+         [timers]\nreconnect_delay = \"1s\"\nfast_io_fail = \"4s\"\ndev_loss = \"8s\"\n\n\
+         [[portal]]\naddress = \"{TARGET}\"\nlocal = [\"{LOCAL}\"]\n",
+        dir.join("disks").display(),
+        dir.join("host.sock").display()
+    );
+    HostConfig::from_str(&text, "host.toml").expect("host config valid")
+}
+
+/// Slot `slot`'s content for generation `generation`.
+fn block(slot: u64, generation: u64) -> Vec<u8> {
+    let mut b = vec![0u8; 4096];
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = (slot as usize * 31 + i * 7 + generation as usize * 13) as u8;
+    }
+    b[..8].copy_from_slice(&slot.to_be_bytes());
+    b[8..16].copy_from_slice(&generation.to_be_bytes());
+    b
+}
+
+/// What the workload saw.
+#[derive(Default)]
+struct Seen {
+    ops: AtomicU64,
+    errors: Mutex<Vec<String>>,
+    mismatches: Mutex<Vec<String>>,
+}
+
+/// Writes a slot, reads it back, and checks, round after round, until `stop`; each
+/// slot's generation in `generations`.
+fn workload(file: File, stop: Arc<AtomicBool>, seen: Arc<Seen>, generations: Arc<Mutex<Vec<u64>>>) {
+    let mut slot = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let generation = {
+            let mut g = generations.lock().expect("generations");
+            g[slot as usize] += 1;
+            g[slot as usize]
+        };
+        let data = block(slot, generation);
+        if let Err(e) = file.write_all_at(&data, slot * 4096) {
+            seen.errors
+                .lock()
+                .expect("errors")
+                .push(format!("write slot {slot}: {e}"));
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        let mut back = vec![0u8; 4096];
+        match file.read_exact_at(&mut back, slot * 4096) {
+            Ok(()) if back == data => {}
+            Ok(()) => seen
+                .mismatches
+                .lock()
+                .expect("mismatches")
+                .push(format!("slot {slot} generation {generation}")),
+            Err(e) => seen
+                .errors
+                .lock()
+                .expect("errors")
+                .push(format!("read slot {slot}: {e}")),
+        }
+        seen.ops.fetch_add(1, Ordering::Relaxed);
+        slot = (slot + 1) % SLOTS;
+    }
+}
+
+fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn the_disk(host: &HostDaemon) -> PathBuf {
+    let disks = host.disks();
+    assert_eq!(disks.len(), 1, "{disks:?}");
+    PathBuf::from(&disks[0].path)
+}
+
+#[test]
+fn a_restarted_target_is_invisible_and_a_lost_one_fails_cleanly() {
+    let dir = TempDir::new("faults");
+    let target = start_target(&dir.0);
+    let host = HostDaemon::start(host_config(&dir.0)).expect("host daemon starts");
+    let path = the_disk(&host);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .expect("open the block file");
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Seen::default());
+    let generations = Arc::new(Mutex::new(vec![0u64; SLOTS as usize]));
+    let worker = {
+        let (f, s, n, g) = (
+            file.try_clone().expect("dup"),
+            stop.clone(),
+            seen.clone(),
+            generations.clone(),
+        );
+        std::thread::spawn(move || workload(f, s, n, g))
+    };
+    // Stop the workload whatever happens below.
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let _stop_guard = StopOnDrop(stop.clone());
+
+    wait_for("I/O flowing", Duration::from_secs(20), || {
+        seen.ops.load(Ordering::Relaxed) > 200
+    });
+    // The target goes away mid-I/O and comes back 1.5 s later (fast_io_fail is 4 s).
+    drop(target.shutdown());
+    let before = seen.ops.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(1500));
+    let target = start_target(&dir.0);
+    wait_for("I/O resuming", Duration::from_secs(20), || {
+        seen.ops.load(Ordering::Relaxed) > before + 200
+    });
+    let sessions = host.sessions();
+    assert_eq!(sessions.len(), 1);
+    assert!(sessions[0].logins >= 2, "it logged in again: {sessions:?}");
+    assert!(
+        seen.errors.lock().expect("errors").is_empty(),
+        "the disk user saw errors: {:?}",
+        seen.errors.lock().expect("errors")
+    );
+    assert!(seen.mismatches.lock().expect("m").is_empty());
+
+    // Every slot holds its last generation (read through the disk after stopping).
+    stop.store(true, Ordering::Relaxed);
+    worker.join().expect("workload");
+    for slot in 0..SLOTS {
+        let mut back = vec![0u8; 4096];
+        file.read_exact_at(&mut back, slot * 4096).expect("read");
+        let g = generations.lock().expect("g")[slot as usize];
+        assert!(
+            back == block(slot, g),
+            "slot {slot} does not hold generation {g}"
+        );
+    }
+
+    // Now the target goes for good: I/O fails at fast_io_fail, the disk goes at dev_loss.
+    drop(target.shutdown());
+    let t = Instant::now();
+    let mut buf = vec![0u8; 4096];
+    let err = file
+        .read_exact_at(&mut buf, 0)
+        .expect_err("I/O fails once the target is gone");
+    assert_eq!(err.raw_os_error(), Some(libc_eio()), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_secs(12),
+        "failed in bounded time: {:?}",
+        t.elapsed()
+    );
+    wait_for(
+        "the block file to disappear",
+        Duration::from_secs(20),
+        || !path.exists(),
+    );
+    assert!(host.sessions().is_empty(), "the lost session was dropped");
+    let err = file
+        .read_exact_at(&mut buf, 0)
+        .expect_err("an open handle keeps failing");
+    assert_eq!(err.raw_os_error(), Some(libc_eio()));
+    drop(file);
+    host.shutdown();
+}
+
+fn libc_eio() -> i32 {
+    5
+}

@@ -1,0 +1,109 @@
+//! `srpctl host run -c host.toml`: the host daemon in the foreground — portals swept, IOCs
+//! logged in to, every LUN a block file in the disks directory — until SIGINT or SIGTERM;
+//! `srpctl host check -c host.toml` validates the file and shows what would run.
+
+use anyhow::{Result, anyhow, bail};
+use nix::sys::signal::{SigSet, Signal};
+use srp_hostd::{HostConfig, HostDaemon};
+use std::path::Path;
+
+fn load(path: &Path) -> Result<HostConfig> {
+    HostConfig::from_file(path).map_err(|e| anyhow!("{e}\n{}: not valid", path.display()))
+}
+
+/// What the configuration asks for, one line each.
+fn summary(c: &HostConfig) -> Vec<String> {
+    let mut out = vec![format!(
+        "host {}: node GUID {:#018x}, initiator ext {:#x}, registration {:?}, queue depth {}, max transfer {} bytes, LUNs 0..{}",
+        c.name,
+        c.node_guid.0,
+        c.initiator_ext,
+        c.registration,
+        c.queue_depth,
+        c.max_transfer,
+        c.max_luns
+    )];
+    let t = &c.timers;
+    let show = |d: Option<std::time::Duration>| d.map_or("off".to_owned(), |d| format!("{d:?}"));
+    out.push(format!(
+        "timers: reconnect_delay {}, fast_io_fail {}, dev_loss {}; command timeout {:?}, sweep every {:?}",
+        show(t.reconnect_delay()),
+        show(t.fast_io_fail()),
+        show(t.dev_loss()),
+        c.cmd_timeout,
+        c.sweep_interval
+    ));
+    for p in &c.portals {
+        let locals = if p.local.is_empty() {
+            "the routed source address".to_owned()
+        } else {
+            p.local
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let iocs = if p.iocs.is_empty() {
+            "every SRP IOC".to_owned()
+        } else {
+            p.iocs
+                .iter()
+                .map(|g| format!("{:#018x}", g.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push(format!("portal {}: from {locals}; {iocs}", p.address));
+    }
+    out.push(format!("disks in {}", c.disks_dir.display()));
+    out.push(format!("control socket {}", c.control_socket.display()));
+    out
+}
+
+/// `host check`.
+pub(crate) fn check(path: &Path) -> Result<()> {
+    for line in summary(&load(path)?) {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// `host run`.
+pub(crate) fn run(path: &Path) -> Result<()> {
+    let config = load(path)?;
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    signals.thread_block()?;
+    let daemon =
+        HostDaemon::start(config).map_err(|e| anyhow!("{}: not started: {e}", path.display()))?;
+    let sessions = daemon.sessions();
+    if sessions.is_empty() {
+        println!(
+            "no session yet: portals are swept every {:?}",
+            daemon.config().sweep_interval
+        );
+    }
+    for s in &sessions {
+        println!(
+            "session {}: {} -> {} IOC {} \"{}\" ({})",
+            s.id, s.local, s.portal, s.ioc_guid, s.ioc_name, s.state
+        );
+    }
+    for d in daemon.disks() {
+        println!(
+            "disk {}: {} {} {}, {} blocks of {} bytes (session {}, LUN {})",
+            d.path, d.identity, d.vendor, d.product, d.blocks, d.block_size, d.session, d.lun
+        );
+    }
+    if let Some(s) = daemon.control_socket() {
+        println!("control socket {}", s.display());
+    }
+    let sig = signals.wait();
+    match sig {
+        Ok(s) => eprintln!("{s}: shutting down"),
+        Err(e) => bail!("waiting for a signal: {e}"),
+    }
+    daemon.shutdown();
+    eprintln!("stopped");
+    Ok(())
+}
