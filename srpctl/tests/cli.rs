@@ -14,6 +14,21 @@ fn version_and_help() {
     assert!(out.contains("decode") && out.contains("demo"), "{out}");
 }
 
+/// The README's main command: a target and a host on loopback (127.0.200.x), two paths,
+/// data written through one, read back through both and found in the target's file.
+#[test]
+fn the_live_demo_verifies_io_end_to_end() {
+    let (ok, out, err) = srpctl(&["demo"]);
+    assert!(ok, "demo failed: {err}\n{out}");
+    assert!(out.contains("2 session(s)"), "{out}");
+    assert!(out.contains("every byte matches"), "{out}");
+    assert!(
+        out.contains("its backing file holds the same bytes"),
+        "{out}"
+    );
+    assert!(out.contains("nothing left behind"), "{out}");
+}
+
 #[test]
 fn demo_checks_every_message() {
     let (ok, out, err) = srpctl(&["demo", "--wire", "--dump"]);

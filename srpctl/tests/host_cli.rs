@@ -1,0 +1,138 @@
+//! The host daemon's control-socket commands as an operator runs them, against real
+//! `srpctl target run` and `srpctl host run` processes on loopback 127.0.142.x: the host
+//! logs in to the configured portal at start; `sessions`/`disks` (tables and `--json`)
+//! describe it; `login` reaches a second IOC from a second address, `logout` removes its
+//! disk; refusals name the reason and exit non-zero. Needs root and /dev/fuse.
+
+#[path = "../../srp-target/tests/common/mod.rs"]
+mod common;
+mod process;
+
+use common::TempDir;
+use process::{HostProcess, TargetProcess};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `srpctl <args> --socket <socket>`: stdout, or stderr on failure.
+fn srpctl(socket: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_srpctl"))
+        .args(args)
+        .arg("--socket")
+        .arg(socket)
+        .output()
+        .expect("run srpctl");
+    let text = |b: Vec<u8>| String::from_utf8(b).expect("UTF-8");
+    if out.status.success() {
+        Ok(text(out.stdout))
+    } else {
+        Err(text(out.stderr))
+    }
+}
+
+fn json(socket: &Path, what: &str) -> Value {
+    let out = srpctl(socket, &[what, "--json"]).expect(what);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{what} --json: {e}: {out}"))
+}
+
+#[test]
+fn operators_log_in_list_and_log_out_through_the_host_daemon() {
+    let dir = TempDir::new("host-cli");
+    let target_cfg = dir.path().join("target.toml");
+    std::fs::write(
+        &target_cfg,
+        format!(
+            "[target]\nnode_guid = \"0x0002c90300e2e000\"\nname = \"cli\"\nrdma_cm_port = 5597\n\
+             control_socket = \"{}\"\n\n\
+             [[port]]\nname = \"p0\"\naddress = \"127.0.142.1\"\n\n\
+             [[port]]\nname = \"p1\"\naddress = \"127.0.142.4\"\n\n\
+             [[lun]]\nname = \"vol\"\nram = true\nsize = \"8MiB\"\n\n\
+             [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300e2e001\"\nports = [\"p0\"]\n\
+             exports = {{ 0 = \"vol\" }}\nallow = [\"any\"]\n\n\
+             [[ioc]]\nname = \"ioc-b\"\nguid = \"0x0002c90300e2e002\"\nports = [\"p1\"]\n\
+             exports = {{ 0 = \"vol\" }}\nallow = [\"any\"]\n",
+            dir.path().join("target.sock").display()
+        ),
+    )
+    .expect("write target config");
+    let host_cfg = dir.path().join("host.toml");
+    let disks = dir.path().join("disks");
+    let socket = dir.path().join("host.sock");
+    std::fs::write(
+        &host_cfg,
+        format!(
+            "[host]\nname = \"cli\"\nnode_guid = \"0x0002c90300e2e100\"\n\
+             disks_dir = \"{}\"\ncontrol_socket = \"{}\"\n\n\
+             [[portal]]\naddress = \"127.0.142.1\"\nlocal = [\"127.0.142.2\"]\n",
+            disks.display(),
+            socket.display()
+        ),
+    )
+    .expect("write host config");
+    let check = Command::new(env!("CARGO_BIN_EXE_srpctl"))
+        .args(["host", "check", "-c"])
+        .arg(&host_cfg)
+        .output()
+        .expect("host check");
+    assert!(check.status.success());
+    let shown = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        shown.contains("portal 127.0.142.1: from 127.0.142.2"),
+        "{shown}"
+    );
+
+    let _target = TargetProcess::start(&target_cfg);
+    let host = HostProcess::start(&host_cfg, &disks);
+
+    let sessions = json(&socket, "sessions");
+    assert_eq!(sessions.as_array().expect("list").len(), 1, "{sessions}");
+    assert_eq!(sessions[0]["state"], "running");
+    assert_eq!(sessions[0]["ioc_guid"], "0x0002c90300e2e001");
+    assert_eq!(sessions[0]["ioc_name"], "ioc-a");
+    assert_eq!(sessions[0]["local"], "127.0.142.2");
+    let list = json(&socket, "disks");
+    assert_eq!(list[0]["blocks"], 16384);
+    assert_eq!(list[0]["block_size"], 512);
+    let first = list[0]["name"].as_str().expect("name").to_owned();
+    assert!(first.starts_with("naa."), "{first}");
+    assert!(disks.join(&first).exists());
+
+    // The second IOC, from a second local address: the same LU through another session.
+    let out = srpctl(&socket, &["login", "127.0.142.4", "--local", "127.0.142.5"]).expect("login");
+    assert!(out.contains("ioc-b"), "{out}");
+    let list = json(&socket, "disks");
+    assert_eq!(list.as_array().expect("list").len(), 2, "{list}");
+    assert_eq!(
+        list[1]["identity"], list[0]["identity"],
+        "one LU, two paths"
+    );
+    let second = list[1]["name"].as_str().expect("name").to_owned();
+    assert_eq!(second, format!("{first}-s2"));
+    assert!(disks.join(&second).exists());
+
+    // Nothing left to log in to there; an address in use; a session that does not exist.
+    let err = srpctl(&socket, &["login", "127.0.142.4", "--local", "127.0.142.6"])
+        .expect_err("already logged in");
+    assert!(err.contains("nothing to log in to"), "{err}");
+    let err = srpctl(&socket, &["login", "127.0.142.1", "--local", "127.0.142.2"])
+        .expect_err("address in use");
+    assert!(err.contains("no free local address"), "{err}");
+    let err = srpctl(&socket, &["logout", "9"]).expect_err("no such session");
+    assert!(err.contains("no session 9"), "{err}");
+
+    let table = srpctl(&socket, &["sessions"]).expect("table");
+    assert!(table.starts_with("ID"), "{table}");
+    assert!(
+        table.contains("ioc-b") && table.contains("running"),
+        "{table}"
+    );
+
+    let out = srpctl(&socket, &["logout", "2"]).expect("logout");
+    assert!(out.contains(&second), "{out}");
+    assert!(!disks.join(&second).exists(), "its block file is gone");
+    assert_eq!(json(&socket, "sessions").as_array().expect("list").len(), 1);
+
+    host.stop();
+    let err = srpctl(&socket, &["sessions"]).expect_err("daemon stopped");
+    assert!(err.contains("is the host daemon running?"), "{err}");
+}
