@@ -1,54 +1,27 @@
 //! One SCSI command through a port, waited on (the host's threads may block), and its
-//! outcome classified the way a disk class driver decides what to do next.
+//! outcome classified ([`mpio::Outcome`]) for the multipath DSM to judge.
 //!
 //! Contract: [`execute`] submits an EXECUTE_SCSI SRB and waits at most the SRB's timeout
 //! plus a margin (the port completes every accepted SRB; the margin only guards against a
-//! port bug). [`Outcome`] separates what the device answered (GOOD, CHECK CONDITION with
-//! its sense, BUSY, RESERVATION CONFLICT) from transport failures, and the port giving up
-//! on the device for good (NO_DEVICE: device loss). [`Outcome::retry`] is the retry policy:
-//! unit attentions, BUSY / TASK SET FULL, "becoming ready" and aborted/reset commands are
-//! retried (bounded, by the caller); media errors, invalid requests, fast-I/O-fail and
-//! device loss are not.
+//! port bug). The outcome separates what the device answered (GOOD, CHECK CONDITION with
+//! its sense, BUSY, RESERVATION CONFLICT) from transport failures — SELECTION_TIMEOUT (the
+//! channel's fast I/O fail) is a path failure, TIMEOUT and BUS_RESET are commands swept by
+//! error recovery — and from the port giving up on the device (NO_DEVICE: device loss).
+//! [`execute_retrying`] retries what a disk driver retries (unit attention, BUSY, becoming
+//! ready, a reset), for the scan's commands; I/O retries are the DSM's.
 
 use access_layer::verbs::Completion;
+pub use mpio::{Outcome, TransportKind};
 use srp_initiator_storport::port::{
     DataDirection, LuAddress, Port, SrbRequest, SrbResult, SrbStatus,
 };
 use srp_initiator_storport::srp::SrpMiniport;
-use std::fmt;
 use std::time::Duration;
 
 /// Sense bytes asked for (descriptor sense fits too).
 const SENSE_LEN: u8 = 96;
 
-/// What became of a command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// GOOD: the data (a read's, trimmed to what was transferred).
-    Good(Vec<u8>),
-    /// CHECK CONDITION: sense key, ASC, ASCQ (0, 0, 0 if the target sent no sense).
-    Check {
-        /// Sense key.
-        key: u8,
-        /// Additional sense code.
-        asc: u8,
-        /// Its qualifier.
-        ascq: u8,
-    },
-    /// BUSY or TASK SET FULL: try again shortly.
-    Busy,
-    /// RESERVATION CONFLICT.
-    ReservationConflict,
-    /// Another SCSI status.
-    Status(u8),
-    /// The command did not complete on the transport (timeout, abort, reset, fast I/O
-    /// fail): the SRB status.
-    Transport(SrbStatus),
-    /// The port gave up on the device (device loss) or refused the request.
-    NoDevice(String),
-}
-
-/// What the caller should do with an outcome that is not [`Outcome::Good`].
+/// What the scan's retry loop does with an outcome that is not GOOD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retry {
     /// Send it again now.
@@ -59,61 +32,25 @@ pub enum Retry {
     No,
 }
 
-impl Outcome {
-    /// The retry policy (see the module contract).
-    pub fn retry(&self) -> Retry {
-        match self {
-            Outcome::Good(_) => Retry::No,
-            // UNIT ATTENTION: reported once per nexus; the command did not run.
-            Outcome::Check { key: 0x6, .. } => Retry::Now,
-            // NOT READY, becoming ready / in process of becoming ready.
-            Outcome::Check {
-                key: 0x2,
-                asc: 0x04,
-                ascq: 0x01,
-            } => Retry::After(Duration::from_millis(100)),
-            // ABORTED COMMAND: the target gave up on it, not on the data.
-            Outcome::Check { key: 0xb, .. } => Retry::After(Duration::from_millis(10)),
-            Outcome::Busy => Retry::After(Duration::from_millis(20)),
-            // Timed out and aborted, or swept by a LUN/channel reset: the core already
-            // escalated; the command may run again.
-            Outcome::Transport(s)
-                if [SrbStatus::TIMEOUT, SrbStatus::BUS_RESET, SrbStatus::ABORTED]
-                    .contains(&s.code()) =>
-            {
-                Retry::After(Duration::from_millis(10))
-            }
-            _ => Retry::No,
-        }
-    }
-
-    /// Whether the device is gone for good.
-    pub fn is_gone(&self) -> bool {
-        matches!(self, Outcome::NoDevice(_))
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Outcome::Good(d) => write!(f, "GOOD ({} bytes)", d.len()),
-            Outcome::Check { key, asc, ascq } => write!(
-                f,
-                "CHECK CONDITION {}",
-                scsi::sense::SenseCode::new(scsi::sense::SenseKey::from(*key), *asc, *ascq)
-            ),
-            Outcome::Busy => f.write_str("BUSY"),
-            Outcome::ReservationConflict => f.write_str("RESERVATION CONFLICT"),
-            Outcome::Status(s) => write!(f, "SCSI status {s:#04x}"),
-            Outcome::Transport(s) => {
-                write!(
-                    f,
-                    "transport: SRB status {}",
-                    s.code().name().unwrap_or("?")
-                )
-            }
-            Outcome::NoDevice(why) => write!(f, "device gone: {why}"),
-        }
+/// The scan's retry policy (see the module contract).
+pub fn retry(outcome: &Outcome) -> Retry {
+    match outcome {
+        // UNIT ATTENTION: reported once per nexus; the command did not run.
+        Outcome::Check { key: 0x6, .. } => Retry::Now,
+        // NOT READY, becoming ready.
+        Outcome::Check {
+            key: 0x2,
+            asc: 0x04,
+            ascq: 0x01,
+        } => Retry::After(Duration::from_millis(100)),
+        // ABORTED COMMAND: the target gave up on it, not on the data.
+        Outcome::Check { key: 0xb, .. } => Retry::After(Duration::from_millis(10)),
+        Outcome::Busy => Retry::After(Duration::from_millis(20)),
+        Outcome::Transport {
+            kind: TransportKind::Timeout | TransportKind::Reset,
+            ..
+        } => Retry::After(Duration::from_millis(10)),
+        _ => Retry::No,
     }
 }
 
@@ -150,6 +87,7 @@ fn classify(r: SrbResult, direction: DataDirection) -> Outcome {
             s => Outcome::Status(s),
         };
     }
+    let name = code.name().unwrap_or("?");
     if [
         SrbStatus::NO_DEVICE,
         SrbStatus::NO_HBA,
@@ -157,9 +95,21 @@ fn classify(r: SrbResult, direction: DataDirection) -> Outcome {
     ]
     .contains(&code)
     {
-        return Outcome::NoDevice(format!("SRB status {}", code.name().unwrap_or("?")));
+        return Outcome::NoDevice(format!("SRB status {name}"));
     }
-    Outcome::Transport(r.status)
+    let kind = if code == SrbStatus::SELECTION_TIMEOUT {
+        TransportKind::PathFailed
+    } else if code == SrbStatus::TIMEOUT || code == SrbStatus::ABORTED {
+        TransportKind::Timeout
+    } else if code == SrbStatus::BUS_RESET {
+        TransportKind::Reset
+    } else {
+        TransportKind::Other
+    };
+    Outcome::Transport {
+        kind,
+        detail: format!("SRB status {name}"),
+    }
 }
 
 /// Submits `cdb` for `lu`: `data` is the bytes to write (`Out`) or a buffer of the
@@ -219,7 +169,7 @@ pub fn execute_retrying(
     let mut last = Outcome::Status(0xff);
     for _ in 0..tries.max(1) {
         last = execute(port, lu, cdb, direction, data.to_vec(), timeout);
-        match last.retry() {
+        match retry(&last) {
             Retry::No => return last,
             Retry::Now => {}
             Retry::After(d) => std::thread::sleep(d),
@@ -286,7 +236,7 @@ mod tests {
                 ascq: 0
             }
         );
-        assert_eq!(ua.retry(), Retry::Now);
+        assert_eq!(retry(&ua), Retry::Now);
         fixed[2] = 0x3;
         fixed[12] = 0x11;
         let medium = classify(
@@ -294,7 +244,7 @@ mod tests {
             DataDirection::None,
         );
         assert_eq!(
-            medium.retry(),
+            retry(&medium),
             Retry::No,
             "a medium error is the device's answer"
         );
@@ -311,8 +261,15 @@ mod tests {
             result(SrbStatus::SELECTION_TIMEOUT, 0, vec![], vec![], 0),
             DataDirection::None,
         );
+        assert!(matches!(
+            ff,
+            Outcome::Transport {
+                kind: TransportKind::PathFailed,
+                ..
+            }
+        ));
         assert_eq!(
-            ff.retry(),
+            retry(&ff),
             Retry::No,
             "fast I/O fail is reported, not retried"
         );
@@ -325,6 +282,6 @@ mod tests {
             result(SrbStatus::BUS_RESET, 0, vec![], vec![], 0),
             DataDirection::None,
         );
-        assert!(matches!(reset.retry(), Retry::After(_)));
+        assert!(matches!(retry(&reset), Retry::After(_)));
     }
 }

@@ -20,10 +20,23 @@
 //! fast_io_fail = "15s"
 //! dev_loss = "600s"
 //!
+//! [multipath]                        # one disk per LU identity over all its paths
+//! policy = "round-robin"             # failover-only, round-robin, round-robin-subset,
+//!                                    # least-queue-depth, weighted-paths, least-blocks,
+//!                                    # service-time (or MPIO's number 1..7)
+//! failback = true                    # a returning preferred path takes over again
+//! no_path_retry = "30s"              # I/O waits this long for a path when none is left
+//! verify_period = "30s"              # TEST UNIT READY on every active path this often
+//! flap_failures = 3                  # this many failures within flap_window damp a path
+//! flap_window = "60s"
+//! flap_hold = "5s"                   # the first hold; doubles while it keeps flapping
+//!
 //! [[portal]]
 //! address = "192.0.2.10"             # the target port
 //! local = ["192.0.2.20"]             # local addresses, one channel each (default: routed)
 //! iocs = ["0x0002c90300a1b401"]      # only these IOCs (default: every SRP IOC)
+//! preferred = true                   # its paths are preferred (default false)
+//! weight = 1                         # its paths' weight for weighted-paths (default 1)
 //! ```
 //!
 //! Contract: [`HostConfig::from_str`] reports every problem at once, each with its key;
@@ -31,6 +44,7 @@
 //! `srp_tmo_valid` accepts, and sizes the miniport can use.
 
 use hca::Guid;
+use mpio::{MpConfig, Policy};
 use serde::Deserialize;
 use srp::initiator::TransportTimers;
 use srp_initiator_storport::srp::RegistrationMode;
@@ -57,6 +71,10 @@ pub struct PortalConfig {
     pub local: Vec<IpAddr>,
     /// Only these IOC GUIDs (empty: every IOC with an SRP service).
     pub iocs: Vec<Guid>,
+    /// Its paths are preferred (failover only, round robin with subset, failback).
+    pub preferred: bool,
+    /// Its paths' weight under weighted paths (lower wins).
+    pub weight: u32,
 }
 
 /// The validated configuration.
@@ -88,6 +106,8 @@ pub struct HostConfig {
     pub sweep_interval: Duration,
     /// reconnect_delay, fast_io_fail, dev_loss.
     pub timers: TransportTimers,
+    /// Multipath: the default policy and timers of every disk.
+    pub multipath: MpConfig,
     /// The portals.
     pub portals: Vec<PortalConfig>,
 }
@@ -100,7 +120,21 @@ struct RawFile {
     #[serde(default)]
     timers: RawTimers,
     #[serde(default)]
+    multipath: RawMultipath,
+    #[serde(default)]
     portal: Vec<RawPortal>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMultipath {
+    policy: Option<toml::Value>,
+    failback: Option<bool>,
+    no_path_retry: Option<String>,
+    verify_period: Option<String>,
+    flap_failures: Option<i64>,
+    flap_window: Option<String>,
+    flap_hold: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -136,6 +170,8 @@ struct RawPortal {
     local: Vec<String>,
     #[serde(default)]
     iocs: Vec<String>,
+    preferred: Option<bool>,
+    weight: Option<i64>,
 }
 
 /// The default daemon name.
@@ -229,6 +265,7 @@ impl HostConfig {
             login_timeout: Duration::from_secs(10),
             sweep_interval: Duration::from_secs(5),
             timers: TransportTimers::default(),
+            multipath: MpConfig::default(),
             portals,
         }
     }
@@ -362,6 +399,63 @@ impl HostConfig {
             Ok(v) => c.timers = v,
             Err(e) => p.push(format!("timers: {e}")),
         }
+        let m = raw.multipath;
+        if let Some(v) = &m.policy {
+            let text = match v {
+                toml::Value::String(t) => t.clone(),
+                other => other.to_string(),
+            };
+            match Policy::parse(&text) {
+                Some(pol) => c.multipath.policy = pol,
+                None => p.push(format!(
+                    "multipath.policy {text:?}: failover-only, round-robin, round-robin-subset, \
+                     least-queue-depth, weighted-paths, least-blocks, service-time (or 1..7)"
+                )),
+            }
+        }
+        if let Some(f) = m.failback {
+            c.multipath.failback = f;
+        }
+        let mut mdur = |key: &str, v: Option<String>, slot: &mut Duration, zero_ok: bool| {
+            if let Some(t) = v {
+                match parse_duration(&t) {
+                    Ok(d) if zero_ok || !d.is_zero() => *slot = d,
+                    Ok(_) => p.push(format!("multipath.{key}: must not be 0")),
+                    Err(e) => p.push(format!("multipath.{key}: {e}")),
+                }
+            }
+        };
+        mdur(
+            "no_path_retry",
+            m.no_path_retry,
+            &mut c.multipath.no_path_retry,
+            true,
+        );
+        mdur(
+            "verify_period",
+            m.verify_period,
+            &mut c.multipath.verify_period,
+            false,
+        );
+        mdur(
+            "flap_window",
+            m.flap_window,
+            &mut c.multipath.damping.window,
+            false,
+        );
+        mdur(
+            "flap_hold",
+            m.flap_hold,
+            &mut c.multipath.damping.hold,
+            false,
+        );
+        c.multipath.damping.max_hold = c.multipath.damping.max_hold.max(c.multipath.damping.hold);
+        if let Some(n) = m.flap_failures {
+            match usize::try_from(n) {
+                Ok(v @ 1..=100) => c.multipath.damping.max_failures = v,
+                _ => p.push(format!("multipath.flap_failures {n}: 1 to 100")),
+            }
+        }
         if raw.portal.is_empty() {
             p.push("no [[portal]]: nothing to log in to".into());
         }
@@ -381,7 +475,15 @@ impl HostConfig {
                 address,
                 local: Vec::new(),
                 iocs: Vec::new(),
+                preferred: rp.preferred.unwrap_or(false),
+                weight: 1,
             };
+            if let Some(w) = rp.weight {
+                match u32::try_from(w) {
+                    Ok(v) => portal.weight = v,
+                    Err(_) => p.push(format!("portal[{i}].weight {w}: 0 to 4294967295")),
+                }
+            }
             for l in &rp.local {
                 match l.parse::<IpAddr>() {
                     Ok(a) if locals.contains(&a) => p.push(format!(
@@ -430,14 +532,27 @@ sweep_interval = "500ms"
 reconnect_delay = "1s"
 fast_io_fail = "3s"
 dev_loss = "off"
+[multipath]
+policy = "least-queue-depth"
+failback = false
+no_path_retry = "2s"
+flap_hold = "1s"
 [[portal]]
 address = "127.0.0.1"
 local = ["127.0.0.2", "127.0.0.3"]
 iocs = ["0002:c903:00a1:b401"]
+preferred = true
+weight = 3
 "#,
             "t.toml",
         )
         .expect("valid");
+        assert_eq!(c.multipath.policy, Policy::LeastQueueDepth);
+        assert!(!c.multipath.failback);
+        assert_eq!(c.multipath.no_path_retry, Duration::from_secs(2));
+        assert_eq!(c.multipath.damping.hold, Duration::from_secs(1));
+        assert!(c.portals[0].preferred);
+        assert_eq!(c.portals[0].weight, 3);
         assert_eq!(c.name, "h1");
         assert_eq!(c.node_guid, Guid(0x0002_c903_00be_ef01));
         assert_eq!(c.registration, RegistrationMode::TrustTarget);
@@ -465,6 +580,9 @@ registration = "yolo"
 reconnect_delay = "off"
 fast_io_fail = "off"
 dev_loss = "off"
+[multipath]
+policy = "fastest"
+flap_failures = 0
 [[portal]]
 address = "target.example"
 [[portal]]
@@ -483,6 +601,8 @@ local = ["127.0.0.2", "127.0.0.2"]
             "timers:",
             "portal[0].address",
             "portal[1].local 127.0.0.2: listed twice",
+            "multipath.policy",
+            "multipath.flap_failures",
         ] {
             assert!(all.contains(key), "{key} missing from {all}");
         }

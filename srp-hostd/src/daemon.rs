@@ -19,7 +19,7 @@
 use crate::config::HostConfig;
 use crate::control::{
     DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, HostService, LoginSpec,
-    SessionInfo,
+    PathInfo, SessionInfo,
 };
 use crate::discover::{SrpService, route_source, srp_services, sweep};
 use crate::disk::SrpDisk;
@@ -27,11 +27,11 @@ use crate::scan::scan;
 use crate::session::{Session, SessionDisk, SessionState};
 use access_layer::ctl::CtlServer;
 use hca::Guid;
+use mpio::{DiskIdentity, Dsm, MultipathDisk, PathLabel, PathSpec, PathState, Policy, SrpDsm};
 use srp_host::{BlockDevice, BlockFiles, MountError, MountOptions, Mounted};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -83,6 +83,8 @@ enum Exposure {
 #[derive(Default)]
 struct State {
     sessions: BTreeMap<u32, Arc<Session>>,
+    /// The multipath disks, by name (their identity).
+    disks: BTreeMap<String, Arc<MultipathDisk>>,
     next_id: u32,
     stopping: bool,
 }
@@ -90,6 +92,7 @@ struct State {
 /// What the supervisor, the control socket and the handle share.
 struct Shared {
     config: HostConfig,
+    dsm: Arc<dyn Dsm>,
     exposure: Exposure,
     state: Mutex<State>,
     /// Serializes sweeps, logins and logouts.
@@ -184,6 +187,7 @@ impl HostDaemon {
     fn launch(config: HostConfig, exposure: Exposure) -> HostDaemon {
         let shared = Arc::new(Shared {
             config,
+            dsm: Arc::new(SrpDsm::default()),
             exposure,
             state: Mutex::new(State {
                 next_id: 1,
@@ -219,15 +223,9 @@ impl HostDaemon {
         self.shared.clone()
     }
 
-    /// The disk exposed as `name`, if any.
-    pub fn disk(&self, name: &str) -> Option<Arc<SrpDisk>> {
-        let st = lock(&self.shared.state);
-        st.sessions.values().find_map(|s| {
-            s.disks()
-                .iter()
-                .find(|d| d.name == name)
-                .map(|d| d.disk.clone())
-        })
+    /// The multipath disk exposed as `name`, if any.
+    pub fn disk(&self, name: &str) -> Option<Arc<MultipathDisk>> {
+        self.shared.disk_named(name)
     }
 
     /// The sessions.
@@ -272,6 +270,7 @@ impl HostDaemon {
         };
         for s in sessions {
             self.shared.remove_disks(&s);
+            s.close();
         }
         if let Some(m) = self.mounted.take() {
             if let Err(e) = m.unmount() {
@@ -307,9 +306,30 @@ impl Shared {
                 }
             }
             self.check_sessions();
+            let disks: Vec<Arc<MultipathDisk>> =
+                lock(&self.state).disks.values().cloned().collect();
+            for d in disks {
+                d.tick(Instant::now());
+            }
             if Instant::now() >= next_sweep {
                 self.sweep_all();
+                self.rescan_all();
                 next_sweep = Instant::now() + self.config.sweep_interval;
+            }
+        }
+    }
+
+    /// Rescans every running session (LUNs added or removed at the target: the miniport
+    /// reports no bus change).
+    fn rescan_all(&self) {
+        let sessions: Vec<Arc<Session>> = lock(&self.state).sessions.values().cloned().collect();
+        for s in sessions {
+            if self.stopping() {
+                return;
+            }
+            if s.state() == SessionState::Running {
+                let _serial = lock(&self.logins);
+                self.expose(&s);
             }
         }
     }
@@ -339,22 +359,18 @@ impl Shared {
     /// Removes session `id` and its disks; the block files it had.
     fn drop_session(&self, id: u32) -> Option<Vec<String>> {
         let s = lock(&self.state).sessions.remove(&id)?;
-        Some(self.remove_disks(&s))
+        let removed = self.remove_disks(&s);
+        s.close();
+        Some(removed)
     }
 
+    /// Takes every path of `s` away; the disks removed with their last path.
     fn remove_disks(&self, s: &Session) -> Vec<String> {
         let disks = std::mem::take(&mut *s.disks());
-        let mut names = Vec::new();
-        for d in disks {
-            d.disk.set_gone();
-            if let Exposure::Files(f) = &self.exposure
-                && let Err(e) = f.remove(&d.name)
-            {
-                tracing::warn!(%e, name = d.name, "removing a block file");
-            }
-            names.push(d.name);
-        }
-        names
+        disks
+            .iter()
+            .filter_map(|d| self.remove_path(s.id(), d))
+            .collect()
     }
 
     /// The local addresses sessions use.
@@ -500,10 +516,12 @@ impl Shared {
         Ok(created)
     }
 
-    /// Scans `s` and brings its disks in line: new LUNs exposed, vanished ones removed.
+    /// Scans `s` and brings its paths in line: each LUN found becomes a path of the
+    /// multipath disk of its identity (created and exposed on its first path); vanished
+    /// LUNs lose their path (a disk with none left disappears).
     fn expose(&self, s: &Arc<Session>) {
         let timeout = self.config.cmd_timeout;
-        let found = match scan(s.port(), s.id(), self.config.max_luns, timeout) {
+        let found = match scan(s.port(), self.dsm.as_ref(), self.config.max_luns, timeout) {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!(session = s.id(), %e, "LUN scan");
@@ -513,52 +531,118 @@ impl Shared {
         for why in &found.skipped {
             tracing::info!(session = s.id(), "LUN skipped: {why}");
         }
-        let taken: Vec<String> = lock(&self.state)
-            .sessions
-            .values()
-            .flat_map(|o| o.disks().iter().map(|d| d.name.clone()).collect::<Vec<_>>())
-            .collect();
-        let mut disks = s.disks();
-        // Vanished LUNs (or a LUN now answering with another identity).
-        let (keep, gone): (Vec<SessionDisk>, Vec<SessionDisk>) =
-            std::mem::take(&mut *disks).into_iter().partition(|d| {
+        let gone: Vec<SessionDisk> = {
+            let mut disks = s.disks();
+            let (keep, gone) = std::mem::take(&mut *disks).into_iter().partition(|d| {
                 found
                     .luns
                     .iter()
                     .any(|l| l.lun == d.disk.info().lun && l.identity == d.disk.info().identity)
             });
-        *disks = keep;
+            *disks = keep;
+            gone
+        };
         for d in gone {
-            d.disk.set_gone();
-            if let Exposure::Files(f) = &self.exposure {
-                let _ = f.remove(&d.name);
-            }
-            tracing::info!(name = d.name, "LUN gone");
+            tracing::info!(name = d.name, session = s.id(), "LUN gone from the session");
+            self.remove_path(s.id(), &d);
         }
+        let portal = self
+            .config
+            .portals
+            .iter()
+            .find(|p| p.address == s.service().portal);
         for info in found.luns {
-            if disks.iter().any(|d| d.disk.info().lun == info.lun) {
+            if s.disks().iter().any(|d| d.disk.info().lun == info.lun) {
                 continue;
             }
-            // The same LU through another session (multipath merges them, #7): its own name.
-            let mut name = info.identity.clone();
-            if taken.contains(&name) {
-                name = format!("{}-s{}", info.identity, s.id());
-            }
+            let name = info.identity.clone();
+            let lun = info.lun;
+            let id = info.id.clone();
+            let identity = DiskIdentity {
+                identity: info.identity.clone(),
+                vendor: info.vendor.clone(),
+                product: info.product.clone(),
+                revision: info.revision.clone(),
+                block_size: info.block_size,
+                blocks: info.blocks,
+            };
             let disk = Arc::new(SrpDisk::new(
                 s.port().clone(),
                 info,
                 self.config.max_transfer,
                 self.srb_timeout(),
             ));
-            if let Exposure::Files(f) = &self.exposure {
-                let dev: Arc<dyn BlockDevice> = disk.clone();
-                if let Err(e) = f.add(&name, dev) {
-                    tracing::warn!(%e, name, "exposing a disk");
+            let service = s.service();
+            let spec = PathSpec {
+                key: s.id(),
+                lun,
+                device: disk.clone(),
+                id,
+                preferred: portal.is_some_and(|p| p.preferred),
+                weight: portal.map_or(1, |p| p.weight),
+                label: PathLabel {
+                    ioc_guid: format!("{:#018x}", service.ioc_guid.0),
+                    ioc_name: service.ioc_name.clone(),
+                    portal: service.portal.to_string(),
+                    local: s.local().to_string(),
+                },
+            };
+            let existing = lock(&self.state).disks.get(&name).cloned();
+            match existing {
+                Some(mp)
+                    if mp.identity().block_size == identity.block_size
+                        && mp.identity().blocks == identity.blocks =>
+                {
+                    mp.add_path(spec);
+                    tracing::info!(name, session = s.id(), "another path to the disk");
+                }
+                Some(_) => {
+                    tracing::warn!(
+                        name,
+                        session = s.id(),
+                        "the same identity with another geometry: path refused"
+                    );
+                    disk.set_gone();
                     continue;
                 }
+                None => {
+                    let mp = Arc::new(MultipathDisk::new(
+                        identity,
+                        self.dsm.clone(),
+                        self.config.multipath,
+                    ));
+                    mp.add_path(spec);
+                    if let Exposure::Files(f) = &self.exposure {
+                        let dev: Arc<dyn BlockDevice> = mp.clone();
+                        if let Err(e) = f.add(&name, dev) {
+                            tracing::warn!(%e, name, "exposing a disk");
+                            disk.set_gone();
+                            continue;
+                        }
+                    }
+                    lock(&self.state).disks.insert(name.clone(), mp);
+                }
             }
-            disks.push(SessionDisk { name, disk });
+            s.disks().push(SessionDisk { name, disk });
         }
+    }
+
+    /// Takes session `key`'s path `d` away from its disk; the disk's name if it had no
+    /// path left and is gone.
+    fn remove_path(&self, key: u32, d: &SessionDisk) -> Option<String> {
+        d.disk.set_gone();
+        let mp = lock(&self.state).disks.get(&d.name).cloned()?;
+        if mp.remove_path(key) > 0 {
+            return None;
+        }
+        lock(&self.state).disks.remove(&d.name);
+        if let Exposure::Files(f) = &self.exposure
+            && let Err(e) = f.remove(&d.name)
+        {
+            tracing::warn!(%e, name = d.name, "removing a block file");
+        }
+        tracing::info!(name = d.name, "last path gone: disk removed");
+        Some(d.name.clone())
     }
 
     /// An SRB's timeout: long enough for the core's own command timeout and escalation,
@@ -578,34 +662,74 @@ impl Shared {
     }
 
     fn disks(&self) -> Vec<DiskInfo> {
-        let sessions: Vec<Arc<Session>> = lock(&self.state).sessions.values().cloned().collect();
-        let mut out = Vec::new();
-        for s in sessions {
-            for d in s.disks().iter() {
-                let i = d.disk.info();
-                let c = d.disk.counters();
-                out.push(DiskInfo {
-                    name: d.name.clone(),
+        let disks: Vec<Arc<MultipathDisk>> = lock(&self.state).disks.values().cloned().collect();
+        disks
+            .iter()
+            .map(|mp| {
+                let snap = mp.snapshot();
+                let i = &snap.identity;
+                DiskInfo {
+                    name: i.identity.clone(),
                     path: match &self.exposure {
-                        Exposure::Files(f) => f.path(&d.name).display().to_string(),
+                        Exposure::Files(f) => f.path(&i.identity).display().to_string(),
                         Exposure::InProcess => String::new(),
                     },
-                    session: s.id(),
-                    lun: i.lun,
                     identity: i.identity.clone(),
                     vendor: i.vendor.clone(),
                     product: i.product.clone(),
                     revision: i.revision.clone(),
                     block_size: i.block_size,
                     blocks: i.blocks,
-                    reads: c.reads.load(Ordering::Relaxed),
-                    writes: c.writes.load(Ordering::Relaxed),
-                    flushes: c.flushes.load(Ordering::Relaxed),
-                    errors: c.errors.load(Ordering::Relaxed),
-                });
-            }
-        }
-        out
+                    policy: snap.policy.name().to_owned(),
+                    queued: snap.queued,
+                    reads: snap.reads,
+                    writes: snap.writes,
+                    flushes: snap.flushes,
+                    errors: snap.errors,
+                    failovers: snap.failovers,
+                    paths: snap
+                        .paths
+                        .iter()
+                        .map(|p| PathInfo {
+                            session: p.key,
+                            lun: p.lun,
+                            ioc_guid: p.label.ioc_guid.clone(),
+                            ioc_name: p.label.ioc_name.clone(),
+                            portal: p.label.portal.parse().unwrap_or(IpAddr::from([0, 0, 0, 0])),
+                            local: p.label.local.parse().unwrap_or(IpAddr::from([0, 0, 0, 0])),
+                            state: match (p.state, p.active) {
+                                (PathState::Active, false) => "standby".to_owned(),
+                                (st, _) => st.as_str().to_owned(),
+                            },
+                            alua: p.alua.map(|a| a.as_str().to_owned()),
+                            preferred: p.preferred,
+                            weight: p.weight,
+                            in_flight: p.in_flight,
+                            reads: p.reads,
+                            writes: p.writes,
+                            bytes: p.bytes,
+                            errors: p.errors,
+                            failures: p.failures,
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// The disk named (or identified) `name`.
+    fn disk_named(&self, name: &str) -> Option<Arc<MultipathDisk>> {
+        lock(&self.state).disks.get(name).cloned()
+    }
+
+    /// The disks session `key` is a path of.
+    fn disks_through(&self, key: u32) -> Vec<Arc<MultipathDisk>> {
+        lock(&self.state)
+            .disks
+            .values()
+            .filter(|d| d.has_path(key))
+            .cloned()
+            .collect()
     }
 }
 
@@ -629,6 +753,30 @@ impl HostControl for Shared {
                 self.drop_session(session)
                     .map(|disks_removed| HostAnswer::LoggedOut { disks_removed })
                     .ok_or(HostControlError::NoSuchSession(session))
+            }
+            HostRequest::SetPolicy { disk, policy } => {
+                let p = Policy::parse(&policy).ok_or(HostControlError::NoSuchPolicy(policy))?;
+                let mp = self
+                    .disk_named(&disk)
+                    .ok_or(HostControlError::NoSuchDisk(disk.clone()))?;
+                mp.set_policy(p);
+                tracing::info!(disk, policy = p.name(), "policy set");
+                Ok(HostAnswer::Done { disks: vec![disk] })
+            }
+            HostRequest::SetPath { session, enabled } => {
+                if !lock(&self.state).sessions.contains_key(&session) {
+                    return Err(HostControlError::NoSuchSession(session));
+                }
+                let now = Instant::now();
+                let disks = self
+                    .disks_through(session)
+                    .into_iter()
+                    .filter(|d| d.set_admin(session, enabled, now))
+                    .map(|d| d.identity().identity.clone())
+                    .collect();
+                // A restored path is verified at the next tick.
+                self.wake.notify_all();
+                Ok(HostAnswer::Done { disks })
             }
         }
     }

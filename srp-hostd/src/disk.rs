@@ -1,51 +1,35 @@
-//! [`SrpDisk`]: one LUN of a login as a [`BlockDevice`] — reads and writes become READ(16)
-//! and WRITE(16) (FUA when asked), split at the login's maximum transfer and submitted
-//! together; flush is SYNCHRONIZE CACHE(10) over the whole LU.
+//! [`SrpDisk`]: one LUN through one login — a multipath [`PathDevice`]. Reads and writes
+//! become READ(16) and WRITE(16) (FUA when asked), split at the login's maximum transfer
+//! and submitted together; flush is SYNCHRONIZE CACHE(10) over the whole LU.
 //!
-//! Contract: a call returns once every piece completed. Pieces that fail for a retryable
-//! reason (unit attention, BUSY, a command reset by error recovery) are sent again, up to
-//! [`TRIES`] times; while the login is reconnecting the channel core holds I/O, so within
-//! fast_io_fail the caller sees nothing but a delay. A piece that fails for good turns the
-//! call into [`DeviceError::Io`] with the SCSI or transport reason; device loss (NO_DEVICE)
-//! marks the disk gone and every later call fails with [`DeviceError::Gone`] at once.
+//! Contract: a call returns once every piece completed, with the first piece's outcome
+//! that was not GOOD (the multipath DSM judges it: retry, fail over, or report). While the
+//! login is reconnecting the channel core holds I/O; [`PathDevice::fail_fast`] ends that
+//! hold at once (the commands fail as at fast_io_fail and are never resent on this path).
+//! Once the disk is gone (its session dropped) every call answers
+//! [`Outcome::NoDevice`] at once and the adapter is released.
 
-use crate::command::{Outcome, Retry, execute_retrying, finish, submit};
+use crate::command::{Outcome, TransportKind, execute, finish, submit};
 use crate::scan::{LunInfo, cdb};
+use mpio::{PathDevice, Transport};
 use scsi::cdb::{Command, LongCdb, ReadWrite, RwCdb, SynchronizeCache};
 use scsi::{BlockCount, Lba};
-use srp_host::{BlockDevice, DeviceError};
+use srp::initiator::PortState;
 use srp_initiator_storport::port::{DataDirection, LuAddress, Port};
 use srp_initiator_storport::srp::SrpMiniport;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
-
-/// Sends per piece before an error is reported.
-pub const TRIES: u32 = 5;
-
-/// Calls served and failed.
-#[derive(Debug, Default)]
-pub struct DiskCounters {
-    /// Reads completed.
-    pub reads: AtomicU64,
-    /// Writes completed.
-    pub writes: AtomicU64,
-    /// Flushes completed.
-    pub flushes: AtomicU64,
-    /// Calls that failed.
-    pub errors: AtomicU64,
-}
 
 /// A LUN of a login.
 pub struct SrpDisk {
     /// The adapter; `None` once gone, so a lost session's adapter (and its local address)
-    /// is freed even while block-file handles keep the disk alive.
+    /// is freed even while the multipath disk or a block-file handle keeps this alive.
     port: RwLock<Option<Arc<Port<SrpMiniport>>>>,
     info: LunInfo,
     max_blocks: u32,
     timeout: Duration,
     gone: AtomicBool,
-    counters: DiskCounters,
 }
 
 impl std::fmt::Debug for SrpDisk {
@@ -73,7 +57,6 @@ impl SrpDisk {
             max_blocks,
             timeout,
             gone: AtomicBool::new(false),
-            counters: DiskCounters::default(),
         }
     }
 
@@ -82,12 +65,7 @@ impl SrpDisk {
         &self.info
     }
 
-    /// The counters.
-    pub fn counters(&self) -> &DiskCounters {
-        &self.counters
-    }
-
-    /// Marks the disk gone (its login was lost or logged out): calls fail at once.
+    /// Marks the disk gone (its login was lost or logged out) and lets go of the adapter.
     pub fn set_gone(&self) {
         self.gone.store(true, Ordering::Release);
         *self.port.write().unwrap_or_else(PoisonError::into_inner) = None;
@@ -102,16 +80,8 @@ impl SrpDisk {
         self.info.address
     }
 
-    fn error(&self, o: &Outcome) -> DeviceError {
-        if o.is_gone() {
-            self.set_gone();
-            return DeviceError::Gone;
-        }
-        DeviceError::Io(o.to_string())
-    }
-
     /// The adapter, unless the disk is gone.
-    fn port(&self) -> Result<Arc<Port<SrpMiniport>>, DeviceError> {
+    fn port(&self) -> Result<Arc<Port<SrpMiniport>>, Outcome> {
         let port = self
             .port
             .read()
@@ -119,10 +89,7 @@ impl SrpDisk {
             .clone();
         match port {
             Some(p) if !self.is_gone() => Ok(p),
-            _ => {
-                self.counters.errors.fetch_add(1, Ordering::Relaxed);
-                Err(DeviceError::Gone)
-            }
+            _ => Err(Outcome::NoDevice("the session is gone".into())),
         }
     }
 
@@ -143,8 +110,11 @@ impl SrpDisk {
     }
 
     /// Runs one transfer as pieces of at most the maximum transfer, submitted together.
-    fn transfer(&self, lba: Lba, mut io: Io<'_>) -> Result<(), DeviceError> {
-        let port = self.port()?;
+    fn transfer(&self, lba: Lba, mut io: Io<'_>) -> Outcome {
+        let port = match self.port() {
+            Ok(p) => p,
+            Err(o) => return o,
+        };
         let bs = self.info.block_size as usize;
         let (read, fua, total) = match &io {
             Io::Read(b) => (true, false, b.len()),
@@ -155,10 +125,6 @@ impl SrpDisk {
         } else {
             DataDirection::Out
         };
-        let piece_data = |io: &Io<'_>, off: usize, len: usize| match io {
-            Io::Read(_) => vec![0; len],
-            Io::Write(d, _) => d[off..off + len].to_vec(),
-        };
         let blocks = (total / bs) as u64;
         let mut pieces = Vec::new();
         let mut done = 0u64;
@@ -166,54 +132,40 @@ impl SrpDisk {
             let n = (blocks - done).min(u64::from(self.max_blocks)) as u32;
             let (off, len) = (done as usize * bs, n as usize * bs);
             let cdb = self.rw_cdb(read, lba.0 + done, n, fua);
-            let data = piece_data(&io, off, len);
+            let data = match &io {
+                Io::Read(_) => vec![0; len],
+                Io::Write(d, _) => d[off..off + len].to_vec(),
+            };
             let sent = submit(&port, self.address(), &cdb, dir, data, self.timeout);
-            pieces.push((off, len, cdb, sent));
+            pieces.push((off, len, sent));
             done += u64::from(n);
         }
         let mut failure = None;
-        for (off, len, cdb, sent) in pieces {
-            let mut outcome = match sent {
+        for (off, len, sent) in pieces {
+            let outcome = match sent {
                 Ok(c) => finish(&c, dir, self.timeout),
                 Err(o) => o,
             };
-            if !matches!(outcome, Outcome::Good(_)) && outcome.retry() != Retry::No {
-                let data = piece_data(&io, off, len);
-                outcome = execute_retrying(
-                    &port,
-                    self.address(),
-                    &cdb,
-                    dir,
-                    &data,
-                    self.timeout,
-                    TRIES - 1,
-                );
-            }
             match (outcome, &mut io) {
                 (Outcome::Good(_), Io::Write(..)) => {}
                 (Outcome::Good(d), Io::Read(buf)) if d.len() == len => {
                     buf[off..off + len].copy_from_slice(&d);
                 }
                 (Outcome::Good(d), Io::Read(_)) => {
-                    let e = DeviceError::Io(format!("short read: {} of {len} bytes", d.len()));
-                    failure.get_or_insert(e);
+                    failure.get_or_insert(Outcome::Transport {
+                        kind: TransportKind::Other,
+                        detail: format!("short read: {} of {len} bytes", d.len()),
+                    });
                 }
                 (other, _) => {
-                    failure.get_or_insert(self.error(&other));
+                    failure.get_or_insert(other);
                 }
             }
         }
-        if let Some(e) = failure {
-            self.counters.errors.fetch_add(1, Ordering::Relaxed);
-            return Err(e);
+        if let Some(Outcome::NoDevice(_)) = &failure {
+            self.set_gone();
         }
-        let c = if read {
-            &self.counters.reads
-        } else {
-            &self.counters.writes
-        };
-        c.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        failure.unwrap_or(Outcome::Good(Vec::new()))
     }
 }
 
@@ -225,49 +177,70 @@ enum Io<'a> {
     Write(&'a [u8], bool),
 }
 
-impl BlockDevice for SrpDisk {
-    fn block_size(&self) -> u32 {
-        self.info.block_size
-    }
-
-    fn capacity_blocks(&self) -> u64 {
-        self.info.blocks
-    }
-
-    fn read(&self, lba: Lba, buf: &mut [u8]) -> Result<(), DeviceError> {
+impl PathDevice for SrpDisk {
+    fn read(&self, lba: Lba, buf: &mut [u8]) -> Outcome {
         self.transfer(lba, Io::Read(buf))
     }
 
-    fn write(&self, lba: Lba, data: &[u8], fua: bool) -> Result<(), DeviceError> {
+    fn write(&self, lba: Lba, data: &[u8], fua: bool) -> Outcome {
         self.transfer(lba, Io::Write(data, fua))
     }
 
-    fn flush(&self) -> Result<(), DeviceError> {
-        let port = self.port()?;
-        let sync = Command::SynchronizeCache(SynchronizeCache {
+    fn flush(&self) -> Outcome {
+        let port = match self.port() {
+            Ok(p) => p,
+            Err(o) => return o,
+        };
+        let sync = cdb(Command::SynchronizeCache(SynchronizeCache {
             cdb: LongCdb::Ten,
             lba: Lba(0),
             blocks: BlockCount(0),
             immed: false,
-        });
-        let sync = cdb(sync);
-        match execute_retrying(
+        }));
+        execute(
             &port,
             self.address(),
             &sync,
             DataDirection::None,
-            &[],
+            Vec::new(),
             self.timeout,
-            TRIES,
-        ) {
-            Outcome::Good(_) => {
-                self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            other => {
-                self.counters.errors.fetch_add(1, Ordering::Relaxed);
-                Err(self.error(&other))
-            }
+        )
+    }
+
+    fn execute(&self, cdb: &[u8], data_in: usize) -> Outcome {
+        let port = match self.port() {
+            Ok(p) => p,
+            Err(o) => return o,
+        };
+        let dir = if data_in == 0 {
+            DataDirection::None
+        } else {
+            DataDirection::In
+        };
+        execute(
+            &port,
+            self.address(),
+            cdb,
+            dir,
+            vec![0; data_in],
+            self.timeout,
+        )
+    }
+
+    fn transport(&self) -> Transport {
+        let Ok(port) = self.port() else {
+            return Transport::Gone;
+        };
+        match port.miniport().status().state {
+            Some(PortState::Running) => Transport::Up,
+            Some(PortState::Lost) => Transport::Gone,
+            _ => Transport::Down,
+        }
+    }
+
+    fn fail_fast(&self) {
+        if let Ok(port) = self.port() {
+            port.miniport().fail_fast_now();
         }
     }
 }

@@ -3,12 +3,12 @@
 //! READ CAPACITY(16) (falling back to READ CAPACITY(10)).
 //!
 //! Contract: [`scan`] returns the disks found, in LUN order, and one line per LUN it skipped
-//! and why (beyond the port's LUN range, not a disk, no capacity). Identities are named as
-//! Linux names WWIDs: `naa.` + hex for an NAA designator (preferred, as MSDSM ranks
-//! them), `eui.` + hex for EUI-64, `t10.` + the vendor identification text otherwise, and
-//! `lun-<session>-<n>` only if the LU reports no designator at all.
+//! and why (beyond the port's LUN range, declined by the DSM — not a connected disk, no
+//! logical-unit designator —, no capacity). Identities are the DSM's
+//! ([`mpio::identity`]: MSDSM's ranking, named as Linux names WWIDs).
 
 use crate::command::{Outcome, execute_retrying};
+use mpio::{Dsm, DsmIdentifier};
 use scsi::Lun;
 use scsi::cdb::{Command, Inquiry, ReadCapacity16, ReportLuns, SelectReport, VpdPage};
 use srp_initiator_storport::port::{DataDirection, LuAddress, Port};
@@ -26,8 +26,10 @@ pub struct LunInfo {
     pub lun: u32,
     /// The port address it is reached at.
     pub address: LuAddress,
-    /// VPD 0x83's best designator, named (`naa.…`).
+    /// VPD 0x83's best designator, named (`naa.…`): the multipath grouping key.
     pub identity: String,
+    /// What the DSM claimed the device as.
+    pub id: DsmIdentifier,
     /// INQUIRY vendor, product, revision (trimmed).
     pub vendor: String,
     /// INQUIRY product identification.
@@ -101,50 +103,6 @@ pub fn parse_report_luns(data: &[u8]) -> Vec<u32> {
         .collect()
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// The best identity in VPD page 0x83 data: NAA, then EUI-64, then T10 vendor ID, among
-/// the designators associated with the logical unit.
-pub fn parse_identity(page: &[u8]) -> Option<String> {
-    let len = u16::from_be_bytes([*page.get(2)?, *page.get(3)?]) as usize;
-    let mut rest = page.get(4..4 + len.min(page.len().saturating_sub(4)))?;
-    let mut best: Option<(u8, String)> = None;
-    while rest.len() >= 4 {
-        let code_set = rest[0] & 0x0f;
-        let association = (rest[1] >> 4) & 0x3;
-        let kind = rest[1] & 0x0f;
-        let dlen = rest[3] as usize;
-        let Some(d) = rest.get(4..4 + dlen) else {
-            break;
-        };
-        rest = &rest[4 + dlen..];
-        if association != 0 {
-            continue;
-        }
-        let named = match (kind, code_set) {
-            (3, 1) => Some((3, format!("naa.{}", hex(d)))),
-            (2, 1) => Some((2, format!("eui.{}", hex(d)))),
-            (1, 2) => {
-                let text: String = String::from_utf8_lossy(d)
-                    .trim()
-                    .chars()
-                    .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-                    .collect();
-                Some((1, format!("t10.{text}")))
-            }
-            _ => None,
-        };
-        if let Some((rank, name)) = named
-            && best.as_ref().is_none_or(|(r, _)| rank > *r)
-        {
-            best = Some((rank, name));
-        }
-    }
-    best.map(|(_, n)| n)
-}
-
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).trim().to_owned()
 }
@@ -152,7 +110,7 @@ fn text(b: &[u8]) -> String {
 /// Scans the LUNs of `port` (target 0 of bus 0) that are below `max_luns`.
 pub fn scan(
     port: &Port<SrpMiniport>,
-    session: u32,
+    dsm: &dyn Dsm,
     max_luns: u8,
     timeout: Duration,
 ) -> Result<ScanResult, ScanError> {
@@ -173,7 +131,7 @@ pub fn scan(
             continue;
         };
         let address = LuAddress::new(0, 0, lun);
-        match probe(port, address, session, timeout) {
+        match probe(port, dsm, address, timeout) {
             Ok(info) => out.luns.push(info),
             Err(why) => out.skipped.push(format!("LUN {n}: {why}")),
         }
@@ -181,11 +139,11 @@ pub fn scan(
     Ok(out)
 }
 
-/// INQUIRY, VPD 0x83 and READ CAPACITY of one LUN.
+/// INQUIRY, VPD 0x83 (claimed by the DSM) and READ CAPACITY of one LUN.
 fn probe(
     port: &Port<SrpMiniport>,
+    dsm: &dyn Dsm,
     address: LuAddress,
-    session: u32,
     timeout: Duration,
 ) -> Result<LunInfo, String> {
     let std_inq = Command::Inquiry(Inquiry {
@@ -197,22 +155,15 @@ fn probe(
         Outcome::Good(d) => return Err(format!("INQUIRY data of {} bytes", d.len())),
         other => return Err(format!("INQUIRY: {other}")),
     };
-    let (qualifier, kind) = (inq[0] >> 5, inq[0] & 0x1f);
-    if qualifier != 0 {
-        return Err(format!("peripheral qualifier {qualifier} (not connected)"));
-    }
-    if kind != 0 {
-        return Err(format!("peripheral device type {kind:#04x} (not a disk)"));
-    }
     let vpd = Command::Inquiry(Inquiry {
         page: Some(VpdPage::from(0x83)),
         alloc_len: 512,
     });
-    let identity = match run_in(port, address, vpd, 512, timeout) {
-        Outcome::Good(d) => parse_identity(&d),
-        _ => None,
-    }
-    .unwrap_or_else(|| format!("lun-{session}-{}", address.lun));
+    let vpd = match run_in(port, address, vpd, 512, timeout) {
+        Outcome::Good(d) => d,
+        other => return Err(format!("VPD page 0x83: {other}")),
+    };
+    let id = dsm.inquire(&inq, &vpd).map_err(|e| e.to_string())?;
     let rc16 = Command::ReadCapacity16(ReadCapacity16 { alloc_len: 32 });
     let (blocks, block_size) = match run_in(port, address, rc16, 32, timeout) {
         Outcome::Good(d) if d.len() >= 12 => {
@@ -237,7 +188,8 @@ fn probe(
     Ok(LunInfo {
         lun: u32::from(address.lun),
         address,
-        identity,
+        identity: id.identity.clone(),
+        id,
         vendor: text(&inq[8..16]),
         product: text(&inq[16..32]),
         revision: text(&inq[32..36]),
@@ -259,29 +211,5 @@ mod tests {
         d.extend([0, 9, 0, 0, 0, 0, 0, 0]); // beyond LUN LIST LENGTH
         assert_eq!(parse_report_luns(&d), vec![0, 3, 256]);
         assert!(parse_report_luns(&[0, 0]).is_empty());
-    }
-
-    #[test]
-    fn identity_prefers_naa_of_the_logical_unit() {
-        let mut p = vec![0, 0x83, 0, 0];
-        // T10 vendor ID (LU), EUI-64 of the target port (association 1), NAA (LU).
-        p.extend([2, 0x01, 0, 8]);
-        p.extend(b"LIO-ORG ");
-        p.extend([1, 0x12, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
-        p.extend([1, 0x03, 0, 16]);
-        p.extend([
-            0x60, 0x01, 0x40, 0x51, 0x23, 0x45, 0x67, 0x89, 0, 0, 0, 0, 0, 0, 0, 1,
-        ]);
-        let len = (p.len() - 4) as u16;
-        p[2..4].copy_from_slice(&len.to_be_bytes());
-        assert_eq!(
-            parse_identity(&p).as_deref(),
-            Some("naa.60014051234567890000000000000001")
-        );
-        // Only the vendor ID: t10 with spaces made safe for a file name.
-        let mut q = vec![0, 0x83, 0, 12, 2, 0x01, 0, 8];
-        q.extend(b"MY DISK ");
-        assert_eq!(parse_identity(&q).as_deref(), Some("t10.MY_DISK"));
-        assert_eq!(parse_identity(&[0, 0x83]), None, "truncated");
     }
 }

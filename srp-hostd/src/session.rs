@@ -214,6 +214,18 @@ impl Session {
         }
     }
 
+    /// Logs out in order (SRP_I_LOGOUT, then a CM disconnect; the miniport's StopAdapter),
+    /// after at most 2 s for what the adapter still holds. A lost session has nothing to
+    /// say: dropping it closes the channel.
+    pub fn close(&self) {
+        if self.state() == SessionState::Lost {
+            return;
+        }
+        if let Err(e) = self.port.stop_adapter(Duration::from_secs(2)) {
+            tracing::debug!(session = self.id, %e, "stopping the adapter");
+        }
+    }
+
     /// Whether this session is to `service` (same IOC and target port).
     pub fn serves(&self, service: &SrpService) -> bool {
         self.service.ioc_guid == service.ioc_guid

@@ -1,15 +1,16 @@
 //! The host control socket over a real Unix socket in a temporary directory, served by
 //! [`HostService`] over a small in-test [`HostControl`] (the socket layer only; the daemon
-//! is tested elsewhere): every request round-trips, refusals reach the client with their
-//! reason, a long list arrives complete, bad requests are answered with an error while the
-//! server keeps serving, and a missing socket gives the operator a hint.
+//! is tested elsewhere): every request round-trips (policy and path switches included),
+//! refusals reach the client with their reason, a long list arrives complete, bad requests
+//! are answered with an error while the server keeps serving, and a missing socket gives
+//! the operator a hint.
 
 use access_layer::ctl::frame::{read_message, write_message};
 use access_layer::ctl::wire::{CtlStatus, ErrorReply, Opcode};
 use access_layer::ctl::{CtlClient, CtlError, CtlServer, Reply};
 use srp_hostd::control::{
     ClientError, DiskInfo, HostAnswer, HostClient, HostControl, HostControlError, HostRequest,
-    HostService, LoginSpec, SessionInfo,
+    HostService, LoginSpec, PathInfo, SessionInfo,
 };
 use std::net::IpAddr;
 use std::os::unix::net::UnixStream;
@@ -68,33 +69,73 @@ fn session(id: u32, portal: IpAddr, disks: Vec<String>) -> SessionInfo {
     }
 }
 
-fn disk(session: u32, lun: u32) -> DiskInfo {
-    let name = format!("srp{session}-{lun}");
+fn path(session: u32, lun: u32) -> PathInfo {
+    PathInfo {
+        session,
+        lun,
+        ioc_guid: format!("{:#018x}", 0x0002_c903_0000_0000u64 + u64::from(session)),
+        ioc_name: format!("ioc{session}"),
+        portal: ip("10.0.0.1"),
+        local: ip("10.0.0.2"),
+        state: "active".into(),
+        alua: None,
+        preferred: false,
+        weight: 1,
+        in_flight: 0,
+        reads: u64::from(lun),
+        writes: 0,
+        bytes: 0,
+        errors: 0,
+        failures: 0,
+    }
+}
+
+/// LUN `lun` reached through each of `sessions`: one multipath disk.
+fn disk(sessions: &[u32], lun: u32) -> DiskInfo {
+    let first = sessions.first().copied().unwrap_or(0);
+    let name = format!("srp{first}-{lun}");
     DiskInfo {
         path: format!("/run/srp-host/disks/{name}"),
         name,
-        session,
-        lun,
-        identity: format!("naa.60014050000{session:08x}{lun:013x}"),
+        identity: format!("naa.60014050000{first:08x}{lun:013x}"),
         vendor: "SRPT".into(),
         product: "soft disk".into(),
         revision: "0001".into(),
         block_size: 512,
         blocks: 2048,
+        policy: "round-robin".into(),
+        queued: 0,
         reads: u64::from(lun),
         writes: 0,
         flushes: 0,
         errors: 0,
+        failovers: 0,
+        paths: sessions.iter().map(|&s| path(s, lun)).collect(),
     }
 }
 
+const POLICIES: [&str; 7] = [
+    "failover-only",
+    "round-robin",
+    "round-robin-subset",
+    "least-queue-depth",
+    "weighted-paths",
+    "least-blocks",
+    "service-time",
+];
+
 impl FakeHost {
+    /// Sessions 1 and 2, both reaching `n` LUNs: `n` disks of two paths each.
     fn with_disks(n: u32) -> FakeHost {
         let h = FakeHost::default();
         {
             let mut s = h.state.lock().unwrap_or_else(PoisonError::into_inner);
-            s.1 = (0..n).map(|lun| disk(1, lun)).collect();
-            s.0 = vec![session(1, ip("10.0.0.1"), vec!["srp1-0".into()])];
+            s.1 = (0..n).map(|lun| disk(&[1, 2], lun)).collect();
+            let names: Vec<String> = s.1.iter().take(1).map(|d| d.name.clone()).collect();
+            s.0 = vec![
+                session(1, ip("10.0.0.1"), names.clone()),
+                session(2, ip("10.0.0.4"), names),
+            ];
         }
         h
     }
@@ -115,7 +156,7 @@ impl HostControl for FakeHost {
                     )));
                 }
                 let id = sessions.iter().map(|s| s.id).max().unwrap_or(0) + 1;
-                let new: Vec<DiskInfo> = (0..2).map(|lun| disk(id, lun)).collect();
+                let new: Vec<DiskInfo> = (0..2).map(|lun| disk(&[id], lun)).collect();
                 let names = new.iter().map(|d| d.name.clone()).collect();
                 let mut s = session(id, spec.portal, names);
                 if let Some(local) = spec.local {
@@ -129,11 +170,44 @@ impl HostControl for FakeHost {
                 let Some(i) = sessions.iter().position(|s| s.id == session) else {
                     return Err(HostControlError::NoSuchSession(session));
                 };
-                let gone = sessions.remove(i);
-                disks.retain(|d| d.session != session);
-                Ok(HostAnswer::LoggedOut {
-                    disks_removed: gone.disks,
+                sessions.remove(i);
+                let mut disks_removed = Vec::new();
+                for d in disks.iter_mut() {
+                    d.paths.retain(|p| p.session != session);
+                    if d.paths.is_empty() {
+                        disks_removed.push(d.name.clone());
+                    }
+                }
+                disks.retain(|d| !d.paths.is_empty());
+                Ok(HostAnswer::LoggedOut { disks_removed })
+            }
+            HostRequest::SetPolicy { disk, policy } => {
+                if !POLICIES.contains(&policy.as_str()) {
+                    return Err(HostControlError::NoSuchPolicy(policy));
+                }
+                let Some(d) = disks
+                    .iter_mut()
+                    .find(|d| d.name == disk || d.identity == disk)
+                else {
+                    return Err(HostControlError::NoSuchDisk(disk));
+                };
+                d.policy = policy;
+                Ok(HostAnswer::Done {
+                    disks: vec![d.name.clone()],
                 })
+            }
+            HostRequest::SetPath { session, enabled } => {
+                if !sessions.iter().any(|s| s.id == session) {
+                    return Err(HostControlError::NoSuchSession(session));
+                }
+                let mut affected = Vec::new();
+                for d in disks.iter_mut() {
+                    for p in d.paths.iter_mut().filter(|p| p.session == session) {
+                        p.state = if enabled { "active" } else { "admin-down" }.into();
+                        affected.push(d.name.clone());
+                    }
+                }
+                Ok(HostAnswer::Done { disks: affected })
             }
         }
     }
@@ -163,8 +237,8 @@ fn client(s: &Served) -> HostClient {
 fn every_request_round_trips() {
     let s = serve(FakeHost::with_disks(1));
     let mut c = client(&s);
-    assert_eq!(c.sessions().expect("sessions").len(), 1);
-    assert_eq!(c.disks().expect("disks"), vec![disk(1, 0)]);
+    assert_eq!(c.sessions().expect("sessions").len(), 2);
+    assert_eq!(c.disks().expect("disks"), vec![disk(&[1, 2], 0)]);
 
     let created = c
         .login(LoginSpec {
@@ -177,21 +251,50 @@ fn every_request_round_trips() {
     let new = &created[0];
     assert_eq!(
         (new.id, new.portal, new.local),
-        (2, ip("10.0.0.7"), ip("10.0.0.3"))
+        (3, ip("10.0.0.7"), ip("10.0.0.3"))
     );
-    assert_eq!(new.disks, vec!["srp2-0", "srp2-1"]);
+    assert_eq!(new.disks, vec!["srp3-0", "srp3-1"]);
 
     let sessions = c.sessions().expect("sessions");
     assert_eq!(
         sessions.iter().map(|s| s.id).collect::<Vec<_>>(),
-        vec![1, 2]
+        vec![1, 2, 3]
     );
-    assert_eq!(&sessions[1], new);
+    assert_eq!(&sessions[2], new);
     assert_eq!(c.disks().expect("disks").len(), 3);
 
-    assert_eq!(c.logout(2).expect("logout"), vec!["srp2-0", "srp2-1"]);
+    // Policy and path switches: the disks affected come back, and the lists show them.
+    assert_eq!(
+        c.set_policy("srp1-0", "least-queue-depth").expect("policy"),
+        vec!["srp1-0"]
+    );
+    let identity = disk(&[3], 1).identity;
+    assert_eq!(
+        c.set_policy(&identity, "service-time")
+            .expect("policy by identity"),
+        vec!["srp3-1"]
+    );
+    assert_eq!(c.set_path(2, false).expect("path down"), vec!["srp1-0"]);
+    let d = c.disks().expect("disks");
+    assert_eq!(d[0].policy, "least-queue-depth");
+    assert_eq!(d[2].policy, "service-time");
+    let states: Vec<(u32, &str)> = d[0]
+        .paths
+        .iter()
+        .map(|p| (p.session, p.state.as_str()))
+        .collect();
+    assert_eq!(states, vec![(1, "active"), (2, "admin-down")]);
+    assert_eq!(c.set_path(2, true).expect("path up"), vec!["srp1-0"]);
+    let mut back = disk(&[1, 2], 0);
+    back.policy = "least-queue-depth".into();
+    assert_eq!(c.disks().expect("disks")[0], back);
+
+    // Logout: a disk keeps its other path; one without a path left goes.
+    assert_eq!(c.logout(3).expect("logout"), vec!["srp3-0", "srp3-1"]);
+    assert!(c.logout(2).expect("logout").is_empty());
     assert_eq!(c.sessions().expect("sessions").len(), 1);
-    assert_eq!(c.disks().expect("disks"), vec![disk(1, 0)]);
+    back.paths.truncate(1);
+    assert_eq!(c.disks().expect("disks"), vec![back]);
 }
 
 #[test]
@@ -217,6 +320,22 @@ fn refusals_reach_the_client_with_their_reason() {
         e,
         ClientError::Refused(HostControlError::NothingToLogIn(_))
     ));
+    match c.set_policy("srp9-9", "round-robin") {
+        Err(ClientError::Refused(HostControlError::NoSuchDisk(d))) => assert_eq!(d, "srp9-9"),
+        other => panic!("{other:?}"),
+    }
+    let e = c
+        .set_policy("srp1-0", "fastest")
+        .expect_err("no such policy");
+    assert!(
+        matches!(&e, ClientError::Refused(HostControlError::NoSuchPolicy(p)) if p == "fastest"),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("least-queue-depth"), "{e}");
+    match c.set_path(42, false) {
+        Err(ClientError::Refused(HostControlError::NoSuchSession(42))) => {}
+        other => panic!("{other:?}"),
+    }
     // The connection goes on serving.
     assert!(c.disks().expect("disks").is_empty());
 }
@@ -230,7 +349,7 @@ fn a_long_disk_list_arrives_complete() {
         disks
             .iter()
             .enumerate()
-            .all(|(i, d)| *d == disk(1, i as u32))
+            .all(|(i, d)| *d == disk(&[1, 2], i as u32))
     );
 }
 
@@ -260,6 +379,14 @@ fn bad_requests_are_answered_and_the_server_goes_on() {
         raw(path, 0x0304, br#"{"session":"one"}"#),
         refused(CtlStatus::Malformed)
     );
+    assert_eq!(
+        raw(path, 0x0305, br#"{"disk":"srp1-0"}"#),
+        refused(CtlStatus::Malformed)
+    );
+    assert_eq!(
+        raw(path, 0x0306, br#"{"session":1,"enabled":"no"}"#),
+        refused(CtlStatus::Malformed)
+    );
     assert_eq!(raw(path, 0x0399, b"{}"), refused(CtlStatus::UnknownOpcode));
     // The target's opcodes are not the host's.
     assert_eq!(
@@ -284,6 +411,13 @@ fn bad_requests_are_answered_and_the_server_goes_on() {
             ..
         }))
     ));
+    let body = ctl
+        .call_service(0x0306, br#"{"session":1,"enabled":false}"#.to_vec())
+        .expect("path down");
+    assert_eq!(
+        body,
+        br#"{"Ok":{"Done":{"disks":["srp1-0","srp1-1","srp1-2"]}}}"#
+    );
     // And the next connection is served.
     assert_eq!(client(&s).disks().expect("disks").len(), 3);
 }

@@ -3,8 +3,9 @@
 //! daemon (a file-backed LUN, loopback 127.0.141.x) goes away.
 //! - Restarted within fast_io_fail: the disk user sees no error and every block reads back
 //!   what was last written to it.
-//! - Gone past fast_io_fail and device loss: I/O fails with EIO (never hangs), then the
-//!   block file disappears from the directory and the session is dropped.
+//! - Gone past fast_io_fail and device loss: I/O fails with EIO once fast_io_fail and the
+//!   multipath no-path wait are over (never hangs), then, at device loss, the block file
+//!   disappears from the directory and the session is dropped.
 //!
 //! Needs root and /dev/fuse (CI has them). Every wait is bounded; the host daemon and the
 //! target stop even when an assertion fails.
@@ -63,6 +64,7 @@ fn host_config(dir: &Path) -> HostConfig {
          disks_dir = \"{}\"\ncontrol_socket = \"{}\"\nsweep_interval = \"500ms\"\n\
          cmd_timeout = \"5s\"\nlogin_timeout = \"2s\"\n\n\
          [timers]\nreconnect_delay = \"1s\"\nfast_io_fail = \"4s\"\ndev_loss = \"8s\"\n\n\
+         [multipath]\nno_path_retry = \"2s\"\n\n\
          [[portal]]\naddress = \"{TARGET}\"\nlocal = [\"{LOCAL}\"]\n",
         dir.join("disks").display(),
         dir.join("host.sock").display()

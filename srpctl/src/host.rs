@@ -90,9 +90,27 @@ pub(crate) fn run(path: &Path) -> Result<()> {
         );
     }
     for d in daemon.disks() {
+        let paths: Vec<String> = d
+            .paths
+            .iter()
+            .map(|p| {
+                format!(
+                    "session {} LUN {} via {} ({})",
+                    p.session, p.lun, p.ioc_name, p.state
+                )
+            })
+            .collect();
         println!(
-            "disk {}: {} {} {}, {} blocks of {} bytes (session {}, LUN {})",
-            d.path, d.identity, d.vendor, d.product, d.blocks, d.block_size, d.session, d.lun
+            "disk {}: {} {} {}, {} blocks of {} bytes, {}; {} path(s): {}",
+            d.path,
+            d.identity,
+            d.vendor,
+            d.product,
+            d.blocks,
+            d.block_size,
+            d.policy,
+            d.paths.len(),
+            paths.join(", ")
         );
     }
     if let Some(s) = daemon.control_socket() {

@@ -1,14 +1,16 @@
-//! `srpctl login|logout|sessions|disks`: a running host daemon's control socket
-//! (`srpctl host run`). Lists print as aligned tables (or the model's JSON with `--json`);
-//! errors, the daemon's refusals included, end the command with its reason and exit code 1.
+//! `srpctl login|logout|sessions|disks|paths`, `srpctl policy set` and `srpctl path
+//! fail|restore`: a running host daemon's control socket (`srpctl host run`). Lists print as
+//! aligned tables (`paths` in the shape of `multipath -ll`: a disk, then its paths), or the
+//! model's JSON with `--json`; errors, the daemon's refusals included, end the command with
+//! its reason and exit code 1.
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use srp_hostd::config::{DEFAULT_NAME, default_socket};
-use srp_hostd::control::{DiskInfo, HostClient, LoginSpec, SessionInfo};
+use srp_hostd::control::{DiskInfo, HostClient, LoginSpec, PathInfo, SessionInfo};
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The host daemon's commands (top-level subcommands).
 #[derive(Subcommand, Debug)]
@@ -38,8 +40,60 @@ pub(crate) enum HostCtl {
     },
     /// The host daemon's sessions: portal, local address, IOC, state, reconnects, disks.
     Sessions(HostCtlArgs),
-    /// The host daemon's disks: block file, session, LUN, identity, size, counters.
+    /// The host daemon's disks, one per logical unit over all its paths: block file,
+    /// identity, size, policy, usable/total paths, queued I/O, counters.
     Disks(HostCtlArgs),
+    /// Every disk with its paths (as `multipath -ll` / `mpclaim -s -d`): identity and
+    /// policy, then per path its session, IOC, portal, state, ALUA state, preference,
+    /// in-flight I/O and counters.
+    Paths(HostCtlArgs),
+    /// A disk's load-balance policy.
+    Policy {
+        #[command(subcommand)]
+        what: PolicyCmd,
+    },
+    /// Take a path out of service or return it (administratively; for every disk the
+    /// path's session carries).
+    Path {
+        #[command(subcommand)]
+        what: PathCmd,
+    },
+}
+
+/// `srpctl policy …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum PolicyCmd {
+    /// Set a disk's load-balance policy at run time.
+    Set {
+        /// The disk: its name (as `srpctl disks` shows) or identity.
+        disk: String,
+        /// failover-only, round-robin, round-robin-subset, least-queue-depth,
+        /// weighted-paths, least-blocks or service-time.
+        policy: String,
+        #[command(flatten)]
+        at: HostCtlArgs,
+    },
+}
+
+/// `srpctl path …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum PathCmd {
+    /// Take a path down administratively: no new I/O goes to it (in-flight I/O completes);
+    /// the disk's other paths carry on.
+    Fail {
+        /// The path's session (as `srpctl paths` shows).
+        session: u32,
+        #[command(flatten)]
+        at: HostCtlArgs,
+    },
+    /// Return an administratively failed path to service (after a successful path
+    /// verify).
+    Restore {
+        /// The path's session.
+        session: u32,
+        #[command(flatten)]
+        at: HostCtlArgs,
+    },
 }
 
 /// Which host daemon, and how to print.
@@ -56,14 +110,19 @@ pub(crate) struct HostCtlArgs {
     json: bool,
 }
 
+/// Which socket: `socket`, else that of the daemon named `name`, else the default daemon's.
+pub(crate) fn socket_path(socket: Option<&Path>, name: Option<&str>) -> PathBuf {
+    match (socket, name) {
+        (Some(s), _) => s.to_path_buf(),
+        (None, Some(n)) => default_socket(n),
+        (None, None) => default_socket(DEFAULT_NAME),
+    }
+}
+
 impl HostCtlArgs {
     /// Which socket: `--socket`, else that of `--name`, else the default daemon's.
     fn path(&self) -> PathBuf {
-        match (&self.socket, &self.name) {
-            (Some(s), _) => s.clone(),
-            (None, Some(n)) => default_socket(n),
-            (None, None) => default_socket(DEFAULT_NAME),
-        }
+        socket_path(self.socket.as_deref(), self.name.as_deref())
     }
 
     fn connect(&self) -> Result<HostClient> {
@@ -107,7 +166,42 @@ pub(crate) fn run(cmd: HostCtl) -> Result<()> {
             let v = at.connect()?.disks()?;
             print(&at, serde_json::to_value(&v)?, || disks_table(&v))
         }
+        HostCtl::Paths(at) => {
+            let v = at.connect()?.disks()?;
+            print(&at, serde_json::to_value(&v)?, || paths_text(&v))
+        }
+        HostCtl::Policy {
+            what: PolicyCmd::Set { disk, policy, at },
+        } => {
+            let done = at.connect()?.set_policy(&disk, &policy)?;
+            print(&at, serde_json::to_value(&done)?, || {
+                format!("{}: policy {policy}\n", done.join(" "))
+            })
+        }
+        HostCtl::Path {
+            what: PathCmd::Fail { session, at },
+        } => switch_path(&at, session, false),
+        HostCtl::Path {
+            what: PathCmd::Restore { session, at },
+        } => switch_path(&at, session, true),
     }
+}
+
+fn switch_path(at: &HostCtlArgs, session: u32, enabled: bool) -> Result<()> {
+    let done = at.connect()?.set_path(session, enabled)?;
+    print(at, serde_json::to_value(&done)?, || {
+        format!(
+            "path {session}: {} for {} disk(s){}{}\n",
+            if enabled {
+                "restored"
+            } else {
+                "failed (admin-down)"
+            },
+            done.len(),
+            if done.is_empty() { "" } else { ": " },
+            done.join(" ")
+        )
+    })
 }
 
 /// Prints `value` as pretty JSON with `--json`, else `text()`.
@@ -227,35 +321,124 @@ fn size(bytes: u128) -> String {
     )
 }
 
+/// Whether a path can take I/O now (the policy may still leave a standby path idle).
+fn usable(p: &PathInfo) -> bool {
+    matches!(p.state.as_str(), "active" | "standby")
+}
+
 fn disks_table(v: &[DiskInfo]) -> String {
     let rows = v
         .iter()
         .map(|d| {
+            let up = d.paths.iter().filter(|p| usable(p)).count();
             vec![
                 d.name.clone(),
-                d.session.to_string(),
-                d.lun.to_string(),
-                size(u128::from(d.blocks) * u128::from(d.block_size)),
-                format!("{}x{}", d.blocks, d.block_size),
                 d.identity.clone(),
-                format!("{} {} {}", d.vendor, d.product, d.revision),
-                format!("{}/{}/{}/{}", d.reads, d.writes, d.flushes, d.errors),
+                size(u128::from(d.blocks) * u128::from(d.block_size)),
+                d.policy.clone(),
+                format!("{up}/{}", d.paths.len()),
+                d.queued.to_string(),
+                format!(
+                    "{}/{}/{}/{}/{}",
+                    d.reads, d.writes, d.flushes, d.errors, d.failovers
+                ),
             ]
         })
         .collect();
     table(
         &[
             "DISK",
-            "SESSION",
-            "LUN",
-            "SIZE",
-            "BLOCKS",
             "IDENTITY",
-            "VENDOR PRODUCT REV",
-            "READS/WRITES/FLUSHES/ERRORS",
+            "SIZE",
+            "POLICY",
+            "PATHS",
+            "QUEUED",
+            "READS/WRITES/FLUSHES/ERRORS/FAILOVERS",
         ],
         rows,
     )
+}
+
+/// The IOC of a path: its IDString and GUID, or the GUID alone.
+fn path_ioc(p: &PathInfo) -> String {
+    if p.ioc_name.is_empty() {
+        p.ioc_guid.clone()
+    } else {
+        format!("{} ({})", p.ioc_name, p.ioc_guid)
+    }
+}
+
+/// Each disk as `multipath -ll` shows one: a line naming it, a line of its settings, then
+/// its paths as an indented table.
+fn paths_text(v: &[DiskInfo]) -> String {
+    let mut out = String::new();
+    for (i, d) in v.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let up = d.paths.iter().filter(|p| usable(p)).count();
+        out.push_str(&format!(
+            "{} {} {} {} {}\n",
+            d.name, d.identity, d.vendor, d.product, d.revision
+        ));
+        out.push_str(&format!(
+            "size={} ({}x{}) policy={} paths={up}/{} queued={} failovers={} file={}\n",
+            size(u128::from(d.blocks) * u128::from(d.block_size)),
+            d.blocks,
+            d.block_size,
+            d.policy,
+            d.paths.len(),
+            d.queued,
+            d.failovers,
+            if d.path.is_empty() { "-" } else { &d.path },
+        ));
+        let rows = d
+            .paths
+            .iter()
+            .map(|p| {
+                vec![
+                    p.session.to_string(),
+                    p.lun.to_string(),
+                    path_ioc(p),
+                    p.portal.to_string(),
+                    p.local.to_string(),
+                    p.state.clone(),
+                    p.alua.clone().unwrap_or_else(|| "-".into()),
+                    if p.preferred { "yes" } else { "no" }.into(),
+                    p.in_flight.to_string(),
+                    format!("{}/{}", p.reads, p.writes),
+                    size(u128::from(p.bytes)),
+                    format!("{}/{}", p.errors, p.failures),
+                ]
+            })
+            .collect();
+        let paths = table(
+            &[
+                "SESSION",
+                "LUN",
+                "IOC",
+                "PORTAL",
+                "LOCAL",
+                "STATE",
+                "ALUA",
+                "PREFERRED",
+                "IN-FLIGHT",
+                "READS/WRITES",
+                "BYTES",
+                "ERRORS/FAILURES",
+            ],
+            rows,
+        );
+        for line in paths.lines() {
+            out.push_str("  ");
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if v.is_empty() {
+        out.push_str("no disks\n");
+    }
+    out
 }
 
 #[cfg(test)]
@@ -271,6 +454,84 @@ mod tests {
         assert_eq!(size(1 << 30), "1.0 GiB");
         assert_eq!(size(3 << 40), "3.0 TiB");
         assert_eq!(size(u128::from(u64::MAX) * 4096), "67108863.9 PiB");
+    }
+
+    fn path(session: u32, state: &str) -> PathInfo {
+        PathInfo {
+            session,
+            lun: 0,
+            ioc_guid: format!("0x0002c90300de000{session}"),
+            ioc_name: format!("ioc-{session}"),
+            portal: "127.0.150.1".parse().expect("ip"),
+            local: "127.0.150.2".parse().expect("ip"),
+            state: state.into(),
+            alua: (session == 1).then(|| "active/optimized".into()),
+            preferred: session == 1,
+            weight: 1,
+            in_flight: 3,
+            reads: 10,
+            writes: 20,
+            bytes: 30 * 4096,
+            errors: 1,
+            failures: 2,
+        }
+    }
+
+    fn disk() -> DiskInfo {
+        DiskInfo {
+            name: "naa.6001405abc".into(),
+            path: "/run/srp-host/srp-host/disks/naa.6001405abc".into(),
+            identity: "naa.6001405abc".into(),
+            vendor: "SRPT".into(),
+            product: "soft disk".into(),
+            revision: "0001".into(),
+            block_size: 512,
+            blocks: 131072,
+            policy: "round-robin".into(),
+            queued: 0,
+            reads: 5,
+            writes: 6,
+            flushes: 7,
+            errors: 0,
+            failovers: 4,
+            paths: vec![path(1, "active"), path(2, "admin-down")],
+        }
+    }
+
+    #[test]
+    fn disks_show_one_row_per_multipath_disk() {
+        let text = disks_table(&[disk()]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        for cell in [
+            "naa.6001405abc",
+            "64.0 MiB",
+            "round-robin",
+            "1/2",
+            "5/6/7/0/4",
+        ] {
+            assert!(lines[1].contains(cell), "{cell}: {text}");
+        }
+    }
+
+    #[test]
+    fn paths_show_each_disk_then_its_paths() {
+        let text = paths_text(&[disk()]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 5, "{text}");
+        assert!(lines[0].starts_with("naa.6001405abc naa.6001405abc SRPT soft disk 0001"));
+        assert!(lines[1].contains("policy=round-robin paths=1/2"), "{text}");
+        assert!(lines[2].starts_with("  SESSION"), "{text}");
+        for cell in [
+            "ioc-1 (0x0002c90300de0001)",
+            "127.0.150.1",
+            "active/optimized",
+            "yes",
+        ] {
+            assert!(lines[3].contains(cell), "{cell}: {text}");
+        }
+        assert!(lines[4].contains("admin-down"), "{text}");
+        assert_eq!(paths_text(&[]), "no disks\n");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The host daemon's control-socket commands as an operator runs them, against real
 //! `srpctl target run` and `srpctl host run` processes on loopback 127.0.142.x: the host
 //! logs in to the configured portal at start; `sessions`/`disks` (tables and `--json`)
-//! describe it; `login` reaches a second IOC from a second address, `logout` removes its
-//! disk; refusals name the reason and exit non-zero. Needs root and /dev/fuse.
+//! describe it; `login` reaches a second IOC from a second address (a second path of the
+//! same multipath disk), `logout` takes paths away and the disk with its last one;
+//! refusals name the reason and exit non-zero. Needs root and /dev/fuse.
 
 #[path = "../../srp-target/tests/common/mod.rs"]
 mod common;
@@ -97,19 +98,21 @@ fn operators_log_in_list_and_log_out_through_the_host_daemon() {
     assert!(first.starts_with("naa."), "{first}");
     assert!(disks.join(&first).exists());
 
-    // The second IOC, from a second local address: the same LU through another session.
+    // The second IOC, from a second local address: the same LU through another session
+    // is a second path of the same disk.
     let out = srpctl(&socket, &["login", "127.0.142.4", "--local", "127.0.142.5"]).expect("login");
     assert!(out.contains("ioc-b"), "{out}");
     let list = json(&socket, "disks");
-    assert_eq!(list.as_array().expect("list").len(), 2, "{list}");
+    assert_eq!(list.as_array().expect("list").len(), 1, "{list}");
+    let paths = list[0]["paths"].as_array().expect("paths");
+    assert_eq!(paths.len(), 2, "one LU, two paths: {list}");
+    assert_eq!(paths[1]["ioc_name"], "ioc-b");
+    assert_eq!(paths[1]["local"], "127.0.142.5");
     assert_eq!(
-        list[1]["identity"], list[0]["identity"],
-        "one LU, two paths"
+        std::fs::read_dir(&disks).expect("dir").count(),
+        1,
+        "one block file"
     );
-    let second = list[1]["name"].as_str().expect("name").to_owned();
-    assert_eq!(second, format!("{first}-s2"));
-    assert!(disks.join(&second).exists());
-
     // Nothing left to log in to there; an address in use; a session that does not exist.
     let err = srpctl(&socket, &["login", "127.0.142.4", "--local", "127.0.142.6"])
         .expect_err("already logged in");
@@ -127,10 +130,17 @@ fn operators_log_in_list_and_log_out_through_the_host_daemon() {
         "{table}"
     );
 
+    // Logging out of a session takes its path away; the disk stays on the other one.
     let out = srpctl(&socket, &["logout", "2"]).expect("logout");
-    assert!(out.contains(&second), "{out}");
-    assert!(!disks.join(&second).exists(), "its block file is gone");
+    assert!(out.contains("session 2: logged out"), "{out}");
+    assert!(disks.join(&first).exists(), "the disk keeps its other path");
+    let list = json(&socket, "disks");
+    assert_eq!(list[0]["paths"].as_array().expect("paths").len(), 1);
     assert_eq!(json(&socket, "sessions").as_array().expect("list").len(), 1);
+    // The last path: the disk goes.
+    let out = srpctl(&socket, &["logout", "1"]).expect("logout");
+    assert!(out.contains(&first), "{out}");
+    assert!(!disks.join(&first).exists(), "its block file is gone");
 
     host.stop();
     let err = srpctl(&socket, &["sessions"]).expect_err("daemon stopped");

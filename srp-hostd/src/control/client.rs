@@ -4,7 +4,8 @@
 //! It speaks the access layer's framing ([`access_layer::ctl::frame`]) itself rather than
 //! through [`access_layer::ctl::CtlClient`], whose replies must come within 5 s: a login
 //! (a Device Management sweep, then a login and a LUN scan per IOC) may take longer, so
-//! LOGIN and LOGOUT wait up to [`SLOW_REPLY`].
+//! LOGIN and LOGOUT wait up to [`SLOW_REPLY`], and so does SET_PATH (returning a path to
+//! service verifies it first: a TEST UNIT READY bounded by the command timeout).
 
 use super::model::{DiskInfo, HostAnswer, HostControlError, HostRequest, LoginSpec, SessionInfo};
 use super::wire::{decode_answer, encode_request};
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// How long a list (and the connection's version negotiation) may take.
 const REPLY: Duration = Duration::from_secs(5);
-/// How long a login or logout may take.
+/// How long a login, a logout or a path switch may take.
 pub const SLOW_REPLY: Duration = Duration::from_secs(180);
 /// How often a wait looks at its deadline.
 const POLL: Duration = Duration::from_millis(200);
@@ -183,6 +184,30 @@ impl HostClient {
             other => Err(unexpected(&other)),
         }
     }
+
+    /// Sets disk `disk`'s (name or identity) load-balance policy to `policy` (a name as
+    /// [`DiskInfo::policy`] lists them); returns the disks affected.
+    pub fn set_policy(&mut self, disk: &str, policy: &str) -> Result<Vec<String>, ClientError> {
+        let request = HostRequest::SetPolicy {
+            disk: disk.to_string(),
+            policy: policy.to_string(),
+        };
+        match self.call(&request, 0, REPLY)? {
+            HostAnswer::Done { disks } => Ok(disks),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Takes the path of session `session` (for every disk it carries) out of service
+    /// (`enabled == false`: administratively down, in-flight I/O completes) or returns it
+    /// after a successful path verify; returns the disks affected. Waits up to
+    /// [`SLOW_REPLY`].
+    pub fn set_path(&mut self, session: u32, enabled: bool) -> Result<Vec<String>, ClientError> {
+        match self.call(&HostRequest::SetPath { session, enabled }, 0, SLOW_REPLY)? {
+            HostAnswer::Done { disks } => Ok(disks),
+            other => Err(unexpected(&other)),
+        }
+    }
 }
 
 fn unexpected(answer: &HostAnswer) -> ClientError {
@@ -191,6 +216,7 @@ fn unexpected(answer: &HostAnswer) -> ClientError {
         HostAnswer::Disks(_) => "Disks",
         HostAnswer::LoggedIn(_) => "LoggedIn",
         HostAnswer::LoggedOut { .. } => "LoggedOut",
+        HostAnswer::Done { .. } => "Done",
     };
     ClientError::BadReply(format!("a {kind} answer to another request"))
 }

@@ -1,4 +1,5 @@
-//! The host daemon's control interface: sessions, disks, login and logout.
+//! The host daemon's control interface: sessions, disks and their paths, login and logout,
+//! policies and administrative path switches.
 //!
 //! Contract:
 //! - [`model`]: requests and answers as plain data, and [`HostControl`], what the daemon
@@ -15,6 +16,7 @@ mod wire;
 
 pub use client::{ClientError, HostClient};
 pub use model::{
-    DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, LoginSpec, SessionInfo,
+    DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, LoginSpec, PathInfo,
+    SessionInfo,
 };
 pub use service::HostService;

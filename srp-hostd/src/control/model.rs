@@ -40,18 +40,56 @@ pub struct SessionInfo {
     pub disks: Vec<String>,
 }
 
-/// One disk: a LUN of a session, exposed as a block file.
+/// One path of a multipath disk: the LUN as one session reaches it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathInfo {
+    /// The session (I_T nexus) the path runs over; `srpctl path fail|restore` name it.
+    pub session: u32,
+    /// The LUN number through that session.
+    pub lun: u32,
+    /// The IOC's GUID, `0x`-prefixed hex.
+    pub ioc_guid: String,
+    /// The IOC's IDString.
+    pub ioc_name: String,
+    /// The target portal.
+    pub portal: IpAddr,
+    /// The local address.
+    pub local: IpAddr,
+    /// `active`, `standby` (usable, not chosen by the policy unless needed), `failed`
+    /// (transport errors or its session is down; verified again before use), `damped`
+    /// (failed too often: held down for a while) or `admin-down` (`srpctl path fail`).
+    pub state: String,
+    /// The ALUA state of the path's target port group, if the LU reports ALUA
+    /// (`active/optimized`, `active/non-optimized`, `standby`, `unavailable`, …).
+    pub alua: Option<String>,
+    /// Whether the path is preferred (failover-only's active path, round robin with subset's
+    /// primary set, the failback target).
+    pub preferred: bool,
+    /// Its weight under the weighted-paths policy (lower wins).
+    pub weight: u32,
+    /// I/Os on the path now.
+    pub in_flight: u32,
+    /// Reads completed on it.
+    pub reads: u64,
+    /// Writes completed on it.
+    pub writes: u64,
+    /// Bytes moved through it.
+    pub bytes: u64,
+    /// I/Os that failed on it (and were retried elsewhere, or surfaced).
+    pub errors: u64,
+    /// Times it was taken out of service.
+    pub failures: u64,
+}
+
+/// One disk: a logical unit (one VPD 0x83 identity) over all its paths, exposed as one
+/// block file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskInfo {
-    /// The block file's name in the disks directory.
+    /// The block file's name in the disks directory (the identity).
     pub name: String,
-    /// The block file's full path.
+    /// The block file's full path (empty when the daemon exposes no files).
     pub path: String,
-    /// The session it is reached through.
-    pub session: u32,
-    /// The LUN number.
-    pub lun: u32,
-    /// The LU's identity from VPD page 0x83 (`naa.…`, `eui.…`, `t10.…`), as multipath keys on.
+    /// The LU's identity from VPD page 0x83 (`naa.…`, `eui.…`, `t10.…`).
     pub identity: String,
     /// INQUIRY vendor identification.
     pub vendor: String,
@@ -63,14 +101,23 @@ pub struct DiskInfo {
     pub block_size: u32,
     /// Capacity in logical blocks.
     pub blocks: u64,
+    /// The load-balance policy (`failover-only`, `round-robin`, `round-robin-subset`,
+    /// `least-queue-depth`, `weighted-paths`, `least-blocks`, `service-time`).
+    pub policy: String,
+    /// I/Os waiting for a usable path (queue-if-no-path), now.
+    pub queued: u32,
     /// Reads completed (calls of the block device, any size).
     pub reads: u64,
     /// Writes completed.
     pub writes: u64,
-    /// Flushes completed (SYNCHRONIZE CACHE).
+    /// Flushes completed (SYNCHRONIZE CACHE on every usable path).
     pub flushes: u64,
-    /// Calls that failed.
+    /// Calls that failed (reported to the disk's user).
     pub errors: u64,
+    /// I/Os retried on another path after a transport failure.
+    pub failovers: u64,
+    /// Its paths.
+    pub paths: Vec<PathInfo>,
 }
 
 /// Whom to log in to.
@@ -95,10 +142,25 @@ pub enum HostRequest {
     Disks,
     /// Sweep a portal and log in to its IOCs (all, or one).
     Login(LoginSpec),
-    /// Log out of a session; its disks disappear.
+    /// Log out of a session; its paths go (a disk with no path left disappears).
     Logout {
         /// The session's number.
         session: u32,
+    },
+    /// Set a disk's load-balance policy.
+    SetPolicy {
+        /// The disk's name (or identity).
+        disk: String,
+        /// The policy's name (see [`DiskInfo::policy`]).
+        policy: String,
+    },
+    /// Take a path (a session, for every disk it carries) out of service, or return it.
+    SetPath {
+        /// The session.
+        session: u32,
+        /// `false`: administratively down (no new I/O; in-flight I/O completes); `true`:
+        /// back in service after a successful path verify.
+        enabled: bool,
     },
 }
 
@@ -113,8 +175,13 @@ pub enum HostAnswer {
     LoggedIn(Vec<SessionInfo>),
     /// For [`HostRequest::Logout`].
     LoggedOut {
-        /// The block files removed with it.
+        /// The block files removed with it (disks it was the last path of).
         disks_removed: Vec<String>,
+    },
+    /// For [`HostRequest::SetPolicy`] and [`HostRequest::SetPath`]: the disks affected.
+    Done {
+        /// Their names.
+        disks: Vec<String>,
     },
 }
 
@@ -124,6 +191,14 @@ pub enum HostControlError {
     /// No session of that number.
     #[error("no session {0}")]
     NoSuchSession(u32),
+    /// No disk of that name or identity.
+    #[error("no disk {0:?}")]
+    NoSuchDisk(String),
+    /// Not a policy name.
+    #[error(
+        "unknown policy {0:?}: failover-only, round-robin, round-robin-subset, least-queue-depth, weighted-paths, least-blocks or service-time"
+    )]
+    NoSuchPolicy(String),
     /// Nothing to log in to: the sweep found no (matching, not yet logged-in) SRP IOC.
     #[error("nothing to log in to: {0}")]
     NothingToLogIn(String),

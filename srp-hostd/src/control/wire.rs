@@ -2,12 +2,14 @@
 //! control protocol ([`access_layer::ctl`]: "SRPC" header, version negotiation, error
 //! replies), whose bodies are JSON (serde_json, compact) of the [`super::model`] types.
 //!
-//! | opcode            | request body                          | reply body (opcode \| bit 15) |
-//! |-------------------|---------------------------------------|-------------------------------|
-//! | `0x0301` SESSIONS | [`ListPage`] `{"start":0}`            | `{"Ok":{"Sessions":[…]}}`     |
-//! | `0x0302` DISKS    | [`ListPage`] `{"start":0}`            | `{"Ok":{"Disks":[…]}}`        |
-//! | `0x0303` LOGIN    | [`LoginSpec`]                         | `{"Ok":{"LoggedIn":[…]}}`     |
-//! | `0x0304` LOGOUT   | [`Logout`] `{"session":3}`            | `{"Ok":{"LoggedOut":{…}}}`    |
+//! | opcode              | request body                                           | reply body (opcode \| bit 15) |
+//! |---------------------|--------------------------------------------------------|-------------------------------|
+//! | `0x0301` SESSIONS   | [`ListPage`] `{"start":0}`                             | `{"Ok":{"Sessions":[…]}}`     |
+//! | `0x0302` DISKS      | [`ListPage`] `{"start":0}`                             | `{"Ok":{"Disks":[…]}}`        |
+//! | `0x0303` LOGIN      | [`LoginSpec`]                                          | `{"Ok":{"LoggedIn":[…]}}`     |
+//! | `0x0304` LOGOUT     | [`Logout`] `{"session":3}`                             | `{"Ok":{"LoggedOut":{…}}}`    |
+//! | `0x0305` SET_POLICY | [`SetPolicy`] `{"disk":"srp0","policy":"round-robin"}` | `{"Ok":{"Done":{…}}}`         |
+//! | `0x0306` SET_PATH   | [`SetPath`] `{"session":3,"enabled":false}`            | `{"Ok":{"Done":{…}}}`         |
 //!
 //! - A request body is the JSON of the request's parameters (the opcode says which request):
 //!   the payload of the [`HostRequest`] variant, plus the page start for the lists.
@@ -19,9 +21,10 @@
 //!   entries from `start` on that fit; the client asks again from where the page ended
 //!   until a page comes back empty. A list that changes between pages may skip or repeat an
 //!   entry at a page boundary (each entry is consistent in itself).
-//! - A reply that does not fit even so (one list entry, or a LOGIN or LOGOUT answer, over
-//!   [`MAX_BODY`] bytes of JSON) is replaced by a [`HostControlError::Failed`] saying so:
-//!   the operator sees why, and for LOGIN and LOGOUT that the request was carried out.
+//! - A reply that does not fit even so (one list entry, or the answer to LOGIN, LOGOUT,
+//!   SET_POLICY or SET_PATH, over [`MAX_BODY`] bytes of JSON) is replaced by a
+//!   [`HostControlError::Failed`] saying so: the operator sees why, and for the requests
+//!   that change something, that it was carried out.
 
 use super::model::{HostAnswer, HostControlError, HostRequest, LoginSpec};
 use access_layer::ctl::wire::{CtlStatus, MAX_BODY};
@@ -36,6 +39,11 @@ pub(crate) const LOGIN: u16 = 0x0303;
 /// Log out ([`Logout`] → `HostAnswer::LoggedOut`).
 pub(crate) const LOGOUT: u16 = 0x0304;
 
+/// Set a disk's load-balance policy ([`SetPolicy`] → `HostAnswer::Done`).
+pub(crate) const SET_POLICY: u16 = 0x0305;
+/// Take a path out of service or return it ([`SetPath`] → `HostAnswer::Done`).
+pub(crate) const SET_PATH: u16 = 0x0306;
+
 /// The body of a list request: entries from `start` on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ListPage {
@@ -48,6 +56,24 @@ pub(crate) struct ListPage {
 pub(crate) struct Logout {
     /// The session's number.
     pub(crate) session: u32,
+}
+
+/// The body of a SET_POLICY request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SetPolicy {
+    /// The disk's name (or identity).
+    pub(crate) disk: String,
+    /// The policy's name.
+    pub(crate) policy: String,
+}
+
+/// The body of a SET_PATH request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SetPath {
+    /// The session the path runs over.
+    pub(crate) session: u32,
+    /// In service (`true`) or administratively down.
+    pub(crate) enabled: bool,
 }
 
 /// What a reply body carries.
@@ -65,6 +91,20 @@ pub(crate) fn encode_request(
         HostRequest::Logout { session } => {
             (LOGOUT, serde_json::to_vec(&Logout { session: *session })?)
         }
+        HostRequest::SetPolicy { disk, policy } => (
+            SET_POLICY,
+            serde_json::to_vec(&SetPolicy {
+                disk: disk.clone(),
+                policy: policy.clone(),
+            })?,
+        ),
+        HostRequest::SetPath { session, enabled } => (
+            SET_PATH,
+            serde_json::to_vec(&SetPath {
+                session: *session,
+                enabled: *enabled,
+            })?,
+        ),
     })
 }
 
@@ -81,6 +121,14 @@ pub(crate) fn decode_request(opcode: u16, body: &[u8]) -> Result<(HostRequest, u
         LOGOUT => {
             let Logout { session } = json(body)?;
             (HostRequest::Logout { session }, 0)
+        }
+        SET_POLICY => {
+            let SetPolicy { disk, policy } = json(body)?;
+            (HostRequest::SetPolicy { disk, policy }, 0)
+        }
+        SET_PATH => {
+            let SetPath { session, enabled } = json(body)?;
+            (HostRequest::SetPath { session, enabled }, 0)
         }
         _ => return Err(CtlStatus::UnknownOpcode),
     })
@@ -101,8 +149,8 @@ pub(crate) fn encode_answer(answer: Answer, start: u32) -> Vec<u8> {
     let why = match &answer {
         Ok(_) => format!(
             "the request was carried out, but its answer is {} bytes of JSON, more than a \
-             control socket message carries ({MAX_BODY}); `srpctl sessions` and `srpctl disks` \
-             show the result",
+             control socket message carries ({MAX_BODY}); `srpctl sessions`, `srpctl disks` \
+             and `srpctl paths` show the result",
             body.len()
         ),
         // The daemon's own text, cut to fit even if every byte is escaped (`\u00XX`: 6).
@@ -161,25 +209,48 @@ fn page<T: Serialize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::model::{DiskInfo, SessionInfo};
+    use crate::control::model::{DiskInfo, PathInfo, SessionInfo};
     use std::net::{IpAddr, Ipv4Addr};
+
+    fn path(i: u32, session: u32) -> PathInfo {
+        PathInfo {
+            session,
+            lun: i,
+            ioc_guid: format!("{:#018x}", 0x0002_c903_00a1_b2c0u64 + u64::from(session)),
+            ioc_name: format!("ioc{session}"),
+            portal: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            local: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            state: "active".into(),
+            alua: Some("active/optimized".into()),
+            preferred: session == 0,
+            weight: 1,
+            in_flight: 0,
+            reads: u64::from(i),
+            writes: 2,
+            bytes: 4096,
+            errors: 0,
+            failures: 0,
+        }
+    }
 
     fn disk(i: u32) -> DiskInfo {
         DiskInfo {
             name: format!("srp{i}"),
             path: format!("/run/srp-host/disks/srp{i}"),
-            session: i % 7,
-            lun: i,
             identity: format!("naa.6001405{i:025x}"),
             vendor: "LIO-ORG".into(),
             product: "srp-target".into(),
             revision: "0001".into(),
             block_size: 512,
             blocks: 1 << 21,
+            policy: "round-robin".into(),
+            queued: 0,
             reads: u64::from(i),
             writes: 2,
             flushes: 3,
             errors: 0,
+            failovers: 1,
+            paths: vec![path(i, i % 7), path(i, i % 7 + 1)],
         }
     }
 
@@ -209,7 +280,7 @@ mod tests {
             local: None,
             ioc_guid: Some("0x0002c90300a1b2c3".into()),
         };
-        let cases: [(HostRequest, u32, u16, &str); 4] = [
+        let cases: [(HostRequest, u32, u16, &str); 7] = [
             (HostRequest::Sessions, 5, SESSIONS, r#"{"start":5}"#),
             (HostRequest::Disks, 0, DISKS, r#"{"start":0}"#),
             (
@@ -224,6 +295,33 @@ mod tests {
                 LOGOUT,
                 r#"{"session":3}"#,
             ),
+            (
+                HostRequest::SetPolicy {
+                    disk: "srp0".into(),
+                    policy: "least-queue-depth".into(),
+                },
+                0,
+                SET_POLICY,
+                r#"{"disk":"srp0","policy":"least-queue-depth"}"#,
+            ),
+            (
+                HostRequest::SetPath {
+                    session: 2,
+                    enabled: false,
+                },
+                0,
+                SET_PATH,
+                r#"{"session":2,"enabled":false}"#,
+            ),
+            (
+                HostRequest::SetPath {
+                    session: 9,
+                    enabled: true,
+                },
+                0,
+                SET_PATH,
+                r#"{"session":9,"enabled":true}"#,
+            ),
         ];
         for (request, start, opcode, text) in cases {
             let (op, body) = encode_request(&request, start).expect("encode");
@@ -234,7 +332,7 @@ mod tests {
 
     #[test]
     fn bad_requests_are_refused() {
-        for op in [SESSIONS, DISKS, LOGIN, LOGOUT] {
+        for op in [SESSIONS, DISKS, LOGIN, LOGOUT, SET_POLICY, SET_PATH] {
             for body in [
                 &b""[..],
                 b"{",
@@ -263,8 +361,17 @@ mod tests {
             ),
             Err(CtlStatus::Malformed)
         );
+        // A policy that is not a string, a path switch without its state.
         assert_eq!(
-            decode_request(0x0305, br#"{"start":0}"#),
+            decode_request(SET_POLICY, br#"{"disk":"srp0","policy":3}"#),
+            Err(CtlStatus::Malformed)
+        );
+        assert_eq!(
+            decode_request(SET_PATH, br#"{"session":1}"#),
+            Err(CtlStatus::Malformed)
+        );
+        assert_eq!(
+            decode_request(0x0307, br#"{"start":0}"#),
             Err(CtlStatus::UnknownOpcode)
         );
         assert_eq!(
@@ -276,7 +383,7 @@ mod tests {
     /// Every answer: known body bytes, and decode(encode(x)) == x.
     #[test]
     fn answers_round_trip() {
-        let cases: [(Answer, &str); 5] = [
+        let cases: [(Answer, &str); 8] = [
             (
                 Ok(HostAnswer::LoggedOut {
                     disks_removed: vec!["srp0".into(), "srp1".into()],
@@ -295,6 +402,20 @@ mod tests {
                 r#"{"Err":{"Failed":"login rejected: no channel"}}"#,
             ),
             (Err(HostControlError::Stopping), r#"{"Err":"Stopping"}"#),
+            (
+                Ok(HostAnswer::Done {
+                    disks: vec!["srp0".into()],
+                }),
+                r#"{"Ok":{"Done":{"disks":["srp0"]}}}"#,
+            ),
+            (
+                Err(HostControlError::NoSuchDisk("srp9".into())),
+                r#"{"Err":{"NoSuchDisk":"srp9"}}"#,
+            ),
+            (
+                Err(HostControlError::NoSuchPolicy("fastest".into())),
+                r#"{"Err":{"NoSuchPolicy":"fastest"}}"#,
+            ),
         ];
         for (answer, text) in cases {
             let body = encode_answer(answer.clone(), 0);

@@ -22,7 +22,9 @@ use hca::{Gid, Qpn};
 use srp::initiator::registration::{
     AllMemoryStrategy, FrmrConfig, FrmrStrategy, MapHandle, Registration, Segment, Strategy,
 };
-use srp::initiator::{CmdId, DataDir, InitiatorChannel, InitiatorConfig, LoginForm, LoginParams};
+use srp::initiator::{
+    CmdId, DataDir, InitiatorChannel, InitiatorConfig, LoginForm, LoginParams, TmfId,
+};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -61,6 +63,14 @@ pub(crate) struct Active {
     pub(crate) segments: Vec<Segment>,
 }
 
+/// A management SRB (ABORT_COMMAND, RESET_LOGICAL_UNIT) waiting for its TMF's answer.
+#[derive(Debug)]
+pub(crate) struct Mgmt {
+    pub(crate) srb: crate::port::Srb<super::SrbExt>,
+    /// The command an ABORT_COMMAND is for (it completes ABORTED when the abort works).
+    pub(crate) abort_of: Option<CmdId>,
+}
+
 /// State under the adapter lock.
 pub(crate) struct Inner {
     pub(crate) gsi: GsiPort,
@@ -70,6 +80,8 @@ pub(crate) struct Inner {
     pub(crate) qp: Option<(QpId, Qpn)>,
     pub(crate) conn: Option<ConnId>,
     pub(crate) cmds: HashMap<CmdId, Active>,
+    /// Management SRBs by the core's TMF id.
+    pub(crate) mgmt: HashMap<TmfId, Mgmt>,
     /// REG_MRs of mapped commands not sent yet, by command.
     pub(crate) pending_reg: HashMap<CmdId, Vec<SendWr>>,
     pub(crate) send_free: Vec<usize>,
@@ -165,6 +177,7 @@ impl Adapter {
             qp: None,
             conn: None,
             cmds: HashMap::new(),
+            mgmt: HashMap::new(),
             pending_reg: HashMap::new(),
             send_free: (0..SEND_SLOTS).rev().collect(),
             inflight_inv: HashSet::new(),
@@ -253,6 +266,18 @@ impl Adapter {
             if let Err(e) = self.hca.with(|e, _| reg.recreate(e, pd)) {
                 tracing::warn!(%e, "FRMR regions could not be recreated");
             }
+        }
+    }
+}
+
+/// Dropping the adapter (the port dropped with the device extension) tears down what is
+/// left of the channel: the DREQ goes out, the QP is destroyed. Non-blocking.
+impl Drop for Adapter {
+    fn drop(&mut self) {
+        let mut s = self.lock();
+        if s.conn.is_some() || s.qp.is_some() {
+            self.teardown(&mut s);
+            self.flush_cm(&mut s);
         }
     }
 }

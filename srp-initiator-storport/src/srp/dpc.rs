@@ -52,6 +52,11 @@ impl Adapter {
             tracing::debug!(?ev, "cm event");
             self.cm_event(s, ev);
         }
+        self.flush_cm(s);
+    }
+
+    /// Sends the MADs the CM has queued (a DREQ, a DREP). Non-blocking.
+    pub(crate) fn flush_cm(&self, s: &mut Inner) {
         let Inner { gsi, cm, .. } = s;
         self.hca.with(|e, now| {
             while let Some(out) = cm.poll_transmit() {
@@ -167,6 +172,7 @@ impl Adapter {
                 Action::Remap(id) => self.remap(s, id),
                 Action::Disconnect => self.teardown(s),
                 Action::Complete(c) => self.finish(s, c, done),
+                Action::TmfDone(c) => self.tmf_done(s, c, done),
             }
         }
         while let Some(ev) = s.channel.poll_event() {
@@ -244,7 +250,15 @@ impl Adapter {
         } else {
             self.discard(a.handle);
         }
-        outcome::apply(&a.srb, &c.outcome);
+        let aborted_by_request = c.outcome == srp::initiator::Outcome::Aborted
+            && s.mgmt.values().any(|m| m.abort_of == Some(c.id));
+        if aborted_by_request {
+            // ABORT_COMMAND worked: the SRB it named completes ABORTED (a timeout's abort
+            // stays TIMEOUT).
+            a.srb.set_status(SrbStatus::ABORTED);
+        } else {
+            outcome::apply(&a.srb, &c.outcome);
+        }
         if a.srb.direction() == DataDirection::In
             && matches!(c.outcome, srp::initiator::Outcome::Done(_))
         {
@@ -252,6 +266,24 @@ impl Adapter {
         }
         self.arena.free(&a.pages);
         done.push(a.srb);
+    }
+
+    /// A management SRB's TMF ended: ABORT_COMMAND is SUCCESS on FUNCTION COMPLETE and
+    /// ABORT_FAILED otherwise (the command had completed, the target refused, no answer);
+    /// RESET_LOGICAL_UNIT is SUCCESS or ERROR.
+    fn tmf_done(&self, s: &mut Inner, c: srp::initiator::TmfCompletion, done: &mut Done) {
+        use srp::initiator::TmfResult;
+        let Some(m) = s.mgmt.remove(&c.id) else {
+            return; // Already completed by a bus reset.
+        };
+        let status = match (c.result, m.abort_of) {
+            (TmfResult::Complete, _) => SrbStatus::SUCCESS,
+            (_, Some(_)) => SrbStatus::ABORT_FAILED,
+            (_, None) => SrbStatus::ERROR,
+        };
+        tracing::debug!(?c, ?status, "management SRB done");
+        m.srb.set_status(status);
+        done.push(m.srb);
     }
 
     /// DMA from the arena pages into the SRB's buffer (a read's data).

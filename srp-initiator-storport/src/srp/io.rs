@@ -15,7 +15,7 @@
 //!   through RequestComplete (its regions discarded and recreated), and the channel is reset: the old QP and CM connection are
 //!   torn down and a fresh core logs in again (SINGLE, so the target drops the old one).
 
-use super::adapter::{Active, Adapter};
+use super::adapter::{Active, Adapter, Inner};
 use super::dma::PAGE;
 use super::{SrbExt, SrpMiniport, dpc};
 use crate::port::{DataDirection, PortServices, Srb, SrbFunction, SrbStatus};
@@ -132,8 +132,10 @@ impl Adapter {
                 finish_now(port, &srb, SrbStatus::SUCCESS);
                 return true;
             }
-            _ => {
-                finish_now(port, &srb, SrbStatus::INVALID_REQUEST);
+            SrbFunction::AbortCommand
+            | SrbFunction::ResetLogicalUnit
+            | SrbFunction::ResetDevice => {
+                self.start_management(port, srb);
                 return true;
             }
         }
@@ -180,23 +182,43 @@ impl Adapter {
         {
             let mut s = self.lock();
             self.teardown(&mut s);
-            let active: Vec<Active> = s.cmds.drain().map(|(_, a)| a).collect();
-            for a in active {
-                // Posted on the QP just destroyed, or never: discarded, not invalidated.
-                self.discard(a.handle);
-                self.arena.free(&a.pages);
-                a.srb.set_status(SrbStatus::BUS_RESET);
-                done.push(a.srb);
-            }
-            s.pending_reg.clear();
-            let now = self.now();
-            s.channel = InitiatorChannel::new(Adapter::channel_config(&self.cfg));
-            s.channel.connect(now);
-            s.paused = true;
-            port.pause(self.cfg.login_timeout.as_secs().max(1) as u32);
-            self.run_actions(&mut s, port, &mut done);
+            self.flush_held(&mut s, SrbStatus::BUS_RESET, &mut done);
+            self.relogin(&mut s, port, &mut done);
         }
         dpc::complete_all(port, done);
         true
+    }
+
+    /// Completes every SRB the adapter holds with `status` (its regions discarded: posted on
+    /// a QP just destroyed, or never), management SRBs included.
+    pub(crate) fn flush_held(&self, s: &mut Inner, status: SrbStatus, done: &mut dpc::Done) {
+        let active: Vec<Active> = s.cmds.drain().map(|(_, a)| a).collect();
+        for a in active {
+            self.discard(a.handle);
+            self.arena.free(&a.pages);
+            a.srb.set_status(status);
+            done.push(a.srb);
+        }
+        s.pending_reg.clear();
+        for (_, m) in s.mgmt.drain() {
+            m.srb.set_status(status);
+            done.push(m.srb);
+        }
+    }
+
+    /// A fresh channel core logs in (SINGLE, so the target drops any old channel); the
+    /// port is paused until it has.
+    pub(crate) fn relogin(
+        &self,
+        s: &mut Inner,
+        port: &PortServices<SrpMiniport>,
+        done: &mut dpc::Done,
+    ) {
+        let now = self.now();
+        s.channel = InitiatorChannel::new(Adapter::channel_config(&self.cfg));
+        s.channel.connect(now);
+        s.paused = true;
+        port.pause(self.cfg.login_timeout.as_secs().max(1) as u32);
+        self.run_actions(s, port, done);
     }
 }

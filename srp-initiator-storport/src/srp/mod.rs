@@ -15,6 +15,13 @@
 //!   SRBs with RequestComplete; sleeps at passive level between rounds. It ends once the
 //!   port (and with it the device extension) is gone.
 //! - HwBuildIo / HwStartIo / HwResetBus: see `io`. Nothing blocks; exhaustion is BUSY.
+//! - Management SRBs (dispatch, from StartIo): ABORT_COMMAND → SRP_TSK_MGMT ABORT TASK (the
+//!   named SRB completes ABORTED, the abort SUCCESS; an SRB already completed →
+//!   ABORT_FAILED), RESET_LOGICAL_UNIT → LOGICAL UNIT RESET (the LU's SRBs complete
+//!   BUS_RESET), RESET_DEVICE → a channel reset (SRP has no TARGET RESET); see `control`.
+//! - HwAdapterControl (dispatch): StopAdapter logs out (SRP_I_LOGOUT, then the DREQ once the
+//!   target closes or a bounded linger passes, finished by the DPC thread) and stops
+//!   reconnecting; RestartAdapter logs in with a fresh core. Both reported supported.
 //! - Not copied from 2005 (windows.md §1.9): no login inside HwFindAdapter, no whole-memory
 //!   rkey by default (per-I/O FRMR, direction-narrowed rights, remote invalidation; the
 //!   2005 region only as the explicit `TrustTarget` mode), non-GOOD status
@@ -22,10 +29,12 @@
 //!   SRB by RequestComplete and reports success, not StorPortCompleteRequest(SP_UNTAGGED).
 //!
 //! Files: `adapter` (resources and locks), `dma` (the arena), `verbs` (QP and CM verbs),
-//! `dpc` (the completion context), `io` (BuildIo, StartIo, ResetBus), `outcome` (SRB
-//! status mapping), `status` (what [`SrpMiniport::status`] reports).
+//! `dpc` (the completion context), `io` (BuildIo, StartIo, ResetBus), `control`
+//! (management SRBs, StopAdapter, RestartAdapter), `outcome` (SRB status mapping),
+//! `status` (what [`SrpMiniport::status`] reports).
 
 mod adapter;
+mod control;
 mod dma;
 mod dpc;
 mod io;
@@ -156,6 +165,16 @@ impl SrpMiniport {
         a.status().snapshot(state)
     }
 
+    /// For a multipath layer with another path: while the channel is down and holding I/O,
+    /// fail what it holds now, as at fast_io_fail (the core's `fail_fast_now`); the DPC
+    /// completes those SRBs with SELECTION_TIMEOUT at its next round. Reconnects go on.
+    pub fn fail_fast_now(&self) {
+        if let Some(a) = self.adapter() {
+            let now = a.now();
+            a.lock().channel.fail_fast_now(now);
+        }
+    }
+
     /// Held commands whose buffers were registered again after a reconnect.
     pub fn remapped(&self) -> u64 {
         use std::sync::atomic::Ordering::Relaxed;
@@ -266,11 +285,23 @@ impl Miniport for SrpMiniport {
 
     fn adapter_control(
         &self,
-        _port: &PortServices<Self>,
+        port: &PortServices<Self>,
         control: AdapterControl<'_>,
     ) -> AdapterControlStatus {
-        match control {
-            AdapterControl::QuerySupportedControlTypes(_) => AdapterControlStatus::Success,
+        match (control, self.adapter()) {
+            (AdapterControl::QuerySupportedControlTypes(t), _) => {
+                t.stop_adapter = true;
+                t.restart_adapter = true;
+                AdapterControlStatus::Success
+            }
+            (AdapterControl::StopAdapter, Some(a)) => {
+                a.stop(port);
+                AdapterControlStatus::Success
+            }
+            (AdapterControl::RestartAdapter, Some(a)) => {
+                a.restart(port);
+                AdapterControlStatus::Success
+            }
             _ => AdapterControlStatus::Unsuccessful,
         }
     }

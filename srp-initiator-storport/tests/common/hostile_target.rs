@@ -39,6 +39,8 @@ pub enum Fault {
     BadRkey,
     /// The READ's data RDMA-written 512 bytes past the end of the descriptor (no SRP_RSP).
     PastEnd,
+    /// No answer at all: the command stays in flight (until a TMF ends it).
+    Silent,
 }
 
 /// What the target saw and did.
@@ -54,6 +56,8 @@ pub struct Stats {
     pub refused: AtomicU32,
     /// Commands answered properly.
     pub good: AtomicU32,
+    /// SRP_TSK_MGMTs received (each answered FUNCTION COMPLETE).
+    pub tmfs: AtomicU32,
 }
 
 impl Stats {
@@ -271,6 +275,11 @@ impl Target {
             let _ = c.mem.read(i * RECV_LEN, &mut iu);
             if iu.first() == Some(&0x02) {
                 self.command(&iu);
+            } else if iu.first() == Some(&0x01) && iu.len() >= 16 {
+                // SRP_TSK_MGMT: FUNCTION COMPLETE (an SRP_RSP without response data).
+                self.stats.tmfs.fetch_add(1, Ordering::SeqCst);
+                let tag = u64::from_be_bytes(iu[8..16].try_into().unwrap_or([0; 8]));
+                self.respond(rsp_bytes(tag), Vec::new());
             }
             let Some(c) = &self.chan else { return };
             let wr = RecvWr {
@@ -323,6 +332,10 @@ impl Target {
                 }
             }
         }
+        if hostile && self.fault == Fault::Silent {
+            self.stats.faults.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
         let mut rsp = rsp_bytes(tag);
         match (hostile, self.fault) {
             (true, Fault::TruncatedRsp) => rsp.truncate(20),
@@ -336,6 +349,12 @@ impl Target {
         } else {
             self.stats.good.fetch_add(1, Ordering::SeqCst);
         }
+        self.respond(rsp, wrs);
+    }
+
+    /// Sends `rsp` behind `wrs`.
+    fn respond(&mut self, rsp: Vec<u8>, mut wrs: Vec<SendWr>) {
+        let Some(c) = &self.chan else { return };
         let slot = self.next_send % SENDS;
         self.next_send += 1;
         let off = RECVS * RECV_LEN + slot * SEND_LEN;

@@ -12,6 +12,7 @@ use super::escalation::{EscalationStep, Stage};
 use super::login::{LoginForm, LoginParams, Negotiated, RejectAdvice};
 use super::pool::{SendKind, SendPool};
 use super::tags::TagSlab;
+use super::task_mgmt::{TmfCompletion, TmfId};
 use super::timers::{PortState, TimerTable, TransportTimers};
 use crate::channel::{InitiatorCredits, Spend};
 use crate::wire::Tag;
@@ -83,6 +84,9 @@ pub enum Action {
     Disconnect,
     /// A command ended.
     Complete(Completion),
+    /// A task management request the caller asked for ended
+    /// ([`InitiatorChannel::abort_task`], [`InitiatorChannel::reset_lun`]).
+    TmfDone(TmfCompletion),
 }
 
 /// Why the channel was lost.
@@ -173,6 +177,8 @@ pub(super) struct TmfEntry {
     /// The command an ABORT TASK is for.
     pub(super) task: Option<Tag>,
     pub(super) deadline: Time,
+    /// Asked for by the caller (not a step of the escalation ladder).
+    pub(super) caller: Option<TmfId>,
 }
 
 /// What a tag names.
@@ -199,6 +205,8 @@ pub(super) enum Link {
     LoggingIn(Tag),
     /// Logged in.
     Up(Session),
+    /// SRP_I_LOGOUT was sent; waiting (up to the Logout timer) for the target to disconnect.
+    LoggingOut,
 }
 
 /// One SRP initiator channel; see the module docs for the driver's calling order.
@@ -228,6 +236,7 @@ pub struct InitiatorChannel {
     pub(super) unhealthy_since: Option<Time>,
     pub(super) logins: u64,
     next_id: u64,
+    pub(super) next_tmf: u64,
     pub(super) actions: VecDeque<Action>,
     pub(super) events: VecDeque<Event>,
 }
@@ -251,6 +260,7 @@ impl InitiatorChannel {
             unhealthy_since: None,
             logins: 0,
             next_id: 0,
+            next_tmf: 0,
             actions: VecDeque::new(),
             events: VecDeque::new(),
         }
@@ -372,7 +382,7 @@ impl InitiatorChannel {
     }
 
     /// Spends a credit and a send slot for `kind` (after [`Self::can_issue`]).
-    fn spend(&mut self, kind: SendKind) -> bool {
+    pub(super) fn spend(&mut self, kind: SendKind) -> bool {
         let Link::Up(s) = &mut self.link else {
             return false;
         };
@@ -442,6 +452,7 @@ impl InitiatorChannel {
         function: TaskMgmtFunction,
         lun: Lun,
         task: Option<Tag>,
+        caller: Option<TmfId>,
     ) -> Option<Tag> {
         use crate::wire::SolicitFlags;
         use crate::wire::tsk_mgmt::TskMgmt;
@@ -457,6 +468,7 @@ impl InitiatorChannel {
                 lun,
                 task,
                 deadline,
+                caller,
             }))
             .ok()?;
         let iu = TskMgmt {

@@ -580,3 +580,136 @@ fn abort_may_take_the_last_credit_and_an_unsendable_lun_reset_escalates_at_once(
     );
     assert_eq!(h.ch.queued(), 1, "{waiting:?} still held");
 }
+
+#[test]
+fn caller_abort_task_ends_only_its_command_and_reports_complete() {
+    let mut h = Harness::logged_in(config(LoginForm::IbCm), 4);
+    let a = h.submit(read_cmd(0));
+    let a_tag = h.sent_cmd(0).tag;
+    let b = h.submit(read_cmd(0));
+    let tmf = h.ch.abort_task(h.now, a);
+    h.pump();
+    let sent = h.sent_tmf();
+    assert_eq!(sent.function, TaskMgmtFunction::AbortTask);
+    assert_eq!(sent.task_tag, a_tag);
+    assert!(h.tmfs.is_empty(), "no answer yet");
+    h.recv(&tmf_rsp(sent.tag, 1, TmfResponse::Complete));
+    assert_eq!(
+        h.done,
+        vec![Completion {
+            id: a,
+            outcome: Outcome::Aborted
+        }]
+    );
+    assert_eq!(
+        h.tmfs,
+        vec![TmfCompletion {
+            id: tmf,
+            result: TmfResult::Complete
+        }]
+    );
+    // The aborted command's late response is tolerated; the other one is untouched.
+    h.recv(&rsp(a_tag, 1));
+    assert_eq!(h.events.last(), Some(&Event::LateResponse(a_tag)));
+    assert_eq!(h.ch.outstanding(), 1, "{b:?} still runs");
+    // Its deadline went with it: only b escalates at 30 s.
+    h.advance(secs(30));
+    assert_eq!(h.sent_tmf().task_tag, h.sent_cmd(2).tag);
+}
+
+#[test]
+fn caller_abort_refused_leaves_the_command_and_an_unknown_one_is_not_found() {
+    let mut h = Harness::logged_in(config(LoginForm::IbCm), 4);
+    let a = h.submit(read_cmd(0));
+    let tmf = h.ch.abort_task(h.now, a);
+    h.pump();
+    h.recv(&tmf_rsp(h.sent_tmf().tag, 1, TmfResponse::Failed));
+    assert_eq!(h.tmfs[0].id, tmf);
+    assert_eq!(h.tmfs[0].result, TmfResult::Rejected);
+    assert!(h.done.is_empty());
+    h.recv(&rsp(h.sent_cmd(1).tag, 1));
+    assert_eq!(h.done.len(), 1);
+    let gone = h.ch.abort_task(h.now, a);
+    h.pump();
+    assert_eq!(
+        h.tmfs[1],
+        TmfCompletion {
+            id: gone,
+            result: TmfResult::NotFound
+        }
+    );
+    assert_eq!(h.ch.state(), PortState::Running);
+}
+
+#[test]
+fn caller_abort_of_a_command_not_sent_yet_needs_no_tmf() {
+    // Window 2: one command goes, the next waits for a credit.
+    let mut h = Harness::logged_in(config(LoginForm::IbCm), 2);
+    let _a = h.submit(read_cmd(0));
+    let b = h.submit(read_cmd(0));
+    let sent = h.sent.len();
+    let tmf = h.ch.abort_task(h.now, b);
+    h.pump();
+    assert_eq!(h.sent.len(), sent, "nothing sent");
+    assert_eq!(
+        h.done,
+        vec![Completion {
+            id: b,
+            outcome: Outcome::Aborted
+        }]
+    );
+    assert_eq!(h.tmfs[0].id, tmf);
+    assert_eq!(h.tmfs[0].result, TmfResult::Complete);
+    assert_eq!(h.ch.queued(), 0);
+}
+
+#[test]
+fn caller_lun_reset_resets_the_luns_sent_commands_and_times_out_cleanly() {
+    let mut h = Harness::logged_in(config(LoginForm::IbCm), 8);
+    let a = h.submit(read_cmd(1));
+    let b = h.submit(read_cmd(1));
+    let c = h.submit(read_cmd(2));
+    let tmf = h.ch.reset_lun(h.now, lun(1));
+    h.pump();
+    let sent = h.sent_tmf();
+    assert_eq!(sent.function, TaskMgmtFunction::LogicalUnitReset);
+    assert_eq!(sent.lun, lun(1));
+    h.recv(&tmf_rsp(sent.tag, 1, TmfResponse::Complete));
+    let ended: Vec<_> = h.done.iter().map(|d| (d.id, d.outcome.clone())).collect();
+    assert_eq!(ended, vec![(a, Outcome::Reset), (b, Outcome::Reset)]);
+    assert_eq!(
+        h.tmfs,
+        vec![TmfCompletion {
+            id: tmf,
+            result: TmfResult::Complete
+        }]
+    );
+    assert_eq!(h.ch.outstanding(), 1, "{c:?} on LUN 2 still runs");
+    // A reset nobody answers times out after tmf_timeout; the commands stay.
+    let again = h.ch.reset_lun(h.now, lun(2));
+    h.pump();
+    h.advance(secs(5));
+    assert_eq!(
+        h.tmfs[1],
+        TmfCompletion {
+            id: again,
+            result: TmfResult::TimedOut
+        }
+    );
+    assert_eq!(h.ch.outstanding(), 1);
+    assert_eq!(h.ch.state(), PortState::Running);
+}
+
+#[test]
+fn caller_tmf_without_a_channel_is_not_sent() {
+    let mut h = Harness::new(config(LoginForm::IbCm));
+    let tmf = h.ch.reset_lun(h.now, lun(0));
+    h.pump();
+    assert_eq!(
+        h.tmfs,
+        vec![TmfCompletion {
+            id: tmf,
+            result: TmfResult::NotSent
+        }]
+    );
+}

@@ -17,7 +17,8 @@
 //!    commands;
 //! 2. [`InitiatorChannel::poll_action`] until `None`: connect, post a SEND, register a held
 //!    command's buffer again (answered by [`InitiatorChannel::handle_remapped`], at once or
-//!    on a later wake-up), disconnect, complete a command;
+//!    on a later wake-up), disconnect, complete a command, end a caller's task management
+//!    request ([`InitiatorChannel::abort_task`], [`InitiatorChannel::reset_lun`]);
 //! 3. [`InitiatorChannel::poll_event`] until `None`: what to log or show (state changes,
 //!    escalation steps, AERs);
 //! 4. [`InitiatorChannel::poll_timeout`]: when to call `handle_timeout` next.
@@ -40,7 +41,8 @@
 //! (transport timers, their validation, backoff, the port state table), `escalation` (the
 //! abort → LUN reset → channel reset ladder), `command` (what a caller submits and gets
 //! back), `channel` (the state machine), `receive` (received IUs), `recovery` (loss,
-//! reconnect, fast_io_fail, dev_loss), `error`, [`registration`] (per-I/O FRMR, immediate
+//! reconnect, fast_io_fail, dev_loss, logout), `task_mgmt` (the caller's ABORT TASK and
+//! LOGICAL UNIT RESET), `error`, [`registration`] (per-I/O FRMR, immediate
 //! data, the opt-in all-memory region).
 
 extern crate alloc;
@@ -55,6 +57,7 @@ mod receive;
 mod recovery;
 pub mod registration;
 mod tags;
+mod task_mgmt;
 mod timers;
 
 pub use channel::{Action, Event, InitiatorChannel, InitiatorConfig, LossCause};
@@ -66,6 +69,7 @@ pub use escalation::{EscalationStep, Stage};
 pub use login::{LoginForm, LoginParams, Negotiated, RejectAdvice};
 pub use pool::{SendKind, SendPool};
 pub use tags::{TagSlab, TaggedSlot};
+pub use task_mgmt::{TmfCompletion, TmfId, TmfResult};
 pub use timers::{
     BLOCK_MAX_TIMEOUT, PortEvent, PortState, TimerKind, TransportTimers, reconnect_backoff,
 };

@@ -109,6 +109,9 @@ impl InitiatorChannel {
                 } else {
                     Trigger::TmfFailed
                 };
+                if t.caller.is_some() {
+                    return self.on_caller_tmf(&t, trigger);
+                }
                 self.on_tmf_result(now, rsp.tag, t.function, t.lun, t.task, trigger);
             }
         }
@@ -171,7 +174,7 @@ impl InitiatorChannel {
                     self.events.push_back(Event::Escalated { id, step });
                     let sent = match step {
                         EscalationStep::AbortTask => self
-                            .send_tmf(now, TaskMgmtFunction::AbortTask, lun, Some(tag))
+                            .send_tmf(now, TaskMgmtFunction::AbortTask, lun, Some(tag), None)
                             .map(|tmf| Stage::Aborting { tmf }),
                         EscalationStep::LunReset => self.lun_reset(now, lun),
                         EscalationStep::ChannelReset => {
@@ -219,7 +222,7 @@ impl InitiatorChannel {
         });
         let tmf = match existing {
             Some(tmf) => tmf,
-            None => self.send_tmf(now, TaskMgmtFunction::LogicalUnitReset, lun, None)?,
+            None => self.send_tmf(now, TaskMgmtFunction::LogicalUnitReset, lun, None, None)?,
         };
         for t in on_lun {
             if let Some(Entry::Cmd(o)) = self.tags.get_mut(t) {
@@ -242,6 +245,10 @@ impl InitiatorChannel {
                     if let Some(Entry::Tmf(t)) = self.tags.remove(tag) {
                         // Its credit stays with the target; a late answer is tolerated.
                         self.retire(tag);
+                        if t.caller.is_some() {
+                            self.on_caller_tmf(&t, Trigger::TmfTimedOut);
+                            continue;
+                        }
                         self.on_tmf_result(
                             now,
                             tag,

@@ -92,7 +92,66 @@ impl InitiatorChannel {
             Link::Down => {}
             Link::LoggingIn(_) => self.login_failed(now, InitiatorError::ConnectFailed, None),
             Link::Up(_) => self.lose_channel(now, LossCause::Disconnected),
+            // The target closed the channel after our SRP_I_LOGOUT.
+            Link::LoggingOut => self.end_logout(),
         }
+    }
+
+    /// Logs out for good (an operator's logout, the adapter stopping): SRP_I_LOGOUT on a live
+    /// channel (no response, no credit: SRP r16a 6.5), every command ended with
+    /// [`Outcome::NoConnect`] and every caller TMF with `NotSent`, timers stopped, and the
+    /// port LOST, so nothing reconnects (a new login needs a new channel). After an
+    /// I_LOGOUT the channel waits up to `linger` for the target to disconnect (it closes a
+    /// channel it was asked to log out) before asking for [`Action::Disconnect`] itself;
+    /// without a live channel, Disconnect comes at once.
+    pub fn logout(&mut self, now: Time, linger: core::time::Duration) {
+        use super::pool::SendKind;
+        use crate::wire::logout::ILogout;
+        let up = matches!(self.link, Link::Up(_));
+        let mut sent = false;
+        if up && self.spend(SendKind::Response) {
+            let iu = ILogout { tag: Tag(0) };
+            let mut bytes = super::alloc::vec![0; iu.buffer_len()];
+            if iu.emit(&mut bytes).is_ok() {
+                self.actions.push_back(Action::Send {
+                    iu: bytes,
+                    cmd: None,
+                });
+                sent = true;
+            }
+        }
+        for tag in self.tags.tags() {
+            match self.tags.remove(tag) {
+                Some(Entry::Cmd(o)) => self.complete(o.id, Outcome::NoConnect),
+                Some(Entry::Tmf(t)) => {
+                    if let Some(id) = t.caller {
+                        self.tmf_done(id, super::TmfResult::NotSent);
+                    }
+                }
+                None => {}
+            }
+        }
+        self.fail_held(Outcome::NoConnect);
+        self.deadlines.clear();
+        self.retired.clear();
+        self.responses.clear();
+        self.timers = Default::default();
+        self.unhealthy_since = None;
+        match self.link {
+            Link::Up(_) if sent => {
+                self.link = Link::LoggingOut;
+                self.timers.set(TimerKind::Logout, now + linger);
+            }
+            Link::Up(_) | Link::LoggingIn(_) => self.end_logout(),
+            Link::LoggingOut | Link::Down => {}
+        }
+        self.move_state(PortEvent::LoggedOut);
+    }
+
+    fn end_logout(&mut self) {
+        self.timers.stop(TimerKind::Logout);
+        self.link = Link::Down;
+        self.actions.push_back(Action::Disconnect);
     }
 
     fn logged_in(&mut self, now: Time, neg: Negotiated) {
@@ -219,7 +278,12 @@ impl InitiatorChannel {
             match self.tags.remove(tag) {
                 Some(Entry::Cmd(o)) if o.timed_out => self.complete(o.id, Outcome::TimedOut),
                 Some(Entry::Cmd(o)) => held.push((o.id, o.cmd)),
-                _ => {}
+                Some(Entry::Tmf(t)) => {
+                    if let Some(id) = t.caller {
+                        self.tmf_done(id, super::TmfResult::NotSent);
+                    }
+                }
+                None => {}
             }
         }
         // Outstanding commands go back ahead of those that never left, oldest first.
@@ -254,6 +318,11 @@ impl InitiatorChannel {
         let due: Vec<TimerKind> = self.timers.expire(now).collect();
         for kind in due {
             match kind {
+                TimerKind::Logout => {
+                    if matches!(self.link, Link::LoggingOut) {
+                        self.end_logout();
+                    }
+                }
                 TimerKind::Login => {
                     if matches!(self.link, Link::LoggingIn(_)) {
                         self.actions.push_back(Action::Disconnect);
@@ -287,5 +356,18 @@ impl InitiatorChannel {
             }
         }
         self.expire_deadlines(now);
+    }
+
+    /// Multipath's `terminate_rport_io`: while the port is blocked, end the hold now as if
+    /// fast_io_fail expired — held commands complete with
+    /// [`Outcome::TransportFailFast`] and are never resent on this channel (another path
+    /// carries them); reconnects go on, dev_loss still runs. Anything else: nothing.
+    pub fn fail_fast_now(&mut self, now: Time) {
+        let _ = now;
+        if self.state == PortState::Blocked {
+            self.timers.stop(TimerKind::FastIoFail);
+            self.move_state(PortEvent::FastIoFailExpired);
+            self.fail_held(Outcome::TransportFailFast);
+        }
     }
 }

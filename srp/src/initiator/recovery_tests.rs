@@ -324,3 +324,68 @@ fn a_re_login_with_nothing_held_gives_the_next_loss_a_full_fast_io_fail() {
         }]
     );
 }
+
+#[test]
+fn logout_sends_i_logout_waits_for_the_target_and_never_reconnects() {
+    let mut h = Harness::logged_in(with_timers(Some(1), Some(5), Some(60)), 4);
+    let a = h.submit(read_cmd(0));
+    h.ch.logout(h.now, secs(1));
+    h.pump();
+    assert_eq!(h.sent.last().map(|iu| iu[0]), Some(0x03), "SRP_I_LOGOUT");
+    assert_eq!(
+        h.done,
+        vec![Completion {
+            id: a,
+            outcome: Outcome::NoConnect
+        }]
+    );
+    assert_eq!(h.ch.state(), PortState::Lost);
+    assert!(h.ch.is_logging_out());
+    assert_eq!(h.disconnects, 0, "waits for the target to close");
+    // The target's DREQ ends the wait.
+    h.ch.handle_disconnect(h.now);
+    h.pump();
+    assert_eq!(h.disconnects, 1);
+    assert!(!h.ch.is_logging_out());
+    assert_eq!(h.ch.poll_timeout(), None, "no timer left");
+    h.advance(secs(120));
+    assert_eq!(h.connects.len(), 1, "no reconnect");
+    h.ch.connect(h.now);
+    h.pump();
+    assert_eq!(h.connects.len(), 1, "a logged-out channel stays down");
+    let late = h.ch.submit(h.now, read_cmd(0)).expect("completes at once");
+    h.pump();
+    assert_eq!(
+        h.done.last().map(|c| (c.id, c.outcome.clone())),
+        Some((late, Outcome::NoConnect))
+    );
+}
+
+#[test]
+fn logout_disconnects_itself_after_the_linger_and_at_once_without_a_channel() {
+    let mut h = Harness::logged_in(with_timers(Some(1), None, None), 4);
+    h.ch.logout(h.now, secs(2));
+    h.pump();
+    h.advance(Duration::from_millis(1999));
+    assert_eq!(h.disconnects, 0);
+    h.advance(Duration::from_millis(1));
+    assert_eq!(h.disconnects, 1, "the linger ended");
+    // A second logout changes nothing.
+    h.ch.logout(h.now, secs(2));
+    h.pump();
+    assert_eq!(h.disconnects, 1);
+
+    // Logging in: no I_LOGOUT, the CM connection goes at once.
+    let mut h = Harness::new(with_timers(Some(1), None, None));
+    h.ch.connect(h.now);
+    h.pump();
+    h.ch.logout(h.now, secs(2));
+    h.pump();
+    assert!(h.sent.is_empty());
+    assert_eq!(h.disconnects, 1);
+    assert_eq!(h.ch.state(), PortState::Lost);
+    // The REP arriving late is ignored.
+    h.ch.handle_login_rsp(h.now, &login_rsp(crate::wire::Tag(1), 4, true));
+    h.pump();
+    assert_eq!(h.ch.state(), PortState::Lost);
+}

@@ -160,6 +160,8 @@ pub(super) struct Harness {
     pub(super) connects: Vec<(Time, LoginForm, Vec<u8>)>,
     pub(super) disconnects: usize,
     pub(super) done: Vec<Completion>,
+    /// Caller TMFs ended, in order.
+    pub(super) tmfs: Vec<TmfCompletion>,
     pub(super) events: Vec<Event>,
     /// Commands the core asked to register again, in order.
     pub(super) remaps: Vec<CmdId>,
@@ -176,6 +178,7 @@ impl Harness {
             connects: vec![],
             disconnects: 0,
             done: vec![],
+            tmfs: vec![],
             events: vec![],
             remaps: vec![],
             remap_with: Some(Remapped::Unchanged),
@@ -236,6 +239,7 @@ impl Harness {
                 }
                 Action::Disconnect => self.disconnects += 1,
                 Action::Complete(c) => self.done.push(c),
+                Action::TmfDone(c) => self.tmfs.push(c),
             }
         }
     }

@@ -120,6 +120,8 @@ pub enum PortEvent {
     FastIoFailExpired,
     /// dev_loss_tmo expired.
     DevLossExpired,
+    /// The initiator logged out (an operator's logout, the adapter stopping).
+    LoggedOut,
 }
 
 impl PortState {
@@ -139,6 +141,8 @@ impl PortState {
             (S::Blocked, E::FastIoFailExpired) => S::FailFast,
             // The device is gone, held I/O or not.
             (S::Blocked | S::FailFast, E::DevLossExpired) => S::Lost,
+            // A logout ends the port from any state; a new login needs a new channel.
+            (_, E::LoggedOut) => S::Lost,
             (from, event) => return Err(InitiatorError::IllegalTransition { from, event }),
         })
     }
@@ -155,19 +159,22 @@ pub enum TimerKind {
     FastIoFail,
     /// The port is lost.
     DevLoss,
+    /// A logout stops waiting for the target to disconnect and disconnects itself.
+    Logout,
 }
 
-const KINDS: [TimerKind; 4] = [
+const KINDS: [TimerKind; 5] = [
     TimerKind::Login,
     TimerKind::Reconnect,
     TimerKind::FastIoFail,
     TimerKind::DevLoss,
+    TimerKind::Logout,
 ];
 
 /// An enum-indexed timer table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct TimerTable {
-    at: [Option<Time>; 4],
+    at: [Option<Time>; 5],
 }
 
 impl TimerTable {
@@ -188,7 +195,7 @@ impl TimerTable {
 
     /// Disarms and returns the timers due at `now`, in table order.
     pub(super) fn expire(&mut self, now: Time) -> impl Iterator<Item = TimerKind> + use<> {
-        let mut due = [None; 4];
+        let mut due = [None; 5];
         for (i, k) in KINDS.iter().enumerate() {
             if self.at[i].is_some_and(|t| t <= now) {
                 self.at[i] = None;

@@ -2,20 +2,22 @@
 //!
 //! A target daemon serves a 64 MiB file-backed LUN through two IOCs (ports 127.0.200.1 and
 //! 127.0.200.4); a host daemon sweeps both portals over Device Management and logs in to
-//! each from its own local address (two paths to one LU: multipath merges them into one
-//! disk with issue #7; here each path is its own disk). Data is written through the first
-//! path's disk — its FUSE block file when this machine can mount one (root, /dev/fuse),
-//! else the disk's block device in process — flushed, read back through both paths and
-//! compared; the target's counters confirm what crossed the wire. Exits non-zero on any
-//! mismatch or error. Everything lives in a temporary directory removed at the end.
+//! each from its own local address: two paths to one logical unit, one multipath disk.
+//! Data is written through the disk — its FUSE block file when this machine can mount one
+//! (root, /dev/fuse), else the disk's block device in process — flushed and read back
+//! (round robin over both paths), then read again through each path alone (the other
+//! administratively failed); the target's backing file and counters confirm what crossed
+//! the wire. Exits non-zero on any mismatch or error. Everything lives in a temporary
+//! directory removed at the end.
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use hca::Guid;
+use mpio::MultipathDisk;
 use scsi::Lba;
 use srp_hostd::BlockDevice;
+use srp_hostd::HostDaemon;
 use srp_hostd::config::{HostConfig, PortalConfig};
-use srp_hostd::control::DiskInfo;
-use srp_hostd::{HostDaemon, disk::SrpDisk};
+use srp_hostd::control::{DiskInfo, HostRequest};
 use srp_target::config::TargetConfig;
 use srp_target::control::{ControlAnswer, ControlRequest};
 use srp_target::daemon::{Daemon, DaemonOptions};
@@ -95,6 +97,8 @@ fn host_config(dir: &Path) -> HostConfig {
         address,
         local: vec![local],
         iocs: Vec::new(),
+        preferred: false,
+        weight: 1,
     };
     let mut c = HostConfig::with_portals(
         "demo-host",
@@ -125,7 +129,7 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 /// Where the demo's I/O went.
 enum Through {
     File(PathBuf),
-    Device(Arc<SrpDisk>),
+    Device(Arc<MultipathDisk>),
 }
 
 impl Through {
@@ -183,21 +187,51 @@ fn can_mount_fuse() -> bool {
 
 fn show_disk(d: &DiskInfo) {
     println!(
-        "    disk {} (session {}, LUN {}): {} {} {}, {} blocks of {} bytes{}",
+        "    disk {}: {} {}, {} blocks of {} bytes, policy {}{}",
         d.name,
-        d.session,
-        d.lun,
-        d.identity,
         d.vendor,
         d.product,
         d.blocks,
         d.block_size,
+        d.policy,
         if d.path.is_empty() {
             String::new()
         } else {
-            format!(" at {}", d.path)
+            format!(", block file {}", d.path)
         }
     );
+    for p in &d.paths {
+        println!(
+            "      path: session {} via {} ({} -> {}), {}, {} reads, {} writes",
+            p.session, p.ioc_name, p.local, p.portal, p.state, p.reads, p.writes
+        );
+    }
+}
+
+/// Takes path `session` out of service (or returns it) and waits until the disk's view
+/// agrees.
+fn set_path(host: &HostDaemon, session: u32, enabled: bool) -> Result<()> {
+    host.control()
+        .call(HostRequest::SetPath { session, enabled })
+        .map_err(|e| anyhow::anyhow!("path {session}: {e}"))?;
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = host.disks().first().and_then(|d| {
+            d.paths
+                .iter()
+                .find(|p| p.session == session)
+                .map(|p| p.state.clone())
+        });
+        let want = if enabled { "active" } else { "admin-down" };
+        if state.as_deref() == Some(want) {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < end,
+            "path {session} did not become {want}: {state:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Runs the demo.
@@ -239,52 +273,61 @@ pub(crate) fn run() -> Result<()> {
         );
     }
     let disks = host.disks();
-    for d in &disks {
-        show_disk(d);
-    }
     ensure!(sessions.len() == 2, "expected a session through each IOC");
-    ensure!(disks.len() == 2, "expected the LUN through each session");
     ensure!(
-        disks[0].identity == disks[1].identity,
-        "both paths should reach one logical unit (same VPD 0x83 identity)"
+        disks.len() == 1 && disks[0].paths.len() == 2,
+        "expected one multipath disk with a path through each IOC: {disks:?}"
     );
-    let via = |d: &DiskInfo| -> Result<Through> {
-        if fuse {
-            Ok(Through::File(PathBuf::from(&d.path)))
-        } else {
-            host.disk(&d.name)
-                .map(Through::Device)
-                .context("the disk vanished")
-        }
+    let disk = &disks[0];
+    let through = if fuse {
+        Through::File(PathBuf::from(&disk.path))
+    } else {
+        Through::Device(host.disk(&disk.name).context("the disk vanished")?)
     };
-    let (a, b) = (via(&disks[0])?, via(&disks[1])?);
+    let (p1, p2) = (disk.paths[0].session, disk.paths[1].session);
 
     let data = pattern(DATA, 0x5eed);
     let offset = 1 << 20;
     let t = Instant::now();
-    a.write_and_flush(offset, &data)?;
+    through.write_and_flush(offset, &data)?;
     let wrote = t.elapsed();
     let t = Instant::now();
-    let back_a = a.read(offset, DATA)?;
+    let back = through.read(offset, DATA)?;
     let read = t.elapsed();
-    let back_b = b.read(offset, DATA)?;
-    if back_a != data || back_b != data {
-        let first = |v: &[u8]| v.iter().zip(&data).position(|(x, y)| x != y);
-        bail!(
-            "data mismatch: path A first differs at byte {:?}, path B at {:?}",
-            first(&back_a),
-            first(&back_b)
-        );
-    }
+    let first = |v: &[u8]| v.iter().zip(&data).position(|(x, y)| x != y);
+    ensure!(back == data, "data mismatch at byte {:?}", first(&back));
     let mib = |d: Duration| (DATA as f64 / (1 << 20) as f64) / d.as_secs_f64().max(1e-9);
     println!(
-        "I/O: wrote {} MiB through {} at offset {offset} and flushed ({:.0} MiB/s); read it back \
-         through both paths ({:.0} MiB/s on the first): every byte matches",
+        "I/O: wrote {} MiB through the disk at offset {offset} and flushed ({:.0} MiB/s), read it \
+         back ({:.0} MiB/s), round robin over both paths: every byte matches",
         DATA >> 20,
-        disks[0].name,
         mib(wrote),
         mib(read)
     );
+    // Each path alone: the other one administratively failed, then the other way round.
+    set_path(&host, p1, false)?;
+    let via_p2 = through.read(offset, DATA)?;
+    set_path(&host, p1, true)?;
+    set_path(&host, p2, false)?;
+    let via_p1 = through.read(offset, DATA)?;
+    set_path(&host, p2, true)?;
+    ensure!(
+        via_p2 == data,
+        "mismatch through path {p2} alone at byte {:?}",
+        first(&via_p2)
+    );
+    ensure!(
+        via_p1 == data,
+        "mismatch through path {p1} alone at byte {:?}",
+        first(&via_p1)
+    );
+    println!(
+        "multipath: read it again with path {p1} failed (all through path {p2}), then with path \
+         {p2} failed (all through path {p1}): every byte matches, no error reached the reader"
+    );
+    for d in host.disks() {
+        show_disk(&d);
+    }
     // The medium itself: the target's backing file holds what the host wrote.
     let mut img = std::fs::File::open(dir.join("demo-vol.img"))?;
     img.seek(SeekFrom::Start(offset))?;
@@ -309,8 +352,7 @@ pub(crate) fn run() -> Result<()> {
             );
         }
     }
-    drop(a);
-    drop(b);
+    drop(through);
     host.shutdown();
     drop(target.shutdown());
     println!(

@@ -1,0 +1,32 @@
+//! Multipath I/O: one disk per logical unit identity over every path that reaches it,
+//! modelled on Microsoft MPIO and its DSM interface (windows.md §4), for SRP logical units
+//! behind several I/O controllers.
+//!
+//! # Architecture
+//! - [`outcome`]: what a command's completion on one path was.
+//! - [`identity`]: VPD 0x83 designators ranked as MSDSM ranks them; the grouping key.
+//! - [`alua`]: TPGS, REPORT TARGET PORT GROUPS and a path's group state.
+//! - [`policy`]: the load-balance policies and [`Selector`].
+//! - [`path`]: one path's state machine with flap damping.
+//! - [`dsm`]: the DSM callbacks ([`Dsm`]); [`srp_dsm`]: [`SrpDsm`], their SRP implementation.
+//! - [`mpdisk`]: [`MultipathDisk`], the block device over the paths: policy, failover,
+//!   queue if no path, path verify, failback.
+
+pub mod alua;
+pub mod dsm;
+pub mod identity;
+pub mod mpdisk;
+pub mod outcome;
+pub mod path;
+pub mod policy;
+pub mod srp_dsm;
+
+pub use dsm::{Decline, Dsm, DsmIdentifier, Verdict};
+pub use mpdisk::{
+    DiskIdentity, DiskSnapshot, MpConfig, MultipathDisk, PathDevice, PathLabel, PathSnapshot,
+    PathSpec, Transport,
+};
+pub use outcome::{Outcome, TransportKind};
+pub use path::{Damping, PathState};
+pub use policy::{Policy, Selector};
+pub use srp_dsm::SrpDsm;

@@ -1,0 +1,129 @@
+//! Management SRBs and HwAdapterControl of the SRP miniport. Nothing here waits: each
+//! routine runs at the level the port calls it (StartIo at dispatch, AdapterControl at
+//! dispatch standing for DIRQL) and leaves the rest to the DPC thread.
+//!
+//! - ABORT_COMMAND: SRP_TSK_MGMT ABORT TASK for the command the named SRB became (the core's
+//!   task management reserve carries it). FUNCTION COMPLETE → the named SRB completes
+//!   `SRB_STATUS_ABORTED`, then the abort `SUCCESS`; an SRB the adapter no longer holds (it
+//!   completed) or an abort the target refuses or never answers → `SRB_STATUS_ABORT_FAILED`.
+//! - RESET_LOGICAL_UNIT: LOGICAL UNIT RESET. FUNCTION COMPLETE → every SRB of the LU the
+//!   target had completes `SRB_STATUS_BUS_RESET`, then the reset `SUCCESS`; otherwise
+//!   `SRB_STATUS_ERROR` (the SRBs stay, under their own timeouts).
+//! - RESET_DEVICE: SRP has no TARGET RESET (SRP r16a 6.7), and this adapter is one target
+//!   port, so it resets the channel, as HwResetBus does and as ib_srp's host reset does: every
+//!   SRB completes `SRB_STATUS_BUS_RESET` and a fresh SINGLE login makes the target drop the
+//!   old channel and with it every task of ours (an I_T nexus loss). Resetting each LU in turn
+//!   would need one TMF credit per LU while the core holds back one, and would leave the
+//!   channel's own state (credits, a stuck TMF) as it was.
+//! - StopAdapter (the port drained first): anything still held completes
+//!   `SRB_STATUS_REQUEST_FLUSHED`; on a live channel SRP_I_LOGOUT is posted and the DPC
+//!   thread waits up to [`LOGOUT_LINGER`] for the target's DREQ, then disconnects itself;
+//!   without one the DREQ goes out before StopAdapter returns. The core goes LOST: no
+//!   reconnects. Dropping the port later tears down whatever is left (the adapter's Drop).
+//! - RestartAdapter: a fresh core logs in (the port paused until it has).
+
+use super::adapter::{Adapter, Mgmt};
+use super::{SrbExt, SrpMiniport, dpc};
+use crate::port::{PortServices, Srb, SrbFunction, SrbStatus};
+use std::time::Duration;
+
+/// How long a logout waits for the target to close the channel before sending the DREQ.
+pub(crate) const LOGOUT_LINGER: Duration = Duration::from_secs(1);
+
+impl Adapter {
+    /// StartIo of ABORT_COMMAND, RESET_LOGICAL_UNIT and RESET_DEVICE.
+    pub(crate) fn start_management(&self, port: &PortServices<SrpMiniport>, srb: Srb<SrbExt>) {
+        let mut done = dpc::Done::new();
+        {
+            let mut s = self.lock();
+            let now = self.now();
+            match srb.function() {
+                SrbFunction::AbortCommand => {
+                    let named = srb.abort_target();
+                    let cmd = s
+                        .cmds
+                        .iter()
+                        .find(|(_, a)| Some(a.srb.id()) == named)
+                        .map(|(id, _)| *id);
+                    if let Some(id) = cmd {
+                        let tmf = s.channel.abort_task(now, id);
+                        s.mgmt.insert(
+                            tmf,
+                            Mgmt {
+                                srb,
+                                abort_of: Some(id),
+                            },
+                        );
+                    } else {
+                        srb.set_status(SrbStatus::ABORT_FAILED);
+                        done.push(srb);
+                    }
+                }
+                SrbFunction::ResetLogicalUnit => {
+                    match scsi::Lun::from_number(u32::from(srb.address().lun)) {
+                        Ok(lun) => {
+                            let tmf = s.channel.reset_lun(now, lun);
+                            s.mgmt.insert(
+                                tmf,
+                                Mgmt {
+                                    srb,
+                                    abort_of: None,
+                                },
+                            );
+                        }
+                        Err(_) => {
+                            srb.set_status(SrbStatus::INVALID_LUN);
+                            done.push(srb);
+                        }
+                    }
+                }
+                SrbFunction::ResetDevice => {
+                    self.teardown(&mut s);
+                    self.flush_held(&mut s, SrbStatus::BUS_RESET, &mut done);
+                    self.relogin(&mut s, port, &mut done);
+                    srb.set_status(SrbStatus::SUCCESS);
+                    done.push(srb);
+                }
+                _ => {
+                    srb.set_status(SrbStatus::INVALID_REQUEST);
+                    done.push(srb);
+                }
+            }
+            self.run_actions(&mut s, port, &mut done);
+        }
+        dpc::complete_all(port, done);
+    }
+
+    /// HwAdapterControl(StopAdapter): see the module doc.
+    pub(crate) fn stop(&self, port: &PortServices<SrpMiniport>) {
+        let mut done = dpc::Done::new();
+        {
+            let mut s = self.lock();
+            self.flush_held(&mut s, SrbStatus::REQUEST_FLUSHED, &mut done);
+            let now = self.now();
+            s.channel.logout(now, LOGOUT_LINGER);
+            self.run_actions(&mut s, port, &mut done);
+            self.flush_cm(&mut s);
+            if s.paused {
+                // Stopped while logging in: the port holds nothing for the login now.
+                s.paused = false;
+                port.resume();
+            }
+        }
+        dpc::complete_all(port, done);
+    }
+
+    /// HwAdapterControl(RestartAdapter): what is left of the old channel goes, a fresh core
+    /// logs in.
+    pub(crate) fn restart(&self, port: &PortServices<SrpMiniport>) {
+        let mut done = dpc::Done::new();
+        {
+            let mut s = self.lock();
+            self.teardown(&mut s);
+            self.flush_cm(&mut s);
+            self.flush_held(&mut s, SrbStatus::REQUEST_FLUSHED, &mut done);
+            self.relogin(&mut s, port, &mut done);
+        }
+        dpc::complete_all(port, done);
+    }
+}

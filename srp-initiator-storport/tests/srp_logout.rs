@@ -1,0 +1,163 @@
+//! Orderly logout through HwAdapterControl against a real target daemon (a RAM LUN) on
+//! loopback 127.0.134.x: StopAdapter sends SRP_I_LOGOUT and the channel closes at once (the
+//! daemon's session list empties and it reports the logout, far inside the RC timeout that
+//! a silently dropped channel would need); nothing reconnects while stopped; RestartAdapter
+//! logs in again and I/O works; dropping the port after a stop is clean. Every wait is
+//! bounded; the port drops before the daemon.
+
+mod common;
+#[path = "common/srp_adapter.rs"]
+mod srp_adapter;
+
+use common::{lu, read10, tur, wait, wait_until, write10};
+use srp::initiator::PortState;
+use srp_adapter::{Adapter, timers};
+use srp_initiator_storport::port::{Port, PortConfig, SrbStatus};
+use srp_initiator_storport::srp::SrpMiniport;
+use srp_target::config::TargetConfig;
+use srp_target::control::{ControlAnswer, ControlRequest};
+use srp_target::daemon::{Daemon, DaemonEvent, DaemonOptions};
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+const HOST_GUID: u64 = 0x0002_c903_00be_e901;
+
+fn ip(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 134, last))
+}
+
+fn daemon() -> (Daemon, srp_target::config::IocConfig) {
+    let text = format!(
+        r#"
+[target]
+node_guid = "0x0002c90300a1b901"
+name = "storport-logout"
+rdma_cm_port = 5592
+
+[[port]]
+name = "p0"
+address = "{target}"
+
+[[lun]]
+name = "ram0"
+ram = true
+size = "4MiB"
+
+[[ioc]]
+name = "ioc-a"
+guid = "0x0002c90300a1ba01"
+ports = ["p0"]
+exports = {{ 0 = "ram0" }}
+allow = ["any"]
+"#,
+        target = ip(1)
+    );
+    let config = TargetConfig::from_str(&text, "logout.toml")
+        .expect("config valid")
+        .config;
+    let ioc = config.iocs[0].clone();
+    let mut options = DaemonOptions::default();
+    options.limits.window = 16;
+    options.limits.max_transfer = 256 << 10;
+    options.limits.max_table_entries = 64;
+    (Daemon::start(config, options).expect("daemon starts"), ioc)
+}
+
+fn sessions(d: &Daemon) -> usize {
+    match d.control().call(ControlRequest::ListSessions) {
+        Ok(ControlAnswer::Sessions(s)) => s.len(),
+        other => panic!("ListSessions: {other:?}"),
+    }
+}
+
+/// Waits up to `within` for `cond`; the time it took.
+fn within(what: &str, within: Duration, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < within, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    start.elapsed()
+}
+
+fn io_works(port: &Port<SrpMiniport>) {
+    let data: Vec<u8> = (0..8192u32).map(|i| (i * 7 + 3) as u8).collect();
+    let w = wait(
+        &port
+            .submit(write10(lu(0), 16, data.clone()))
+            .expect("accepted"),
+    );
+    assert_eq!(w.status, SrbStatus::SUCCESS, "{w:?}");
+    let r = wait(&port.submit(read10(lu(0), 16, 16)).expect("accepted"));
+    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    assert_eq!(r.data, data);
+}
+
+#[test]
+fn stop_adapter_logs_out_and_restart_adapter_logs_in_again() {
+    let (daemon, ioc) = daemon();
+    let hw = Adapter {
+        local: ip(2),
+        target: ip(1),
+        guid: HOST_GUID,
+        target_port_id: ioc.target_port_id(),
+        service_id: ioc.service_id,
+        queue_depth: 16,
+        // A short reconnect_delay: a stopped adapter must still not reconnect.
+        timers: timers(1, 5, 30),
+        cmd_timeout: Duration::from_secs(8),
+        arena_pages: 1024,
+    }
+    .config();
+    let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts");
+    wait_until("the login", || {
+        port.miniport().channel_state() == Some(PortState::Running)
+    });
+    io_works(&port);
+    assert_eq!(sessions(&daemon), 1);
+    while daemon.events().try_recv().is_ok() {}
+
+    port.stop_adapter(Duration::from_secs(2)).expect("stops");
+    // Far inside the RC timeout (seconds) a dropped channel would take to notice.
+    let took = within("the session gone", Duration::from_millis(1500), || {
+        sessions(&daemon) == 0
+    });
+    eprintln!("session closed {took:?} after StopAdapter");
+    let ev = daemon
+        .events()
+        .recv_timeout(Duration::from_secs(2))
+        .expect("a logout event");
+    match &ev {
+        DaemonEvent::Logout { reason, .. } => {
+            assert!(reason.contains("logged out"), "an SRP_I_LOGOUT: {reason}")
+        }
+        other => panic!("expected a logout, got {other}"),
+    }
+    assert_eq!(port.miniport().channel_state(), Some(PortState::Lost));
+    // Nothing reconnects while stopped (reconnect_delay is 1 s).
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(sessions(&daemon), 0, "no reconnect while stopped");
+    assert_eq!(port.miniport().status().logins, 1);
+
+    port.restart_adapter().expect("restarts");
+    within("the new session", Duration::from_secs(5), || {
+        sessions(&daemon) == 1
+    });
+    wait_until("logged in again", || {
+        port.miniport().channel_state() == Some(PortState::Running)
+    });
+    let r = wait(&port.submit(tur(lu(0))).expect("accepted"));
+    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    io_works(&port);
+
+    // Stop again and drop the port at once: the channel still closes.
+    port.stop_adapter(Duration::from_secs(2)).expect("stops");
+    assert!(port.violations().is_empty(), "{:?}", port.violations());
+    drop(port);
+    within(
+        "the session gone after the drop",
+        Duration::from_millis(1500),
+        || sessions(&daemon) == 0,
+    );
+    drop(daemon);
+}
