@@ -32,6 +32,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+/// How long [`MultipathDisk::tick`] waits for the path verifies it started.
+pub const VERIFY_WAIT: Duration = Duration::from_secs(1);
+
 /// REPORT TARGET PORT GROUPS (MAINTENANCE IN, service action 0Ah), 4 KiB allocation.
 const RTPG: [u8; 12] = [0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0];
 
@@ -214,6 +217,8 @@ struct MpPath {
     bytes: u64,
     errors: u64,
     last_verify: Option<Instant>,
+    /// A verify is running.
+    verifying: bool,
 }
 
 struct State {
@@ -306,6 +311,7 @@ impl MultipathDisk {
             bytes: 0,
             errors: 0,
             last_verify: None,
+            verifying: false,
         });
         st.paths.sort_by_key(|p| p.key);
         drop(st);
@@ -550,8 +556,11 @@ impl MultipathDisk {
         }
     }
 
-    /// Maintenance (see the module contract); blocks for path verifies.
-    pub fn tick(&self, now: Instant) {
+    /// Maintenance (see the module contract). Path verifies run on threads of their own,
+    /// so a verify stuck on a path that just died never holds up the other paths; this
+    /// waits up to [`VERIFY_WAIT`] for them, and a verify still running then applies its
+    /// result when it ends (the path is not verified again meanwhile).
+    pub fn tick(self: &Arc<Self>, now: Instant) {
         // Transport states and damping holds, under the lock; verifies after it.
         let mut verify = Vec::new();
         let mut fail_fast = Vec::new();
@@ -581,11 +590,13 @@ impl MultipathDisk {
                     .is_none_or(|t| now.duration_since(t) >= self.config.verify_period);
                 let failed = p.path.state() == PathState::Failed;
                 if transport == Transport::Up
+                    && !p.verifying
                     && (failed || due)
                     && p.path.state() != PathState::AdminDown
                     && p.path.state() != PathState::Damped
                 {
                     p.last_verify = Some(now);
+                    p.verifying = true;
                     verify.push((p.key, p.device.clone(), p.id.clone()));
                 }
             }
@@ -593,42 +604,76 @@ impl MultipathDisk {
         for d in fail_fast {
             d.fail_fast();
         }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut spawned = 0;
         for (key, device, id) in verify {
-            let ok = self
-                .dsm
-                .path_verified(&device.execute(&self.dsm.path_verify_cdb(), 0));
-            let alua = if ok && id.alua {
-                match device.execute(&RTPG, 4096) {
-                    Outcome::Good(d) => {
-                        let groups = parse_groups(&d);
-                        group_of(&groups, id.relative_port, id.port_group).map(|g| g.state)
+            let disk = Arc::clone(self);
+            let tx = tx.clone();
+            let started = std::thread::Builder::new()
+                .name("mpio-verify".into())
+                .spawn(move || {
+                    disk.verify(key, device.as_ref(), &id);
+                    let _ = tx.send(());
+                });
+            match started {
+                Ok(_) => spawned += 1,
+                Err(e) => {
+                    tracing::warn!(%e, "cannot start a path verify");
+                    if let Some(p) = self.lock().paths.iter_mut().find(|p| p.key == key) {
+                        p.verifying = false;
                     }
-                    _ => None,
-                }
-            } else {
-                None
-            };
-            let mut st = self.lock();
-            if let Some(p) = st.paths.iter_mut().find(|p| p.key == key) {
-                if id.alua && ok {
-                    p.alua = alua;
-                }
-                let event = if ok {
-                    PathEvent::VerifyOk
-                } else {
-                    PathEvent::VerifyFailed
-                };
-                let before = p.path.state();
-                let after = p.path.handle(event, Instant::now());
-                if before != PathState::Active && after == PathState::Active {
-                    tracing::info!(
-                        disk = self.identity.identity,
-                        path = key,
-                        "path verified: back in service"
-                    );
                 }
             }
         }
+        let end = Instant::now() + VERIFY_WAIT;
+        for _ in 0..spawned {
+            let left = end.saturating_duration_since(Instant::now());
+            if rx.recv_timeout(left).is_err() {
+                break;
+            }
+        }
+        self.changed.notify_all();
+    }
+
+    /// One path verify (TEST UNIT READY, then REPORT TARGET PORT GROUPS for ALUA), its
+    /// result applied.
+    fn verify(&self, key: u32, device: &dyn PathDevice, id: &DsmIdentifier) {
+        let ok = self
+            .dsm
+            .path_verified(&device.execute(&self.dsm.path_verify_cdb(), 0));
+        let alua = if ok && id.alua {
+            match device.execute(&RTPG, 4096) {
+                Outcome::Good(d) => {
+                    let groups = parse_groups(&d);
+                    group_of(&groups, id.relative_port, id.port_group).map(|g| g.state)
+                }
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let mut st = self.lock();
+        if let Some(p) = st.paths.iter_mut().find(|p| p.key == key) {
+            p.verifying = false;
+            if id.alua && ok {
+                p.alua = alua;
+            }
+            let event = if ok {
+                PathEvent::VerifyOk
+            } else {
+                PathEvent::VerifyFailed
+            };
+            let before = p.path.state();
+            let after = p.path.handle(event, Instant::now());
+            if before != PathState::Active && after == PathState::Active {
+                tracing::info!(
+                    disk = self.identity.identity,
+                    path = key,
+                    "path verified: back in service"
+                );
+            }
+        }
+        drop(st);
         self.changed.notify_all();
     }
 }

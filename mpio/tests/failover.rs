@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 const LIMIT: Duration = Duration::from_secs(3);
 
 /// Ticks every 10 ms until `f` holds or `limit` passes; whether it held.
-fn tick_until(d: &MultipathDisk, limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+fn tick_until(d: &Arc<MultipathDisk>, limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + limit;
     loop {
         d.tick(Instant::now());
@@ -151,7 +151,7 @@ impl Workload {
     }
 
     /// Ticks `d` until `n` more operations completed.
-    fn advance(&self, d: &MultipathDisk, n: u64) {
+    fn advance(&self, d: &Arc<MultipathDisk>, n: u64) {
         let target = self.ops() + n;
         assert!(
             tick_until(d, LIMIT, || self.ops() >= target),

@@ -75,7 +75,7 @@ fn hold_read(
 }
 
 /// Only the paths in `up` may carry I/O (admin states; returned paths verified).
-fn only(d: &MultipathDisk, n: u32, up: &[u32]) {
+fn only(d: &Arc<MultipathDisk>, n: u32, up: &[u32]) {
     for k in 0..n {
         d.set_admin(k, up.contains(&k), Instant::now());
     }

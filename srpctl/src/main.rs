@@ -16,6 +16,7 @@ mod discover;
 mod hex;
 mod host;
 mod host_ctl;
+mod log;
 mod target;
 mod target_ctl;
 
@@ -247,7 +248,10 @@ fn target_command(what: TargetWhat) -> Result<()> {
             config,
             rdma_cm_port,
             control_socket,
-        } => target::run(&config, rdma_cm_port, control_socket),
+        } => {
+            log::init(tracing::Level::INFO);
+            target::run(&config, rdma_cm_port, control_socket)
+        }
         TargetWhat::Iocs(a) => list(a, List::Iocs),
         TargetWhat::Ports(a) => list(a, List::Ports),
         TargetWhat::Luns(a) => list(a, List::Luns),
@@ -320,9 +324,15 @@ fn main() -> Result<()> {
             print!("{text}");
             Ok(())
         }
-        Command::Demo { wire, dump } => demo::run(wire, dump),
+        Command::Demo { wire, dump } => {
+            log::init(tracing::Level::WARN);
+            demo::run(wire, dump)
+        }
         Command::Host { what } => match what {
-            HostWhat::Run { config } => host::run(&config),
+            HostWhat::Run { config } => {
+                log::init(tracing::Level::INFO);
+                host::run(&config)
+            }
             HostWhat::Check { config } => host::check(&config),
         },
         Command::Target { what } => target_command(what),
