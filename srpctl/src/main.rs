@@ -5,14 +5,16 @@
 //! message of discovery, login and I/O encoded, decoded and checked), `target check` (validate
 //! a target configuration and show what it exports), `target run` (the target daemon),
 //! `target iocs|ports|luns|sessions` and `target ioc|port` (a running target's control
-//! socket), `host run|check` (the host daemon), `login|logout|sessions|disks` (a running
-//! host's control socket), `discover` (a portal's IOCs, as ibsrpdm), `bench hca`. Paths and
-//! drills join with multipath.
+//! socket), `host run|check` (the host daemon), `login|logout|sessions|disks|paths`,
+//! `policy set` and `path fail|restore` (a running host's control socket), `drill failover`
+//! (a verifying workload through a fault on one path), `discover` (a portal's IOCs, as
+//! ibsrpdm), `bench hca`.
 
 mod bench;
 mod decode;
 mod demo;
 mod discover;
+mod drill;
 mod hex;
 mod host;
 mod host_ctl;
@@ -85,6 +87,11 @@ enum Command {
         /// Print Linux ib_srp add_target strings, one per SRP service (as ibsrpdm -c).
         #[arg(long)]
         login_strings: bool,
+    },
+    /// Drills an operator runs against a live host (and target): `drill failover`.
+    Drill {
+        #[command(subcommand)]
+        what: drill::Drill,
     },
     /// The SRP target appliance.
     Target {
@@ -337,6 +344,7 @@ fn main() -> Result<()> {
         },
         Command::Target { what } => target_command(what),
         Command::HostCtl(cmd) => host_ctl::run(cmd),
+        Command::Drill { what } => drill::run(what),
         Command::Discover {
             portal,
             local,

@@ -31,16 +31,14 @@ pub(crate) struct Expect {
 }
 
 /// Why a block read back is wrong.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Mismatch {
     /// Not a drill block at all, or its CRC does not match: corrupted.
-    #[error("LBA {lba}: corrupt block (bad magic or CRC)")]
     Corrupt {
         /// The LBA read.
         lba: u64,
     },
     /// A good block of another LBA: a misdirected write or read.
-    #[error("LBA {lba}: holds the block written for LBA {found}")]
     WrongLba {
         /// The LBA read.
         lba: u64,
@@ -48,7 +46,6 @@ pub(crate) enum Mismatch {
         found: u64,
     },
     /// A good block of an earlier run: this run's acknowledged write is lost.
-    #[error("LBA {lba}: holds a block of another run (acknowledged generation {acked} lost)")]
     OtherRun {
         /// The LBA read.
         lba: u64,
@@ -56,7 +53,6 @@ pub(crate) enum Mismatch {
         acked: u64,
     },
     /// A good block of another generation than the last acknowledged one.
-    #[error("LBA {lba}: generation {found}, but generation {acked} was acknowledged")]
     Stale {
         /// The LBA read.
         lba: u64,
@@ -65,6 +61,25 @@ pub(crate) enum Mismatch {
         /// The generation acknowledged.
         acked: u64,
     },
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Mismatch::Corrupt { lba } => write!(f, "LBA {lba}: corrupt block (bad magic or CRC)"),
+            Mismatch::WrongLba { lba, found } => {
+                write!(f, "LBA {lba}: holds the block written for LBA {found}")
+            }
+            Mismatch::OtherRun { lba, acked } => write!(
+                f,
+                "LBA {lba}: holds a block of another run (acknowledged generation {acked} lost)"
+            ),
+            Mismatch::Stale { lba, found, acked } => write!(
+                f,
+                "LBA {lba}: generation {found}, but generation {acked} was acknowledged"
+            ),
+        }
+    }
 }
 
 fn u64_at(block: &[u8], at: usize) -> u64 {
@@ -106,9 +121,8 @@ pub(crate) fn encode(block: &mut [u8], run: u64, lba: u64, generation: u64) {
 /// found (0: not a block of this run, acceptable only before the first acknowledged write).
 pub(crate) fn verify(block: &[u8], want: Expect) -> Result<u64, Mismatch> {
     let lba = want.lba;
-    let intact = block.len() >= HEADER_LEN
-        && &block[..8] == MAGIC
-        && block[CRC].try_into().map(u32::from_le_bytes) == Ok(crc(block));
+    let intact =
+        block.len() >= HEADER_LEN && &block[..8] == MAGIC && block[CRC] == crc(block).to_le_bytes();
     if !intact {
         // Never acknowledged: whatever was there before the drill.
         return if want.acked == 0 {

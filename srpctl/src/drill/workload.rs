@@ -135,24 +135,34 @@ pub(crate) fn worker(
     let mut gens = vec![Generation::default(); owned as usize];
     let mut buf = AlignedBuf::new(cfg.io_size);
     let mut log = ThreadLog::default();
+    // Owned blocks (indexes into `gens`) with an acknowledged write.
+    let mut written: Vec<u64> = Vec::new();
     let mut rng = (cfg.run ^ (index64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1;
     let lba_per_block = cfg.io_size as u64 / u64::from(cfg.block_size);
     while owned > 0 && !shared.stop.load(Ordering::Relaxed) {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let i = (rng >> 8) % owned;
+        // Half reads, of blocks this run wrote (so every read checks an acknowledged
+        // generation); half writes anywhere in the thread's blocks.
+        let write = written.is_empty() || rng & 1 == 0;
+        let i = if write {
+            (rng >> 8) % owned
+        } else {
+            written[((rng >> 8) % written.len() as u64) as usize]
+        };
         let drill_block = i * threads + index64;
         let offset = drill_block * cfg.io_size as u64;
         let lba = drill_block * lba_per_block;
         let g = &mut gens[i as usize];
-        // Read only what this run wrote; half the rest are writes.
-        let write = g.acked == 0 || rng & 1 == 0;
         let (ok, failure) = if write {
             let generation = g.acked.max(g.uncertain.unwrap_or(0)) + 1;
             block::encode(buf.bytes(), cfg.run, lba, generation);
             match file.write_all_at(buf.bytes(), offset) {
                 Ok(()) => {
+                    if g.acked == 0 {
+                        written.push(i);
+                    }
                     *g = Generation {
                         acked: generation,
                         uncertain: None,
@@ -224,7 +234,13 @@ mod tests {
     fn threads_verify_their_own_blocks() {
         let path = std::env::temp_dir().join(format!("srpctl-drill-{}", std::process::id()));
         std::fs::write(&path, vec![0u8; 64 * 4096]).expect("file");
-        let file = Arc::new(File::options().read(true).write(true).open(&path).expect("open"));
+        let file = Arc::new(
+            File::options()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .expect("open"),
+        );
         let cfg = Config {
             io_size: 4096,
             block_size: 512,
@@ -244,7 +260,10 @@ mod tests {
             std::thread::yield_now();
         }
         shared.stop.store(true, Ordering::Relaxed);
-        let logs: Vec<ThreadLog> = handles.into_iter().map(|h| h.join().expect("join")).collect();
+        let logs: Vec<ThreadLog> = handles
+            .into_iter()
+            .map(|h| h.join().expect("join"))
+            .collect();
         let _ = std::fs::remove_file(&path);
         for log in &logs {
             assert!(log.failures.is_empty(), "{:?}", log.failures);

@@ -1,0 +1,524 @@
+//! `srpctl drill failover`: the failover drill of issue #7. A verifying workload runs on a
+//! multipath disk's block file (every block carries its LBA, a generation and a CRC; reads
+//! check all three), a sampler follows the disk's paths through the host daemon, and the
+//! drill goes through its phases — warmup, inject the fault, hold it, restore it, after —
+//! printing one status line a second. At the end it prints a summary, writes the report
+//! (JSON) and the picture (SVG) if asked, and fails on any I/O error or data mismatch.
+//!
+//! Modules: `block` (the block format), `workload` (the I/O threads), `sampler` (the host's
+//! view of the paths), `fault` (injecting and restoring each fault), `report` (the numbers),
+//! `svg` (the picture).
+
+mod block;
+mod fault;
+mod report;
+mod sampler;
+mod svg;
+mod workload;
+
+use crate::host_ctl::socket_path;
+use anyhow::{Context, Result, bail, ensure};
+use clap::{Args, Subcommand, ValueEnum};
+use fault::Fault;
+use report::{Phase, Report};
+use sampler::Samples;
+use serde_json::json;
+use srp_hostd::control::{DiskInfo, HostClient};
+use srp_target::control::DisableMode;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use workload::{Config, Shared};
+
+/// `srpctl drill …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum Drill {
+    /// Run a verifying workload on a multipath disk, inject a fault on one of its paths,
+    /// restore it, and report the I/O stall, failover and failback times, IOPS per path,
+    /// I/O errors and data mismatches (exit status 1 on any error or mismatch).
+    Failover(FailoverArgs),
+}
+
+/// Which fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum FaultKind {
+    /// The path administratively failed on the host (`srpctl path fail`), then restored.
+    Admin,
+    /// The IOC behind the path disabled on the target (--target-socket), then enabled.
+    Ioc,
+    /// The link cut and restored by --link-cmd-down / --link-cmd-up.
+    Link,
+    /// The target (or one IOC's process) killed by --kill-cmd, restarted by --restart-cmd.
+    Kill,
+}
+
+/// How a disabled IOC ends its sessions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum IocMode {
+    /// SRP_T_LOGOUT and DREQ: the host is told.
+    Logout,
+    /// Without a word, as a dead controller: the host finds out by its timers.
+    Drop,
+}
+
+/// `srpctl drill failover` options.
+#[derive(Args, Debug)]
+pub(crate) struct FailoverArgs {
+    /// The host daemon's control socket (default /run/srp-host/srp-host.sock).
+    #[arg(short, long, conflicts_with = "name")]
+    socket: Option<PathBuf>,
+    /// The host daemon's `[host] name`: its socket /run/srp-host/NAME.sock.
+    #[arg(long)]
+    name: Option<String>,
+    /// The disk (name or identity); default: the only disk.
+    #[arg(long)]
+    disk: Option<String>,
+    /// The fault to inject.
+    #[arg(long, value_enum, default_value_t = FaultKind::Admin)]
+    fault: FaultKind,
+    /// The faulted path's session; default: the path carrying the most I/O in the warmup.
+    #[arg(long)]
+    path: Option<u32>,
+    /// The target's control socket (for --fault ioc).
+    #[arg(long)]
+    target_socket: Option<PathBuf>,
+    /// How the IOC's sessions end (for --fault ioc).
+    #[arg(long, value_enum, default_value_t = IocMode::Logout)]
+    ioc_mode: IocMode,
+    /// Shell command cutting the link (for --fault link), e.g.
+    /// "ip netns exec tgt ip link set v1 down".
+    #[arg(long)]
+    link_cmd_down: Option<String>,
+    /// Shell command restoring the link (for --fault link).
+    #[arg(long)]
+    link_cmd_up: Option<String>,
+    /// Shell command killing the target process (for --fault kill).
+    #[arg(long)]
+    kill_cmd: Option<String>,
+    /// Shell command restarting it (for --fault kill); must return (start the daemon in
+    /// the background).
+    #[arg(long)]
+    restart_cmd: Option<String>,
+    /// Seconds of I/O before the fault.
+    #[arg(long, default_value_t = 3.0)]
+    warmup: f64,
+    /// Seconds the fault lasts.
+    #[arg(long, default_value_t = 10.0)]
+    fault_secs: f64,
+    /// Seconds of I/O after the restore.
+    #[arg(long, default_value_t = 5.0)]
+    after: f64,
+    /// Bytes per I/O: a multiple of the disk's block size.
+    #[arg(long = "io-size", visible_alias = "block-size", default_value_t = 4096)]
+    io_size: usize,
+    /// MiB of the disk the workload uses (from its start; capped at the disk's size).
+    #[arg(long, default_value_t = 64)]
+    region_mb: u64,
+    /// Workload threads (each owns its own blocks).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Write the report here (JSON).
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Write the timeline picture here (SVG).
+    #[arg(long)]
+    picture: Option<PathBuf>,
+}
+
+/// Runs a drill.
+pub(crate) fn run(drill: Drill) -> Result<()> {
+    match drill {
+        Drill::Failover(a) => failover(a),
+    }
+}
+
+fn secs(name: &str, v: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(v).map_err(|_| anyhow::anyhow!("--{name} must be seconds ≥ 0"))
+}
+
+/// The disk named `want` (name or identity), or the only one.
+fn pick_disk(disks: Vec<DiskInfo>, want: Option<&str>) -> Result<DiskInfo> {
+    let names = || {
+        disks
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match want {
+        Some(w) => disks
+            .iter()
+            .find(|d| d.name == w || d.identity == w)
+            .cloned()
+            .with_context(|| format!("no disk {w:?} (the host daemon has: {})", names())),
+        None if disks.len() == 1 => Ok(disks.into_iter().next().context("one disk")?),
+        None if disks.is_empty() => bail!("the host daemon has no disks (srpctl login …)"),
+        None => bail!(
+            "the host daemon has several disks; pick one with --disk ({})",
+            names()
+        ),
+    }
+}
+
+/// The fault for `a`, on path `session` of `disk`; link and kill commands run in `shell`.
+fn make_fault(
+    a: &FailoverArgs,
+    disk: &DiskInfo,
+    session: u32,
+    shell: &mut Option<fault::Shell>,
+) -> Result<Fault> {
+    let need = |v: &Option<String>, what: &str| {
+        v.clone()
+            .with_context(|| format!("--fault {:?} needs --{what}", a.fault))
+    };
+    Ok(match a.fault {
+        FaultKind::Admin => Fault::Admin { session },
+        FaultKind::Ioc => {
+            let socket = a
+                .target_socket
+                .clone()
+                .context("--fault ioc needs --target-socket (the target's control socket)")?;
+            let path = disk
+                .paths
+                .iter()
+                .find(|p| p.session == session)
+                .with_context(|| format!("disk {} has no path {session}", disk.name))?;
+            let ioc = fault::ioc_of(&socket, path)?;
+            let mode = match a.ioc_mode {
+                IocMode::Logout => DisableMode::Logout,
+                IocMode::Drop => DisableMode::Drop,
+            };
+            Fault::Ioc { socket, ioc, mode }
+        }
+        FaultKind::Link => Fault::Link {
+            down: need(&a.link_cmd_down, "link-cmd-down")?,
+            up: need(&a.link_cmd_up, "link-cmd-up")?,
+            shell: shell.take().context("no shell for the fault commands")?,
+        },
+        FaultKind::Kill => Fault::Kill {
+            kill: need(&a.kill_cmd, "kill-cmd")?,
+            restart: need(&a.restart_cmd, "restart-cmd")?,
+            shell: shell.take().context("no shell for the fault commands")?,
+        },
+    })
+}
+
+/// The running drill: its clock, counters and samples, and the progress display.
+struct Running {
+    t0: Instant,
+    shared: Arc<Shared>,
+    samples: Arc<Mutex<Samples>>,
+    last: (Instant, u64),
+    phases: Vec<Phase>,
+}
+
+impl Running {
+    fn now_us(&self) -> u64 {
+        self.t0.elapsed().as_micros() as u64
+    }
+
+    /// Holds phase `name` for `dur`, printing a status line every second.
+    fn hold(&mut self, name: &'static str, dur: Duration) {
+        let start_us = self.now_us();
+        let end = Instant::now() + dur;
+        loop {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            let tick = self.last.0 + Duration::from_secs(1);
+            std::thread::sleep(tick.min(end).saturating_duration_since(now));
+            if Instant::now() >= tick {
+                self.status(name);
+            }
+        }
+        self.mark(name, start_us);
+    }
+
+    fn mark(&mut self, name: &'static str, start_us: u64) {
+        let end_us = self.now_us();
+        self.phases.push(Phase {
+            name,
+            start_us,
+            end_us,
+        });
+    }
+
+    /// One status line: phase, elapsed, IOPS, per-path IOPS, errors, mismatches.
+    fn status(&mut self, phase: &str) {
+        let now = Instant::now();
+        let ops = self.shared.ops.load(Ordering::Relaxed);
+        let dt = now.duration_since(self.last.0).as_secs_f64().max(1e-3);
+        let iops = (ops - self.last.1) as f64 / dt;
+        self.last = (now, ops);
+        let per_path = {
+            let s = self.samples.lock().unwrap_or_else(PoisonError::into_inner);
+            recent_path_iops(&s.samples)
+        };
+        eprintln!(
+            "[{phase:<7}] {:6.1}s  IOPS {iops:7.0}  {per_path}  errors {}  mismatches {}",
+            self.t0.elapsed().as_secs_f64(),
+            self.shared.errors.load(Ordering::Relaxed),
+            self.shared.mismatches.load(Ordering::Relaxed),
+        );
+    }
+}
+
+/// Each path's IOPS over about the last second of samples, with its state.
+fn recent_path_iops(samples: &[sampler::Sample]) -> String {
+    let Some(last) = samples.last() else {
+        return "paths: (no sample yet)".into();
+    };
+    let since = last.at_us.saturating_sub(1_000_000);
+    let first = samples
+        .iter()
+        .find(|s| s.at_us >= since)
+        .filter(|s| s.at_us < last.at_us);
+    last.paths
+        .iter()
+        .map(|p| {
+            let rate = first
+                .and_then(|f| f.path(p.session).map(|q| (f.at_us, q.ops)))
+                .map_or(0.0, |(at, ops)| {
+                    p.ops.saturating_sub(ops) as f64 / ((last.at_us - at) as f64 / 1e6)
+                });
+            format!("path {} {:.0} ({})", p.session, rate, p.state)
+        })
+        .collect::<Vec<_>>()
+        .join("  ")
+}
+
+fn failover(a: FailoverArgs) -> Result<()> {
+    let socket = socket_path(a.socket.as_deref(), a.name.as_deref());
+    let (warmup, hold, after) = (
+        secs("warmup", a.warmup)?,
+        secs("fault-secs", a.fault_secs)?,
+        secs("after", a.after)?,
+    );
+    let disk = pick_disk(HostClient::connect(&socket)?.disks()?, a.disk.as_deref())?;
+    ensure!(
+        !disk.path.is_empty(),
+        "disk {} has no block file (the host daemon exposes no files)",
+        disk.name
+    );
+    ensure!(a.threads >= 1, "--threads must be at least 1");
+    let bs = disk.block_size as usize;
+    ensure!(
+        bs > 0 && a.io_size >= 512 && a.io_size % bs == 0 && a.io_size >= block::HEADER_LEN,
+        "--io-size {} must be a multiple of the disk's block size {bs} (at least 512)",
+        a.io_size
+    );
+    if let Some(s) = a.path {
+        ensure!(
+            disk.paths.iter().any(|p| p.session == s),
+            "disk {} has no path {s} (its paths: {:?})",
+            disk.name,
+            disk.paths.iter().map(|p| p.session).collect::<Vec<_>>()
+        );
+    }
+    // Check the fault's own options before any I/O (the path is not known yet).
+    let (need_a, need_b) = match a.fault {
+        FaultKind::Admin => (None, None),
+        FaultKind::Ioc => (Some(("target-socket", a.target_socket.is_some())), None),
+        FaultKind::Link => (
+            Some(("link-cmd-down", a.link_cmd_down.is_some())),
+            Some(("link-cmd-up", a.link_cmd_up.is_some())),
+        ),
+        FaultKind::Kill => (
+            Some(("kill-cmd", a.kill_cmd.is_some())),
+            Some(("restart-cmd", a.restart_cmd.is_some())),
+        ),
+    };
+    for (what, given) in [need_a, need_b].into_iter().flatten() {
+        ensure!(given, "--fault {:?} needs --{what}", a.fault);
+    }
+    // The shell for link and kill commands, started before the block file is open (see
+    // fault::Shell).
+    let mut shell = match a.fault {
+        FaultKind::Link | FaultKind::Kill => Some(fault::Shell::start()?),
+        FaultKind::Admin | FaultKind::Ioc => None,
+    };
+    let disk_bytes = disk.blocks.saturating_mul(u64::from(disk.block_size));
+    let region = (a.region_mb << 20).min(disk_bytes);
+    let blocks = region / a.io_size as u64;
+    ensure!(
+        blocks >= a.threads as u64,
+        "the region ({region} bytes) holds fewer {}-byte blocks than threads",
+        a.io_size
+    );
+    let (file, o_direct) =
+        workload::open(disk.path.as_ref()).with_context(|| format!("opening {}", disk.path))?;
+    let file = Arc::new(file);
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id()) << 32;
+    let cfg = Config {
+        io_size: a.io_size,
+        block_size: disk.block_size,
+        blocks,
+        threads: a.threads,
+        run,
+    };
+    eprintln!(
+        "drill failover: disk {} ({}), {} path(s), policy {}; {} threads of {}-byte I/O over \
+         {} MiB{}; fault {:?}",
+        disk.name,
+        disk.identity,
+        disk.paths.len(),
+        disk.policy,
+        a.threads,
+        a.io_size,
+        region >> 20,
+        if o_direct { ", O_DIRECT" } else { "" },
+        a.fault
+    );
+
+    let t0 = Instant::now();
+    let shared = Arc::new(Shared::default());
+    let samples = Arc::new(Mutex::new(Samples::default()));
+    let stop_sampler = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..a.threads)
+        .map(|i| {
+            let (f, s) = (file.clone(), shared.clone());
+            std::thread::spawn(move || workload::worker(f, cfg, s, t0, i))
+        })
+        .collect();
+    let sampler = {
+        let (sock, name, out, stop) = (
+            socket.clone(),
+            disk.name.clone(),
+            samples.clone(),
+            stop_sampler.clone(),
+        );
+        std::thread::spawn(move || sampler::run(sock, name, out, stop, t0))
+    };
+    let mut r = Running {
+        t0,
+        shared: shared.clone(),
+        samples: samples.clone(),
+        last: (t0, 0),
+        phases: Vec::new(),
+    };
+
+    r.hold("warmup", warmup);
+    let session = match a.path {
+        Some(s) => s,
+        None => {
+            let s = samples.lock().unwrap_or_else(PoisonError::into_inner);
+            report::busiest_path(&s.samples, r.now_us())
+                .or_else(|| disk.paths.first().map(|p| p.session))
+                .context("the disk has no path")?
+        }
+    };
+    let mut fault_errors = Vec::new();
+    let mut fault = match make_fault(&a, &disk, session, &mut shell) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            fault_errors.push(format!("preparing the fault: {e:#}"));
+            None
+        }
+    };
+    let what = fault
+        .as_ref()
+        .map_or_else(|| "no fault".into(), Fault::describe);
+    eprintln!("injecting: {what}");
+    let inject_us = r.now_us();
+    if let Some(Err(e)) = fault.as_mut().map(|f| f.inject(&socket)) {
+        fault_errors.push(format!("injecting: {e:#}"));
+    }
+    r.mark("inject", inject_us);
+    r.hold("fault", hold);
+    eprintln!("restoring (undoing: {what})");
+    let restore_us = r.now_us();
+    if let Some(Err(e)) = fault.as_mut().map(|f| f.restore(&socket)) {
+        fault_errors.push(format!("restoring: {e:#}"));
+    }
+    r.mark("restore", restore_us);
+    r.hold("after", after);
+
+    shared.stop.store(true, Ordering::Relaxed);
+    let mut logs = Vec::new();
+    for w in workers {
+        logs.push(
+            w.join()
+                .map_err(|_| anyhow::anyhow!("a workload thread panicked"))?,
+        );
+    }
+    let end_us = r.now_us();
+    stop_sampler.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
+
+    let mut done: Vec<u64> = Vec::new();
+    let (mut reads, mut writes) = (0, 0);
+    let mut failures = Vec::new();
+    for log in logs {
+        for c in log.completions.iter().filter(|c| c.ok) {
+            done.push(c.at_us);
+            if c.write {
+                writes += 1;
+            } else {
+                reads += 1;
+            }
+        }
+        failures.extend(log.failures);
+    }
+    done.sort_unstable();
+    failures.sort_by_key(|f| f.at_us);
+    let (samples, failed_polls) = {
+        let mut s = samples.lock().unwrap_or_else(PoisonError::into_inner);
+        (std::mem::take(&mut s.samples), s.failed_polls)
+    };
+    let report = Report {
+        disk: disk.name.clone(),
+        identity: disk.identity.clone(),
+        policy: disk.policy.clone(),
+        fault_kind: format!("{:?}", a.fault).to_lowercase(),
+        fault: what,
+        session,
+        settings: json!({
+            "socket": socket.display().to_string(),
+            "block_file": disk.path,
+            "o_direct": o_direct,
+            "warmup_s": a.warmup, "fault_s": a.fault_secs, "after_s": a.after,
+            "io_size": a.io_size, "region_bytes": region, "threads": a.threads,
+            "run_id": format!("{run:#018x}"),
+            "sample_period_ms": sampler::PERIOD.as_millis() as u64,
+        }),
+        phases: r.phases,
+        inject_us,
+        restore_us,
+        end_us,
+        done,
+        reads,
+        writes,
+        failures,
+        fault_errors,
+        samples,
+        failed_polls,
+    };
+    if let Some(p) = &a.report {
+        let text = serde_json::to_string_pretty(&report.to_json())?;
+        std::fs::write(p, text + "\n").with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &a.picture {
+        std::fs::write(p, svg::render(&report))
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    print!("{}", report.summary());
+    if let Some(p) = &a.report {
+        println!("report: {}", p.display());
+    }
+    if let Some(p) = &a.picture {
+        println!("picture: {}", p.display());
+    }
+    ensure!(
+        report.passed(),
+        "the drill failed: {} I/O error(s), {} data mismatch(es), {} fault error(s)",
+        report.errors(),
+        report.mismatches(),
+        report.fault_errors.len()
+    );
+    Ok(())
+}
