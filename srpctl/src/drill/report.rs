@@ -43,9 +43,10 @@ pub(crate) fn first_at_or_after(done: &[u64], at_us: u64) -> Option<u64> {
     done.get(i).copied()
 }
 
-/// Completions in each whole second up to `end_us`.
+/// Completions in each whole second up to `end_us` (a last partial second is left out: its
+/// count would read as a drop).
 pub(crate) fn per_second(done: &[u64], end_us: u64) -> Vec<u64> {
-    let mut bins = vec![0; end_us.div_ceil(SEC_US).max(1) as usize];
+    let mut bins = vec![0; (end_us / SEC_US).max(1) as usize];
     for &t in done {
         if let Some(b) = bins.get_mut((t / SEC_US) as usize) {
             *b += 1;
@@ -57,7 +58,7 @@ pub(crate) fn per_second(done: &[u64], end_us: u64) -> Vec<u64> {
 /// IOPS of each path in each whole second up to `end_us`: each pair of consecutive samples'
 /// counter increase spread evenly over the time between them.
 pub(crate) fn path_iops(samples: &[Sample], end_us: u64) -> BTreeMap<u32, Vec<f64>> {
-    let seconds = end_us.div_ceil(SEC_US).max(1) as usize;
+    let seconds = (end_us / SEC_US).max(1) as usize;
     let mut out: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     for s in samples {
         for p in &s.paths {

@@ -68,11 +68,9 @@ pub(crate) fn render(r: &Report) -> String {
     );
     let _ = writeln!(
         o,
-        r#"<text x="{LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#,
-        esc(&format!(
-            "failover drill: {} ({}), fault: {}",
-            r.disk, r.policy, r.fault
-        ))
+        r#"<text x="{LEFT}" y="20" font-size="15" font-weight="bold">{}</text><text x="{LEFT}" y="38" font-size="11">{}</text>"#,
+        esc(&format!("failover drill, {}: {}", r.policy, r.fault)),
+        esc(&format!("disk {}", r.disk))
     );
     // The fault band, under everything.
     let (fx0, fx1) = (x(us(r.inject_us)), x(us(r.restore_us)));
