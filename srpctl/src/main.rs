@@ -8,7 +8,7 @@
 //! socket), `host run|check` (the host daemon), `login|logout|sessions|disks|paths`,
 //! `policy set` and `path fail|restore` (a running host's control socket), `drill failover`
 //! (a verifying workload through a fault on one path), `discover` (a portal's IOCs, as
-//! ibsrpdm), `bench hca`.
+//! ibsrpdm), `bench hca`, `bench disk`.
 
 mod bench;
 mod decode;
@@ -315,6 +315,11 @@ enum BenchWhat {
         #[arg(long)]
         no_gso: bool,
     },
+    /// Block I/O at library level: a target daemon with a /dev/shm file LUN and the SRP
+    /// miniport's port driven directly, in process: 4k random read QD32 (IOPS), 128k
+    /// sequential read QD32 (MiB/s), 4k QD1 latency; medians of interleaved rounds (peers:
+    /// scripts/bench-disk.sh).
+    Disk(bench::disk::Options),
 }
 
 fn main() -> Result<()> {
@@ -385,6 +390,12 @@ fn main() -> Result<()> {
                 gso: !no_gso,
             };
             bench::hca::run(&o)
+        }
+        Command::Bench {
+            what: BenchWhat::Disk(o),
+        } => {
+            log::init(tracing::Level::WARN);
+            bench::disk::run(&o)
         }
         Command::BenchPeer { addr, no_gso } => bench::peer::run(addr, 64 << 20, !no_gso),
     }

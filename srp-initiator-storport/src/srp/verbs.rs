@@ -76,7 +76,11 @@ impl Adapter {
             path_mtu: PathMtu::Mtu1024,
             sq_psn: Psn::from_wire(PSN),
             rq_psn: rep.starting_psn,
-            timeout: 10,
+            // 4.096 µs × 2^14 ≈ 67 ms per try, 8 tries ≈ 0.5 s before the QP errors: what
+            // the CM offers (local_ack_timeout 14). 2^10 (4 ms) lost channels under QD32 on
+            // a loaded 2-vCPU machine (the target's ACKs came late), and 0.5 s still
+            // detects a dead link well inside the failover budget.
+            timeout: 14,
             retry_cnt: 7,
             rnr_retry: 7,
             min_rnr_timer: 1,

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Library-level block benchmark (docs/benchmarks.md, ../shared/design/PERFORMANCE.md):
+# `srpctl bench disk` next to its peers, measured in the same run, rounds interleaved
+# (local A, nbdkit B, ours C, A B C, ...), medians reported with each number's ratio to the
+# best peer.
+#
+#   peers: local file on /dev/shm    fio --ioengine=libaio --direct=1
+#          nbdkit file plugin         fio --ioengine=nbd (nbdkit started and stopped here)
+#   ours:  srpctl bench disk          target daemon + SRP miniport port, in one process
+#   workloads: 4k randread QD32 (IOPS), 128k seqread QD32 (MiB/s), 4k randread QD1 (avg µs)
+#
+# Usage: scripts/bench-disk.sh [--secs S] [--rounds N] [--size-mib M] [--registration R]
+#                              [--pinned] [--srpctl PATH]
+#   --registration  per-io (default), trust-target or both (passed to srpctl bench disk)
+#   --pinned        also measure the QD1 latency with everything on vCPU 0 (taskset -c 0)
+# Installs fio and nbdkit with apt-get when missing. Cleans up (servers, files) on exit.
+set -euo pipefail
+
+SECS=10
+ROUNDS=3
+SIZE_MIB=1024
+REG=per-io
+PINNED=0
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SRPCTL="$ROOT/target/release/srpctl"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --secs) SECS=$2; shift 2 ;;
+        --rounds) ROUNDS=$2; shift 2 ;;
+        --size-mib) SIZE_MIB=$2; shift 2 ;;
+        --registration) REG=$2; shift 2 ;;
+        --pinned) PINNED=1; shift ;;
+        --srpctl) SRPCTL=$2; shift 2 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+
+need() {
+    local missing=()
+    for p in "$@"; do command -v "$p" >/dev/null 2>&1 || missing+=("$p"); done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "installing ${missing[*]} with apt-get" >&2
+    if ! { apt-get install -y "${missing[@]}" >/dev/null 2>&1 ||
+           { apt-get update >/dev/null 2>&1 && apt-get install -y "${missing[@]}" >/dev/null 2>&1; }; }; then
+        echo "cannot install ${missing[*]}" >&2
+        return 1
+    fi
+}
+HAVE_FIO=1; HAVE_NBDKIT=1
+need fio || HAVE_FIO=0
+need nbdkit || HAVE_NBDKIT=0
+command -v jq >/dev/null 2>&1 || need jq
+[ "$HAVE_FIO" = 1 ] && ! fio --enghelp 2>/dev/null | grep -qw nbd && HAVE_NBDKIT=0
+[ -x "$SRPCTL" ] || (cd "$ROOT" && cargo build --release -p srpctl)
+
+WORK=$(mktemp -d /tmp/bench-disk.XXXXXX)
+FILE=/dev/shm/bench-disk-$$.img
+NBD_PORT=10809
+NBD_PID=
+cleanup() {
+    if [ -n "$NBD_PID" ]; then kill "$NBD_PID" 2>/dev/null || true; wait "$NBD_PID" 2>/dev/null || true; fi
+    rm -f "$FILE"
+    rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+echo "bench-disk: ${SIZE_MIB} MiB random file $FILE, $ROUNDS round(s) of $SECS s per point, interleaved" >&2
+head -c $((SIZE_MIB << 20)) /dev/urandom >"$FILE"
+
+if [ "$HAVE_NBDKIT" = 1 ]; then
+    nbdkit -f -i 127.0.0.1 -p $NBD_PORT --exit-with-parent file "$FILE" &
+    NBD_PID=$!
+    for _ in $(seq 50); do
+        (exec 3<>/dev/tcp/127.0.0.1/$NBD_PORT) 2>/dev/null && break
+        sleep 0.1
+    done
+fi
+
+# fio_point ENGINE-ARGS... : prints "iops mib_s lat_us" of one job.
+fio_point() {
+    local rw=$1 bs=$2 qd=$3; shift 3
+    ${PIN_CMD:-} fio --name=p --rw="$rw" --bs="$bs" --iodepth="$qd" --time_based --runtime="$SECS" \
+        --numjobs=1 --norandommap --randrepeat=0 --output-format=json "$@" 2>/dev/null |
+        sed -n '/^{/,$p' | jq -r '.jobs[0].read | "\(.iops) \(.bw_bytes / 1048576) \(.lat_ns.mean / 1000)"'
+}
+
+# WORKLOADS: name rw bs qd field (1 iops, 2 MiB/s, 3 µs)
+WL=("4k randread QD32|randread|4k|32|1|IOPS"
+    "128k seqread QD32|read|128k|32|2|MiB/s"
+    "4k randread QD1|randread|4k|1|3|µs avg")
+
+declare -A R   # R[peer|workload-index] = space-separated round values
+add() { R["$1|$2"]="${R["$1|$2"]:-} $3"; }
+
+run_fio_peer() { # peer pin
+    local peer=$1 pin=$2 i=0 w name rw bs qd field unit out
+    for w in "${WL[@]}"; do
+        IFS='|' read -r name rw bs qd field unit <<<"$w"
+        if [ "$pin" = 1 ] && [ "$qd" != 1 ]; then i=$((i + 1)); continue; fi
+        case "$peer" in
+            local) out=$(fio_point "$rw" "$bs" "$qd" --ioengine=libaio --direct=1 --filename="$FILE") ;;
+            nbdkit) out=$(fio_point "$rw" "$bs" "$qd" --ioengine=nbd --uri="nbd://127.0.0.1:$NBD_PORT") ;;
+        esac
+        add "$peer$([ "$pin" = 1 ] && echo ' (vCPU 0)')" "$i" "$(echo "$out" | cut -d' ' -f"$field")"
+        i=$((i + 1))
+    done
+}
+
+run_ours() { # pin
+    local pin=$1 wls=randread4k,seqread128k,lat4k json
+    [ "$pin" = 1 ] && wls=lat4k
+    json=$(${PIN_CMD:-} "$SRPCTL" bench disk --secs "$SECS" --rounds 1 --file "$FILE" \
+        --registration "$REG" --workloads "$wls" --json 2>"$WORK/srpctl.err") || {
+        # A failed round is a finding, not a reason to lose the others: report and go on.
+        FAILED+=("round $round$([ "$pin" = 1 ] && echo ' (vCPU 0)'): $(grep -m1 '^Error' "$WORK/srpctl.err" || tail -1 "$WORK/srpctl.err")")
+        return 0; }
+    echo "$json" >>"$WORK/ours.json"
+    local r i
+    for r in $(echo "$json" | jq -r '.results[].registration' | sort -u); do
+        for i in 0 1 2; do
+            local key; key=$(echo "${WL[$i]}" | cut -d'|' -f1)
+            local v; v=$(echo "$json" | jq -r --arg r "$r" --arg n "$key" \
+                '.results[] | select(.registration == $r and .name == $n) |
+                 if .workload == "randread4k" then .iops elif .workload == "seqread128k" then .mib_s else .lat_avg_us end')
+            [ -n "$v" ] && add "srpctl ($r)$([ "$pin" = 1 ] && echo ' (vCPU 0)')" "$i" "$v"
+        done
+    done
+}
+
+PIN_CMD=
+FAILED=()
+for round in $(seq "$ROUNDS"); do
+    [ "$HAVE_FIO" = 1 ] && run_fio_peer local 0
+    [ "$HAVE_NBDKIT" = 1 ] && run_fio_peer nbdkit 0
+    run_ours 0
+    if [ "$PINNED" = 1 ]; then
+        if [ "$HAVE_NBDKIT" = 1 ]; then   # the server too: restart nbdkit on vCPU 0
+            kill "$NBD_PID"; wait "$NBD_PID" 2>/dev/null || true
+            taskset -c 0 nbdkit -f -i 127.0.0.1 -p $NBD_PORT --exit-with-parent file "$FILE" &
+            NBD_PID=$!; sleep 0.5
+        fi
+        PIN_CMD="taskset -c 0"
+        [ "$HAVE_FIO" = 1 ] && run_fio_peer local 1
+        [ "$HAVE_NBDKIT" = 1 ] && run_fio_peer nbdkit 1
+        run_ours 1
+        PIN_CMD=
+        if [ "$HAVE_NBDKIT" = 1 ]; then
+            kill "$NBD_PID"; wait "$NBD_PID" 2>/dev/null || true
+            nbdkit -f -i 127.0.0.1 -p $NBD_PORT --exit-with-parent file "$FILE" &
+            NBD_PID=$!; sleep 0.5
+        fi
+    fi
+    echo "round $round/$ROUNDS done" >&2
+done
+
+med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
+
+# Report: per workload, every row's median and its ratio to the best peer (for latency:
+# ours/best, lower is better; else ours/best, higher is better).
+echo
+echo "bench-disk: library level (fio engines and the SRP miniport's port driven directly), medians of $ROUNDS interleaved round(s), $SECS s per point"
+printf '%-24s  %-32s  %12s  %-7s  %14s\n' workload who median unit "/ best peer"
+for i in 0 1 2; do
+    IFS='|' read -r name rw bs qd field unit <<<"${WL[$i]}"
+    for suffix in "" " (vCPU 0)"; do
+        [ -n "$suffix" ] && [ "$qd" != 1 ] && continue
+        [ -n "$suffix" ] && [ "$PINNED" != 1 ] && continue
+        best=
+        for p in local nbdkit; do
+            v=$(echo "${R["$p$suffix|$i"]:-}" | med)
+            [ -z "$v" ] && continue
+            # The local file is the limit, not a peer: the best *remote* peer is nbdkit.
+            [ "$p" = local ] && continue
+            best=$v
+        done
+        while IFS= read -r who; do
+            [ "$suffix" = "" ] && [[ "$who" == *"(vCPU 0)" ]] && continue
+            [ -n "$suffix" ] && [[ "$who" != *"(vCPU 0)" ]] && continue
+            v=$(echo "${R["$who|$i"]}" | med)
+            ratio=-
+            [ -n "$best" ] && ratio=$(awk -v a="$v" -v b="$best" 'BEGIN {printf "%.2fx", a / b}')
+            printf '%-24s  %-32s  %12.1f  %-7s  %14s\n' "$name$suffix" "$who" "$v" "$unit" "$ratio"
+        done < <(printf '%s\n' "${!R[@]}" | grep "|$i\$" | sed 's/|[0-9]*$//' | sort -u)
+    done
+done
+echo "ratios: to the best peer, nbdkit (file plugin, fio nbd engine); higher is better except for µs (lower is better). local = tmpfs file, fio libaio direct: the limit, shown for scale"
+for f in "${FAILED[@]}"; do echo "srpctl bench disk failed in $f"; done
+[ "$HAVE_FIO" = 1 ] || echo "fio missing: peers not measured"
+[ "$HAVE_NBDKIT" = 1 ] || echo "nbdkit (or fio's nbd engine) missing: no NBD peer"
