@@ -5,16 +5,20 @@
 //! - [`HostDaemon::start`] mounts the disks directory (FUSE), binds the control socket,
 //!   runs the first sweep of every portal (logins and LUN scans included) and returns;
 //!   portals that did not answer are retried every `sweep_interval`.
-//! - The supervisor (one thread) checks every session every [`TICK`]: a session whose
-//!   device-loss timer expired loses its disks (removed from the directory; open handles
-//!   get EIO) and is dropped, freeing its local address; a bus change rescans the
-//!   session's LUNs (new ones appear, vanished ones are removed). Every `sweep_interval`
-//!   it sweeps each portal from a free local address and logs in to each SRP service
-//!   without a session (one channel per local address).
-//! - Logins, logouts and sweeps are serialized (the supervisor's and the control socket's),
-//!   so two channels never race for one IOC or address.
-//! - [`HostDaemon::shutdown`] stops the supervisor, removes the disks, drops the
-//!   sessions, unmounts and removes the socket; dropping the daemon does the same.
+//! - Two threads keep the daemon. The path supervisor only runs each multipath disk's
+//!   maintenance every [`TICK`] ([`MultipathDisk::tick`]: path states from the sessions,
+//!   held I/O moved off a dead path, path verifies); nothing it does waits on the network,
+//!   so a failover never waits for a sweep, a login or a scan. The sweeper checks every
+//!   session every [`TICK`] — a session whose device-loss timer expired loses its paths
+//!   (a disk with none left leaves the directory; open handles get EIO) and is dropped,
+//!   freeing its local address; a bus change rescans its LUNs — and every
+//!   `sweep_interval` sweeps each portal from a free local address, logs in to each SRP
+//!   service without a session (one channel per local address) and rescans the running
+//!   sessions (new LUNs appear, vanished ones lose their path).
+//! - Logins, logouts, sweeps and scans are serialized (the sweeper's and the control
+//!   socket's), so two channels never race for one IOC or address.
+//! - [`HostDaemon::shutdown`] stops both threads, removes the disks, logs the sessions
+//!   out, unmounts and removes the socket; dropping the daemon does the same.
 
 use crate::config::HostConfig;
 use crate::control::{
@@ -103,7 +107,7 @@ struct Shared {
 /// The running host daemon.
 pub struct HostDaemon {
     shared: Arc<Shared>,
-    supervisor: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
     server: Option<CtlServer>,
     mounted: Option<Mounted>,
 }
@@ -196,14 +200,24 @@ impl HostDaemon {
             logins: Mutex::new(()),
             wake: Condvar::new(),
         });
+        let mut threads = Vec::new();
         let s = shared.clone();
-        let supervisor = std::thread::Builder::new()
-            .name("srp-host-supervisor".into())
-            .spawn(move || s.supervise())
-            .ok();
+        let spawned = std::thread::Builder::new()
+            .name("srp-host-paths".into())
+            .spawn(move || s.supervise_paths());
+        threads.extend(
+            spawned
+                .map_err(|e| tracing::error!(%e, "no path supervisor"))
+                .ok(),
+        );
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("srp-host-sweeper".into())
+            .spawn(move || s.sweep_loop());
+        threads.extend(spawned.map_err(|e| tracing::error!(%e, "no sweeper")).ok());
         HostDaemon {
             shared,
-            supervisor,
+            threads,
             server: None,
             mounted: None,
         }
@@ -259,7 +273,7 @@ impl HostDaemon {
             st.stopping = true;
         }
         self.shared.wake.notify_all();
-        if let Some(t) = self.supervisor.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
         self.server = None;
@@ -291,26 +305,32 @@ impl Shared {
         lock(&self.state).stopping
     }
 
-    /// The supervisor loop.
-    fn supervise(&self) {
-        let mut next_sweep = Instant::now() + self.config.sweep_interval;
-        loop {
-            {
-                let st = lock(&self.state);
-                let (st, _) = self
-                    .wake
-                    .wait_timeout(st, TICK)
-                    .unwrap_or_else(PoisonError::into_inner);
-                if st.stopping {
-                    return;
-                }
-            }
-            self.check_sessions();
+    /// Waits a tick (or a wake-up); whether the daemon is stopping.
+    fn nap(&self) -> bool {
+        let st = lock(&self.state);
+        let (st, _) = self
+            .wake
+            .wait_timeout(st, TICK)
+            .unwrap_or_else(PoisonError::into_inner);
+        st.stopping
+    }
+
+    /// The path supervisor (see the module contract).
+    fn supervise_paths(&self) {
+        while !self.nap() {
             let disks: Vec<Arc<MultipathDisk>> =
                 lock(&self.state).disks.values().cloned().collect();
             for d in disks {
                 d.tick(Instant::now());
             }
+        }
+    }
+
+    /// The sweeper (see the module contract).
+    fn sweep_loop(&self) {
+        let mut next_sweep = Instant::now() + self.config.sweep_interval;
+        while !self.nap() {
+            self.check_sessions();
             if Instant::now() >= next_sweep {
                 self.sweep_all();
                 self.rescan_all();

@@ -128,3 +128,131 @@ impl Drop for HostProcess {
         }
     }
 }
+
+/// This build's `srpctl`.
+pub const SRPCTL: &str = env!("CARGO_BIN_EXE_srpctl");
+
+/// Forwards a child's stdout to stderr, `prefix`ed, for as long as the child writes (so
+/// its pipe never fills), and to the returned channel while someone listens.
+fn forward_lines(
+    stdout: std::process::ChildStdout,
+    prefix: &'static str,
+) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            eprintln!("{prefix}: {line}");
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// Waits up to `secs` for a line starting with `start` from `rx`.
+fn wait_for_line(rx: &mpsc::Receiver<String>, start: &str, secs: u64, what: &str) {
+    let end = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.starts_with(start) => return,
+            Ok(_) => {}
+            Err(e) => panic!("{what} printed no line starting {start:?} within {secs} s ({e})"),
+        }
+    }
+}
+
+impl TargetProcess {
+    /// Starts the target with `cmd`, a command that runs `srpctl` (e.g. `nsenter
+    /// --net=… -- srpctl`, from `netns::Netns::exec(SRPCTL)`, which execs in place so the
+    /// child is the daemon), adding `target run -c <config>`; waits for its IOC line.
+    pub fn start_command(mut cmd: Command, config: &Path) -> TargetProcess {
+        let mut child = cmd
+            .args(["target", "run", "-c"])
+            .arg(config)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn srpctl target run");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let proc = TargetProcess(child);
+        let rx = forward_lines(stdout, "target");
+        wait_for_line(&rx, "ioc ", 20, "the target");
+        proc
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl HostProcess {
+    /// Starts the host daemon with `cmd`, a command that runs `srpctl` (see
+    /// [`TargetProcess::start_command`]), adding `host run -c <config>`; waits for its
+    /// control socket line. `disks_dir` is lazily unmounted if it has to be killed.
+    pub fn start_command(mut cmd: Command, config: &Path, disks_dir: &Path) -> HostProcess {
+        let mut child = cmd
+            .args(["host", "run", "-c"])
+            .arg(config)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn srpctl host run");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let proc = HostProcess {
+            child,
+            disks_dir: disks_dir.to_owned(),
+        };
+        let rx = forward_lines(stdout, "host");
+        wait_for_line(&rx, "control socket ", 40, "the host");
+        proc
+    }
+}
+
+/// Runs `cmd` to completion within `secs` (its output captured); on overrun it is
+/// SIGKILLed and reaped, and the test fails with what it printed.
+pub fn output_within(mut cmd: Command, secs: u64) -> std::process::Output {
+    use std::io::Read;
+    let shown = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {shown}: {e}"));
+    // Readers hand their bytes over a channel: a pipe a grandchild still holds (a daemon
+    // it started) must not hold up the test.
+    let reader = |mut r: Box<dyn Read + Send>| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            let _ = tx.send(buf);
+        });
+        rx
+    };
+    let out = reader(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = reader(Box::new(child.stderr.take().expect("piped stderr")));
+    let end = std::time::Instant::now() + Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if std::time::Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            // The pipes may be held by its own children: do not wait for them.
+            panic!("{shown} did not finish within {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let collect = |rx: mpsc::Receiver<Vec<u8>>| {
+        rx.recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| b"(output still held open by another process)".to_vec())
+    };
+    std::process::Output {
+        status,
+        stdout: collect(out),
+        stderr: collect(err),
+    }
+}
