@@ -22,6 +22,19 @@ if ! command -v tshark >/dev/null 2>&1 || ! command -v dumpcap >/dev/null 2>&1; 
     apt-get install -y -qq tshark >/dev/null
 fi
 
+# The host's block-file, ext4 and multipath tests: loop devices and e2fsprogs (losetup,
+# mkfs.ext4, e2fsck), network namespaces (ip from iproute2, nsenter from util-linux).
+missing=()
+for pair in ip:iproute2 nsenter:util-linux losetup:mount mkfs.ext4:e2fsprogs e2fsck:e2fsprogs; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair##*:}")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "== installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
