@@ -6,11 +6,12 @@
 //! (JSON) and the picture (SVG) if asked, and fails on any I/O error or data mismatch.
 //!
 //! Modules: `block` (the block format), `workload` (the I/O threads), `sampler` (the host's
-//! view of the paths), `fault` (injecting and restoring each fault), `report` (the numbers),
-//! `svg` (the picture).
+//! view of the paths), `fault` (injecting and restoring each fault), `phases` (the phases
+//! and the status line), `report` (the numbers), `svg` (the picture).
 
 mod block;
 mod fault;
+mod phases;
 mod report;
 mod sampler;
 mod svg;
@@ -26,10 +27,11 @@ use serde_json::json;
 use srp_hostd::control::{DiskInfo, HostClient};
 use srp_target::control::DisableMode;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use workload::{Config, Shared};
+use workload::{Config, Shared, ThreadLog};
 
 /// `srpctl drill …`.
 #[derive(Subcommand, Debug)]
@@ -204,99 +206,126 @@ fn make_fault(
     })
 }
 
-/// The running drill: its clock, counters and samples, and the progress display.
-struct Running {
-    t0: Instant,
-    shared: Arc<Shared>,
-    samples: Arc<Mutex<Samples>>,
-    last: (Instant, u64),
-    phases: Vec<Phase>,
+/// The drill's settings, checked, and what it opened before any I/O.
+struct Setup {
+    /// The host daemon's control socket.
+    socket: PathBuf,
+    /// The block file (dropped before the shell, as the drill always did).
+    file: Arc<std::fs::File>,
+    /// Whether the block file is open with O_DIRECT.
+    o_direct: bool,
+    /// The shell for link and kill commands, until the fault takes it.
+    shell: Option<fault::Shell>,
+    /// The disk.
+    disk: DiskInfo,
+    /// The workload's configuration.
+    cfg: Config,
+    /// Bytes of the disk the workload uses.
+    region: u64,
 }
 
-impl Running {
-    fn now_us(&self) -> u64 {
-        self.t0.elapsed().as_micros() as u64
-    }
-
-    /// Holds phase `name` for `dur`, printing a status line every second.
-    fn hold(&mut self, name: &'static str, dur: Duration) {
-        let start_us = self.now_us();
-        let end = Instant::now() + dur;
-        loop {
-            let now = Instant::now();
-            if now >= end {
-                break;
-            }
-            let tick = self.last.0 + Duration::from_secs(1);
-            std::thread::sleep(tick.min(end).saturating_duration_since(now));
-            if Instant::now() >= tick {
-                self.status(name);
-            }
-        }
-        self.mark(name, start_us);
-    }
-
-    fn mark(&mut self, name: &'static str, start_us: u64) {
-        let end_us = self.now_us();
-        self.phases.push(Phase {
-            name,
-            start_us,
-            end_us,
-        });
-    }
-
-    /// One status line: phase, elapsed, IOPS, per-path IOPS, errors, mismatches.
-    fn status(&mut self, phase: &str) {
-        let now = Instant::now();
-        let ops = self.shared.ops.load(Ordering::Relaxed);
-        let dt = now.duration_since(self.last.0).as_secs_f64().max(1e-3);
-        let iops = (ops - self.last.1) as f64 / dt;
-        self.last = (now, ops);
-        let per_path = {
-            let s = self.samples.lock().unwrap_or_else(PoisonError::into_inner);
-            recent_path_iops(&s.samples)
-        };
-        eprintln!(
-            "[{phase:<7}] {:6.1}s  IOPS {iops:7.0}  {per_path}  errors {}  mismatches {}",
-            self.t0.elapsed().as_secs_f64(),
-            self.shared.errors.load(Ordering::Relaxed),
-            self.shared.mismatches.load(Ordering::Relaxed),
-        );
-    }
+/// The lengths of the timed phases.
+#[derive(Clone, Copy, Debug)]
+struct Durations {
+    warmup: Duration,
+    hold: Duration,
+    after: Duration,
 }
 
-/// Each path's IOPS over about the last second of samples, with its state.
-fn recent_path_iops(samples: &[sampler::Sample]) -> String {
-    let Some(last) = samples.last() else {
-        return "paths: (no sample yet)".into();
-    };
-    let since = last.at_us.saturating_sub(1_000_000);
-    let first = samples
-        .iter()
-        .find(|s| s.at_us >= since)
-        .filter(|s| s.at_us < last.at_us);
-    last.paths
-        .iter()
-        .map(|p| {
-            let rate = first
-                .and_then(|f| f.path(p.session).map(|q| (f.at_us, q.ops)))
-                .map_or(0.0, |(at, ops)| {
-                    p.ops.saturating_sub(ops) as f64 / ((last.at_us - at) as f64 / 1e6)
-                });
-            format!("path {} {:.0} ({})", p.session, rate, p.state)
+impl Durations {
+    fn of(a: &FailoverArgs) -> Result<Durations> {
+        Ok(Durations {
+            warmup: secs("warmup", a.warmup)?,
+            hold: secs("fault-secs", a.fault_secs)?,
+            after: secs("after", a.after)?,
         })
-        .collect::<Vec<_>>()
-        .join("  ")
+    }
+}
+
+/// The workload and sampler threads.
+struct Threads {
+    workers: Vec<JoinHandle<ThreadLog>>,
+    sampler: JoinHandle<()>,
+    stop_sampler: Arc<AtomicBool>,
 }
 
 fn failover(a: FailoverArgs) -> Result<()> {
     let socket = socket_path(a.socket.as_deref(), a.name.as_deref());
-    let (warmup, hold, after) = (
-        secs("warmup", a.warmup)?,
-        secs("fault-secs", a.fault_secs)?,
-        secs("after", a.after)?,
+    let durations = Durations::of(&a)?;
+    let mut setup = prepare(&a, socket)?;
+    print_banner(&a, &setup);
+
+    let t0 = Instant::now();
+    let shared = Arc::new(Shared::default());
+    let samples = Arc::new(Mutex::new(Samples::default()));
+    let threads = start_threads(&setup, t0, &shared, &samples);
+    let mut r = phases::Running::new(t0, shared.clone(), samples.clone());
+    // The fault (its shell, for link and kill) lives to the end of the drill.
+    let (outcome, _fault) = phases::run(&mut r, &a, &mut setup, durations)?;
+    let (logs, end_us) = threads.stop(&shared, &r)?;
+
+    let (samples, failed_polls) = {
+        let mut s = samples.lock().unwrap_or_else(PoisonError::into_inner);
+        (std::mem::take(&mut s.samples), s.failed_polls)
+    };
+    let report = build_report(
+        &a,
+        &setup,
+        r.phases,
+        &outcome,
+        end_us,
+        logs,
+        (samples, failed_polls),
     );
+    finish(&a, &report)
+}
+
+/// Connects to the host daemon, picks the disk, checks the options, starts the shell for
+/// the fault commands and opens the block file.
+fn prepare(a: &FailoverArgs, socket: PathBuf) -> Result<Setup> {
     let disk = pick_disk(HostClient::connect(&socket)?.disks()?, a.disk.as_deref())?;
+    check_disk_and_options(a, &disk)?;
+    // The shell for link and kill commands, started before the block file is open (see
+    // fault::Shell).
+    let shell = match a.fault {
+        FaultKind::Link | FaultKind::Kill => Some(fault::Shell::start()?),
+        FaultKind::Admin | FaultKind::Ioc => None,
+    };
+    let disk_bytes = disk.blocks.saturating_mul(u64::from(disk.block_size));
+    let region = (a.region_mb << 20).min(disk_bytes);
+    let blocks = region / a.io_size as u64;
+    ensure!(
+        blocks >= a.threads as u64,
+        "the region ({region} bytes) holds fewer {}-byte blocks than threads",
+        a.io_size
+    );
+    let (file, o_direct) =
+        workload::open(disk.path.as_ref()).with_context(|| format!("opening {}", disk.path))?;
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id()) << 32;
+    let cfg = Config {
+        io_size: a.io_size,
+        block_size: disk.block_size,
+        blocks,
+        threads: a.threads,
+        run,
+    };
+    Ok(Setup {
+        socket,
+        file: Arc::new(file),
+        o_direct,
+        shell,
+        disk,
+        cfg,
+        region,
+    })
+}
+
+/// Checks the disk, the workload's options and the fault's own options, before any I/O
+/// (the faulted path is not known yet).
+fn check_disk_and_options(a: &FailoverArgs, disk: &DiskInfo) -> Result<()> {
     ensure!(
         !disk.path.is_empty(),
         "disk {} has no block file (the host daemon exposes no files)",
@@ -317,7 +346,6 @@ fn failover(a: FailoverArgs) -> Result<()> {
             disk.paths.iter().map(|p| p.session).collect::<Vec<_>>()
         );
     }
-    // Check the fault's own options before any I/O (the path is not known yet).
     let (need_a, need_b) = match a.fault {
         FaultKind::Admin => (None, None),
         FaultKind::Ioc => (Some(("target-socket", a.target_socket.is_some())), None),
@@ -333,34 +361,12 @@ fn failover(a: FailoverArgs) -> Result<()> {
     for (what, given) in [need_a, need_b].into_iter().flatten() {
         ensure!(given, "--fault {:?} needs --{what}", a.fault);
     }
-    // The shell for link and kill commands, started before the block file is open (see
-    // fault::Shell).
-    let mut shell = match a.fault {
-        FaultKind::Link | FaultKind::Kill => Some(fault::Shell::start()?),
-        FaultKind::Admin | FaultKind::Ioc => None,
-    };
-    let disk_bytes = disk.blocks.saturating_mul(u64::from(disk.block_size));
-    let region = (a.region_mb << 20).min(disk_bytes);
-    let blocks = region / a.io_size as u64;
-    ensure!(
-        blocks >= a.threads as u64,
-        "the region ({region} bytes) holds fewer {}-byte blocks than threads",
-        a.io_size
-    );
-    let (file, o_direct) =
-        workload::open(disk.path.as_ref()).with_context(|| format!("opening {}", disk.path))?;
-    let file = Arc::new(file);
-    let run = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-        ^ u64::from(std::process::id()) << 32;
-    let cfg = Config {
-        io_size: a.io_size,
-        block_size: disk.block_size,
-        blocks,
-        threads: a.threads,
-        run,
-    };
+    Ok(())
+}
+
+/// The line saying what the drill is about to do.
+fn print_banner(a: &FailoverArgs, setup: &Setup) {
+    let disk = &setup.disk;
     eprintln!(
         "drill failover: disk {} ({}), {} path(s), policy {}; {} threads of {}-byte I/O over \
          {} MiB{}; fault {:?}",
@@ -370,86 +376,64 @@ fn failover(a: FailoverArgs) -> Result<()> {
         disk.policy,
         a.threads,
         a.io_size,
-        region >> 20,
-        if o_direct { ", O_DIRECT" } else { "" },
+        setup.region >> 20,
+        if setup.o_direct { ", O_DIRECT" } else { "" },
         a.fault
     );
+}
 
-    let t0 = Instant::now();
-    let shared = Arc::new(Shared::default());
-    let samples = Arc::new(Mutex::new(Samples::default()));
-    let stop_sampler = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let workers: Vec<_> = (0..a.threads)
+/// Starts the workload threads and the sampler.
+fn start_threads(
+    setup: &Setup,
+    t0: Instant,
+    shared: &Arc<Shared>,
+    samples: &Arc<Mutex<Samples>>,
+) -> Threads {
+    let cfg = setup.cfg;
+    let stop_sampler = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..cfg.threads)
         .map(|i| {
-            let (f, s) = (file.clone(), shared.clone());
+            let (f, s) = (setup.file.clone(), shared.clone());
             std::thread::spawn(move || workload::worker(f, cfg, s, t0, i))
         })
         .collect();
     let sampler = {
         let (sock, name, out, stop) = (
-            socket.clone(),
-            disk.name.clone(),
+            setup.socket.clone(),
+            setup.disk.name.clone(),
             samples.clone(),
             stop_sampler.clone(),
         );
         std::thread::spawn(move || sampler::run(sock, name, out, stop, t0))
     };
-    let mut r = Running {
-        t0,
-        shared: shared.clone(),
-        samples: samples.clone(),
-        last: (t0, 0),
-        phases: Vec::new(),
-    };
+    Threads {
+        workers,
+        sampler,
+        stop_sampler,
+    }
+}
 
-    r.hold("warmup", warmup);
-    let session = match a.path {
-        Some(s) => s,
-        None => {
-            let s = samples.lock().unwrap_or_else(PoisonError::into_inner);
-            report::busiest_path(&s.samples, r.now_us())
-                .or_else(|| disk.paths.first().map(|p| p.session))
-                .context("the disk has no path")?
+impl Threads {
+    /// Stops the workload, then the sampler; the threads' logs and the workload's end (µs).
+    fn stop(self, shared: &Shared, r: &phases::Running) -> Result<(Vec<ThreadLog>, u64)> {
+        shared.stop.store(true, Ordering::Relaxed);
+        let mut logs = Vec::new();
+        for w in self.workers {
+            logs.push(
+                w.join()
+                    .map_err(|_| anyhow::anyhow!("a workload thread panicked"))?,
+            );
         }
-    };
-    let mut fault_errors = Vec::new();
-    let mut fault = match make_fault(&a, &disk, session, &mut shell) {
-        Ok(f) => Some(f),
-        Err(e) => {
-            fault_errors.push(format!("preparing the fault: {e:#}"));
-            None
-        }
-    };
-    let what = fault
-        .as_ref()
-        .map_or_else(|| "no fault".into(), Fault::describe);
-    eprintln!("injecting: {what}");
-    let inject_us = r.now_us();
-    if let Some(Err(e)) = fault.as_mut().map(|f| f.inject(&socket)) {
-        fault_errors.push(format!("injecting: {e:#}"));
+        let end_us = r.now_us();
+        self.stop_sampler.store(true, Ordering::Relaxed);
+        let _ = self.sampler.join();
+        Ok((logs, end_us))
     }
-    r.mark("inject", inject_us);
-    r.hold("fault", hold);
-    eprintln!("restoring (undoing: {what})");
-    let restore_us = r.now_us();
-    if let Some(Err(e)) = fault.as_mut().map(|f| f.restore(&socket)) {
-        fault_errors.push(format!("restoring: {e:#}"));
-    }
-    r.mark("restore", restore_us);
-    r.hold("after", after);
+}
 
-    shared.stop.store(true, Ordering::Relaxed);
-    let mut logs = Vec::new();
-    for w in workers {
-        logs.push(
-            w.join()
-                .map_err(|_| anyhow::anyhow!("a workload thread panicked"))?,
-        );
-    }
-    let end_us = r.now_us();
-    stop_sampler.store(true, Ordering::Relaxed);
-    let _ = sampler.join();
-
+/// The threads' successful completions (sorted times, reads, writes) and their failures
+/// (sorted by time).
+fn tally(logs: Vec<ThreadLog>) -> (Vec<u64>, u64, u64, Vec<workload::Failure>) {
     let mut done: Vec<u64> = Vec::new();
     let (mut reads, mut writes) = (0, 0);
     let mut failures = Vec::new();
@@ -466,44 +450,60 @@ fn failover(a: FailoverArgs) -> Result<()> {
     }
     done.sort_unstable();
     failures.sort_by_key(|f| f.at_us);
-    let (samples, failed_polls) = {
-        let mut s = samples.lock().unwrap_or_else(PoisonError::into_inner);
-        (std::mem::take(&mut s.samples), s.failed_polls)
-    };
-    let report = Report {
+    (done, reads, writes, failures)
+}
+
+/// The report of the finished drill.
+fn build_report(
+    a: &FailoverArgs,
+    setup: &Setup,
+    phases: Vec<Phase>,
+    outcome: &phases::Outcome,
+    end_us: u64,
+    logs: Vec<ThreadLog>,
+    (samples, failed_polls): (Vec<sampler::Sample>, u64),
+) -> Report {
+    let (done, reads, writes, failures) = tally(logs);
+    let disk = &setup.disk;
+    Report {
         disk: disk.name.clone(),
         identity: disk.identity.clone(),
         policy: disk.policy.clone(),
         fault_kind: format!("{:?}", a.fault).to_lowercase(),
-        fault: what,
-        session,
+        fault: outcome.what.clone(),
+        session: outcome.session,
         settings: json!({
-            "socket": socket.display().to_string(),
+            "socket": setup.socket.display().to_string(),
             "block_file": disk.path,
-            "o_direct": o_direct,
+            "o_direct": setup.o_direct,
             "warmup_s": a.warmup, "fault_s": a.fault_secs, "after_s": a.after,
-            "io_size": a.io_size, "region_bytes": region, "threads": a.threads,
-            "run_id": format!("{run:#018x}"),
+            "io_size": a.io_size, "region_bytes": setup.region, "threads": a.threads,
+            "run_id": format!("{:#018x}", setup.cfg.run),
             "sample_period_ms": sampler::PERIOD.as_millis() as u64,
         }),
-        phases: r.phases,
-        inject_us,
-        restore_us,
+        phases,
+        inject_us: outcome.inject_us,
+        restore_us: outcome.restore_us,
         end_us,
         done,
         reads,
         writes,
         failures,
-        fault_errors,
+        fault_errors: outcome.fault_errors.clone(),
         samples,
         failed_polls,
-    };
+    }
+}
+
+/// Writes the report and the picture if asked, prints the summary, and fails on any I/O
+/// error, data mismatch or fault error.
+fn finish(a: &FailoverArgs, report: &Report) -> Result<()> {
     if let Some(p) = &a.report {
         let text = serde_json::to_string_pretty(&report.to_json())?;
         std::fs::write(p, text + "\n").with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(p) = &a.picture {
-        std::fs::write(p, svg::render(&report))
+        std::fs::write(p, svg::render(report))
             .with_context(|| format!("writing {}", p.display()))?;
     }
     print!("{}", report.summary());
