@@ -49,3 +49,14 @@ cargo check --manifest-path fuzz/Cargo.toml --locked --quiet
 
 echo "== cargo test"
 cargo test --workspace --locked
+
+# The Linux-guest interop smoke: Linux 6.1 under QEMU against our target and our host
+# (tests/interop/tests/smoke.rs, a few minutes). scripts/interop-setup.sh installs QEMU,
+# the kernel and the tools; the full matrix is scripts/interop.sh.
+if [[ $(id -u) -eq 0 ]]; then
+    echo "== Linux-guest interop smoke"
+    bash scripts/interop-setup.sh
+    SRP_INTEROP=1 cargo test --locked -p srp-interop --test smoke
+else
+    echo "== Linux-guest interop smoke: SKIPPED (needs root: namespaces, taps, apt)"
+fi

@@ -20,14 +20,19 @@ fn gid(host: u8) -> Gid {
     Gid::from_ip(IpAddr::V4(Ipv4Addr::new(127, 0, 0, host)))
 }
 
-fn endpoint(host: u8) -> CmEndpoint {
-    CmEndpoint::new(CmConfig {
+fn config(host: u8) -> CmConfig {
+    CmConfig {
         local_ca_guid: Guid(0x5352_5000_0000_0000 | u64::from(host)),
         local_gid: gid(host),
         port: 1,
         time_wait: TIME_WAIT,
         agent_id: u32::from(host),
-    })
+        first_comm_id: 1,
+    }
+}
+
+fn endpoint(host: u8) -> CmEndpoint {
+    CmEndpoint::new(config(host))
 }
 
 /// A message in flight.
@@ -149,7 +154,7 @@ impl Net {
             to: Self::addr(to),
             service_id: SERVICE,
             qpn: Qpn::from_wire(0x11 + from as u32),
-            starting_psn: Psn::from_wire(0x100),
+            receive_psn: Psn::from_wire(0x100),
             responder_resources: 4,
             initiator_depth: 4,
             mtu: Mtu::Mtu1024,
@@ -178,7 +183,7 @@ impl Net {
         for &c in &reqs {
             let p = AcceptParams {
                 qpn: Qpn::from_wire(0x40),
-                starting_psn: Psn::from_wire(0x200),
+                receive_psn: Psn::from_wire(0x200),
                 responder_resources: 4,
                 initiator_depth: 4,
                 rnr_retry_count: 7,
@@ -238,6 +243,27 @@ fn a_clean_connection_exchanges_qp_attributes() {
     assert_eq!(rep.local_qpn, Qpn::from_wire(0x40));
     assert_eq!(&rep.private_data.0[..7], b"welcome");
     assert!(net.has(1, |e| matches!(e, CmEvent::Established { .. })));
+}
+
+#[test]
+fn communication_ids_start_where_the_driver_says() {
+    // A peer's CM keys connections by (CA GUID, comm ID): endpoints sharing a CA GUID start
+    // at random values (CmConfig::first_comm_id) so they never collide.
+    let mut net = Net::new(2);
+    net.eps[0] = CmEndpoint::new(CmConfig {
+        first_comm_id: 0x5eed_0001,
+        ..config(0)
+    });
+    net.eps[1].listen(SERVICE).expect("listen");
+    let (_, cb) = establish(&mut net, 0, 1);
+    let (req, _) = net.eps[1].exchange(cb).expect("conn");
+    assert_eq!(req.expect("REQ kept").local_comm_id.0, 0x5eed_0001);
+    let (a, b) = (
+        access_layer::cm::random_comm_id(),
+        access_layer::cm::random_comm_id(),
+    );
+    assert!(a != 0 && b != 0);
+    assert_ne!(a, b, "two draws");
 }
 
 #[test]
@@ -353,7 +379,7 @@ fn a_late_rep_after_the_active_side_gave_up_is_rejected() {
         to: Net::addr(1),
         service_id: SERVICE,
         qpn: Qpn::from_wire(0x11),
-        starting_psn: Psn::from_wire(1),
+        receive_psn: Psn::from_wire(1),
         responder_resources: 4,
         initiator_depth: 4,
         mtu: Mtu::Mtu1024,
@@ -520,7 +546,7 @@ fn a_consumer_rejection_carries_its_private_data() {
         )
         .expect("reject");
     net.run(Duration::from_millis(1));
-    assert!(net.has(0, |e| matches!(e, CmEvent::Rejected { reason: CmRejReason::ConsumerDefined, private_data, .. } if private_data[..8] == [0xc2, 0, 0, 0, 0, 1, 0, 2])));
+    assert!(net.has(0, |e| matches!(e, CmEvent::Rejected { reason: CmRejReason::ConsumerDefined, private_data, .. } if private_data.0[..8] == [0xc2, 0, 0, 0, 0, 1, 0, 2])));
     assert_eq!(net.eps[0].state(ca), ConnState::Closed);
     assert_eq!(net.eps[1].state(cb), ConnState::Closed);
 }

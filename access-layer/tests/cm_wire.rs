@@ -39,6 +39,7 @@ impl Side {
             port: 1,
             time_wait: Duration::from_millis(20),
             agent_id: guid as u32,
+            first_comm_id: 1,
         });
         Side {
             hca,
@@ -121,7 +122,7 @@ fn tshark_dissects_our_cm_mads() {
         to: MadAddress::gsi(1, Gid::from_ip(b_ip)),
         service_id,
         qpn: Qpn::from_wire(0x11),
-        starting_psn: Psn::from_wire(0x100),
+        receive_psn: Psn::from_wire(0x100),
         responder_resources: 4,
         initiator_depth: 4,
         mtu: Mtu::Mtu1024,
@@ -143,7 +144,7 @@ fn tshark_dissects_our_cm_mads() {
     let now = b.hca.with(|_, now| now);
     let accept = AcceptParams {
         qpn: Qpn::from_wire(0x12),
-        starting_psn: Psn::from_wire(0x200),
+        receive_psn: Psn::from_wire(0x200),
         responder_resources: 4,
         initiator_depth: 4,
         rnr_retry_count: 7,

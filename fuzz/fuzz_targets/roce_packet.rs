@@ -1,5 +1,6 @@
-//! Any bytes as a RoCEv2 UDP payload: parsing never panics, and whatever parses re-emits (with
-//! a fixed IP context) to bytes that verify and parse to the same packet.
+//! Any bytes as a RoCEv2 UDP payload: parsing never panics (the receive check that solves
+//! for an unknown IPv4 ID included), and whatever parses re-emits (with a fixed IP context)
+//! to bytes that verify and parse to the same packet.
 #![no_main]
 
 use core::net::Ipv4Addr;
@@ -14,6 +15,10 @@ fuzz_target!(|data: &[u8]| {
     );
     let _ = icrc::verify(&ctx, data);
     let _ = Packet::parse_verified(data, &ctx);
+    // Whatever ID the solver accepts, the packet verifies exactly with it.
+    if let icrc::Received::Verified { ipv4_id } = icrc::verify_received(&ctx, data) {
+        assert!(icrc::verify(&IcrcContext { ipv4_id, ..ctx }, data));
+    }
     if let Ok(p) = Packet::parse(data) {
         let mut buf = vec![0u8; p.buffer_len()];
         let n = p.emit(&mut buf, &ctx).expect("a parsed packet must emit");

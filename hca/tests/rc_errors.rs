@@ -455,10 +455,12 @@ fn a_request_to_a_peer_in_err_ends_in_retry_exceeded() {
     post_send(&mut f, &a, write_wr(1, IOVA, b.rkey(), a.sge(0, 10)));
     settle(&mut f);
     assert_eq!(statuses(&drain(&mut f, &a)), [(1, WcStatus::RetryExcErr)]);
+    let dropped = f.hca(b.hca).stats();
     assert!(
-        f.hca(b.hca).stats().unknown_qp >= 2,
-        "original and retry dropped"
+        dropped.wrong_state >= 2,
+        "original and retry dropped: {dropped:?}"
     );
+    assert_eq!(dropped.unknown_qp, 0, "the QP exists");
 }
 
 #[test]

@@ -65,8 +65,16 @@ pub struct ControllerInfo {
 /// The callbacks (see the module doc).
 pub trait Dsm: Send + Sync {
     /// `DsmInquire`: claim a path device from its standard INQUIRY and VPD 0x83 data, or
-    /// decline it.
-    fn inquire(&self, inquiry: &[u8], vpd83: &[u8]) -> Result<DsmIdentifier, Decline>;
+    /// decline it. `nexus` names the target port and LUN the device answered at: the
+    /// identity of a device whose VPD 0x83 names no logical unit (a LUN is scoped by its
+    /// target port, SAM-5 4.6.18, so every channel to that port reaches the same LU; no two
+    /// target ports are assumed to share one). Without it such a device is declined.
+    fn inquire(
+        &self,
+        inquiry: &[u8],
+        vpd83: &[u8],
+        nexus: Option<&str>,
+    ) -> Result<DsmIdentifier, Decline>;
 
     /// `DsmCompareDevices`: whether two claimed devices are the same logical unit.
     fn compare_devices(&self, a: &DsmIdentifier, b: &DsmIdentifier) -> bool;

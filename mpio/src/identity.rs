@@ -1,9 +1,11 @@
 //! A logical unit's identity from VPD page 0x83, ranked as MSDSM ranks designators
 //! (`DsmpParseDeviceID`): designators associated with the logical unit (association 0)
 //! only; SCSI name string (type 8) over NAA (3) over EUI-64 (2) over T10 vendor ID (1) over
-//! vendor specific (0); on equal type the longer wins. Named as Linux names WWIDs, so the
-//! name is also a safe file name: `naa.` + hex, `eui.` + hex, `t10.` + text, `name.` +
-//! text, `vs.` + hex.
+//! vendor specific (0); on equal type the longer wins. A T10 vendor ID designator with no
+//! vendor-specific part (LIO without a unit serial sends just `LIO-ORG `) names a vendor,
+//! not a logical unit, and is passed over: two such LUs must not become one disk. Named as
+//! Linux names WWIDs, so the name is also a safe file name: `naa.` + hex, `eui.` + hex,
+//! `t10.` + text, `name.` + text, `vs.` + hex.
 
 /// One designator of VPD page 0x83.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +83,13 @@ pub fn identity(page: &[u8]) -> Option<String> {
     designators(page)
         .into_iter()
         .filter(|d| d.association == 0 && !d.value.is_empty())
+        .filter(|d| {
+            d.kind != 1
+                || d.value
+                    .iter()
+                    .skip(8)
+                    .any(|b| !b.is_ascii_whitespace() && *b != 0)
+        })
         .filter_map(|d| rank(d.kind).map(|r| (r, d.value.len(), d)))
         .max_by_key(|(r, len, _)| (*r, *len))
         .map(|(_, _, d)| match d.kind {
@@ -151,14 +160,19 @@ mod tests {
         );
         let p = page(&[(2, 0x01, b"MY DISK "), (3, 0x08, b"iqn.x/y")]);
         assert_eq!(identity(&p).as_deref(), Some("name.iqn.x_y"));
-        let p = page(&[(2, 0x01, b" MY DISK ")]);
-        assert_eq!(identity(&p).as_deref(), Some("t10.MY_DISK"));
+        // T10 vendor ID: 8 bytes of vendor, then the vendor-specific identifier.
+        let p = page(&[(2, 0x01, b"ACME    DISK 42 ")]);
+        assert_eq!(identity(&p).as_deref(), Some("t10.ACME____DISK_42"));
         assert_eq!(
             identity(&page(&[(1, 0x13, &[1; 8])])),
             None,
             "port designators only"
         );
         assert_eq!(identity(&[0, 0x83]), None, "truncated header");
+        // LIO without a unit serial: the vendor alone, padded (SPC-4 7.8.6.4 wants a
+        // vendor-specific identifier after it).
+        assert_eq!(identity(&page(&[(2, 0x01, b"LIO-ORG ")])), None);
+        assert_eq!(identity(&page(&[(2, 0x01, b"LIO-ORG     ")])), None);
         let mut cut = page(&[(1, 0x03, &[0x60; 16])]);
         cut.truncate(10);
         assert_eq!(identity(&cut), None, "truncated designator");

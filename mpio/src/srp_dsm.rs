@@ -36,7 +36,12 @@ impl Default for SrpDsm {
 }
 
 impl Dsm for SrpDsm {
-    fn inquire(&self, inquiry: &[u8], vpd83: &[u8]) -> Result<DsmIdentifier, Decline> {
+    fn inquire(
+        &self,
+        inquiry: &[u8],
+        vpd83: &[u8],
+        nexus: Option<&str>,
+    ) -> Result<DsmIdentifier, Decline> {
         if inquiry.len() < 36 {
             return Err(Decline::ShortInquiry(inquiry.len()));
         }
@@ -44,7 +49,9 @@ impl Dsm for SrpDsm {
         if inquiry[0] >> 5 != 0 || kind != 0 {
             return Err(Decline::NotADisk(inquiry[0]));
         }
-        let identity = identity(vpd83).ok_or(Decline::NoIdentity)?;
+        let identity = identity(vpd83)
+            .or_else(|| nexus.map(|n| format!("nexus.{n}")))
+            .ok_or(Decline::NoIdentity)?;
         let (relative_port, port_group) = port_and_group(vpd83);
         Ok(DsmIdentifier {
             identity,
@@ -201,14 +208,26 @@ mod tests {
         inq[5] = 0x10;
         let mut vpd = vec![0, 0x83, 0, 20, 1, 0x03, 0, 16];
         vpd.extend([0x60; 16]);
-        let id = d.inquire(&inq, &vpd).expect("claimed");
+        let id = d.inquire(&inq, &vpd, Some("x")).expect("claimed");
         assert!(id.identity.starts_with("naa.6060"));
         assert!(id.alua);
         assert!(d.compare_devices(&id, &id.clone()));
-        assert_eq!(d.inquire(&inq, &[0, 0x83, 0, 0]), Err(Decline::NoIdentity));
+        assert_eq!(
+            d.inquire(&inq, &[0, 0x83, 0, 0], None),
+            Err(Decline::NoIdentity)
+        );
+        // No LU designator: the target port and LUN name it.
+        assert_eq!(
+            d.inquire(&inq, &[0, 0x83, 0, 0], Some("0x1234-lun0"))
+                .map(|i| i.identity),
+            Ok("nexus.0x1234-lun0".to_owned())
+        );
         inq[0] = 0x05;
-        assert_eq!(d.inquire(&inq, &vpd), Err(Decline::NotADisk(5)));
-        assert_eq!(d.inquire(&[0; 8], &vpd), Err(Decline::ShortInquiry(8)));
+        assert_eq!(d.inquire(&inq, &vpd, None), Err(Decline::NotADisk(5)));
+        assert_eq!(
+            d.inquire(&[0; 8], &vpd, None),
+            Err(Decline::ShortInquiry(8))
+        );
         assert!(!d.is_path_active(true, Some(AluaState::Standby)));
         assert!(d.is_path_active(true, None));
         assert_eq!(d.tier(Some(AluaState::ActiveNonOptimized)), 1);

@@ -14,6 +14,9 @@
 //! cmd_timeout = "30s"
 //! login_timeout = "10s"
 //! sweep_interval = "5s"              # portals re-swept; lost sessions logged in again
+//! login = "auto"                     # "ib-cm", "rdma-cm" or "auto": IB CM first, then
+//!                                    # RDMA-CM; the form that worked is kept per IOC
+//! rdma_cm_port = 5555                # the targets' RDMA-CM port (ib_srpt's rdma_cm_port)
 //!
 //! [timers]                           # ib_srp's defaults; "off" turns one off
 //! reconnect_delay = "10s"
@@ -37,6 +40,8 @@
 //! iocs = ["0x0002c90300a1b401"]      # only these IOCs (default: every SRP IOC)
 //! preferred = true                   # its paths are preferred (default false)
 //! weight = 1                         # its paths' weight for weighted-paths (default 1)
+//! login = "rdma-cm"                  # this portal's login form (default: host.login)
+//! rdma_cm_port = 5555                # (default: host.rdma_cm_port)
 //! ```
 //!
 //! Contract: [`HostConfig::from_str`] reports every problem at once, each with its key;
@@ -47,7 +52,7 @@ use hca::Guid;
 use mpio::{MpConfig, Policy};
 use serde::Deserialize;
 use srp::initiator::TransportTimers;
-use srp_initiator_storport::srp::RegistrationMode;
+use srp_initiator_storport::srp::{LoginVia, RegistrationMode};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -62,6 +67,52 @@ pub struct ConfigError {
     pub problems: Vec<String>,
 }
 
+/// Which login form a portal's targets get (architecture decision 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoginChoice {
+    /// The native IB CM form (our target; IB fabrics with DM discovery).
+    IbCm,
+    /// The RDMA-CM form (Linux ib_srpt over RoCE accepts only this).
+    RdmaCm,
+    /// IB CM first; if the target rejects it below SRP (ib_srpt: "invalid service ID") or
+    /// does not answer, RDMA-CM. The form that logged in is kept for that IOC.
+    #[default]
+    Auto,
+}
+
+impl LoginChoice {
+    /// Parses `ib-cm`, `rdma-cm` or `auto`.
+    pub fn parse(text: &str) -> Option<LoginChoice> {
+        match text {
+            "ib-cm" => Some(LoginChoice::IbCm),
+            "rdma-cm" => Some(LoginChoice::RdmaCm),
+            "auto" => Some(LoginChoice::Auto),
+            _ => None,
+        }
+    }
+
+    /// Its name in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoginChoice::IbCm => "ib-cm",
+            LoginChoice::RdmaCm => "rdma-cm",
+            LoginChoice::Auto => "auto",
+        }
+    }
+
+    /// The forms to try, in order, for targets whose RDMA-CM port is `port`.
+    pub fn candidates(self, port: u16) -> Vec<LoginVia> {
+        match self {
+            LoginChoice::IbCm => vec![LoginVia::IbCm],
+            LoginChoice::RdmaCm => vec![LoginVia::RdmaCm { port }],
+            LoginChoice::Auto => vec![LoginVia::IbCm, LoginVia::RdmaCm { port }],
+        }
+    }
+}
+
+/// The RDMA-CM port Linux ib_srpt is conventionally given (`rdma_cm_port`).
+pub const DEFAULT_RDMA_CM_PORT: u16 = 5555;
+
 /// One portal to sweep.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortalConfig {
@@ -75,6 +126,25 @@ pub struct PortalConfig {
     pub preferred: bool,
     /// Its paths' weight under weighted paths (lower wins).
     pub weight: u32,
+    /// The login form for its targets.
+    pub login: LoginChoice,
+    /// Its targets' RDMA-CM port.
+    pub rdma_cm_port: u16,
+}
+
+impl PortalConfig {
+    /// A portal at `address` with every default (login "auto", RDMA-CM port 5555).
+    pub fn new(address: IpAddr) -> PortalConfig {
+        PortalConfig {
+            address,
+            local: Vec::new(),
+            iocs: Vec::new(),
+            preferred: false,
+            weight: 1,
+            login: LoginChoice::default(),
+            rdma_cm_port: DEFAULT_RDMA_CM_PORT,
+        }
+    }
 }
 
 /// The validated configuration.
@@ -104,6 +174,10 @@ pub struct HostConfig {
     pub login_timeout: Duration,
     /// How often portals are swept for sessions to (re-)establish.
     pub sweep_interval: Duration,
+    /// The default login form (a portal may override it).
+    pub login: LoginChoice,
+    /// The default RDMA-CM port of targets (a portal may override it).
+    pub rdma_cm_port: u16,
     /// reconnect_delay, fast_io_fail, dev_loss.
     pub timers: TransportTimers,
     /// Multipath: the default policy and timers of every disk.
@@ -152,6 +226,8 @@ struct RawHost {
     cmd_timeout: Option<String>,
     login_timeout: Option<String>,
     sweep_interval: Option<String>,
+    login: Option<String>,
+    rdma_cm_port: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -172,6 +248,8 @@ struct RawPortal {
     iocs: Vec<String>,
     preferred: Option<bool>,
     weight: Option<i64>,
+    login: Option<String>,
+    rdma_cm_port: Option<i64>,
 }
 
 /// The default daemon name.
@@ -264,6 +342,8 @@ impl HostConfig {
             cmd_timeout: Duration::from_secs(30),
             login_timeout: Duration::from_secs(10),
             sweep_interval: Duration::from_secs(5),
+            login: LoginChoice::default(),
+            rdma_cm_port: DEFAULT_RDMA_CM_PORT,
             timers: TransportTimers::default(),
             multipath: MpConfig::default(),
             portals,
@@ -374,6 +454,30 @@ impl HostConfig {
             h.sweep_interval,
             &mut c.sweep_interval,
         );
+        let choice = |key: &str, v: &Option<String>, p: &mut Vec<String>| {
+            v.as_deref().and_then(|t| {
+                let c = LoginChoice::parse(t);
+                if c.is_none() {
+                    p.push(format!("{key} {t:?}: \"ib-cm\", \"rdma-cm\" or \"auto\""));
+                }
+                c
+            })
+        };
+        let port = |key: &str, v: Option<i64>, p: &mut Vec<String>| {
+            v.and_then(|n| match u16::try_from(n) {
+                Ok(v @ 1..) => Some(v),
+                _ => {
+                    p.push(format!("{key} {n}: 1 to 65535"));
+                    None
+                }
+            })
+        };
+        if let Some(l) = choice("host.login", &h.login, &mut p) {
+            c.login = l;
+        }
+        if let Some(v) = port("host.rdma_cm_port", h.rdma_cm_port, &mut p) {
+            c.rdma_cm_port = v;
+        }
         let defaults = TransportTimers::default();
         let mut timer = |key: &str, v: Option<String>, default: Option<Duration>| match v.as_deref()
         {
@@ -472,11 +576,15 @@ impl HostConfig {
                 }
             };
             let mut portal = PortalConfig {
-                address,
-                local: Vec::new(),
-                iocs: Vec::new(),
                 preferred: rp.preferred.unwrap_or(false),
-                weight: 1,
+                login: choice(&format!("portal[{i}].login"), &rp.login, &mut p).unwrap_or(c.login),
+                rdma_cm_port: port(
+                    &format!("portal[{i}].rdma_cm_port"),
+                    rp.rdma_cm_port,
+                    &mut p,
+                )
+                .unwrap_or(c.rdma_cm_port),
+                ..PortalConfig::new(address)
             };
             if let Some(w) = rp.weight {
                 match u32::try_from(w) {

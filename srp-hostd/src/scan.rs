@@ -107,12 +107,15 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).trim().to_owned()
 }
 
-/// Scans the LUNs of `port` (target 0 of bus 0) that are below `max_luns`.
+/// Scans the LUNs of `port` (target 0 of bus 0) that are below `max_luns`. `target_port`
+/// names the SRP target port (its identifier in hex): with the LUN, the identity of an LU
+/// whose VPD 0x83 names none.
 pub fn scan(
     port: &Port<SrpMiniport>,
     dsm: &dyn Dsm,
     max_luns: u8,
     timeout: Duration,
+    target_port: &str,
 ) -> Result<ScanResult, ScanError> {
     let lun0 = LuAddress::new(0, 0, 0);
     let report = Command::ReportLuns(ReportLuns {
@@ -131,7 +134,7 @@ pub fn scan(
             continue;
         };
         let address = LuAddress::new(0, 0, lun);
-        match probe(port, dsm, address, timeout) {
+        match probe(port, dsm, address, timeout, target_port) {
             Ok(info) => out.luns.push(info),
             Err(why) => out.skipped.push(format!("LUN {n}: {why}")),
         }
@@ -145,6 +148,7 @@ fn probe(
     dsm: &dyn Dsm,
     address: LuAddress,
     timeout: Duration,
+    target_port: &str,
 ) -> Result<LunInfo, String> {
     let std_inq = Command::Inquiry(Inquiry {
         page: None,
@@ -163,7 +167,17 @@ fn probe(
         Outcome::Good(d) => d,
         other => return Err(format!("VPD page 0x83: {other}")),
     };
-    let id = dsm.inquire(&inq, &vpd).map_err(|e| e.to_string())?;
+    let nexus = format!("{target_port}-lun{}", address.lun);
+    let id = dsm
+        .inquire(&inq, &vpd, Some(&nexus))
+        .map_err(|e| e.to_string())?;
+    if id.identity.starts_with("nexus.") {
+        tracing::info!(
+            lun = address.lun,
+            identity = %id.identity,
+            "no logical-unit designator in VPD page 0x83: named by its target port and LUN"
+        );
+    }
     let rc16 = Command::ReadCapacity16(ReadCapacity16 { alloc_len: 32 });
     let (blocks, block_size) = match run_in(port, address, rc16, 32, timeout) {
         Outcome::Good(d) if d.len() >= 12 => {

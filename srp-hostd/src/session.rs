@@ -16,7 +16,7 @@ use hca::Guid;
 use srp::initiator::PortState;
 use srp::wire::{IoClass, PortId};
 use srp_initiator_storport::port::{Port, PortConfig, PortEvent};
-use srp_initiator_storport::srp::{SrpAdapterConfig, SrpMiniport};
+use srp_initiator_storport::srp::{LoginFailure, LoginVia, SrpAdapterConfig, SrpMiniport};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -70,8 +70,12 @@ pub struct Session {
     id: u32,
     service: SrpService,
     local: IpAddr,
+    via: LoginVia,
     port: Arc<Port<SrpMiniport>>,
     disks: Mutex<Vec<SessionDisk>>,
+    /// What a rescan has logged about this session's LUNs (skipped, refused): rescans run
+    /// every sweep, so each is logged once.
+    noted: Mutex<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -84,19 +88,36 @@ impl std::fmt::Debug for Session {
     }
 }
 
-/// The adapter configuration of a login to `service` from `local`.
+/// Where session `id`'s adapter starts numbering QPs. Every adapter of the daemon has the
+/// node GUID, so to a target they are ports of one CA and must not reuse each other's
+/// QPNs (Linux's CM rejects a REQ whose CA GUID and QPN match a live connection as stale
+/// and disconnects that connection: two sessions to one ib_srpt evicted each other). Each
+/// session gets its own 64 Ki range, the ranges starting at a random offset per daemon
+/// run so that a restarted daemon does not meet its predecessor's connections.
+pub fn first_qpn(id: u32) -> u32 {
+    static OFFSET: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let offset = *OFFSET.get_or_init(access_layer::cm::random_comm_id);
+    (((offset.wrapping_add(id)) % 0xfe + 1) << 16) | 0x11
+}
+
+/// The adapter configuration of a login to `service` from `local` in the form `via`, its
+/// QPNs from `first_qpn` on.
 pub fn adapter_config(
     config: &HostConfig,
     service: &SrpService,
     local: IpAddr,
+    via: LoginVia,
+    first_qpn: u32,
 ) -> SrpAdapterConfig {
     SrpAdapterConfig {
         local,
         target: service.portal,
         node_guid: config.node_guid,
+        first_qpn,
         initiator_port_id: PortId::new(config.initiator_ext, config.node_guid, IoClass::SrpR16a),
         target_port_id: PortId::new(service.id_ext, service.ioc_guid, IoClass::SrpR16a),
         service_id: service.service_id,
+        login_via: via,
         max_transfer: config.max_transfer,
         max_luns: config.max_luns,
         queue_depth: config.queue_depth,
@@ -110,44 +131,104 @@ pub fn adapter_config(
 }
 
 impl Session {
-    /// Logs in to `service` from `local` (see the module contract).
+    /// Logs in to `service` from `local` (see the module contract), trying each form of
+    /// `forms` in turn while the target rejects the form below SRP or does not answer; an
+    /// SRP_LOGIN_REJ ends the attempt (the form is understood, the login refused). The
+    /// error names every form's failure.
     pub fn open(
         id: u32,
         service: SrpService,
         local: IpAddr,
         config: &HostConfig,
+        forms: &[LoginVia],
     ) -> Result<Session, String> {
-        let hw = adapter_config(config, &service, local);
-        let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).map_err(|e| {
-            format!("cannot start the adapter on {local}: {e} (is UDP 4791 on {local} in use?)")
-        })?;
+        let mut failures = Vec::new();
+        for &via in forms {
+            match Self::login(&service, local, config, via, first_qpn(id)) {
+                Ok(port) => {
+                    if !failures.is_empty() {
+                        tracing::info!(
+                            ioc = %format!("{:#018x}", service.ioc_guid.0),
+                            portal = %service.portal,
+                            "logged in {}; before: {}",
+                            via.as_str(),
+                            failures.join("; ")
+                        );
+                    }
+                    return Ok(Session {
+                        id,
+                        service,
+                        local,
+                        via,
+                        port: Arc::new(port),
+                        disks: Mutex::new(Vec::new()),
+                        noted: Mutex::new(Default::default()),
+                    });
+                }
+                Err((text, other_form_may_work)) => {
+                    failures.push(format!("{}: {text}", via.as_str()));
+                    if !other_form_may_work {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(format!(
+            "login to IOC {:#018x} at {} failed: {}",
+            service.ioc_guid.0,
+            service.portal,
+            failures.join("; ")
+        ))
+    }
+
+    /// One login attempt in the form `via`: the running adapter, or why not and whether
+    /// another form could be accepted.
+    fn login(
+        service: &SrpService,
+        local: IpAddr,
+        config: &HostConfig,
+        via: LoginVia,
+        first_qpn: u32,
+    ) -> Result<Port<SrpMiniport>, (String, bool)> {
+        let hw = adapter_config(config, service, local, via, first_qpn);
+        // The previous attempt's adapter (another login form) closes its UDP port when its
+        // DPC thread ends its round: give the address a moment to come free.
+        let mut tries = 0;
+        let port = loop {
+            match Port::<SrpMiniport>::start(hw.clone(), PortConfig::default()) {
+                Ok(p) => break p,
+                Err(_) if tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => {
+                    return Err((
+                        format!(
+                            "cannot start the adapter on {local}: {e} (is UDP 4791 on {local} in use?)"
+                        ),
+                        false,
+                    ));
+                }
+            }
+        };
         let end = Instant::now() + config.login_timeout + Duration::from_secs(1);
         loop {
             let st = port.miniport().status();
             if st.state == Some(PortState::Running) {
-                break;
+                return Ok(port);
             }
             if let Some(e) = st.last_error {
-                return Err(format!(
-                    "login to IOC {:#018x} at {} failed: {e}",
-                    service.ioc_guid.0, service.portal
-                ));
+                let other = matches!(
+                    st.last_failure,
+                    Some(LoginFailure::CmRejected(_) | LoginFailure::NoAnswer)
+                );
+                return Err((e, other));
             }
             if Instant::now() >= end {
-                return Err(format!(
-                    "login to IOC {:#018x} at {} got no answer within {:?}",
-                    service.ioc_guid.0, service.portal, config.login_timeout
-                ));
+                return Err((format!("no answer within {:?}", config.login_timeout), true));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        Ok(Session {
-            id,
-            service,
-            local,
-            port: Arc::new(port),
-            disks: Mutex::new(Vec::new()),
-        })
     }
 
     /// The session's number.
@@ -165,9 +246,22 @@ impl Session {
         self.local
     }
 
+    /// The login form that logged in.
+    pub fn login_via(&self) -> LoginVia {
+        self.via
+    }
+
     /// The adapter.
     pub fn port(&self) -> &Arc<Port<SrpMiniport>> {
         &self.port
+    }
+
+    /// Whether `what` is new for this session (the first time it is noted).
+    pub fn first_note(&self, what: &str) -> bool {
+        self.noted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(what.to_owned())
     }
 
     /// The disks.
@@ -211,6 +305,8 @@ impl Session {
             last_error: st.last_error,
             outstanding: self.port.outstanding(),
             disks: self.disks().iter().map(|d| d.name.clone()).collect(),
+            login: self.via.as_str().to_owned(),
+            hca: crate::control::hca_counters(&st.hca),
         }
     }
 
@@ -241,4 +337,27 @@ pub fn initiator_port(config: &HostConfig) -> PortId {
         Guid(config.node_guid.0),
         IoClass::SrpR16a,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_qpn;
+
+    #[test]
+    fn every_session_numbers_its_qps_in_a_range_of_its_own() {
+        // Linux's CM (cm_insert_remote_qpn) keys connections by (CA GUID, QPN): sessions
+        // sharing the node GUID must never hand out the same QPN (docs/protocol-notes.md).
+        let bases: Vec<u32> = (1..=254).map(first_qpn).collect();
+        let mut unique = bases.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), bases.len(), "254 sessions, 254 ranges");
+        for b in bases {
+            assert_eq!(b & 0xffff, 0x11, "{b:#x}");
+            assert!(
+                (0x1_0000..0x100_0000).contains(&b),
+                "{b:#x}: 24 bits, above 64 Ki"
+            );
+        }
+    }
 }

@@ -66,6 +66,8 @@ fn session(id: u32, portal: IpAddr, disks: Vec<String>) -> SessionInfo {
         last_error: None,
         outstanding: 0,
         disks,
+        login: "rdma-cm".into(),
+        hca: Default::default(),
     }
 }
 
@@ -87,6 +89,8 @@ fn path(session: u32, lun: u32) -> PathInfo {
         bytes: 0,
         errors: 0,
         failures: 0,
+        hca_dropped: 0,
+        retransmits: 0,
     }
 }
 

@@ -5,8 +5,8 @@ use access_layer::mad::ServiceId;
 use hca::Guid;
 use srp::wire::{IoClass, PortId};
 use srp_target::config::{
-    Acl, AclEntry, Backing, ConfigErrorKind, IocConfig, Location, LunConfig, PortConfig,
-    TargetConfig, TargetSettings,
+    Acl, AclEntry, Backing, ConfigErrorKind, IocConfig, Location, LoginForms, LunConfig,
+    PortConfig, TargetConfig, TargetSettings,
 };
 use srp_target::lu::AluaState;
 use srp_target::{BlockSize, Oui};
@@ -117,6 +117,7 @@ fn example_parses_to_expected_values() {
             oui: Oui::new(0x001405).expect("24 bits"),
             name: Some("array-1".into()),
             rdma_cm_port: 5555,
+            login_forms: LoginForms::default(),
             control_socket: "/run/srp-target/array-1.sock".into(),
         },
         ports: vec![
@@ -254,7 +255,7 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &edit("[target]", "[target]\nnode = 1"),
-        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port, control_socket",
+        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port, login_forms, control_socket",
     );
     fails(
         &edit(
@@ -561,6 +562,18 @@ fn identifiers_addresses_and_names() {
             &edit("[target]", &format!("[target]\nrdma_cm_port = {bad}")),
             &format!(
                 "target.toml: target.rdma_cm_port: RDMA-CM port {bad} is not a TCP port number (1..=65535)"
+            ),
+        );
+    }
+    for bad in ["[]", "[\"ib-cm\", \"srp\"]"] {
+        fails(
+            &edit("[target]", &format!("[target]\nlogin_forms = {bad}")),
+            &format!(
+                "target.toml: target.login_forms: login forms {:?}: expected a non-empty list of \"ib-cm\" and \"rdma-cm\"",
+                toml::from_str::<std::collections::BTreeMap<String, Vec<String>>>(&format!(
+                    "x = {bad}"
+                ))
+                .expect("list")["x"]
             ),
         );
     }

@@ -323,7 +323,7 @@ fn a_port_taken_down_carries_nothing_and_comes_back() {
         MultiChannelAction::Multi,
     ));
     let params = access_layer::cm::ConnectParams {
-        starting_psn: hca::Psn::from_wire(1),
+        receive_psn: hca::Psn::from_wire(1),
         response_timeout: 14,
         ..host.connect_params(&ep2, config.iocs[0].service_id, private)
     };

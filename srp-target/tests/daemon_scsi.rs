@@ -118,17 +118,25 @@ fn inquiry_and_identity(r: &mut Rig) {
     for lun in [RAM, F4K, RO, F512] {
         assert!(a.good(lun, &[0; 6], &[], 0).is_empty(), "TEST UNIT READY");
     }
-    // Standard INQUIRY into a 96-byte buffer: 36 bytes moved, DIUNDER 60, the rest untouched.
-    let rep = a.run(RAM, &inquiry(None, 96), Out::None, In::Direct(96));
+    // Standard INQUIRY into a 128-byte buffer: 96 bytes moved, DIUNDER 32, the rest
+    // untouched.
+    let rep = a.run(RAM, &inquiry(None, 128), Out::None, In::Direct(128));
     assert_eq!(
         (rep.status, rep.din, rep.dout),
-        (Status::Good, Residual::Underflow(60), Residual::None)
+        (Status::Good, Residual::Underflow(32), Residual::None)
     );
     let d = rep.moved();
-    assert_eq!((d.len(), d[0], d[2], d[4]), (36, 0x00, 0x06, 31));
+    assert_eq!((d.len(), d[0], d[2], d[4]), (96, 0x00, 0x06, 91));
     assert_eq!(&d[8..16], b"SRPSTACK");
     assert_eq!(&d[16..32], b"SRP LUN         ");
-    assert!(rep.data[36..].iter().all(|&b| b == FILL));
+    // Version descriptors: SAM-5, SPC-4, SBC-3, SRP r16a.
+    assert_eq!(
+        d[58..74],
+        [
+            0x00, 0xa0, 0x04, 0x60, 0x04, 0xc0, 0x09, 0x55, 0, 0, 0, 0, 0, 0, 0, 0
+        ]
+    );
+    assert!(rep.data[96..].iter().all(|&b| b == FILL));
     let vpd0 = a.good(F4K, &inquiry(Some(0), 255), &[], 255);
     assert_eq!(vpd0, [0, 0, 0, 6, 0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2]);
     // Serial and NAA: the LUN's own, the same through ioc-b (another LUN number).

@@ -20,15 +20,22 @@ fn inquiry(page: Option<u8>, alloc: u16) -> [u8; 6] {
 fn standard_inquiry() {
     let lu = ram_lu(16, BlockSize::B512);
     let d = good(&lu, &inquiry(None, 255), &[]);
-    assert_eq!(d.len(), 36);
+    assert_eq!(d.len(), 96);
     assert_eq!(d[0], 0x00, "direct access, connected");
     assert_eq!(d[2], 0x06, "SPC-4");
     assert_eq!(d[3] & 0x0f, 2, "response data format 2");
-    assert_eq!(d[4], 31);
+    assert_eq!(d[4], 91);
     assert_eq!(d[5] & 0x30, 0x10, "TPGS implicit ALUA");
     assert_eq!(&d[8..16], b"SRPSTACK");
     assert_eq!(&d[16..32], b"SRP LUN         ");
     assert_eq!(&d[32..36], b"0001");
+    // Version descriptors (SPC-4 table 143): SAM-5, SPC-4, SBC-3, SRP r16a; then zeros.
+    let v: Vec<u16> = d[58..74]
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect();
+    assert_eq!(v, [0x00a0, 0x0460, 0x04c0, 0x0955, 0, 0, 0, 0]);
+    assert!(d[74..].iter().all(|&b| b == 0));
     // Cut to the allocation length.
     assert_eq!(good(&lu, &inquiry(None, 5), &[]), d[..5].to_vec());
     // EVPD=0 with a page code: INVALID FIELD IN CDB byte 2.
@@ -370,7 +377,7 @@ fn unknown_lun() {
     let nd = common::nexus_data(0);
     let mut din = Vec::new();
     let out = execute_unknown_lun(&nd.nexus(), &inquiry(None, 96), &mut din).expect("ok");
-    assert_eq!((out.status, din.len(), din[0]), (Status::Good, 36, 0x7f));
+    assert_eq!((out.status, din.len(), din[0]), (Status::Good, 96, 0x7f));
     let out = execute_unknown_lun(
         &nd.nexus(),
         &[0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0],

@@ -5,7 +5,8 @@
 //!
 //! Output: one block per IOC (GUID, IDString, IO class, queue depth, message and transfer
 //! sizes, each SRP service's id_ext and service ID); `--login-strings` prints the lines
-//! Linux `ib_srp`'s `add_target` takes (`ibsrpdm -c`); `--json` the same as JSON.
+//! Linux `ib_srp`'s `add_target` takes, in the RDMA-CM form that works over RoCE or (with
+//! `--ib-cm`) the IB CM form `ibsrpdm -c` prints; `--json` the same as JSON.
 
 use crate::hex::to_hex;
 use access_layer::dm::IocRecord;
@@ -62,18 +63,34 @@ fn ioc_json(portal: IpAddr, r: &IocRecord) -> Value {
     })
 }
 
-/// `ib_srp` `add_target` strings, one per SRP service: the IB CM form with the portal's
-/// GID, as `ibsrpdm -c` prints them.
-fn login_strings(portal: IpAddr, r: &IocRecord) -> Vec<String> {
+/// Which form of `add_target` string to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LoginStrings {
+    /// `dest=<portal>:<port>`: RDMA-CM, what Linux ib_srp over RoCE logs in with.
+    RdmaCm(u16),
+    /// `dgid=…,pkey=ffff,service_id=…`, as `ibsrpdm -c` (IB CM; needs a subnet manager).
+    IbCm,
+}
+
+/// `ib_srp` `add_target` strings, one per SRP service.
+fn login_strings(portal: IpAddr, r: &IocRecord, form: LoginStrings) -> Vec<String> {
     let dgid = to_hex(&Gid::from_ip(portal).0);
+    let dest = match portal {
+        IpAddr::V4(a) => a.to_string(),
+        IpAddr::V6(a) => format!("[{a}]"),
+    };
     r.entries
         .iter()
         .filter_map(|e| {
             e.srp_id_ext().map(|id_ext| {
-                format!(
-                    "id_ext={id_ext:016x},ioc_guid={:016x},dgid={dgid},pkey=ffff,service_id={:016x}",
-                    r.profile.guid.0, e.service_id.0
-                )
+                let ids = format!("id_ext={id_ext:016x},ioc_guid={:016x}", r.profile.guid.0);
+                match form {
+                    LoginStrings::RdmaCm(port) => format!("{ids},dest={dest}:{port}"),
+                    LoginStrings::IbCm => format!(
+                        "{ids},dgid={dgid},pkey=ffff,service_id={:016x}",
+                        e.service_id.0
+                    ),
+                }
             })
         })
         .collect()
@@ -85,7 +102,7 @@ pub(crate) fn run(
     local: Option<IpAddr>,
     timeout: Duration,
     as_json: bool,
-    strings: bool,
+    strings: Option<LoginStrings>,
 ) -> Result<()> {
     let found = sweep(portal, local, timeout)?;
     if as_json {
@@ -93,9 +110,9 @@ pub(crate) fn run(
         println!("{}", serde_json::to_string_pretty(&Value::Array(v))?);
         return Ok(());
     }
-    if strings {
+    if let Some(form) = strings {
         for r in &found.iocs {
-            for s in login_strings(portal, r) {
+            for s in login_strings(portal, r, form) {
                 println!("{s}");
             }
         }

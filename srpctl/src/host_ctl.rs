@@ -277,9 +277,11 @@ fn sessions_table(v: &[SessionInfo]) -> String {
                     s.ioc_name.clone()
                 },
                 s.state.clone(),
+                s.login.clone(),
                 format!("{}/{}", s.logins, s.losses),
                 s.outstanding.to_string(),
                 s.disks.len().to_string(),
+                crate::counters::transport(s.hca.iter().map(|(k, v)| (k.as_str(), *v))),
                 s.last_error.clone().unwrap_or_default(),
             ]
         })
@@ -291,9 +293,11 @@ fn sessions_table(v: &[SessionInfo]) -> String {
             "LOCAL",
             "IOC",
             "STATE",
+            "LOGIN",
             "LOGINS/LOSSES",
             "OUTSTANDING",
             "DISKS",
+            "TRANSPORT",
             "LAST ERROR",
         ],
         rows,
@@ -409,6 +413,7 @@ fn paths_text(v: &[DiskInfo]) -> String {
                     format!("{}/{}", p.reads, p.writes),
                     size(u128::from(p.bytes)),
                     format!("{}/{}", p.errors, p.failures),
+                    format!("{}/{}", p.hca_dropped, p.retransmits),
                 ]
             })
             .collect();
@@ -426,6 +431,7 @@ fn paths_text(v: &[DiskInfo]) -> String {
                 "READS/WRITES",
                 "BYTES",
                 "ERRORS/FAILURES",
+                "DROPS/RETX",
             ],
             rows,
         );
@@ -474,6 +480,8 @@ mod tests {
             bytes: 30 * 4096,
             errors: 1,
             failures: 2,
+            hca_dropped: 3,
+            retransmits: 4,
         }
     }
 

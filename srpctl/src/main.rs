@@ -11,6 +11,7 @@
 //! ibsrpdm), `bench hca`, `bench disk`.
 
 mod bench;
+mod counters;
 mod decode;
 mod demo;
 mod discover;
@@ -84,9 +85,17 @@ enum Command {
         /// Print JSON.
         #[arg(long, conflicts_with = "login_strings")]
         json: bool,
-        /// Print Linux ib_srp add_target strings, one per SRP service (as ibsrpdm -c).
+        /// Print Linux ib_srp add_target strings, one per SRP service: the RDMA-CM form
+        /// (`dest=<portal>:<port>`, what Linux over RoCE logs in with), or with --ib-cm the
+        /// IB CM form ibsrpdm -c prints (`dgid=…,service_id=…`, which needs a subnet manager).
         #[arg(long)]
         login_strings: bool,
+        /// The target's RDMA-CM port in --login-strings.
+        #[arg(long, default_value_t = 5555, requires = "login_strings")]
+        rdma_cm_port: u16,
+        /// --login-strings in the IB CM form.
+        #[arg(long, requires = "login_strings")]
+        ib_cm: bool,
     },
     /// Drills an operator runs against a live host (and target): `drill failover`.
     Drill {
@@ -356,10 +365,17 @@ fn main() -> Result<()> {
             timeout,
             json,
             login_strings,
+            rdma_cm_port,
+            ib_cm,
         } => {
             let timeout = std::time::Duration::try_from_secs_f64(timeout)
                 .map_err(|_| anyhow::anyhow!("--timeout must be a positive number of seconds"))?;
-            discover::run(portal, local, timeout, json, login_strings)
+            let strings = login_strings.then_some(if ib_cm {
+                discover::LoginStrings::IbCm
+            } else {
+                discover::LoginStrings::RdmaCm(rdma_cm_port)
+            });
+            discover::run(portal, local, timeout, json, strings)
         }
         Command::Bench {
             what:

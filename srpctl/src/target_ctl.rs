@@ -130,7 +130,8 @@ fn port_json(p: &PortStatus) -> Value {
         "sessions": p.sessions,
         "resources": {"qps": p.resources.qps, "cqs": p.resources.cqs,
                       "srqs": p.resources.srqs, "mrs": p.resources.mrs},
-        "rx_packets": p.rx_packets, "tx_packets": p.tx_packets,
+        "rx_packets": p.hca.rx_packets, "tx_packets": p.hca.tx_packets,
+        "hca": p.hca.named().into_iter().map(|(k, v)| (k.to_owned(), Value::from(v))).collect::<serde_json::Map<String, Value>>(),
     })
 }
 
@@ -215,14 +216,18 @@ fn ports_table(v: &[PortStatus]) -> String {
                     "{}/{}/{}",
                     p.resources.qps, p.resources.cqs, p.resources.mrs
                 ),
-                p.rx_packets.to_string(),
-                p.tx_packets.to_string(),
+                crate::counters::transport(p.hca.named()),
             ]
         })
         .collect();
     table(
         &[
-            "PORT", "ADDRESS", "STATE", "SESSIONS", "QP/CQ/MR", "RX", "TX",
+            "PORT",
+            "ADDRESS",
+            "STATE",
+            "SESSIONS",
+            "QP/CQ/MR",
+            "TRANSPORT",
         ],
         rows,
     )

@@ -57,6 +57,7 @@ fn discover_lists_the_portals_iocs_like_ibsrpdm() {
         "--local",
         "127.0.112.3",
         "--login-strings",
+        "--ib-cm",
     ]);
     assert!(ok, "{err}");
     let lines: Vec<&str> = out.lines().collect();
@@ -65,6 +66,25 @@ fn discover_lists_the_portals_iocs_like_ibsrpdm() {
         [
             "id_ext=0002c90300f0f001,ioc_guid=0002c90300f0f001,dgid=00000000000000000000ffff7f007001,pkey=ffff,service_id=0002c90300f0f001",
             "id_ext=0000000000000007,ioc_guid=0002c90300f0f002,dgid=00000000000000000000ffff7f007001,pkey=ffff,service_id=0002c90300f0f0b0",
+        ]
+    );
+    // The RDMA-CM form, what Linux ib_srp over RoCE takes (the default).
+    let (ok, out, err) = srpctl(&[
+        "discover",
+        "127.0.112.1",
+        "--local",
+        "127.0.112.3",
+        "--login-strings",
+        "--rdma-cm-port",
+        "5560",
+    ]);
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "id_ext=0002c90300f0f001,ioc_guid=0002c90300f0f001,dest=127.0.112.1:5560",
+            "id_ext=0000000000000007,ioc_guid=0002c90300f0f002,dest=127.0.112.1:5560",
         ]
     );
 

@@ -84,12 +84,37 @@ pub fn tshark_field(file: &Path, field: &str) -> Vec<String> {
         .collect()
 }
 
+/// The protocols tshark guesses InfiniBand payloads to be (heuristically). None is SRP
+/// (Wireshark has no SCSI RDMA Protocol dissector), and they misread SRP IUs: an SRP_RSP
+/// with a request limit delta of 1 looks like an RPC-over-RDMA header of version 1 and is
+/// then "malformed". The wire checks are of the InfiniBand layers (BTH, extension headers,
+/// MADs, CM), so these are turned off ([`tshark_problem_args`]).
+pub const PAYLOAD_GUESSES: [&str; 9] = [
+    "rpcordma",
+    "smb_direct",
+    "smc",
+    "nvme-rdma",
+    "lnet",
+    "iser",
+    "infiniband.eoib",
+    "infiniband_sdp",
+    "fcoib",
+];
+
+/// The tshark arguments (after `-r FILE`) that list the frames it flags as malformed or
+/// with error-level expert info, the payload guesses off.
+pub fn tshark_problem_args() -> Vec<&'static str> {
+    let mut args = Vec::new();
+    for p in PAYLOAD_GUESSES {
+        args.extend(["--disable-protocol", p]);
+    }
+    args.extend(["-Y", "_ws.malformed || _ws.expert.severity >= error"]);
+    args
+}
+
 /// Frames tshark flags as malformed or with error-level expert info (empty when clean).
 pub fn tshark_problems(file: &Path) -> String {
-    tshark(
-        file,
-        &["-Y", "_ws.malformed || _ws.expert.severity >= error"],
-    )
+    tshark(file, &tshark_problem_args())
 }
 
 /// Whether the wire checks should be skipped (`HCA_SKIP_WIRE_CHECK` set).

@@ -3,6 +3,7 @@
 
 use super::CmError;
 use super::conn::{Action, Conn, ConnState, Input, Role};
+use crate::mad::cm::rej::REJ_PRIVATE_DATA_LEN;
 use crate::mad::cm::{
     CmDrep, CmDreq, CmMra, CmPath, CmRej, CmRejReason, CmRep, CmReq, CmRtu, MraMessage, RejMessage,
 };
@@ -32,6 +33,12 @@ pub struct CmConfig {
     pub time_wait: Duration,
     /// High 32 bits of every TID this endpoint allocates.
     pub agent_id: u32,
+    /// The first local communication ID (0 counts as 1). A peer's CM keys connections by
+    /// (CA GUID, communication ID) — Linux's `cm_insert_remote_id` takes a second REQ with
+    /// a pair it knows for a duplicate and drops it — so endpoints that share a CA GUID (a
+    /// host's adapters, a restarted daemon) must not number alike: drivers start each at a
+    /// random value ([`super::random_comm_id`]), as Linux randomises its own.
+    pub first_comm_id: u32,
 }
 
 /// What [`CmEndpoint::connect`] sends in the REQ.
@@ -43,8 +50,9 @@ pub struct ConnectParams {
     pub service_id: ServiceId,
     /// Our RC QP.
     pub qpn: Qpn,
-    /// Our first send PSN.
-    pub starting_psn: Psn,
+    /// The REQ's Starting PSN: the PSN we expect the passive side's first packet to carry,
+    /// our receive PSN (as Linux reads it; [`super::QpPsns::active`]).
+    pub receive_psn: Psn,
     /// RDMA READs we accept in flight (our IRD).
     pub responder_resources: u8,
     /// RDMA READs we will issue in flight (our ORD).
@@ -68,8 +76,9 @@ pub struct ConnectParams {
 pub struct AcceptParams {
     /// Our RC QP.
     pub qpn: Qpn,
-    /// Our first send PSN.
-    pub starting_psn: Psn,
+    /// The REP's Starting PSN: the PSN we expect the active side's first packet to carry,
+    /// our receive PSN (as Linux reads it; [`super::QpPsns::passive`]).
+    pub receive_psn: Psn,
     /// RDMA READs we accept in flight.
     pub responder_resources: u8,
     /// RDMA READs we will issue in flight.
@@ -111,7 +120,17 @@ pub enum CmEvent {
         /// Why.
         reason: CmRejReason,
         /// The REJ's private data (an SRP_LOGIN_REJ for reason 28).
-        private_data: Vec<u8>,
+        private_data: PrivateData<REJ_PRIVATE_DATA_LEN>,
+    },
+    /// A REQ for a service nobody listens on was rejected (invalid service ID) without a
+    /// connection: reported so the refusal is not silent.
+    ReqRefused {
+        /// Who sent it.
+        from: Gid,
+        /// The service it asked for.
+        service_id: ServiceId,
+        /// The REJ reason sent.
+        reason: CmRejReason,
     },
     /// The peer did not answer within the retries; a REJ (timeout) was sent.
     TimedOut {
@@ -164,7 +183,7 @@ impl CmEndpoint {
     pub fn new(config: CmConfig) -> Self {
         CmEndpoint {
             config,
-            next_comm_id: 1,
+            next_comm_id: config.first_comm_id.max(1),
             next_tid: 1,
             listens: BTreeSet::new(),
             conns: BTreeMap::new(),
@@ -266,7 +285,7 @@ impl CmEndpoint {
             p.service_id,
             self.config.local_ca_guid,
             p.qpn,
-            p.starting_psn,
+            p.receive_psn,
             p.mtu,
             path,
             pd,
@@ -336,7 +355,7 @@ impl CmEndpoint {
             local_qkey: QKey(0),
             local_qpn: p.qpn,
             local_eecn: 0,
-            starting_psn: p.starting_psn,
+            starting_psn: p.receive_psn,
             responder_resources: p.responder_resources,
             initiator_depth: p.initiator_depth,
             target_ack_delay: 0,
@@ -574,6 +593,11 @@ impl CmEndpoint {
                 PrivateData::default(),
             );
             let _ = self.emit(from, tid, CmMessage::Rej(rej));
+            self.events.push_back(CmEvent::ReqRefused {
+                from: from.gid,
+                service_id: req.service_id,
+                reason: CmRejReason::InvalidServiceId,
+            });
             return;
         }
         let local_id = self.comm_id();
@@ -683,7 +707,7 @@ impl CmEndpoint {
                 let event = CmEvent::Rejected {
                     conn,
                     reason: rej.reason,
-                    private_data: rej.private_data.0.to_vec(),
+                    private_data: rej.private_data,
                 };
                 self.remove(id);
                 self.events.push_back(event);

@@ -12,16 +12,33 @@
 //! REQ's private data) and the RDMA-CM form (service ID `0x0000000001060000 | port`, the
 //! 36-byte RDMA-CM header first in the private data; [`crate::mad::cm::CmaHeader`]). The QP
 //! attributes each side needs (QPN, starting PSN, responder resources, initiator depth, MTU,
-//! timeouts) travel in the REQ and REP and come out in the events.
+//! timeouts) travel in the REQ and REP and come out in the events; [`QpPsns`] says which
+//! PSN each side sends from (as Linux reads the Starting PSN: the sender's receive PSN).
 //!
 //! Files: `conn` (one connection's state and the transition table), `endpoint` (demultiplexing,
-//! listens, timers, MAD building).
+//! listens, timers, MAD building), `psn` (the QP PSNs a CM exchange sets).
 
 mod conn;
 mod endpoint;
+mod psn;
 
 pub use conn::{ConnState, Role};
 pub use endpoint::{AcceptParams, CmConfig, CmEndpoint, CmEvent, ConnId, ConnectParams};
+pub use psn::QpPsns;
+
+/// A random first communication ID for [`CmConfig::first_comm_id`] (the drivers' source of
+/// randomness: the endpoint itself owns none).
+pub fn random_comm_id() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    (h.finish() as u32).max(1)
+}
 
 /// Why a CM request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

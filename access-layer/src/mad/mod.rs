@@ -112,10 +112,9 @@ impl<const N: usize> Default for PrivateData<N> {
     }
 }
 
-/// Shows the length and the bytes up to the last non-zero one.
+/// Shows the length and the bytes as one hex string ([`wirekit::HexBytes`]).
 impl<const N: usize> core::fmt::Debug for PrivateData<N> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let used = self.0.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
-        write!(f, "PrivateData<{N}>({:02x?})", &self.0[..used])
+        write!(f, "PrivateData<{N}>({})", wirekit::HexBytes(&self.0))
     }
 }

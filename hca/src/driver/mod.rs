@@ -7,6 +7,7 @@
 //! thread. Nothing here blocks on I/O except [`Hca::wait_event`], meant for threads that may
 //! block. Dropping the [`Hca`] stops the threads and closes the sockets.
 
+mod drops;
 mod socket;
 
 use crate::engine::{Engine, Event, Transmit};
@@ -43,6 +44,9 @@ pub struct HcaConfig {
     /// default; off when every packet must be a separate datagram on the capture point
     /// (loopback captures see a GSO send unsegmented).
     pub gso: bool,
+    /// The first QPN handed out ([`Engine::set_next_qpn`]): distinct ranges for devices
+    /// that share a node GUID.
+    pub first_qpn: u32,
 }
 
 impl HcaConfig {
@@ -53,6 +57,7 @@ impl HcaConfig {
             ports,
             udp_port: Engine::UDP_PORT,
             gso: true,
+            first_qpn: 0,
         }
     }
 }
@@ -267,7 +272,11 @@ impl Hca {
             polls.push(poll);
         }
         let shared = Arc::new(Shared {
-            engine: Mutex::new(Engine::new(config.node_guid, &config.ports)),
+            engine: Mutex::new({
+                let mut e = Engine::new(config.node_guid, &config.ports);
+                e.set_next_qpn(config.first_qpn);
+                e
+            }),
             gso: config.gso,
             epoch: Instant::now(),
             ports,
@@ -281,9 +290,10 @@ impl Hca {
         for (i, (sock, poll)) in sockets.into_iter().zip(polls).enumerate() {
             let shared = shared.clone();
             let port = (i + 1) as u8;
+            let addr = addrs[i];
             let t = std::thread::Builder::new()
                 .name(format!("hca-port{port}"))
-                .spawn(move || port_thread(&shared, port, Receiver::new(sock), poll))
+                .spawn(move || port_thread(&shared, port, Receiver::new(sock), poll, addr))
                 .map_err(DriverError::Poll)?;
             threads.push(t);
         }
@@ -362,9 +372,10 @@ impl Drop for Hca {
 
 /// One port's loop: receive, fire timers, flush what waits, sleep until the next of a
 /// datagram, a wake-up or the engine's deadline.
-fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll) {
+fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll, addr: SocketAddr) {
     let mut events = Events::with_capacity(8);
     let idx = usize::from(port) - 1;
+    let mut drops = drops::DropLog::new(addr);
     while !shared.stop.load(Ordering::SeqCst) {
         let deadline = lock(&shared.engine).poll_timeout();
         let wait = deadline.map(|t| Duration::from_nanos(t.0.saturating_sub(shared.now().0)));
@@ -390,16 +401,20 @@ fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll) {
                 .datagrams_received
                 .fetch_add(n as u64, Ordering::Relaxed);
             shared.with(|e, now| {
-                for (src, bytes, segment) in rx.datagrams() {
-                    e.handle_segment(now, port, src, bytes, segment);
+                for (src, bytes) in rx.datagrams() {
+                    e.handle_datagram(now, port, src, bytes);
                 }
             });
         }
-        shared.with(|e, now| {
+        let stats = shared.with(|e, now| {
             if e.poll_timeout().is_some_and(|t| t <= now) {
                 e.handle_timeout(now);
             }
+            e.port_stats(port)
         });
+        if let Some(s) = stats {
+            drops.check(Instant::now(), &s);
+        }
         flush_pending(shared, idx);
     }
 }

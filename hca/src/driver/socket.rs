@@ -123,16 +123,15 @@ impl Receiver {
     }
 
     /// The packets the last [`Receiver::fill`] received: each GRO buffer split into its
-    /// segments, with the segment's index in its buffer (the IPv4 ID a GSO sender used).
-    pub(crate) fn datagrams(&self) -> impl Iterator<Item = (SocketAddr, &[u8], u16)> {
+    /// segments (each carried its own IPv4 ID, which the engine's ICRC check solves for).
+    pub(crate) fn datagrams(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> {
         self.got
             .iter()
             .zip(&self.bufs)
             .flat_map(|(&(len, src, seg), buf)| {
                 buf[..len]
                     .chunks(seg)
-                    .enumerate()
-                    .filter_map(move |(k, pkt)| src.map(|s| (s, pkt, k as u16)))
+                    .filter_map(move |pkt| src.map(|s| (s, pkt)))
             })
     }
 }

@@ -1,7 +1,7 @@
 //! What a QP handler may touch while it runs: the device's memory regions, completion and
 //! shared receive queues, and the output queues. Borrowed from the engine for one call.
 
-use super::{CqId, Event, Slab, SrqId, Stats, Transmit};
+use super::{CqId, Event, Slab, SrqId, StatsTable, Transmit};
 use crate::ids::Gid;
 use crate::mr::MrTable;
 use crate::time::Time;
@@ -19,14 +19,14 @@ pub(crate) struct Ctx<'a> {
     pub(crate) out: &'a mut VecDeque<Transmit>,
     pub(crate) events: &'a mut VecDeque<Event>,
     pub(crate) port_ips: &'a [IpAddr],
-    pub(crate) stats: &'a mut Stats,
+    pub(crate) stats: &'a mut StatsTable,
 }
 
 impl Ctx<'_> {
     /// Posts a completion; an overrun or a fired notification becomes an event.
     pub(crate) fn complete(&mut self, cq: CqId, wc: Wc) {
         let Some(q) = self.cqs.get_mut(cq.0) else {
-            self.stats.lost_completions += 1;
+            self.stats.device().lost_completions += 1;
             return;
         };
         if q.push(wc).is_err() {
@@ -63,7 +63,7 @@ impl Ctx<'_> {
         fill: impl FnOnce(&mut [u8]),
     ) {
         let Some(&src) = self.port_ips.get(usize::from(port).wrapping_sub(1)) else {
-            self.stats.tx_errors += 1;
+            self.stats.at(port).tx_errors += 1;
             return;
         };
         let dst_ip = dst.to_ip();
@@ -72,14 +72,14 @@ impl Ctx<'_> {
         match pkt.emit_with(&mut bytes, payload_len, fill, &ctx) {
             Ok(n) => {
                 bytes.truncate(n);
-                self.stats.tx_packets += 1;
+                self.stats.at(port).tx_packets += 1;
                 self.out.push_back(Transmit {
                     port,
                     dst: SocketAddr::new(dst_ip, ROCE_V2_UDP_PORT),
                     bytes,
                 });
             }
-            Err(_) => self.stats.tx_errors += 1,
+            Err(_) => self.stats.at(port).tx_errors += 1,
         }
     }
 }

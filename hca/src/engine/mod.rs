@@ -10,9 +10,12 @@
 
 mod ctx;
 mod slab;
+mod stats;
 
 pub(crate) use ctx::Ctx;
 pub(crate) use slab::Slab;
+pub use stats::Stats;
+pub(crate) use stats::StatsTable;
 
 use crate::ids::{Gid, Guid, Qpn};
 use crate::mem::MemBlock;
@@ -71,31 +74,6 @@ pub enum Event {
     PortActive(u8),
     /// A port went down.
     PortDown(u8),
-}
-
-/// Counters of what the engine dropped or did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Datagrams received.
-    pub rx_packets: u64,
-    /// Datagrams queued for sending.
-    pub tx_packets: u64,
-    /// Datagrams that failed to build.
-    pub tx_errors: u64,
-    /// Received datagrams whose ICRC did not match.
-    pub icrc_errors: u64,
-    /// Received datagrams that did not parse.
-    pub malformed: u64,
-    /// Received for a QP that does not exist, or from the wrong peer.
-    pub unknown_qp: u64,
-    /// Received or to be sent while the port was down.
-    pub port_down_drops: u64,
-    /// UD datagrams with the wrong Q_Key.
-    pub qkey_mismatch: u64,
-    /// UD datagrams with no receive posted.
-    pub no_recv_posted: u64,
-    /// Completions for a destroyed CQ.
-    pub lost_completions: u64,
 }
 
 /// Live objects of a device: what a leak check compares before and after.
@@ -213,7 +191,7 @@ pub struct Engine {
     next_qpn: u32,
     out: VecDeque<Transmit>,
     events: VecDeque<Event>,
-    stats: Stats,
+    stats: StatsTable,
 }
 
 impl std::fmt::Debug for Engine {
@@ -260,8 +238,17 @@ impl Engine {
             next_qpn: FIRST_QPN,
             out: VecDeque::new(),
             events: VecDeque::new(),
-            stats: Stats::default(),
+            stats: StatsTable::new(port_addrs.len()),
         }
+    }
+
+    /// Numbers the next QP from `qpn` on (24 bits; 0 and 1 are skipped). Devices that share
+    /// a node GUID — one host's adapters presented as ports of one CA — must not hand out
+    /// the same QPNs: a peer's CM takes a REQ with a (CA GUID, QPN) pair it already has a
+    /// connection for as a stale connection, rejects it and disconnects the other (Linux
+    /// `cm_insert_remote_qpn`).
+    pub fn set_next_qpn(&mut self, qpn: u32) {
+        self.next_qpn = (qpn & 0x00ff_ffff).max(FIRST_QPN);
     }
 
     /// The node GUID.
@@ -274,9 +261,14 @@ impl Engine {
         &self.ports
     }
 
-    /// Counters.
+    /// Counters, summed over the ports.
     pub fn stats(&self) -> Stats {
-        self.stats
+        self.stats.total()
+    }
+
+    /// Port `port`'s counters (1-based), if it exists.
+    pub fn port_stats(&self, port: u8) -> Option<Stats> {
+        self.stats.port(port)
     }
 
     /// Live objects now.
@@ -611,55 +603,40 @@ impl Engine {
         Ok(qp.post_recv(wr, &mut ctx)?)
     }
 
-    /// A datagram arrived on `port` (1-based) from `src`.
+    /// A datagram arrived on `port` (1-based) from `src`. Its ICRC is checked without
+    /// knowing the IPv4 ID it was sent with ([`Packet::parse_received`]): ID 0 for our own
+    /// traffic, 0, 1, 2, … for the segments of a GSO send, a hashed one from Linux rxe.
+    /// Every drop is counted under its reason in the port's [`Stats`].
     pub fn handle_datagram(&mut self, now: Time, port: u8, src: SocketAddr, data: &[u8]) {
-        self.handle_segment(now, port, src, data, 0);
-    }
-
-    /// Packet `segment` of a coalesced (GRO) receive arrived. A GSO sender's kernel numbered
-    /// the segments' IPv4 IDs 0, 1, 2, …, and the ICRC covers the ID: the packet verifies
-    /// against ID 0 (a plain datagram) or, failing that, against its segment index.
-    pub fn handle_segment(
-        &mut self,
-        now: Time,
-        port: u8,
-        src: SocketAddr,
-        data: &[u8],
-        segment: u16,
-    ) {
-        self.stats.rx_packets += 1;
+        let stats = self.stats.at(port);
+        stats.rx_packets += 1;
         let Some(p) = self.ports.get(usize::from(port).wrapping_sub(1)).copied() else {
-            self.stats.malformed += 1;
+            stats.malformed += 1;
             return;
         };
         if !p.active {
-            self.stats.port_down_drops += 1;
+            stats.port_down_drops += 1;
             return;
         }
         let icrc = IcrcContext::new(src.ip(), p.ip, src.port());
-        let mut parsed = Packet::parse_verified(data, &icrc);
-        if segment != 0 && matches!(parsed, Err(WireError::BadIcrc { .. })) {
-            parsed = Packet::parse_verified(
-                data,
-                &IcrcContext {
-                    ipv4_id: segment,
-                    ..icrc
-                },
-            );
-        }
-        let pkt = match parsed {
-            Ok(pkt) => pkt,
+        let pkt = match Packet::parse_received(data, &icrc) {
+            Ok((pkt, ipv4_id)) => {
+                if ipv4_id != 0 {
+                    stats.ipv4_id_nonzero += 1;
+                }
+                pkt
+            }
             Err(WireError::BadIcrc { .. }) => {
-                self.stats.icrc_errors += 1;
+                stats.icrc_errors += 1;
                 return;
             }
             Err(_) => {
-                self.stats.malformed += 1;
+                stats.malformed += 1;
                 return;
             }
         };
         let Some(info) = pkt.bth.opcode.info() else {
-            self.stats.malformed += 1;
+            stats.malformed += 1;
             return;
         };
         let dest = pkt.bth.dest_qp;
@@ -670,19 +647,25 @@ impl Engine {
         };
         let mut ctx = ctx!(self, now);
         let Some(qp) = self.qps.get_mut(&id) else {
-            ctx.stats.unknown_qp += 1;
+            ctx.stats.at(port).unknown_qp += 1;
             return;
         };
-        if (pkt.bth.pkey.0 & 0x7fff) != (qp.pkey.0 & 0x7fff) || qp.port != port {
-            ctx.stats.unknown_qp += 1;
+        if qp.port != port {
+            ctx.stats.at(port).wrong_transport += 1;
+            return;
+        }
+        if (pkt.bth.pkey.0 & 0x7fff) != (qp.pkey.0 & 0x7fff) {
+            ctx.stats.at(port).pkey_mismatch += 1;
             return;
         }
         match (qp.init.qp_type, info.transport) {
             (QpType::Rc, Transport::Rc) => {
-                if qp.dest_gid.to_ip() != src.ip()
-                    || !matches!(qp.state(), QpState::Rtr | QpState::Rts | QpState::Sqd)
-                {
-                    ctx.stats.unknown_qp += 1;
+                if qp.dest_gid.to_ip() != src.ip() {
+                    ctx.stats.at(port).wrong_peer += 1;
+                    return;
+                }
+                if !matches!(qp.state(), QpState::Rtr | QpState::Rts | QpState::Sqd) {
+                    ctx.stats.at(port).wrong_state += 1;
                     return;
                 }
                 match info.kind {
@@ -694,7 +677,7 @@ impl Engine {
                 qp.pump(&mut ctx);
             }
             (QpType::Ud, Transport::Ud) => qp.ud_receive(&pkt, src.ip(), p.ip, &mut ctx),
-            _ => ctx.stats.unknown_qp += 1,
+            _ => ctx.stats.at(port).wrong_transport += 1,
         }
     }
 
@@ -721,7 +704,7 @@ impl Engine {
             if up {
                 return Some(t);
             }
-            self.stats.port_down_drops += 1;
+            self.stats.at(t.port).port_down_drops += 1;
         }
         None
     }

@@ -51,6 +51,8 @@ pub(crate) struct Requester {
     /// A go-back-N for a gap in read responses is under way: further gaps are the rest of
     /// the same burst, not new losses (rxe's `started_retry`). Cleared by progress.
     gap_retry: bool,
+    /// After a go-back-N: packets before this PSN are sent again (counted as such).
+    resend_before: Option<Psn>,
 }
 
 impl Requester {
@@ -252,6 +254,17 @@ impl Qp {
         bth
     }
 
+    /// Counts a packet with `psn` as retransmitted if a go-back-N sent it before.
+    fn count_resend(&mut self, psn: Psn, ctx: &mut Ctx<'_>) {
+        if let Some(before) = self.req.resend_before {
+            if psn.diff(before) < 0 {
+                ctx.stats.at(self.port).retransmitted_packets += 1;
+            } else {
+                self.req.resend_before = None;
+            }
+        }
+    }
+
     fn arm_retransmit(&mut self, now: Time) {
         if self.req.retrans_at.is_none() {
             self.req.retrans_at = self.timeout.map(|t| now + t);
@@ -269,6 +282,10 @@ impl Qp {
         let first = *wqe.first_psn.get_or_insert(self.req.next_psn);
         let psn = first.wrapping_add(k);
         debug_assert_eq!(psn, self.req.next_psn, "packets go out in PSN order");
+        if self.req.resend_before.is_some() {
+            self.count_resend(psn, ctx);
+        }
+        let wqe = &mut self.req.sq[idx];
         let n = wqe.npsn;
         let last = k + 1 == n;
         let offset = u64::from(k) * mtu;
@@ -349,6 +366,10 @@ impl Qp {
         let first = *wqe.first_psn.get_or_insert(self.req.next_psn);
         let psn = first.wrapping_add(k);
         debug_assert_eq!(psn, self.req.next_psn, "requests go out in PSN order");
+        if self.req.resend_before.is_some() {
+            self.count_resend(psn, ctx);
+        }
+        let wqe = &mut self.req.sq[idx];
         let SendOp::Read { remote_addr, rkey } = wqe.wr.op else {
             return false;
         };
@@ -503,6 +524,12 @@ impl Qp {
             }
             self.req.retry_left -= 1;
         }
+        ctx.stats.at(self.port).retries += 1;
+        let high = self.req.next_psn;
+        self.req.resend_before = match self.req.resend_before {
+            Some(p) if p.diff(high) > 0 => Some(p),
+            _ => Some(high),
+        };
         let comp = self.req.comp_psn;
         self.req.next_psn = comp;
         self.req.noack = 0;
@@ -540,14 +567,21 @@ impl Qp {
         match pkt.bth.opcode {
             Opcode::RcAcknowledge => match pkt.aeth.map(|a| a.syndrome) {
                 Some(Syndrome::Ack { .. }) => self.rc_ack_through(psn, ctx),
-                Some(Syndrome::RnrNak { timer }) => self.rc_on_rnr(psn, timer, ctx),
+                Some(Syndrome::RnrNak { timer }) => {
+                    ctx.stats.at(self.port).rnr_naks_received += 1;
+                    self.rc_on_rnr(psn, timer, ctx)
+                }
                 Some(Syndrome::Nak(NakCode::PsnSequenceError)) => {
+                    ctx.stats.at(self.port).psn_naks_received += 1;
                     self.rc_ack_through(psn_before(psn), ctx);
                     if self.req.outstanding() && self.req.comp_psn == psn {
                         self.rc_signal_retry(ctx);
                     }
                 }
-                Some(Syndrome::Nak(code)) => self.rc_on_fatal_nak(psn, code, ctx),
+                Some(Syndrome::Nak(code)) => {
+                    ctx.stats.at(self.port).fatal_naks_received += 1;
+                    self.rc_on_fatal_nak(psn, code, ctx)
+                }
                 _ => {}
             },
             Opcode::RcRdmaReadResponseFirst
@@ -663,6 +697,7 @@ impl Qp {
         if self.req.retrans_at.is_some_and(|t| t <= now) {
             self.req.retrans_at = None;
             if self.req.outstanding() {
+                ctx.stats.at(self.port).retransmit_timeouts += 1;
                 self.req.gap_retry = true;
                 self.rc_retry(true, ctx);
             }

@@ -79,6 +79,13 @@ impl Qp {
             syndrome,
             msn: self.resp.msn & 0x00ff_ffff,
         });
+        let stats = ctx.stats.at(self.port);
+        match syndrome {
+            Syndrome::Nak(NakCode::PsnSequenceError) => stats.psn_naks_sent += 1,
+            Syndrome::Nak(_) => stats.fatal_naks_sent += 1,
+            Syndrome::RnrNak { .. } => stats.rnr_naks_sent += 1,
+            _ => {}
+        }
         ctx.transmit(self.port, self.dest_gid, &pkt, 0, |_| {});
     }
 
@@ -100,6 +107,9 @@ impl Qp {
                 self.resp.nak_latched = true;
                 let epsn = self.resp.epsn;
                 self.send_aeth(epsn, Syndrome::Nak(NakCode::PsnSequenceError), ctx);
+            } else {
+                // The rest of a burst after a loss: the NAK already asked for a resend.
+                ctx.stats.at(self.port).out_of_sequence += 1;
             }
             return;
         }
@@ -373,6 +383,7 @@ impl Qp {
 
     /// A request with a PSN already executed: re-ACK, or replay a READ.
     fn rc_duplicate(&mut self, pkt: &Packet<'_>, ctx: &mut Ctx<'_>) {
+        ctx.stats.at(self.port).duplicate_requests += 1;
         let psn = pkt.bth.psn;
         match pkt.bth.opcode.info().map(|i| i.kind) {
             Some(Kind::Send | Kind::RdmaWrite) => {

@@ -151,11 +151,11 @@ impl Qp {
             self.qkey
         };
         if deth.qkey != qkey {
-            ctx.stats.qkey_mismatch += 1;
+            ctx.stats.at(self.port).qkey_mismatch += 1;
             return;
         }
         let Some(wr) = self.take_recv(ctx) else {
-            ctx.stats.no_recv_posted += 1;
+            ctx.stats.at(self.port).no_recv_posted += 1;
             return;
         };
         let mut wc = Wc::new(wr.wr_id, WcStatus::Success, WcOpcode::Recv, self.qpn);

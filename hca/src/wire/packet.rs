@@ -2,7 +2,7 @@
 //!
 //! [`Packet::parse`] validates the structure and borrows the payload; it does not check the
 //! ICRC, which needs the IP context ([`Packet::parse_verified`] or [`super::icrc::verify`]
-//! does). [`Packet::emit`] and [`Packet::emit_with`] write the headers, the payload, the pad
+//! does; [`Packet::parse_received`] when the IPv4 ID is unknown, as on a UDP socket). [`Packet::emit`] and [`Packet::emit_with`] write the headers, the payload, the pad
 //! (PadCnt is computed, never taken from the caller) and the ICRC in one pass over the
 //! output buffer; `emit_with` lets the engine gather the payload straight from registered
 //! memory into the datagram, with no intermediate copy.
@@ -188,6 +188,23 @@ impl<'a> Packet<'a> {
             return Err(WireError::BadIcrc { expected, got });
         }
         Self::parse(udp_payload)
+    }
+
+    /// Checks the ICRC of a received packet whose IPv4 ID the receiver cannot see (see
+    /// [`icrc::verify_received`]), then parses; also returns the ID the sender used.
+    pub fn parse_received(
+        udp_payload: &'a [u8],
+        ip: &IcrcContext,
+    ) -> Result<(Self, u16), WireError> {
+        match icrc::verify_received(ip, udp_payload) {
+            icrc::Received::Verified { ipv4_id } => Ok((Self::parse(udp_payload)?, ipv4_id)),
+            icrc::Received::Mismatch { expected, got } => Err(WireError::BadIcrc { expected, got }),
+            icrc::Received::Truncated => Err(WireError::Truncated {
+                what: "RoCEv2 packet",
+                need: BTH_LEN + ICRC_LEN,
+                have: udp_payload.len(),
+            }),
+        }
     }
 
     /// BTH plus the extension headers present, in bytes.

@@ -389,7 +389,7 @@ impl SimPath {
             o => panic!("VPD 0x83 through path {key}: {o}"),
         };
         let id = SrpDsm::default()
-            .inquire(&inquiry, &vpd)
+            .inquire(&inquiry, &vpd, None)
             .expect("the DSM claims the LU");
         assert_eq!(id.relative_port, Some(self.port));
         PathSpec {
@@ -615,7 +615,7 @@ pub fn disk_weighted(
 ) -> Arc<MultipathDisk> {
     let identity = DiskIdentity {
         identity: SrpDsm::default()
-            .inquire(&lu.inquiry(), &lu.vpd83(1, 1))
+            .inquire(&lu.inquiry(), &lu.vpd83(1, 1), None)
             .expect("claimed")
             .identity,
         vendor: "SIM".into(),

@@ -17,6 +17,6 @@ mod wire;
 pub use client::{ClientError, HostClient};
 pub use model::{
     DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, LoginSpec, PathInfo,
-    SessionInfo,
+    SessionInfo, hca_counters,
 };
 pub use service::HostService;

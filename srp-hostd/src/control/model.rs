@@ -5,6 +5,7 @@
 //! (JSON numbers lose precision beyond 2^53).
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 /// One login: a channel from a local port to an IOC's SRP service.
@@ -38,6 +39,24 @@ pub struct SessionInfo {
     pub outstanding: u32,
     /// The block files of this session's LUNs.
     pub disks: Vec<String>,
+    /// The login form that logged in: `ib-cm` or `rdma-cm`.
+    #[serde(default)]
+    pub login: String,
+    /// The session's HCA port counters by name (`hca::engine::Stats::named`): packets,
+    /// drops by reason (`icrc_errors`, `unknown_qp`, `pkey_mismatch`, `wrong_peer`,
+    /// `wrong_state`, `malformed`, …), NAKs sent and received, retransmits, and `dropped`
+    /// (their sum).
+    #[serde(default)]
+    pub hca: BTreeMap<String, u64>,
+}
+
+/// `Stats::named` as the control socket carries it.
+pub fn hca_counters(stats: &hca::engine::Stats) -> BTreeMap<String, u64> {
+    stats
+        .named()
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), *v))
+        .collect()
 }
 
 /// One path of a multipath disk: the LUN as one session reaches it.
@@ -79,6 +98,13 @@ pub struct PathInfo {
     pub errors: u64,
     /// Times it was taken out of service.
     pub failures: u64,
+    /// Datagrams its session's HCA port dropped (every reason; the session listing names
+    /// them).
+    #[serde(default)]
+    pub hca_dropped: u64,
+    /// Packets its session's HCA port sent again (RC go-back-N).
+    #[serde(default)]
+    pub retransmits: u64,
 }
 
 /// One disk: a logical unit (one VPD 0x83 identity) over all its paths, exposed as one

@@ -230,6 +230,8 @@ mod tests {
             bytes: 4096,
             errors: 0,
             failures: 0,
+            hca_dropped: 0,
+            retransmits: 0,
         }
     }
 
@@ -269,6 +271,8 @@ mod tests {
             last_error: None,
             outstanding: 0,
             disks: (0..disks).map(|i| format!("srp{i}")).collect(),
+            login: "ib-cm".into(),
+            hca: [("icrc_errors".to_owned(), 1u64)].into_iter().collect(),
         }
     }
 

@@ -22,9 +22,8 @@ use hca::{Gid, Qpn};
 use srp::initiator::registration::{
     AllMemoryStrategy, FrmrConfig, FrmrStrategy, MapHandle, Registration, Segment, Strategy,
 };
-use srp::initiator::{
-    CmdId, DataDir, InitiatorChannel, InitiatorConfig, LoginForm, LoginParams, TmfId,
-};
+use srp::initiator::{CmdId, DataDir, InitiatorChannel, InitiatorConfig, LoginParams, TmfId};
+use srp::wire::IoClass;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -127,7 +126,11 @@ pub enum OpenError {
 impl Adapter {
     /// The channel-core configuration for `cfg`.
     pub(crate) fn channel_config(cfg: &SrpAdapterConfig) -> InitiatorConfig {
-        let login = LoginParams::new(LoginForm::IbCm, cfg.initiator_port_id, cfg.target_port_id);
+        let login = LoginParams::new(
+            cfg.login_via.form(),
+            cfg.initiator_port_id,
+            cfg.target_port_id,
+        );
         let mut c = InitiatorConfig::new(login);
         c.timers = cfg.timers;
         c.cmd_timeout = cfg.cmd_timeout;
@@ -138,8 +141,11 @@ impl Adapter {
 
     /// Opens everything (passive level).
     pub(crate) fn open(cfg: SrpAdapterConfig) -> Result<Adapter, OpenError> {
-        let hca = Hca::open(HcaConfig::new(cfg.node_guid, vec![cfg.local]))
-            .map_err(|e| OpenError::Hca(e.to_string()))?;
+        let hca = Hca::open(HcaConfig {
+            first_qpn: cfg.first_qpn,
+            ..HcaConfig::new(cfg.node_guid, vec![cfg.local])
+        })
+        .map_err(|e| OpenError::Hca(e.to_string()))?;
         let ctrl_len = (SEND_SLOTS + RECV_SLOTS) as u64 * SLOT;
         let ctrl = MemBlock::new(ctrl_len as usize);
         let arena = DmaArena::new(cfg.arena_pages);
@@ -168,6 +174,7 @@ impl Adapter {
             port: 1,
             time_wait: Duration::from_millis(20),
             agent_id: 0x5e1f,
+            first_comm_id: access_layer::cm::random_comm_id(),
         });
         let inner = Inner {
             gsi,
@@ -184,6 +191,12 @@ impl Adapter {
             paused: false,
             qp_failed: false,
         };
+        let target = format!(
+            "IOC {:#018x} at {} ({})",
+            cfg.target_port_id.guid(IoClass::SrpR16a).0,
+            cfg.target,
+            cfg.login_via.as_str()
+        );
         Ok(Adapter {
             arena,
             cfg,
@@ -196,7 +209,7 @@ impl Adapter {
             mapped: (AtomicU64::new(0), AtomicU64::new(0)),
             mapped_all_memory: AtomicU64::new(0),
             remapped: AtomicU64::new(0),
-            status: Mutex::new(StatusLog::default()),
+            status: Mutex::new(StatusLog::new(target)),
         })
     }
 

@@ -85,8 +85,8 @@ impl Adapter {
                 // Only a consumer-defined REJ carries an SRP_LOGIN_REJ (as ib_srp's
                 // srp_cm_rej_handler); any other (an unknown service ID, no QP, a timeout)
                 // is a connection-layer failure, whose zero-filled private data is no IU.
-                if reason == CmRejReason::ConsumerDefined && !private_data.is_empty() {
-                    s.channel.handle_login_rej(now, &private_data);
+                if reason == CmRejReason::ConsumerDefined {
+                    s.channel.handle_login_rej(now, &private_data.0);
                 } else {
                     self.status().note_cm_reject(reason);
                     s.channel.handle_disconnect(now);
@@ -97,6 +97,9 @@ impl Adapter {
             | CmEvent::Disconnected { conn }
                 if ours(conn) =>
             {
+                if matches!(ev, CmEvent::TimedOut { .. }) {
+                    self.status().note_cm_timeout();
+                }
                 if matches!(ev, CmEvent::DisconnectRequested { .. }) {
                     let _ = s.cm.disconnect(now, conn);
                 }

@@ -43,7 +43,7 @@ mod status;
 mod verbs;
 
 pub use adapter::OpenError;
-pub use status::AdapterStatus;
+pub use status::{AdapterStatus, LoginFailure};
 
 use crate::port::{
     AdapterControl, AdapterControlStatus, FindAdapterStatus, Miniport, PortConfigurationInfo,
@@ -73,6 +73,41 @@ pub enum RegistrationMode {
     TrustTarget,
 }
 
+/// Which form of login the adapter sends (architecture decision 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoginVia {
+    /// The native IB CM form: a REQ to the IOC's service ID (from Device Management)
+    /// carrying the 64-byte SRP_LOGIN_REQ.
+    #[default]
+    IbCm,
+    /// The RDMA-CM form, as Linux ib_srp's `dest=ip:port`: a REQ to service ID
+    /// `0x0000000001060000 | port` (TCP port space) whose private data is the cma header
+    /// (our address and a source port, the target's address) and the 56-byte login. Linux
+    /// ib_srpt on a RoCE port accepts only this form.
+    RdmaCm {
+        /// The target's RDMA-CM port (ib_srpt's `rdma_cm_port`; 5555 by custom).
+        port: u16,
+    },
+}
+
+impl LoginVia {
+    /// The core's name for the form.
+    pub fn form(self) -> srp::initiator::LoginForm {
+        match self {
+            LoginVia::IbCm => srp::initiator::LoginForm::IbCm,
+            LoginVia::RdmaCm { .. } => srp::initiator::LoginForm::RdmaCm,
+        }
+    }
+
+    /// Its name in configuration and listings: `ib-cm` or `rdma-cm`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoginVia::IbCm => "ib-cm",
+            LoginVia::RdmaCm { .. } => "rdma-cm",
+        }
+    }
+}
+
 /// What HwFindAdapter is given: the IOC to log in to and who we are.
 #[derive(Debug, Clone)]
 pub struct SrpAdapterConfig {
@@ -82,12 +117,17 @@ pub struct SrpAdapterConfig {
     pub target: IpAddr,
     /// The local HCA's node GUID (the low half of the initiator port ID).
     pub node_guid: Guid,
+    /// The first QPN of the adapter's soft HCA: adapters that share `node_guid` are ports
+    /// of one CA to a peer and need QPN ranges of their own (0: the HCA's default).
+    pub first_qpn: u32,
     /// INITIATOR PORT IDENTIFIER.
     pub initiator_port_id: PortId,
     /// TARGET PORT IDENTIFIER (IOC GUID and id_ext).
     pub target_port_id: PortId,
-    /// The IOC's service ID (CM REQ).
+    /// The IOC's service ID (the IB CM form's REQ).
     pub service_id: ServiceId,
+    /// Which login form to send.
+    pub login_via: LoginVia,
     /// MaximumTransferLength.
     pub max_transfer: u32,
     /// LUNs exposed (MaximumNumberOfLogicalUnits).
@@ -162,7 +202,8 @@ impl SrpMiniport {
         };
         // Not nested: the adapter lock is dropped before the status lock is taken.
         let state = a.lock().channel.state();
-        a.status().snapshot(state)
+        let hca = a.hca.with(|e, _| e.port_stats(1)).unwrap_or_default();
+        a.status().snapshot(state, a.cfg.login_via.as_str(), hca)
     }
 
     /// For a multipath layer with another path: while the channel is down and holding I/O,

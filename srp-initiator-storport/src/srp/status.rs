@@ -1,13 +1,17 @@
 //! What the adapter reports to a host daemon ([`AdapterStatus`]), recorded by the DPC as it
 //! drains the channel core's events: successful logins, channel losses, the last login
-//! failure or loss cause as text, and what the last login negotiated.
+//! failure or loss cause as text, and what the last login negotiated. Once the adapter has
+//! logged in, a login failure or a loss is logged at warning level when its text differs
+//! from the last one (a target that keeps refusing is logged once, not at every attempt),
+//! a login after failures at info; before, whoever started the adapter reports.
 //!
 //! Contract: [`StatusLog::record`] runs at dispatch level under the adapter lock and only
 //! takes the status lock (innermost, held for a few assignments); the reader takes the
 //! status lock alone.
 
 use access_layer::mad::cm::CmRejReason;
-use srp::initiator::{Event, LossCause, PortState};
+use hca::engine::Stats;
+use srp::initiator::{Event, InitiatorError, LossCause, PortState};
 
 /// The adapter's state as a host daemon displays it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,6 +28,26 @@ pub struct AdapterStatus {
     /// What the last successful login negotiated: (max_it_iu_len, the request limit the
     /// target granted, i.e. the command window).
     pub negotiated: Option<(u32, u32)>,
+    /// How the last login failure ended, if the last attempt failed.
+    pub last_failure: Option<LoginFailure>,
+    /// The login form the adapter sends (`ib-cm` or `rdma-cm`).
+    pub login_via: &'static str,
+    /// The adapter's HCA port counters: packets, drops by reason, NAKs, retransmits.
+    pub hca: Stats,
+}
+
+/// How a login attempt failed, for a caller deciding whether another form could work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoginFailure {
+    /// The CM REQ was rejected below SRP (no SRP_LOGIN_REJ): an unknown service ID, no
+    /// listener, no resources. Another login form may be accepted.
+    CmRejected(CmRejReason),
+    /// The target refused the login with SRP_LOGIN_REJ: the form is understood.
+    LoginRejected,
+    /// No answer within the login timeout (or the REQ could not be sent).
+    NoAnswer,
+    /// The login response was unusable or malformed.
+    BadResponse,
 }
 
 /// The counters behind [`AdapterStatus`], under the adapter's status lock.
@@ -35,12 +59,32 @@ pub(crate) struct StatusLog {
     negotiated: Option<(u32, u32)>,
     /// A CM REJ without an SRP_LOGIN_REJ, named in the login failure it causes.
     cm_reject: Option<CmRejReason>,
+    /// The login's CM REQ went unanswered (the CM gave up after its retries).
+    cm_timeout: bool,
+    last_failure: Option<LoginFailure>,
+    /// What was last logged at warning level (logged again only when it changes).
+    last_logged: Option<String>,
+    /// Who the adapter logs in to, for log lines.
+    target: String,
 }
 
 impl StatusLog {
+    /// An empty log for the adapter logging in to `target` (named in its log lines).
+    pub(crate) fn new(target: String) -> Self {
+        StatusLog {
+            target,
+            ..StatusLog::default()
+        }
+    }
+
     /// The login's CM REQ was rejected below SRP with `reason`.
     pub(crate) fn note_cm_reject(&mut self, reason: CmRejReason) {
         self.cm_reject = Some(reason);
+    }
+
+    /// The login's CM REQ got no answer within the CM's retries.
+    pub(crate) fn note_cm_timeout(&mut self) {
+        self.cm_timeout = true;
     }
 
     /// Notes `ev` if it is a login, a login failure or a loss.
@@ -48,35 +92,73 @@ impl StatusLog {
         match ev {
             Event::LoggedIn(neg) => {
                 self.cm_reject = None;
+                self.cm_timeout = false;
+                self.last_failure = None;
                 self.logins += 1;
                 self.negotiated = Some((neg.max_it_iu_len, neg.window));
+                if self.last_logged.take().is_some() {
+                    tracing::info!(target = %self.target, "logged in again");
+                }
             }
             Event::LoginFailed { error, advice } => {
                 let mut text = format!("login failed: {error}");
-                if let Some(r) = self.cm_reject.take() {
-                    text.push_str(&format!(" (CM REJ reason {r:?})"));
+                let cm = self.cm_reject.take();
+                if std::mem::take(&mut self.cm_timeout) {
+                    text.push_str(" (no answer to the CM REQ)");
+                }
+                if let Some(r) = cm {
+                    text.push_str(&format!(" (CM REJ reason {} {r:?})", u16::from(r)));
                 }
                 if let Some(a) = advice {
                     text.push_str(&format!(" (advice: {a:?})"));
                 }
+                self.last_failure = Some(match (error, cm) {
+                    (_, Some(r)) => LoginFailure::CmRejected(r),
+                    (InitiatorError::LoginRejected { .. }, None) => LoginFailure::LoginRejected,
+                    (InitiatorError::ConnectFailed, None) => LoginFailure::NoAnswer,
+                    _ => LoginFailure::BadResponse,
+                });
+                self.warn_once(&text);
                 self.last_error = Some(text);
             }
             Event::ChannelLost(cause) => {
                 self.losses += 1;
-                self.last_error = Some(format!("channel lost: {}", loss_text(cause)));
+                let text = format!("channel lost: {}", loss_text(cause));
+                self.warn_once(&text);
+                self.last_error = Some(text);
             }
             _ => {}
         }
     }
 
+    /// Logs `text` at warning level unless it is what was logged last. Before the first
+    /// login the caller that started the adapter reports failures (a host daemon trying
+    /// forms and sweeping), so they go to debug here.
+    fn warn_once(&mut self, text: &str) {
+        if self.logins == 0 {
+            tracing::debug!(target = %self.target, "{text}");
+        } else if self.last_logged.as_deref() != Some(text) {
+            tracing::warn!(target = %self.target, "{text}");
+            self.last_logged = Some(text.to_owned());
+        }
+    }
+
     /// The report, with the core's `state`.
-    pub(crate) fn snapshot(&self, state: PortState) -> AdapterStatus {
+    pub(crate) fn snapshot(
+        &self,
+        state: PortState,
+        login_via: &'static str,
+        hca: Stats,
+    ) -> AdapterStatus {
         AdapterStatus {
             state: Some(state),
             logins: self.logins,
             losses: self.losses,
             last_error: self.last_error.clone(),
             negotiated: self.negotiated,
+            last_failure: self.last_failure,
+            login_via,
+            hca,
         }
     }
 }
@@ -93,7 +175,6 @@ fn loss_text(cause: &LossCause) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use srp::initiator::InitiatorError;
 
     #[test]
     fn failures_and_losses_are_text_and_counted() {
@@ -103,7 +184,7 @@ mod tests {
             advice: None,
         });
         log.record(&Event::ChannelLost(LossCause::Escalation));
-        let s = log.snapshot(PortState::Blocked);
+        let s = log.snapshot(PortState::Blocked, "ib-cm", Stats::default());
         assert_eq!(s.state, Some(PortState::Blocked));
         assert_eq!((s.logins, s.losses), (0, 1));
         assert_eq!(
@@ -121,12 +202,16 @@ mod tests {
             error: InitiatorError::ConnectFailed,
             advice: None,
         });
-        let s = log.snapshot(PortState::New);
+        let s = log.snapshot(PortState::New, "ib-cm", Stats::default());
         assert_eq!(
             s.last_error.as_deref(),
             Some(
-                "login failed: login failed at the connection layer (CM REJ reason InvalidServiceId)"
+                "login failed: login failed at the connection layer (CM REJ reason 8 InvalidServiceId)"
             )
+        );
+        assert_eq!(
+            s.last_failure,
+            Some(LoginFailure::CmRejected(CmRejReason::InvalidServiceId))
         );
     }
 }

@@ -2,10 +2,11 @@
 //! the RC QP for a login, the CM REQ, accepting the REP (RTR/RTS, receives, RTU), posting an
 //! IU with the REG_MRs of its command chained in front, and tearing the QP down.
 
+use super::LoginVia;
 use super::adapter::{Adapter, CTRL_IOVA, Inner, RECV_SLOTS, RECV_WR, SEND_WR, SLOT};
-use access_layer::cm::ConnectParams;
-use access_layer::mad::cm::CmRep;
-use access_layer::mad::{MadAddress, Mtu};
+use access_layer::cm::{ConnectParams, QpPsns};
+use access_layer::mad::cm::{CmRep, CmaHeader, RdmaPortSpace};
+use access_layer::mad::{MadAddress, Mtu, ServiceId};
 use hca::engine::RcConnect;
 use hca::mr::Access;
 use hca::qp::QpInit;
@@ -15,7 +16,7 @@ use hca::wire::PathMtu;
 use hca::{Gid, Psn};
 use srp::initiator::CmdId;
 
-/// Our starting PSN.
+/// The PSN our REQ offers: our receive PSN (as Linux reads it; `QpPsns`).
 const PSN: u32 = 0x100;
 
 impl Adapter {
@@ -40,11 +41,27 @@ impl Adapter {
             return self.connect_failed(s);
         };
         s.qp = Some((qp, qpn));
+        let (service_id, private_data) = match self.cfg.login_via {
+            LoginVia::IbCm => (self.cfg.service_id, private_data),
+            LoginVia::RdmaCm { port } => {
+                // The cma header ib_srpt's RDMA-CM reads: our address and a source port
+                // (ours is the QPN's low bits: any value is valid), the target's address.
+                let cma = CmaHeader {
+                    src_port: 0x8000 | (qpn.get() as u16 & 0x7fff),
+                    src: self.cfg.local,
+                    dst: self.cfg.target,
+                };
+                match cma.req_private_data(&private_data) {
+                    Ok(pd) => (ServiceId::rdma_ip(RdmaPortSpace::Tcp, port), pd.0.to_vec()),
+                    Err(_) => return self.connect_failed(s),
+                }
+            }
+        };
         let params = ConnectParams {
             to: MadAddress::gsi(1, Gid::from_ip(self.cfg.target)),
-            service_id: self.cfg.service_id,
+            service_id,
             qpn,
-            starting_psn: Psn::from_wire(PSN),
+            receive_psn: Psn::from_wire(PSN),
             responder_resources: 4,
             initiator_depth: 4,
             mtu: Mtu::Mtu1024,
@@ -68,14 +85,15 @@ impl Adapter {
     /// The REP arrived: QP to RTS, receives posted, RTU. False if the QP could not follow.
     pub(crate) fn accept_rep(&self, s: &mut Inner, rep: &CmRep) -> bool {
         let Some((qp, _)) = s.qp else { return false };
+        let psns = QpPsns::active(Psn::from_wire(PSN), rep);
         let peer = RcConnect {
             // The QP admits remote access; each region narrows it to one direction.
             access: Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
             dest_gid: Gid::from_ip(self.cfg.target),
             dest_qpn: rep.local_qpn,
             path_mtu: PathMtu::Mtu1024,
-            sq_psn: Psn::from_wire(PSN),
-            rq_psn: rep.starting_psn,
+            sq_psn: psns.sq_psn,
+            rq_psn: psns.rq_psn,
             // 4.096 µs × 2^14 ≈ 67 ms per try, 8 tries ≈ 0.5 s before the QP errors: what
             // the CM offers (local_ack_timeout 14). 2^10 (4 ms) lost channels under QD32 on
             // a loaded 2-vCPU machine (the target's ACKs came late), and 0.5 s still

@@ -7,7 +7,7 @@
 //! anything else GOOD without data. A new CM REQ replaces the previous channel.
 #![allow(dead_code, unreachable_pub)]
 
-use access_layer::cm::{CmConfig, CmEndpoint, CmEvent};
+use access_layer::cm::{CmConfig, CmEndpoint, CmEvent, QpPsns};
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
 use access_layer::mad::cm::CmReq;
 use access_layer::mad::{MgmtClass, ServiceId};
@@ -106,6 +106,7 @@ impl HostileTarget {
             port: 1,
             time_wait: Duration::from_millis(100),
             agent_id: guid.0 as u32,
+            first_comm_id: access_layer::cm::random_comm_id(),
         });
         cm.listen(service_id).expect("listen");
         let stop = Arc::new(AtomicBool::new(false));
@@ -437,8 +438,8 @@ fn rc_connect(req: &CmReq, psn: Psn) -> RcConnect {
         dest_gid: req.primary_path.local_gid,
         dest_qpn: req.local_qpn,
         path_mtu: mtu,
-        sq_psn: psn,
-        rq_psn: req.starting_psn,
+        sq_psn: QpPsns::passive(req, psn).sq_psn,
+        rq_psn: psn,
         timeout: req.primary_path.local_ack_timeout,
         retry_cnt: req.retry_count,
         rnr_retry: req.rnr_retry_count,

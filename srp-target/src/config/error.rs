@@ -242,6 +242,9 @@ pub enum ConfigErrorKind {
     /// An RDMA-CM port outside 1..=65535.
     #[error("RDMA-CM port {0} is not a TCP port number (1..=65535)")]
     BadRdmaCmPort(i64),
+    /// A login form other than "ib-cm" or "rdma-cm", or none at all.
+    #[error("login forms {0}: expected a non-empty list of \"ib-cm\" and \"rdma-cm\"")]
+    BadLoginForms(String),
 }
 
 /// One problem in a config file.

@@ -29,6 +29,7 @@ pub(super) struct RawTarget {
     pub(super) oui: Option<IntOrText>,
     pub(super) name: Option<String>,
     pub(super) rdma_cm_port: Option<i64>,
+    pub(super) login_forms: Option<Vec<String>>,
     pub(super) control_socket: Option<String>,
 }
 

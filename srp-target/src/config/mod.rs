@@ -27,6 +27,8 @@
 //! oui = 0x001405                     # NAA company ID of LUN identities; default 0x001405
 //! name = "array-1"                   # optional
 //! rdma_cm_port = 5555                # RDMA-CM-form logins; default 5555
+//! login_forms = ["ib-cm", "rdma-cm"] # the login forms served (default both); Linux
+//!                                    # ib_srpt on RoCE serves only "rdma-cm"
 //! control_socket = "/run/srp-target/array-1.sock"  # default: from the name
 //!
 //! [[port]]
@@ -111,9 +113,31 @@ pub struct TargetSettings {
     /// The RDMA-CM (TCP port space) port logins in the RDMA-CM form name (Linux ib_srp
     /// `dest=ip:port`); default [`DEFAULT_RDMA_CM_PORT`].
     pub rdma_cm_port: u16,
+    /// The login forms served; a REQ in another form is refused by the CM (invalid
+    /// service ID), as ib_srpt on a RoCE port refuses the IB CM form.
+    pub login_forms: LoginForms,
     /// Where the daemon serves its control socket; default
     /// `/run/srp-target/<name>.sock` (`target.sock` without a name).
     pub control_socket: PathBuf,
+}
+
+/// Which login forms the target serves (architecture decision 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoginForms {
+    /// The native IB CM form: each IOC's service ID.
+    pub ib_cm: bool,
+    /// The RDMA-CM form: the RDMA-CM port's service ID.
+    pub rdma_cm: bool,
+}
+
+impl Default for LoginForms {
+    /// Both.
+    fn default() -> Self {
+        LoginForms {
+            ib_cm: true,
+            rdma_cm: true,
+        }
+    }
 }
 
 /// The control socket's directory unless `[target] control_socket` says otherwise.

@@ -6,7 +6,7 @@ use super::error::{ConfigErrorKind as E, ConfigErrors, KeyPath, Location, Sink, 
 use super::file::{self, RawExport, RawFile, RawIoc, RawLun, RawPort, RawTarget};
 use super::{
     Acl, Backing, DEFAULT_CONTROL_DIR, DEFAULT_OUI, DEFAULT_RDMA_CM_PORT, IocConfig, Loaded,
-    LunConfig, PortConfig, TargetConfig, TargetSettings, acl, unique, values,
+    LoginForms, LunConfig, PortConfig, TargetConfig, TargetSettings, acl, unique, values,
 };
 use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
@@ -225,6 +225,10 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         Some(p) => sink.check(&path.key("rdma_cm_port"), values::rdma_cm_port(p))?,
         None => DEFAULT_RDMA_CM_PORT,
     };
+    let login_forms = match &e.raw.login_forms {
+        Some(l) => sink.check(&path.key("login_forms"), values::login_forms(l))?,
+        None => LoginForms::default(),
+    };
     let control_socket = match &e.raw.control_socket {
         Some(p) => sink.check(&path.key("control_socket"), values::socket_path(p))?,
         None => Path::new(DEFAULT_CONTROL_DIR)
@@ -236,6 +240,7 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         oui: oui?,
         name,
         rdma_cm_port,
+        login_forms,
         control_socket,
     })
 }

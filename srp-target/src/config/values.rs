@@ -2,6 +2,7 @@
 //! block sizes, ALUA states and LUN numbers. Each returns the reason on failure; the caller
 //! knows the key path.
 
+use super::LoginForms;
 use super::error::ConfigErrorKind as E;
 use super::file::IntOrText;
 use crate::backend::BlockSize;
@@ -156,6 +157,27 @@ pub(super) fn rdma_cm_port(value: i64) -> Result<u16, E> {
         .ok()
         .filter(|p| *p != 0)
         .ok_or(E::BadRdmaCmPort(value))
+}
+
+/// `login_forms`: a non-empty list of `"ib-cm"` and `"rdma-cm"`.
+pub(super) fn login_forms(list: &[String]) -> Result<LoginForms, E> {
+    let bad = || E::BadLoginForms(format!("{list:?}"));
+    let mut f = LoginForms {
+        ib_cm: false,
+        rdma_cm: false,
+    };
+    for form in list {
+        match form.as_str() {
+            "ib-cm" => f.ib_cm = true,
+            "rdma-cm" => f.rdma_cm = true,
+            _ => return Err(bad()),
+        }
+    }
+    if f.ib_cm || f.rdma_cm {
+        Ok(f)
+    } else {
+        Err(bad())
+    }
 }
 
 /// `control_socket`: an absolute path that fits a Unix socket address (`sun_path`, 108

@@ -3,7 +3,7 @@
 
 use crate::exec::counters::LuCountersSnapshot;
 use crate::io::SessionCounters;
-use hca::engine::Resources;
+use hca::engine::{Resources, Stats};
 use srp::wire::PortId;
 use std::net::SocketAddr;
 use thiserror::Error;
@@ -40,10 +40,9 @@ pub struct PortStatus {
     pub sessions: u32,
     /// Live device objects (QPs including GSI, CQs, MRs): a leak shows here.
     pub resources: Resources,
-    /// Datagrams received.
-    pub rx_packets: u64,
-    /// Datagrams sent.
-    pub tx_packets: u64,
+    /// The HCA port's counters: datagrams both ways, drops by reason (ICRC, unknown QP,
+    /// P_Key, wrong peer or state, malformed, …), NAKs sent and received, retransmits.
+    pub hca: Stats,
 }
 
 /// One logical unit.

@@ -9,7 +9,7 @@ use crate::exec::counters::LuCountersSnapshot;
 use crate::io::SessionCounters;
 use access_layer::ctl::WireError;
 use access_layer::ctl::wire::{MAX_BODY, pad_filled, padded_str, read_fixed, write_fixed};
-use hca::engine::Resources;
+use hca::engine::{Resources, Stats};
 use srp::wire::PortId;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use wirekit::WireRepr;
@@ -287,10 +287,9 @@ pub struct PortEntryRaw {
     pub mrs: U32,
     /// Reserved, zero.
     pub reserved2: [u8; 4],
-    /// Datagrams received.
-    pub rx_packets: U64,
-    /// Datagrams sent.
-    pub tx_packets: U64,
+    /// The HCA port's counters in `hca::engine::Stats::NAMES` order: datagrams received and
+    /// sent first, then drops by reason, NAKs and retransmits.
+    pub counters: [U64; Stats::COUNT],
 }
 
 fn count(what: &'static str, field: &'static str, n: usize) -> Result<U32, WireError> {
@@ -314,8 +313,7 @@ impl PortStatus {
                 srqs: r.srqs.get() as usize,
                 mrs: r.mrs.get() as usize,
             },
-            rx_packets: r.rx_packets.get(),
-            tx_packets: r.tx_packets.get(),
+            hca: Stats::from_array(r.counters.map(|c| c.get())),
         })
     }
     fn to_raw(&self) -> Result<PortEntryRaw, WireError> {
@@ -336,12 +334,16 @@ impl PortStatus {
             srqs: count(w, "srqs", self.resources.srqs)?,
             mrs: count(w, "mrs", self.resources.mrs)?,
             reserved2: [0; 4],
-            rx_packets: U64::new(self.rx_packets),
-            tx_packets: U64::new(self.tx_packets),
+            counters: self.hca.to_array().map(U64::new),
         })
     }
 }
-fixed!(PortStatus, PortEntryRaw, 128, "PortEntry");
+fixed!(
+    PortStatus,
+    PortEntryRaw,
+    112 + 8 * Stats::COUNT,
+    "PortEntry"
+);
 
 /// A LUN entry as laid out on the wire.
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]

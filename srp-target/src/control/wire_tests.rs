@@ -60,8 +60,16 @@ fn port() -> (Vec<u8>, PortStatus) {
         be32(0),
         be32(7),
         vec![0; 4],
-        be64(1000),
-        be64(2000),
+        // The HCA counters in Stats::NAMES order: rx 1000, tx 2000, then 3, 4, 5, ….
+        (0..Stats::COUNT as u64)
+            .flat_map(|i| {
+                be64(match i {
+                    0 => 1000,
+                    1 => 2000,
+                    i => i + 1,
+                })
+            })
+            .collect(),
     ]
     .concat();
     let v = PortStatus {
@@ -75,8 +83,11 @@ fn port() -> (Vec<u8>, PortStatus) {
             srqs: 0,
             mrs: 7,
         },
-        rx_packets: 1000,
-        tx_packets: 2000,
+        hca: Stats::from_array(core::array::from_fn(|i| match i {
+            0 => 1000,
+            1 => 2000,
+            i => i as u64 + 1,
+        })),
     };
     (bytes, v)
 }

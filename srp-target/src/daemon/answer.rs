@@ -58,7 +58,7 @@ impl Loop {
             .map(|(n, p)| {
                 let (active, resources, stats) = p.hca.with(|e, _| {
                     let active = e.ports().first().is_some_and(|x| x.active);
-                    (active, e.resources(), e.stats())
+                    (active, e.resources(), e.port_stats(1).unwrap_or_default())
                 });
                 PortStatus {
                     name: p.name.clone(),
@@ -66,8 +66,7 @@ impl Loop {
                     active,
                     sessions: self.live().filter(|s| s.port == n).count() as u32,
                     resources,
-                    rx_packets: stats.rx_packets,
-                    tx_packets: stats.tx_packets,
+                    hca: stats,
                 }
             })
             .collect()

@@ -1,8 +1,10 @@
 //! What the daemon reports, for the log and for tests.
 
 use crate::login::ChannelId;
+use access_layer::mad::ServiceId;
 use srp::wire::PortId;
 use std::fmt;
+use std::net::IpAddr;
 
 /// One thing that happened to a login or a channel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +32,18 @@ pub enum DaemonEvent {
         code: u32,
         /// Why, in words.
         reason: String,
+    },
+    /// A CM REQ was refused below SRP: no IOC serves its service ID (the IB CM form to an
+    /// unknown IOC, or the RDMA-CM form to a port nobody listens on).
+    CmRefused {
+        /// The `[[port]]` it came in on.
+        port: String,
+        /// The sender's address.
+        from: IpAddr,
+        /// The service ID asked for.
+        service_id: u64,
+        /// The CM REJ reason sent (8: invalid service ID).
+        reason: u16,
     },
     /// A channel closed.
     Logout {
@@ -69,6 +83,22 @@ impl fmt::Display for DaemonEvent {
                 }
                 if let Some(p) = initiator {
                     write!(f, "; initiator {p}")?;
+                }
+                Ok(())
+            }
+            DaemonEvent::CmRefused {
+                port,
+                from,
+                service_id,
+                reason,
+            } => {
+                write!(
+                    f,
+                    "CM REQ from {from} on port {port} refused (CM REJ reason {reason}): no IOC \
+                     serves service ID {service_id:#018x}"
+                )?;
+                if let Some((ps, p)) = ServiceId(*service_id).rdma_ip_parts() {
+                    write!(f, " (RDMA-CM {ps:?} port {p})")?;
                 }
                 Ok(())
             }

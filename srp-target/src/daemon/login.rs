@@ -10,6 +10,7 @@ use crate::login::{
     ChannelId, CmAnswer, CmLogin, LoginDecision, LoginForm, LoginRefusal, NexusKey, NexusTable,
     parse_cm_login,
 };
+use access_layer::cm::QpPsns;
 use access_layer::mad::cm::CmReq;
 use hca::driver::Hca;
 use hca::engine::RcConnect;
@@ -229,9 +230,12 @@ fn channel_config(
     }
 }
 
-/// Our QP's attributes from the REQ (what the REP answered): the initiator's QPN, PSN,
-/// path MTU and retry counts; RDMA READs in flight bounded by its responder resources.
+/// Our QP's attributes from the REQ (what the REP answered): the initiator's QPN, the
+/// PSNs ([`QpPsns::passive`]: we send from the REQ's Starting PSN and receive from our
+/// REP's `psn`), path MTU and retry counts; RDMA READs in flight bounded by its responder
+/// resources.
 fn rc_connect(req: &CmReq, psn: Psn) -> RcConnect {
+    let psns = QpPsns::passive(req, psn);
     let mtu = match u8::from(req.path_mtu) {
         1 => PathMtu::Mtu256,
         2 => PathMtu::Mtu512,
@@ -245,8 +249,8 @@ fn rc_connect(req: &CmReq, psn: Psn) -> RcConnect {
         dest_gid: gid,
         dest_qpn: req.local_qpn,
         path_mtu: mtu,
-        sq_psn: psn,
-        rq_psn: req.starting_psn,
+        sq_psn: psns.sq_psn,
+        rq_psn: psns.rq_psn,
         timeout: req.primary_path.local_ack_timeout,
         retry_cnt: req.retry_count,
         rnr_retry: req.rnr_retry_count,

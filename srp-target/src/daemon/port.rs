@@ -52,16 +52,20 @@ impl std::fmt::Debug for Port {
 }
 
 /// The service IDs port `p` listens on: each IOC reachable on it (IB CM form) and the
-/// RDMA-CM TCP port. Disabled IOCs are listened on too, so that their logins get the SRP
-/// reject that says so rather than a CM "invalid service ID".
+/// RDMA-CM TCP port, of the login forms `[target] login_forms` serves. Disabled IOCs are
+/// listened on too, so that their logins get the SRP reject that says so rather than a CM
+/// "invalid service ID".
 pub fn services(config: &TargetConfig, p: &PortConfig, rdma_cm_port: u16) -> Vec<ServiceId> {
+    let forms = config.target.login_forms;
     let mut ids: Vec<ServiceId> = config
         .iocs
         .iter()
-        .filter(|i| i.ports.contains(&p.name))
+        .filter(|i| forms.ib_cm && i.ports.contains(&p.name))
         .map(|i| i.service_id)
         .collect();
-    ids.push(ServiceId::rdma_ip(RdmaPortSpace::Tcp, rdma_cm_port));
+    if forms.rdma_cm {
+        ids.push(ServiceId::rdma_ip(RdmaPortSpace::Tcp, rdma_cm_port));
+    }
     ids.sort();
     ids.dedup();
     ids
@@ -102,6 +106,7 @@ impl Port {
             port: 1,
             time_wait: TIME_WAIT,
             agent_id: (guid.0 as u32) ^ (index as u32),
+            first_comm_id: access_layer::cm::random_comm_id(),
         });
         for s in services(config, p, rdma_cm_port) {
             cm.listen(s).map_err(|e| DaemonError::Listen {

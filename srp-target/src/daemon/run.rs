@@ -177,6 +177,16 @@ impl Loop {
                     s.io.close("initiator rejected the REP");
                 }
             }
+            CmEvent::ReqRefused {
+                from,
+                service_id,
+                reason,
+            } => self.emit(DaemonEvent::CmRefused {
+                port: self.ports[port].name.clone(),
+                from: from.to_ip(),
+                service_id: service_id.0,
+                reason: u16::from(reason),
+            }),
             // The QP was connected when the REP was sent (see `login`).
             CmEvent::Established { .. } | CmEvent::RepReceived { .. } | CmEvent::Closed { .. } => {}
         }

@@ -24,14 +24,25 @@ pub(crate) fn ascii_field(s: &str, len: usize) -> Vec<u8> {
     v
 }
 
-/// Standard INQUIRY data, 36 bytes. `peripheral` is byte 0: 00h for a direct-access block
-/// device, 7Fh for "no logical unit here" (SPC-4: qualifier 011b, type 1Fh).
+/// The version descriptors of the standard INQUIRY data (SPC-4 6.6.2, table 143): the
+/// standards the device claims. SBC-3 here is what initiators (libiscsi's test suite, Linux
+/// `sd`) read to expect the SBC-3 Block Limits page.
+pub const VERSION_DESCRIPTORS: [u16; 4] = [
+    0x00a0, // SAM-5 (no version claimed)
+    0x0460, // SPC-4 (no version claimed)
+    0x04c0, // SBC-3 (no version claimed)
+    0x0955, // SRP T10/1415-D revision 16a
+];
+
+/// Standard INQUIRY data, 96 bytes (the version descriptors end at byte 73).
+/// `peripheral` is byte 0: 00h for a direct-access block device, 7Fh for "no logical unit
+/// here" (SPC-4: qualifier 011b, type 1Fh).
 pub(crate) fn standard(peripheral: u8, product: &str) -> Vec<u8> {
     let mut d = vec![
         peripheral, 0x00, // not removable
         0x06, // VERSION: SPC-4
         0x12, // HISUP, RESPONSE DATA FORMAT 2
-        31,   // ADDITIONAL LENGTH: 36 - 5
+        91,   // ADDITIONAL LENGTH: 96 - 5
         0x10, // TPGS 01b: implicit ALUA (REPORT TARGET PORT GROUPS, no SET)
         0x10, // MULTIP: reached through several target ports (one per IOC)
         0x02, // CMDQUE
@@ -39,6 +50,11 @@ pub(crate) fn standard(peripheral: u8, product: &str) -> Vec<u8> {
     d.extend(ascii_field(VENDOR, 8));
     d.extend(ascii_field(product, 16));
     d.extend(ascii_field(REVISION, 4));
+    d.resize(58, 0); // vendor specific 36..55, clocking/QAS/IUS 56, reserved 57
+    for v in VERSION_DESCRIPTORS {
+        d.extend_from_slice(&v.to_be_bytes());
+    }
+    d.resize(96, 0); // the other four descriptors and reserved bytes 74..95
     d
 }
 

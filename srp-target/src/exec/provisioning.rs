@@ -8,10 +8,15 @@ use super::{CmdOutput, Exec, LogicalUnit, Stop, backend_sense, data_out};
 use scsi::cdb::{LongCdb, Unmap, WriteSame};
 use scsi::{BlockCount, Lba, Sense, SenseCode};
 
-/// MAXIMUM WRITE SAME LENGTH in blocks (VPD B0h).
-pub const MAX_WRITE_SAME_BLOCKS: u32 = 1 << 22;
-/// MAXIMUM UNMAP LBA COUNT (VPD B0h), per descriptor.
-pub const MAX_UNMAP_BLOCKS: u32 = 1 << 22;
+/// MAXIMUM WRITE SAME LENGTH in blocks (VPD B0h): 0xFFFF, WRITE SAME(10)'s reach and LIO's
+/// limit, so one command zeroes or unmaps at most 32 MiB of 512-byte blocks (bounded work
+/// per command: aborts and other LUs' I/O never wait long behind one). Initiators split
+/// larger ranges (Linux sd: `max_ws_blocks`).
+pub const MAX_WRITE_SAME_BLOCKS: u32 = 0xffff;
+/// MAXIMUM UNMAP LBA COUNT (VPD B0h), per descriptor: 2^20 blocks (512 MiB of 512-byte
+/// blocks), the most initiators treat as sane (libiscsi's conformance suite fails a larger
+/// explicit limit).
+pub const MAX_UNMAP_BLOCKS: u32 = 1 << 20;
 /// MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT (VPD B0h).
 pub const MAX_UNMAP_DESCRIPTORS: u32 = 256;
 /// Bytes written per backend call by WRITE SAME.

@@ -110,12 +110,13 @@ impl CmAnswer {
         })
     }
 
-    /// For an accept: the CM parameters of our side, with ib_srpt's values.
-    pub fn accept_params(&self, qpn: Qpn, starting_psn: Psn) -> Option<AcceptParams> {
+    /// For an accept: the CM parameters of our side, with ib_srpt's values; `receive_psn`
+    /// is our QP's receive PSN (the REP's Starting PSN, as Linux reads it).
+    pub fn accept_params(&self, qpn: Qpn, receive_psn: Psn) -> Option<AcceptParams> {
         match self {
             CmAnswer::Accept { private_data } => Some(AcceptParams {
                 qpn,
-                starting_psn,
+                receive_psn,
                 responder_resources: RESPONDER_RESOURCES,
                 initiator_depth: INITIATOR_DEPTH,
                 rnr_retry_count: RNR_RETRY_COUNT,

@@ -8,7 +8,7 @@ pub mod node;
 pub mod shared_lun;
 
 use crate::common::{cmd_bytes, pattern, rc_qp, read10, srp_cmd, write10};
-use access_layer::cm::{CmConfig, CmEndpoint, CmEvent, ConnId, ConnectParams};
+use access_layer::cm::{CmConfig, CmEndpoint, CmEvent, ConnId, ConnectParams, QpPsns};
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
 use access_layer::mad::cm::CmaHeader;
 use access_layer::mad::dm::{DM_CLASS_VERSION, DM_DATA_LEN, DmAttr};
@@ -97,6 +97,7 @@ impl Host {
             port: 1,
             time_wait: Duration::from_millis(20),
             agent_id: 0x5eed,
+            first_comm_id: access_layer::cm::random_comm_id(),
         });
         Host {
             hca,
@@ -230,7 +231,7 @@ impl Host {
                     conn: c,
                     private_data,
                     ..
-                } if *c == conn => Some(Err(private_data.clone())),
+                } if *c == conn => Some(Err(*private_data)),
                 _ => None,
             });
             match found {
@@ -242,8 +243,8 @@ impl Host {
                         dest_gid: Gid::from_ip(self.target),
                         dest_qpn: rep.local_qpn,
                         path_mtu: PathMtu::Mtu1024,
-                        sq_psn: Psn::from_wire(0x100),
-                        rq_psn: rep.starting_psn,
+                        sq_psn: QpPsns::active(Psn::from_wire(0x100), &rep).sq_psn,
+                        rq_psn: Psn::from_wire(0x100),
                         timeout: 10,
                         retry_cnt: 7,
                         rnr_retry: 7,
@@ -262,7 +263,7 @@ impl Host {
                     return Ok((conn, rsp));
                 }
                 Some(Err(pd)) => {
-                    let rej = LoginRej::parse(&pd).expect("SRP_LOGIN_REJ");
+                    let rej = LoginRej::parse(&pd.0).expect("SRP_LOGIN_REJ");
                     return Err(u32::from(rej.reason));
                 }
                 None => std::thread::sleep(Duration::from_micros(200)),
@@ -276,7 +277,7 @@ impl Host {
             to: MadAddress::gsi(1, Gid::from_ip(self.target)),
             service_id: service,
             qpn: ep.qpn,
-            starting_psn: Psn::from_wire(0x100),
+            receive_psn: Psn::from_wire(0x100),
             responder_resources: 4,
             initiator_depth: 4,
             mtu: Mtu::Mtu1024,

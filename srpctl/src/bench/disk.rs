@@ -297,7 +297,13 @@ impl Session {
         host.node_guid = Guid(guid);
         host.registration = registration;
         host.queue_depth = host.queue_depth.max(o.depth as u32).min(255);
-        let hw = srp_hostd::session::adapter_config(&host, &service, local);
+        let hw = srp_hostd::session::adapter_config(
+            &host,
+            &service,
+            local,
+            srp_initiator_storport::srp::LoginVia::IbCm,
+            0,
+        );
         let port = Port::<SrpMiniport>::start(hw, PortConfig::default())
             .map_err(|e| anyhow!("starting the adapter on {local}: {e}"))?;
         let end = Instant::now() + host.login_timeout + Duration::from_secs(1);

@@ -94,11 +94,8 @@ allow = ["any"]
 
 fn host_config(dir: &Path) -> HostConfig {
     let portal = |address, local| PortalConfig {
-        address,
         local: vec![local],
-        iocs: Vec::new(),
-        preferred: false,
-        weight: 1,
+        ..PortalConfig::new(address)
     };
     let mut c = HostConfig::with_portals(
         "demo-host",

@@ -55,7 +55,8 @@ pub struct CmRep {
     pub local_qpn: Qpn,
     /// Local EECN, 24 bits.
     pub local_eecn: u32,
-    /// Starting PSN.
+    /// Starting PSN: the PSN the sender of this message expects to receive first, as Linux
+    /// reads it (the receiver sends from it; [`crate::cm::QpPsns`]).
     pub starting_psn: Psn,
     /// Responder resources.
     pub responder_resources: u8,

@@ -185,7 +185,8 @@ pub struct CmReq {
     pub transport: TransportType,
     /// End-to-end flow control.
     pub e2e_flow_control: bool,
-    /// Starting PSN.
+    /// Starting PSN: the PSN the sender of this message expects to receive first, as Linux
+    /// reads it (the receiver sends from it; [`crate::cm::QpPsns`]).
     pub starting_psn: Psn,
     /// Local CM response timeout, 5 bits.
     pub local_cm_response_timeout: u8,

@@ -10,14 +10,20 @@
 //! rebuilds it from what a socket does know: the addresses, ports and datagram length.
 //! - IPv6 is always reconstructible: everything not masked (version, payload length, next
 //!   header, addresses) follows from the context.
-//! - IPv4 is not quite: the Identification field is covered by the CRC but not masked. We
-//!   send from unconnected sockets with `IP_PMTUDISC_DO`, on which Linux writes ID 0 and DF
-//!   (`ip_select_ident_segs`; rxe's packets are the same), and a receiving UDP socket cannot
-//!   read the ID at all, so on receive ID 0 is assumed ([`IcrcContext::ipv4_id`] defaults to
-//!   0). A peer that sends a non-zero ID (a connected socket's counter) fails the check. The
-//!   golden vectors of softrdma.md §1.7 were computed with their own ID 0x1234 (not 0): the
-//!   tests set `ipv4_id` to reproduce them.
-//!   The rebuilt IPv4 header has no options (IHL 5), flags DF and protocol UDP.
+//! - IPv4 is not quite: the Identification field is covered by the CRC but not masked, and
+//!   a receiving UDP socket cannot read it. We send from unconnected sockets with
+//!   `IP_PMTUDISC_DO`, on which Linux writes ID 0 and DF (`ip_select_ident_segs`), and GSO
+//!   segments get IDs 0, 1, 2, … (`driver::socket` stamps each ICRC accordingly). Linux
+//!   rxe sends DF with a non-zero, hashed ID on every packet. On receive,
+//!   [`verify_received`] therefore checks ID 0 first and otherwise solves for the one ID
+//!   that makes the ICRC match (`ipv4_id.rs`: CRC-32 is linear, so this keeps a 16-bit
+//!   check, and no single flipped bit outside the ID passes). [`IcrcContext::ipv4_id`]
+//!   is the ID to send with (0) or to check exactly, as the golden vectors of softrdma.md
+//!   §1.7 need (computed with ID 0x1234).
+//!   The rebuilt IPv4 header has no options (IHL 5), flags DF and protocol UDP: a packet
+//!   sent without DF fails the check (rxe and we always set it).
+
+mod ipv4_id;
 
 use super::ICRC_LEN;
 use core::net::IpAddr;
@@ -137,6 +143,52 @@ pub fn verify(ctx: &IcrcContext, udp_payload: &[u8]) -> bool {
     }
 }
 
+/// Bytes of the covered stream before the IPv4 ID: the masked LRH and the IPv4 header's
+/// version, TOS and total length.
+const IPV4_ID_AT: usize = 8 + 4;
+/// The IPv4 ID field's length.
+const IPV4_ID_LEN: usize = 2;
+
+/// How a received packet's ICRC matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// It verifies with the IPv4 ID given (always 0 for IPv6).
+    Verified {
+        /// The IPv4 Identification the sender used.
+        ipv4_id: u16,
+    },
+    /// No IPv4 ID makes it verify: the packet is corrupt (or was sent without DF).
+    Mismatch {
+        /// The ICRC computed with ID 0.
+        expected: u32,
+        /// The ICRC the packet carries.
+        got: u32,
+    },
+    /// Shorter than an ICRC.
+    Truncated,
+}
+
+/// Checks the ICRC of a received packet whose IPv4 ID the receiver cannot see
+/// (`ctx.ipv4_id` is ignored): ID 0 first (our traffic, one CRC pass), else the one ID that
+/// explains the difference, if any (`ipv4_id.rs`).
+pub fn verify_received(ctx: &IcrcContext, udp_payload: &[u8]) -> Received {
+    let Some((covered, got)) = split(udp_payload) else {
+        return Received::Truncated;
+    };
+    let ctx0 = IcrcContext { ipv4_id: 0, ..*ctx };
+    let expected = compute(&ctx0, covered);
+    if expected == got {
+        return Received::Verified { ipv4_id: 0 };
+    }
+    if let (IpAddr::V4(_), IpAddr::V4(_)) = (ctx.src, ctx.dst) {
+        let after = 8 + IPV4_HDR_LEN + UDP_HDR_LEN + covered.len() - IPV4_ID_AT - IPV4_ID_LEN;
+        if let Some(ipv4_id) = ipv4_id::IdBasis::new(after).solve(expected ^ got) {
+            return Received::Verified { ipv4_id };
+        }
+    }
+    Received::Mismatch { expected, got }
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
@@ -149,6 +201,21 @@ pub(super) mod tests {
     /// Golden RC ACK from softrdma.md §1.7.
     pub(crate) const GOLDEN_ACK: &str = "4500003012344000401114870a0000020a000001c45612b7001c\
         00001100ffff00000012000000641f00000157b761b1";
+
+    /// Captured on 2026-11-25 from Linux 6.1.0-56 `rdma_rxe` (QEMU guest, tests/interop):
+    /// ib_srp's RDMA-CM REQ to QP1, the whole IPv4 datagram. DF set and IPv4 ID 0x2980:
+    /// rxe numbers its packets, and the ICRC covers the ID.
+    pub(crate) const LINUX_RXE_CM_REQ: &str = "45000134298040004011f3e8c0a84d01c0a84dfed87212b7012000006400ffff0000000180000000800100000000\
+        0001010702030000000000000002b9e9e93d00100000000000003de9e9b90000000000000000010615b3505400ff\
+        fe77000100000000000000000000110400000000000000a17bacf4a7ffff37f0ffffffff00000000000000000000\
+        ffffc0a84d0100000000000000000000ffffc0a84dfecabe10000040009800000000000000000000000000000000\
+        000000000000000000000000000000000000000000000000000000000040ec12000000000000000000000000c0a8\
+        4d01000000000000000000000000c0a84dfe000000000000000000068000000020440000000000000000505400ff\
+        fe7700010002c90300c0ff010002c90300c0ff01004400000000000050febf77";
+    /// The same run: ib_srp's first SRP_CMD (INQUIRY), an RC SEND Only with IPv4 ID 0x2993.
+    pub(crate) const LINUX_RXE_SRP_CMD: &str = "4500006c299340004011f49dc0a84d01c0a84dfeebd312b7005800000400ffff0000001180009e37020000000001\
+        00001c000000000000000000000000000000000000000000000012000000240000000000000000000000ff24915f\
+        3fed9a00000003510000002468f88cb4";
 
     pub(crate) fn hex(s: &str) -> Vec<u8> {
         let s: Vec<u8> = s.bytes().filter(u8::is_ascii_hexdigit).collect();
@@ -225,6 +292,165 @@ pub(super) mod tests {
             });
             assert!(!verify(&ctx, &udp[..udp.len() - 1]));
             assert!(!verify(&ctx, &[]));
+        }
+    }
+
+    #[test]
+    fn a_receiver_finds_the_senders_ipv4_id() {
+        for v in [GOLDEN_WRITE, GOLDEN_ACK] {
+            let d = hex(v);
+            let (ctx, udp) = from_ipv4_udp(&d);
+            // The receiver does not know the ID: whatever it passes is ignored.
+            let blind = IcrcContext { ipv4_id: 0, ..ctx };
+            assert_eq!(
+                verify_received(&blind, udp),
+                Received::Verified { ipv4_id: 0x1234 }
+            );
+        }
+        // Our own traffic (ID 0) takes the first pass.
+        let d = hex(GOLDEN_ACK);
+        let (ctx, udp) = from_ipv4_udp(&d);
+        let (covered, _) = split(udp).expect("long enough");
+        let ours = IcrcContext { ipv4_id: 0, ..ctx };
+        let mut b = udp.to_vec();
+        let at = b.len() - ICRC_LEN;
+        b[at..].copy_from_slice(&compute(&ours, covered).to_le_bytes());
+        assert_eq!(
+            verify_received(&ours, &b),
+            Received::Verified { ipv4_id: 0 }
+        );
+        assert_eq!(verify_received(&ours, &b[..3]), Received::Truncated);
+    }
+
+    #[test]
+    fn real_rxe_packets_verify_by_solving_their_ipv4_id() {
+        for (v, id) in [(LINUX_RXE_CM_REQ, 0x2980), (LINUX_RXE_SRP_CMD, 0x2993)] {
+            let d = hex(v);
+            let (ctx, udp) = from_ipv4_udp(&d);
+            assert_eq!(ctx.ipv4_id, id);
+            assert_eq!(d[6] & 0x40, 0x40, "DF");
+            // The exact check with the header's ID passes; ID 0 (the assumption a receiver
+            // without the IP header used to make) does not: every rxe packet was dropped.
+            assert!(verify(&ctx, udp));
+            assert!(!verify(&IcrcContext { ipv4_id: 0, ..ctx }, udp));
+            let blind = IcrcContext { ipv4_id: 0, ..ctx };
+            assert_eq!(
+                verify_received(&blind, udp),
+                Received::Verified { ipv4_id: id }
+            );
+            for i in 0..udp.len() {
+                for bit in 0..8 {
+                    let mut b = udp.to_vec();
+                    b[i] ^= 1 << bit;
+                    let got = verify_received(&blind, &b);
+                    assert_eq!(
+                        matches!(got, Received::Mismatch { .. }),
+                        i != BTH_VARIANT_BYTE,
+                        "byte {i} bit {bit}: {got:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn any_id_is_found_and_whatever_verifies_verifies_exactly() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let ctx = IcrcContext::new(
+            core::net::Ipv4Addr::new(192, 168, 77, 1).into(),
+            core::net::Ipv4Addr::new(192, 168, 77, 254).into(),
+            0xd872,
+        );
+        let (mut found, mut junk_passed) = (0, 0);
+        for _ in 0..2000 {
+            let len = 16 + (next() % 600) as usize;
+            let mut p: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            let id = next() as u16;
+            let at = len - ICRC_LEN;
+            let crc = compute(&IcrcContext { ipv4_id: id, ..ctx }, &p[..at]);
+            p[at..].copy_from_slice(&crc.to_le_bytes());
+            // A sender's ID, whatever it was, is found.
+            assert_eq!(
+                verify_received(&ctx, &p),
+                Received::Verified { ipv4_id: id }
+            );
+            found += 1;
+            // Junk ICRCs: when one passes, it passes exactly with the ID returned.
+            p[at..].copy_from_slice(&(next() as u32).to_le_bytes());
+            if let Received::Verified { ipv4_id } = verify_received(&ctx, &p) {
+                assert!(verify(&IcrcContext { ipv4_id, ..ctx }, &p));
+                junk_passed += 1;
+            }
+        }
+        assert_eq!(found, 2000);
+        assert!(
+            junk_passed < 5,
+            "{junk_passed} of 2000 random ICRCs passed (2^-16 each)"
+        );
+    }
+
+    #[test]
+    fn with_the_id_unknown_every_flipped_bit_still_fails() {
+        for v in [GOLDEN_WRITE, GOLDEN_ACK] {
+            let d = hex(v);
+            let (ctx, udp) = from_ipv4_udp(&d);
+            for i in 0..udp.len() {
+                for bit in 0..8 {
+                    let mut b = udp.to_vec();
+                    b[i] ^= 1 << bit;
+                    let got = verify_received(&ctx, &b);
+                    if i == BTH_VARIANT_BYTE {
+                        assert_eq!(got, Received::Verified { ipv4_id: 0x1234 });
+                    } else {
+                        assert!(
+                            matches!(got, Received::Mismatch { .. }),
+                            "byte {i} bit {bit}: {got:?}"
+                        );
+                    }
+                }
+            }
+            // Every bit of the covered context the receiver knows: addresses, ports.
+            for bit in 0..32 {
+                let flip = |a: IpAddr| match a {
+                    IpAddr::V4(a) => IpAddr::V4((u32::from(a) ^ (1 << bit)).into()),
+                    a => a,
+                };
+                let rejects = |c: IcrcContext| {
+                    assert!(matches!(
+                        verify_received(&c, udp),
+                        Received::Mismatch { .. }
+                    ))
+                };
+                rejects(IcrcContext {
+                    src: flip(ctx.src),
+                    ..ctx
+                });
+                rejects(IcrcContext {
+                    dst: flip(ctx.dst),
+                    ..ctx
+                });
+                if bit < 16 {
+                    rejects(IcrcContext {
+                        src_port: ctx.src_port ^ (1 << bit),
+                        ..ctx
+                    });
+                    rejects(IcrcContext {
+                        dst_port: ctx.dst_port ^ (1 << bit),
+                        ..ctx
+                    });
+                }
+            }
+            // One byte less or more changes the lengths the CRC covers.
+            assert!(matches!(
+                verify_received(&ctx, &udp[..udp.len() - 1]),
+                Received::Mismatch { .. }
+            ));
         }
     }
 

@@ -1,0 +1,152 @@
+//! What the control interface reports (sessions, disks and their paths) and
+//! [`HostControl`] for the daemon's shared state.
+
+use super::{Exposure, Shared, lock};
+use crate::control::{
+    DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, PathInfo, SessionInfo,
+};
+use crate::session::Session;
+use mpio::{MultipathDisk, PathState, Policy};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+impl Shared {
+    pub(super) fn sessions(&self) -> Vec<SessionInfo> {
+        let sessions: Vec<Arc<Session>> = lock(&self.state).sessions.values().cloned().collect();
+        sessions.iter().map(|s| s.info()).collect()
+    }
+
+    pub(super) fn disks(&self) -> Vec<DiskInfo> {
+        let (disks, sessions): (Vec<Arc<MultipathDisk>>, Vec<Arc<Session>>) = {
+            let st = lock(&self.state);
+            (
+                st.disks.values().cloned().collect(),
+                st.sessions.values().cloned().collect(),
+            )
+        };
+        // Each session's HCA counters, read once for all its paths.
+        let hca: std::collections::BTreeMap<u32, hca::engine::Stats> = sessions
+            .iter()
+            .map(|s| (s.id(), s.port().miniport().status().hca))
+            .collect();
+        disks
+            .iter()
+            .map(|mp| {
+                let snap = mp.snapshot();
+                let i = &snap.identity;
+                DiskInfo {
+                    name: i.identity.clone(),
+                    path: match &self.exposure {
+                        Exposure::Files(f) => f.path(&i.identity).display().to_string(),
+                        Exposure::InProcess => String::new(),
+                    },
+                    identity: i.identity.clone(),
+                    vendor: i.vendor.clone(),
+                    product: i.product.clone(),
+                    revision: i.revision.clone(),
+                    block_size: i.block_size,
+                    blocks: i.blocks,
+                    policy: snap.policy.name().to_owned(),
+                    queued: snap.queued,
+                    reads: snap.reads,
+                    writes: snap.writes,
+                    flushes: snap.flushes,
+                    errors: snap.errors,
+                    failovers: snap.failovers,
+                    paths: snap
+                        .paths
+                        .iter()
+                        .map(|p| PathInfo {
+                            session: p.key,
+                            lun: p.lun,
+                            ioc_guid: p.label.ioc_guid.clone(),
+                            ioc_name: p.label.ioc_name.clone(),
+                            portal: p.label.portal.parse().unwrap_or(IpAddr::from([0, 0, 0, 0])),
+                            local: p.label.local.parse().unwrap_or(IpAddr::from([0, 0, 0, 0])),
+                            state: match (p.state, p.active) {
+                                (PathState::Active, false) => "standby".to_owned(),
+                                (st, _) => st.as_str().to_owned(),
+                            },
+                            alua: p.alua.map(|a| a.as_str().to_owned()),
+                            preferred: p.preferred,
+                            weight: p.weight,
+                            in_flight: p.in_flight,
+                            reads: p.reads,
+                            writes: p.writes,
+                            bytes: p.bytes,
+                            errors: p.errors,
+                            failures: p.failures,
+                            hca_dropped: hca.get(&p.key).map_or(0, |s| s.dropped()),
+                            retransmits: hca.get(&p.key).map_or(0, |s| s.retransmitted_packets),
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// The disk named (or identified) `name`.
+    pub(super) fn disk_named(&self, name: &str) -> Option<Arc<MultipathDisk>> {
+        lock(&self.state).disks.get(name).cloned()
+    }
+
+    /// The disks session `key` is a path of.
+    fn disks_through(&self, key: u32) -> Vec<Arc<MultipathDisk>> {
+        lock(&self.state)
+            .disks
+            .values()
+            .filter(|d| d.has_path(key))
+            .cloned()
+            .collect()
+    }
+}
+
+impl HostControl for Shared {
+    fn call(&self, request: HostRequest) -> Result<HostAnswer, HostControlError> {
+        match request {
+            HostRequest::Sessions => Ok(HostAnswer::Sessions(self.sessions())),
+            HostRequest::Disks => Ok(HostAnswer::Disks(self.disks())),
+            HostRequest::Login(spec) => {
+                let iocs = self
+                    .config
+                    .portals
+                    .iter()
+                    .find(|p| p.address == spec.portal && spec.ioc_guid.is_none())
+                    .map(|p| p.iocs.clone())
+                    .unwrap_or_default();
+                self.login(&spec, &iocs).map(HostAnswer::LoggedIn)
+            }
+            HostRequest::Logout { session } => {
+                let _serial = lock(&self.logins);
+                self.drop_session(session)
+                    .map(|disks_removed| HostAnswer::LoggedOut { disks_removed })
+                    .ok_or(HostControlError::NoSuchSession(session))
+            }
+            HostRequest::SetPolicy { disk, policy } => {
+                let p = Policy::parse(&policy).ok_or(HostControlError::NoSuchPolicy(policy))?;
+                let mp = self
+                    .disk_named(&disk)
+                    .ok_or(HostControlError::NoSuchDisk(disk.clone()))?;
+                mp.set_policy(p);
+                tracing::info!(disk, policy = p.name(), "policy set");
+                Ok(HostAnswer::Done { disks: vec![disk] })
+            }
+            HostRequest::SetPath { session, enabled } => {
+                if !lock(&self.state).sessions.contains_key(&session) {
+                    return Err(HostControlError::NoSuchSession(session));
+                }
+                let now = Instant::now();
+                let disks = self
+                    .disks_through(session)
+                    .into_iter()
+                    .filter(|d| d.set_admin(session, enabled, now))
+                    .map(|d| d.identity().identity.clone())
+                    .collect();
+                // A restored path is verified at the next tick.
+                self.wake.notify_all();
+                Ok(HostAnswer::Done { disks })
+            }
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Sweeping the portals and logging in: one channel per free local address to each SRP
+//! service without a session.
+
+use super::{Shared, lock};
+use crate::control::{HostControlError, LoginSpec, SessionInfo};
+use crate::discover::{SrpService, route_source, srp_services, sweep};
+use crate::session::Session;
+use hca::Guid;
+use srp_initiator_storport::srp::LoginVia;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long one Device Management sweep may take.
+const SWEEP_TIMEOUT: Duration = Duration::from_secs(3);
+
+impl Shared {
+    /// The local addresses sessions use.
+    fn locals_in_use(&self) -> Vec<IpAddr> {
+        lock(&self.state)
+            .sessions
+            .values()
+            .map(|s| s.local())
+            .collect()
+    }
+
+    /// The local addresses `portal` may be reached from that no session uses.
+    fn free_locals(&self, portal: IpAddr) -> Vec<IpAddr> {
+        let configured = self
+            .config
+            .portals
+            .iter()
+            .find(|p| p.address == portal)
+            .map(|p| p.local.clone())
+            .unwrap_or_default();
+        let candidates = if configured.is_empty() {
+            route_source(portal).into_iter().collect()
+        } else {
+            configured
+        };
+        let used = self.locals_in_use();
+        candidates
+            .into_iter()
+            .filter(|l| !used.contains(l))
+            .collect()
+    }
+
+    fn has_session(&self, service: &SrpService) -> bool {
+        lock(&self.state)
+            .sessions
+            .values()
+            .any(|s| s.serves(service))
+    }
+
+    /// One sweep of every configured portal, logging in where needed.
+    pub(super) fn sweep_all(&self) {
+        for p in self.config.portals.clone() {
+            if self.stopping() {
+                return;
+            }
+            let spec = LoginSpec {
+                portal: p.address,
+                local: None,
+                ioc_guid: None,
+            };
+            let outcome = self.login(&spec, &p.iocs);
+            for s in outcome.iter().flatten() {
+                tracing::info!(
+                    session = s.id,
+                    ioc = s.ioc_guid,
+                    login = s.login,
+                    disks = ?s.disks,
+                    "logged in"
+                );
+            }
+            self.note_sweep(p.address, outcome.as_ref().err());
+        }
+    }
+
+    /// Logs a portal's sweep failure at warning level once per change (every sweep retries,
+    /// so a target that keeps refusing is named once, not every few seconds), and its end.
+    fn note_sweep(&self, portal: IpAddr, error: Option<&HostControlError>) {
+        // Nothing to log in to, or every local address already carries a session: normal.
+        let text = match error {
+            None
+            | Some(HostControlError::NothingToLogIn(_))
+            | Some(HostControlError::NoLocalAddress(_)) => None,
+            Some(e) => Some(e.to_string()),
+        };
+        let mut st = lock(&self.state);
+        match text {
+            Some(t) => {
+                if st.sweep_errors.get(&portal) != Some(&t) {
+                    tracing::warn!(%portal, "sweep: {t} (retried every {:?})", self.config.sweep_interval);
+                    st.sweep_errors.insert(portal, t);
+                }
+            }
+            None => {
+                if st.sweep_errors.remove(&portal).is_some() {
+                    tracing::info!(%portal, "sweep: the earlier failure is resolved");
+                }
+            }
+        }
+    }
+
+    /// The login forms to try for `service`: what logged in last time first, then the
+    /// portal's choice.
+    fn login_forms(&self, service: &SrpService) -> Vec<LoginVia> {
+        let (choice, port) = self
+            .config
+            .portals
+            .iter()
+            .find(|p| p.address == service.portal)
+            .map_or((self.config.login, self.config.rdma_cm_port), |p| {
+                (p.login, p.rdma_cm_port)
+            });
+        let mut forms = choice.candidates(port);
+        let learned = lock(&self.state)
+            .learned_login
+            .get(&(service.portal, service.ioc_guid.0))
+            .copied();
+        if let Some(l) = learned.filter(|l| forms.contains(l)) {
+            forms.retain(|f| *f != l);
+            forms.insert(0, l);
+        }
+        forms
+    }
+
+    /// Sweeps `spec.portal` and logs in to each SRP service without a session (only
+    /// `iocs`, if any; only `spec.ioc_guid`, if set).
+    pub(super) fn login(
+        &self,
+        spec: &LoginSpec,
+        iocs: &[Guid],
+    ) -> Result<Vec<SessionInfo>, HostControlError> {
+        let _serial = lock(&self.logins);
+        if self.stopping() {
+            return Err(HostControlError::Stopping);
+        }
+        let only = match &spec.ioc_guid {
+            Some(g) => Some(Guid(
+                crate::config::parse_id64(g).map_err(HostControlError::BadRequest)?,
+            )),
+            None => None,
+        };
+        let mut free = match spec.local {
+            Some(l) if self.locals_in_use().contains(&l) => {
+                return Err(HostControlError::NoLocalAddress(spec.portal));
+            }
+            Some(l) => vec![l],
+            None => self.free_locals(spec.portal),
+        };
+        let Some(&sweep_from) = free.first() else {
+            return Err(HostControlError::NoLocalAddress(spec.portal));
+        };
+        let found = sweep(
+            spec.portal,
+            sweep_from,
+            self.config.node_guid,
+            SWEEP_TIMEOUT,
+        )
+        .map_err(|e| HostControlError::Failed(e.to_string()))?;
+        let wanted: Vec<SrpService> = srp_services(spec.portal, &found)
+            .into_iter()
+            .filter(|s| iocs.is_empty() || iocs.contains(&s.ioc_guid))
+            .filter(|s| only.is_none_or(|g| g == s.ioc_guid))
+            .filter(|s| !self.has_session(s))
+            .collect();
+        if wanted.is_empty() {
+            return Err(HostControlError::NothingToLogIn(format!(
+                "{} offers no SRP service{} without a session",
+                spec.portal,
+                only.map(|g| format!(" of IOC {:#018x}", g.0))
+                    .unwrap_or_default()
+            )));
+        }
+        let mut created = Vec::new();
+        let mut errors = Vec::new();
+        for service in wanted {
+            if free.is_empty() {
+                errors.push(format!(
+                    "IOC {:#018x}: no free local address left (one channel per address)",
+                    service.ioc_guid.0
+                ));
+                continue;
+            }
+            let local = free.remove(0);
+            let id = {
+                let mut st = lock(&self.state);
+                st.next_id += 1;
+                st.next_id - 1
+            };
+            let forms = self.login_forms(&service);
+            match Session::open(id, service, local, &self.config, &forms) {
+                Ok(s) => {
+                    let s = Arc::new(s);
+                    {
+                        let mut st = lock(&self.state);
+                        st.learned_login
+                            .insert((s.service().portal, s.service().ioc_guid.0), s.login_via());
+                        st.sessions.insert(id, s.clone());
+                    }
+                    self.expose(&s);
+                    created.push(s.info());
+                }
+                Err(e) => {
+                    // The address is still free for the next service.
+                    free.insert(0, local);
+                    errors.push(e);
+                }
+            }
+        }
+        if created.is_empty() {
+            return Err(HostControlError::Failed(errors.join("; ")));
+        }
+        for e in errors {
+            tracing::warn!(%e, "login");
+        }
+        Ok(created)
+    }
+}

@@ -1,0 +1,187 @@
+//! The target under test in direction A, ours or Linux's, behind one interface: both
+//! export the same two LUNs (LUN 0: 256 MiB, LUN 1: 32 MiB) through two target ports, one
+//! per guest NIC, and admit only the guest's two initiator ports (initiator_ext 0).
+//!
+//! - Ours: `srpctl target run` in the namespace, IOC `ioc-a` on port p0 (192.168.77.254)
+//!   and `ioc-b` on p1 (192.168.78.254), LUN 0 a file, LUN 1 RAM.
+//! - LIO: ib_srpt on both rxe devices of the guest (TPG 1 each), LUN 0 `rd_mcp`, LUN 1
+//!   `fileio`; the guest logs in to its own addresses.
+
+use crate::linux::{
+    Backstore, RxeDevice, SrpLogin, SrptConfig, SrptTarget, linux_initiator_port_id, setup_lio_srpt,
+};
+use crate::ours::{Daemon, srpctl};
+use crate::{Error, Guest, NetNs, Result};
+use std::path::Path;
+use std::time::Duration;
+
+/// Our IOCs' GUIDs (= their `id_ext`), path 0 and path 1.
+pub const OURS_IOC: [&str; 2] = ["0002c90300c0ff01", "0002c90300c0ff02"];
+/// Bytes of LUN 0 and LUN 1.
+pub const LUN_MIB: [u64; 2] = [256, 32];
+
+/// Our target, running.
+#[derive(Debug)]
+pub struct Ours {
+    daemon: Daemon,
+    sock: String,
+}
+
+/// Linux's target in the guest.
+#[derive(Debug)]
+pub struct Lio {
+    target: SrptTarget,
+}
+
+/// The target under test.
+#[derive(Debug)]
+pub enum Side {
+    /// `srpctl target run`.
+    Ours(Ours),
+    /// LIO + ib_srpt.
+    Lio(Lio),
+}
+
+/// `target.toml` for our side: two ports, two IOCs, two LUNs, the guest's initiators.
+pub fn ours_config(work: &Path, allow: &[String]) -> String {
+    let allow: Vec<String> = allow.iter().map(|a| format!("\"{a}\"")).collect();
+    let allow = allow.join(", ");
+    format!(
+        "[target]\nnode_guid = \"0x0002c90300c0ff00\"\nname = \"interop\"\n\
+         control_socket = \"{sock}\"\nrdma_cm_port = 5555\n\n\
+         [[port]]\nname = \"p0\"\naddress = \"192.168.77.254\"\n\n\
+         [[port]]\nname = \"p1\"\naddress = \"192.168.78.254\"\n\n\
+         [[lun]]\nname = \"vol0\"\nfile = \"{img}\"\nsize = \"{m0}MiB\"\n\n\
+         [[lun]]\nname = \"vol1\"\nram = true\nsize = \"{m1}MiB\"\n\n\
+         [[ioc]]\nname = \"ioc-a\"\nguid = \"0x{a}\"\nports = [\"p0\"]\n\
+         exports = {{ 0 = \"vol0\", 1 = \"vol1\" }}\nallow = [{allow}]\n\n\
+         [[ioc]]\nname = \"ioc-b\"\nguid = \"0x{b}\"\nports = [\"p1\"]\n\
+         exports = {{ 0 = \"vol0\", 1 = \"vol1\" }}\nallow = [{allow}]\n",
+        sock = work.join("target.sock").display(),
+        img = work.join("vol0.img").display(),
+        m0 = LUN_MIB[0],
+        m1 = LUN_MIB[1],
+        a = OURS_IOC[0],
+        b = OURS_IOC[1],
+    )
+}
+
+impl Side {
+    /// Starts our target in `ns` (files in `work`), admitting the guest's `rxe` ports.
+    pub fn ours(ns: &NetNs, work: &Path, rxe: &[RxeDevice]) -> Result<Side> {
+        let allow: Vec<String> = rxe.iter().map(|r| linux_initiator_port_id(r, 0)).collect();
+        let conf = work.join("target.toml");
+        std::fs::write(&conf, ours_config(work, &allow))
+            .map_err(Error::io(format!("write {}", conf.display())))?;
+        let conf = conf.display().to_string();
+        let mut daemon = Daemon::start(
+            ns,
+            "target",
+            &["target", "run", "-c", &conf],
+            &work.join("target.log"),
+        )?;
+        daemon.wait_for_log("control socket", Duration::from_secs(60))?;
+        Ok(Side::Ours(Ours {
+            daemon,
+            sock: work.join("target.sock").display().to_string(),
+        }))
+    }
+
+    /// Sets up LIO + ib_srpt on the guest's `rxe` ports, admitting them.
+    pub fn lio(guest: &Guest, rxe: &[RxeDevice]) -> Result<Side> {
+        let allow: Vec<String> = rxe.iter().map(|r| linux_initiator_port_id(r, 0)).collect();
+        let target = setup_lio_srpt(
+            guest,
+            &SrptConfig::new(
+                rxe,
+                vec![
+                    Backstore::Ramdisk { mib: LUN_MIB[0] },
+                    Backstore::FileIo { mib: LUN_MIB[1] },
+                ],
+                allow,
+            ),
+        )?;
+        Ok(Side::Lio(Lio { target }))
+    }
+
+    /// `ours` or `lio`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Side::Ours(_) => "ours",
+            Side::Lio(_) => "lio",
+        }
+    }
+
+    /// Linux ib_srp's login on path `k` from `rxe` (the guest's `rxe<k>`), both LUNs
+    /// expected.
+    pub fn login(&self, k: usize, rxe: &RxeDevice) -> SrpLogin {
+        let mut l = match self {
+            Side::Ours(_) => SrpLogin::with_ids(
+                &rxe.name,
+                OURS_IOC[k],
+                OURS_IOC[k],
+                &format!("192.168.{}.254:5555", 77 + k),
+            ),
+            Side::Lio(l) => SrpLogin::new(&rxe.name, &l.target, rxe.ip),
+        };
+        l.expect_disks = 2;
+        l
+    }
+
+    /// Takes path `k`'s target port out of service: our IOC disabled (its sessions logged
+    /// out), or LIO's TPG disabled.
+    pub fn fail_path(&self, guest: &Guest, ns: &NetNs, k: usize) -> Result<()> {
+        match self {
+            Side::Ours(o) => {
+                let name = ["ioc-a", "ioc-b"][k];
+                srpctl(ns, &["target", "ioc", "disable", name, "--socket", &o.sock]).map(|_| ())
+            }
+            Side::Lio(l) => guest
+                .run_ok(
+                    &format!("echo 0 > {}/enable", l.target.tpgs[k]),
+                    Duration::from_secs(60),
+                )
+                .map(|_| ()),
+        }
+    }
+
+    /// Puts path `k`'s target port back.
+    pub fn restore_path(&self, guest: &Guest, ns: &NetNs, k: usize) -> Result<()> {
+        match self {
+            Side::Ours(o) => {
+                let name = ["ioc-a", "ioc-b"][k];
+                srpctl(ns, &["target", "ioc", "enable", name, "--socket", &o.sock]).map(|_| ())
+            }
+            Side::Lio(l) => guest
+                .run_ok(
+                    &format!("echo 1 > {}/enable", l.target.tpgs[k]),
+                    Duration::from_secs(60),
+                )
+                .map(|_| ()),
+        }
+    }
+
+    /// Our target's control socket (None for LIO).
+    pub fn socket(&self) -> Option<&str> {
+        match self {
+            Side::Ours(o) => Some(&o.sock),
+            Side::Lio(_) => None,
+        }
+    }
+
+    /// Our target's log so far (empty for LIO).
+    pub fn log(&self) -> String {
+        match self {
+            Side::Ours(o) => o.daemon.log(),
+            Side::Lio(_) => String::new(),
+        }
+    }
+
+    /// Stops our target; its log.
+    pub fn stop(&mut self) -> String {
+        match self {
+            Side::Ours(o) => o.daemon.stop(),
+            Side::Lio(_) => String::new(),
+        }
+    }
+}
