@@ -94,10 +94,17 @@ fn sg(s: &SrpSession, n: u64) -> Result<String> {
         .ok_or_else(|| Error::Guest(format!("no sg for LUN {n} in {s:?}")))
 }
 
-/// A login that must be refused: the reason the guest's kernel logged.
-fn refused(guest: &Guest, login: &SrpLogin) -> Result<String> {
+/// A login that must be refused: the reason the guest's kernel logged, which must name
+/// `expect` when given (ours: SRP_LOGIN_REJ 0x00010003, "unable to associate the channel
+/// with the I_T nexus", for an unknown target port and for an ACL refusal alike).
+fn refused(guest: &Guest, login: &SrpLogin, expect: Option<&str>) -> Result<String> {
     match srp_login(guest, login) {
-        Err(Error::Login { reason, .. }) => Ok(format!("refused: {reason}")),
+        Err(Error::Login { reason, dmesg }) => match expect {
+            Some(e) if !dmesg.contains(e) => Err(Error::Guest(format!(
+                "refused, but not with {e}: {reason}\n{dmesg}"
+            ))),
+            _ => Ok(format!("refused: {reason}")),
+        },
         Err(e) => Err(e),
         Ok(s) => {
             let _ = srp_logout(guest, &s);
@@ -208,18 +215,19 @@ fn checks(m: &mut Matrix, l: &str, r: &Run<'_>) {
         session = Some(s);
         Ok(d)
     });
+    let ours_reason = r.side.socket().map(|_| "reason 0x00010003");
     m.check(l, "A.reject-unknown-target-port", || {
         let mut bad = r.side.login(0, &r.rxe[0]);
         bad.id_ext = "00000000deadbeef".into();
         bad.ioc_guid = "00000000deadbeef".into();
         bad.timeout = Duration::from_secs(30);
-        refused(g, &bad)
+        refused(g, &bad, ours_reason)
     });
     m.check(l, "A.reject-by-acl", || {
         let mut bad = r.side.login(0, &r.rxe[0]);
         bad.options.push("initiator_ext=0000000000000001".into());
         bad.timeout = Duration::from_secs(30);
-        refused(g, &bad)
+        refused(g, &bad, ours_reason)
     });
     let Some(s) = session else {
         m.skip(l, "A.*", "no session");
