@@ -182,7 +182,7 @@ pub fn verify_received(ctx: &IcrcContext, udp_payload: &[u8]) -> Received {
     }
     if let (IpAddr::V4(_), IpAddr::V4(_)) = (ctx.src, ctx.dst) {
         let after = 8 + IPV4_HDR_LEN + UDP_HDR_LEN + covered.len() - IPV4_ID_AT - IPV4_ID_LEN;
-        if let Some(ipv4_id) = ipv4_id::IdBasis::new(after).solve(expected ^ got) {
+        if let Some(ipv4_id) = ipv4_id::IdBasis::cached(after).solve(expected ^ got) {
             return Received::Verified { ipv4_id };
         }
     }
