@@ -4,7 +4,8 @@
 //!
 //! Contract: [`scan`] returns the disks found, in LUN order, and one line per LUN it skipped
 //! and why (beyond the port's LUN range, declined by the DSM — not a connected disk, no
-//! logical-unit designator —, no capacity). Identities are the DSM's
+//! logical-unit designator —, no capacity), apart from the LUNs listed whose probe did not
+//! complete ([`ScanResult::unreachable`]: not evidence of a LUN gone). Identities are the DSM's
 //! ([`mpio::identity`]: MSDSM's ranking, named as Linux names WWIDs).
 
 use crate::command::{Outcome, execute_retrying};
@@ -49,6 +50,31 @@ pub struct ScanResult {
     pub luns: Vec<LunInfo>,
     /// LUNs passed over, with the reason.
     pub skipped: Vec<String>,
+    /// LUNs REPORT LUNS lists whose probe did not complete (a command failed: the target
+    /// may be going away mid-scan). Not evidence that the LUN is gone: a disk already
+    /// holding such a LUN keeps its path until a later scan settles it.
+    pub unreachable: Vec<u32>,
+}
+
+impl ScanResult {
+    /// Whether a disk holding `lun` with `identity` stays: its LUN was found with the same
+    /// identity, or is listed but could not be probed this time (never removed on a
+    /// transient failure: a target going away mid-scan is device loss's to judge).
+    pub fn keeps(&self, lun: u32, identity: &str) -> bool {
+        self.unreachable.contains(&lun)
+            || self
+                .luns
+                .iter()
+                .any(|l| l.lun == lun && l.identity == identity)
+    }
+}
+
+/// Why one LUN was not made a disk.
+enum Skip {
+    /// A property of the LUN: not a disk we can use.
+    Declined(String),
+    /// A command did not complete with good status: nothing is known.
+    Unreachable(String),
 }
 
 /// Why a scan failed as a whole.
@@ -136,7 +162,11 @@ pub fn scan(
         let address = LuAddress::new(0, 0, lun);
         match probe(port, dsm, address, timeout, target_port) {
             Ok(info) => out.luns.push(info),
-            Err(why) => out.skipped.push(format!("LUN {n}: {why}")),
+            Err(Skip::Declined(why)) => out.skipped.push(format!("LUN {n}: {why}")),
+            Err(Skip::Unreachable(why)) => {
+                out.skipped.push(format!("LUN {n}: {why}"));
+                out.unreachable.push(n);
+            }
         }
     }
     Ok(out)
@@ -149,15 +179,16 @@ fn probe(
     address: LuAddress,
     timeout: Duration,
     target_port: &str,
-) -> Result<LunInfo, String> {
+) -> Result<LunInfo, Skip> {
+    use Skip::{Declined, Unreachable};
     let std_inq = Command::Inquiry(Inquiry {
         page: None,
         alloc_len: 96,
     });
     let inq = match run_in(port, address, std_inq, 96, timeout) {
         Outcome::Good(d) if d.len() >= 36 => d,
-        Outcome::Good(d) => return Err(format!("INQUIRY data of {} bytes", d.len())),
-        other => return Err(format!("INQUIRY: {other}")),
+        Outcome::Good(d) => return Err(Declined(format!("INQUIRY data of {} bytes", d.len()))),
+        other => return Err(Unreachable(format!("INQUIRY: {other}"))),
     };
     let vpd = Command::Inquiry(Inquiry {
         page: Some(VpdPage::from(0x83)),
@@ -165,12 +196,12 @@ fn probe(
     });
     let vpd = match run_in(port, address, vpd, 512, timeout) {
         Outcome::Good(d) => d,
-        other => return Err(format!("VPD page 0x83: {other}")),
+        other => return Err(Unreachable(format!("VPD page 0x83: {other}"))),
     };
     let nexus = format!("{target_port}-lun{}", address.lun);
     let id = dsm
         .inquire(&inq, &vpd, Some(&nexus))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Declined(e.to_string()))?;
     if id.identity.starts_with("nexus.") {
         tracing::info!(
             lun = address.lun,
@@ -181,23 +212,23 @@ fn probe(
     let rc16 = Command::ReadCapacity16(ReadCapacity16 { alloc_len: 32 });
     let (blocks, block_size) = match run_in(port, address, rc16, 32, timeout) {
         Outcome::Good(d) if d.len() >= 12 => {
-            let last = u64::from_be_bytes(d[..8].try_into().map_err(|_| "short data")?);
-            let bs = u32::from_be_bytes(d[8..12].try_into().map_err(|_| "short data")?);
+            let last = u64::from_be_bytes(d[..8].try_into().unwrap_or_default());
+            let bs = u32::from_be_bytes(d[8..12].try_into().unwrap_or_default());
             (last.saturating_add(1), bs)
         }
         _ => match run_in(port, address, Command::ReadCapacity10, 8, timeout) {
             Outcome::Good(d) if d.len() >= 8 => {
-                let last = u32::from_be_bytes(d[..4].try_into().map_err(|_| "short data")?);
-                let bs = u32::from_be_bytes(d[4..8].try_into().map_err(|_| "short data")?);
+                let last = u32::from_be_bytes(d[..4].try_into().unwrap_or_default());
+                let bs = u32::from_be_bytes(d[4..8].try_into().unwrap_or_default());
                 (u64::from(last) + 1, bs)
             }
-            other => return Err(format!("READ CAPACITY: {other}")),
+            other => return Err(Unreachable(format!("READ CAPACITY: {other}"))),
         },
     };
     if !block_size.is_power_of_two() || block_size < 512 || blocks == 0 {
-        return Err(format!(
+        return Err(Declined(format!(
             "unusable geometry: {blocks} blocks of {block_size} bytes"
-        ));
+        )));
     }
     Ok(LunInfo {
         lun: u32::from(address.lun),
@@ -225,5 +256,37 @@ mod tests {
         d.extend([0, 9, 0, 0, 0, 0, 0, 0]); // beyond LUN LIST LENGTH
         assert_eq!(parse_report_luns(&d), vec![0, 3, 256]);
         assert!(parse_report_luns(&[0, 0]).is_empty());
+    }
+
+    fn lun(n: u32, identity: &str) -> LunInfo {
+        LunInfo {
+            lun: n,
+            address: LuAddress::new(0, 0, n as u8),
+            identity: identity.into(),
+            id: DsmIdentifier {
+                identity: identity.into(),
+                alua: false,
+                relative_port: None,
+                port_group: None,
+            },
+            vendor: String::new(),
+            product: String::new(),
+            revision: String::new(),
+            block_size: 512,
+            blocks: 8,
+        }
+    }
+
+    #[test]
+    fn a_disk_is_gone_only_when_its_lun_is_absent_or_changed_not_when_unprobed() {
+        let found = ScanResult {
+            luns: vec![lun(0, "naa.1")],
+            skipped: vec!["LUN 1: INQUIRY: transport error".into()],
+            unreachable: vec![1],
+        };
+        assert!(found.keeps(0, "naa.1"));
+        assert!(!found.keeps(0, "naa.2"), "another LU at the same LUN");
+        assert!(found.keeps(1, "naa.9"), "listed but unprobed: kept");
+        assert!(!found.keeps(2, "naa.3"), "not listed: gone");
     }
 }

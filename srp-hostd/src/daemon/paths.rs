@@ -55,12 +55,9 @@ impl Shared {
         }
         let gone: Vec<SessionDisk> = {
             let mut disks = s.disks();
-            let (keep, gone) = std::mem::take(&mut *disks).into_iter().partition(|d| {
-                found
-                    .luns
-                    .iter()
-                    .any(|l| l.lun == d.disk.info().lun && l.identity == d.disk.info().identity)
-            });
+            let (keep, gone) = std::mem::take(&mut *disks)
+                .into_iter()
+                .partition(|d| found.keeps(d.disk.info().lun, &d.disk.info().identity));
             *disks = keep;
             gone
         };
