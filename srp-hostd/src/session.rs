@@ -125,7 +125,7 @@ pub fn adapter_config(
         cmd_timeout: config.cmd_timeout,
         login_timeout: config.login_timeout,
         arena_pages: arena_pages(config),
-        poll_interval: Duration::from_micros(100),
+        max_wait: Duration::from_millis(100),
         registration: config.registration,
     }
 }

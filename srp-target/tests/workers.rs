@@ -8,7 +8,7 @@ mod common;
 use common::{identity, nexus_data, read10};
 use scsi::{Lba, Status};
 use srp_target::backend::{Backend, BackendError, BlockSize, RamBackend};
-use srp_target::io::{AbortFlag, Done, Executor, Job, NexusInfo, Workers};
+use srp_target::io::{AbortFlag, Done, Executor, Job, NexusInfo, Reply, Workers};
 use srp_target::{LogicalUnit, LuConfig};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex};
@@ -84,7 +84,7 @@ fn job(token: u64, lu: &Arc<LogicalUnit>, nexus: &Arc<NexusInfo>, reply: &Sender
         nexus: nexus.clone(),
         cdb: read10(0, 1).to_vec(),
         data_out: Vec::new(),
-        reply: reply.clone(),
+        reply: Reply::new(reply.clone(), None),
         abort: AbortFlag::default(),
     }
 }

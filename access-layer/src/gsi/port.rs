@@ -187,6 +187,13 @@ impl GsiPort {
         Ok(())
     }
 
+    /// Arms the port's CQ: the next completion (a MAD received or sent) fires a
+    /// [`hca::engine::Event::CqNotify`] to the device's event handler.
+    pub fn arm(&self, e: &mut Engine) -> Result<(), GsiError> {
+        e.req_notify_cq(self.cq, hca::verbs::ArmMode::NextCompletion)?;
+        Ok(())
+    }
+
     /// The next received MAD and its source, polling the CQ when nothing is queued.
     pub fn recv(
         &mut self,

@@ -16,12 +16,14 @@
 //! - [`SyncCa`] is the blocking wrapper, for threads that may block.
 //!
 //! Modules: [`dispatch`] (the marker), [`verifier`], [`completion`] (the IRP analogue),
+//! [`doorbell`] (what a CQ notification rings to wake the thread that serves it),
 //! [`ci`] (the [`ChannelInterface`] trait), [`soft`] ([`SoftCa`], the provider over the
 //! software HCA) and [`sync`] ([`SyncCa`]).
 
 pub mod ci;
 pub mod completion;
 pub mod dispatch;
+pub mod doorbell;
 pub mod soft;
 pub mod sync;
 pub mod verifier;
@@ -29,6 +31,7 @@ pub mod verifier;
 pub use ci::{CaAttr, ChannelInterface, EventHandler, MrSpec, PortAttr};
 pub use completion::{Completer, Completion};
 pub use dispatch::{DispatchGuard, at_dispatch, in_dispatch};
+pub use doorbell::Doorbell;
 pub use soft::SoftCa;
 pub use sync::SyncCa;
 

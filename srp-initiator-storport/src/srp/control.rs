@@ -92,6 +92,8 @@ impl Adapter {
             self.run_actions(&mut s, port, &mut done);
         }
         dpc::complete_all(port, done);
+        // A task management request's timer is the DPC's.
+        self.bell.ring();
     }
 
     /// HwAdapterControl(StopAdapter): see the module doc.
@@ -111,6 +113,8 @@ impl Adapter {
             }
         }
         dpc::complete_all(port, done);
+        // The DREQ after the linger is the DPC's (its timer).
+        self.bell.ring();
     }
 
     /// HwAdapterControl(RestartAdapter): what is left of the old channel goes, a fresh core
@@ -125,5 +129,6 @@ impl Adapter {
             self.relogin(&mut s, port, &mut done);
         }
         dpc::complete_all(port, done);
+        self.bell.ring();
     }
 }

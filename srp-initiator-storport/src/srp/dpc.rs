@@ -17,27 +17,66 @@ use srp::initiator::{Action, Completion, Event};
 pub(crate) type Done = Vec<Srb<SrbExt>>;
 
 impl Adapter {
-    /// One DPC round.
-    pub(crate) fn round(&self, port: &PortServices<super::SrpMiniport>) {
+    /// One DPC round; returns how much it did (MADs, CM events, completions, timers fired,
+    /// core actions): 0 means there was nothing to do.
+    pub(crate) fn round(&self, port: &PortServices<super::SrpMiniport>) -> usize {
         let mut done = Done::new();
+        let mut n;
         {
             let mut s = self.lock();
-            self.pump_cm(&mut s);
-            self.pump_cq(&mut s);
+            n = self.pump_cm(&mut s);
+            n += self.pump_cq(&mut s);
             let now = self.now();
             if s.channel.poll_timeout().is_some_and(|t| t <= now) {
                 s.channel.handle_timeout(now);
+                n += 1;
             }
-            self.run_actions(&mut s, port, &mut done);
+            n += self.run_actions(&mut s, port, &mut done);
         }
         complete_all(port, done);
+        n
     }
 
-    /// MADs in, CM timers, MADs out, CM events to the core.
-    fn pump_cm(&self, s: &mut Inner) {
+    /// After a round that did nothing: arms the RC and GSI completion queues (their next
+    /// completion fires a CQ notification, whose handler rings the adapter's doorbell), runs
+    /// one more round for what completed before the arm, and returns how long the DPC
+    /// thread may then wait for the doorbell: until the core's or the CM's next timer,
+    /// at most `max`. `None`: that round found work, run again at once.
+    pub(crate) fn idle(
+        &self,
+        port: &PortServices<super::SrpMiniport>,
+        max: std::time::Duration,
+    ) -> Option<std::time::Duration> {
+        {
+            let s = self.lock();
+            let (cq, gsi) = (s.cq, &s.gsi);
+            self.hca.with(|e, _| {
+                let _ = e.req_notify_cq(cq, hca::verbs::ArmMode::NextCompletion);
+                let _ = gsi.arm(e);
+            });
+        }
+        if self.round(port) > 0 {
+            return None;
+        }
+        let s = self.lock();
+        let now = self.now();
+        let until = |t: Option<hca::time::Time>| {
+            t.map(|t| std::time::Duration::from_nanos(t.0.saturating_sub(now.0)))
+        };
+        let wait = [until(s.channel.poll_timeout()), until(s.cm.poll_timeout())]
+            .into_iter()
+            .flatten()
+            .fold(max, std::cmp::Ord::min);
+        Some(wait)
+    }
+
+    /// MADs in, CM timers, MADs out, CM events to the core; returns MADs and events seen.
+    fn pump_cm(&self, s: &mut Inner) -> usize {
         let Inner { gsi, cm, .. } = s;
+        let mut mads = 0;
         let events = self.hca.with(|e, now| {
             while let Ok(Some((from, mad))) = gsi.recv(e, now) {
+                mads += 1;
                 cm.handle_mad(now, from, &mad.0);
             }
             if cm.poll_timeout().is_some_and(|t| t <= now) {
@@ -48,11 +87,13 @@ impl Adapter {
             }
             std::iter::from_fn(|| cm.poll_event()).collect::<Vec<_>>()
         });
+        let n = mads + events.len();
         for ev in events {
             tracing::debug!(?ev, "cm event");
             self.cm_event(s, ev);
         }
         self.flush_cm(s);
+        n
     }
 
     /// Sends the MADs the CM has queued (a DREQ, a DREP). Non-blocking.
@@ -111,13 +152,14 @@ impl Adapter {
     }
 
     /// Completions: receives to the core, SENDs to the core, registration requests to the
-    /// pool; a failed completion on the live QP is a channel loss.
-    fn pump_cq(&self, s: &mut Inner) {
+    /// pool; a failed completion on the live QP is a channel loss. Returns how many.
+    fn pump_cq(&self, s: &mut Inner) -> usize {
         let cq = s.cq;
         let mut wcs: Vec<Wc> = Vec::new();
         self.hca.with(|e, _| {
             let _ = e.poll_cq(cq, 256, &mut wcs);
         });
+        let polled = wcs.len();
         let live = s.qp.map(|(_, qpn)| qpn);
         for wc in wcs {
             let current = Some(wc.qpn) == live;
@@ -151,6 +193,7 @@ impl Adapter {
                 }
             }
         }
+        polled
     }
 
     /// Drains the core: actions, then events. Reports a QP failure noticed on the way.
@@ -159,7 +202,8 @@ impl Adapter {
         s: &mut Inner,
         port: &PortServices<super::SrpMiniport>,
         done: &mut Done,
-    ) {
+    ) -> usize {
+        let mut n = 0;
         loop {
             if s.qp_failed {
                 s.qp_failed = false;
@@ -169,6 +213,7 @@ impl Adapter {
             let Some(a) = s.channel.poll_action() else {
                 break;
             };
+            n += 1;
             match a {
                 Action::Connect { private_data, .. } => self.start_connect(s, private_data),
                 Action::Send { iu, cmd } => self.post_iu(s, &iu, cmd),
@@ -179,6 +224,7 @@ impl Adapter {
             }
         }
         while let Some(ev) = s.channel.poll_event() {
+            n += 1;
             tracing::debug!(?ev, "srp channel event");
             self.status().record(&ev);
             if let Event::LoggedIn(neg) = ev {
@@ -194,6 +240,7 @@ impl Adapter {
                 }
             }
         }
+        n
     }
 
     /// `Action::Remap`: a held command is re-sent on a new QP; its REG_MRs may not have run

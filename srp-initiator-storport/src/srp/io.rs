@@ -186,6 +186,8 @@ impl Adapter {
             self.relogin(&mut s, port, &mut done);
         }
         dpc::complete_all(port, done);
+        // The login's timers are the DPC's.
+        self.bell.ring();
         true
     }
 

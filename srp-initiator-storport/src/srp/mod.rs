@@ -142,8 +142,9 @@ pub struct SrpAdapterConfig {
     pub login_timeout: Duration,
     /// Pages of DMA-able memory for data buffers.
     pub arena_pages: usize,
-    /// How long the DPC thread sleeps between rounds.
-    pub poll_interval: Duration,
+    /// The longest the DPC thread waits for its doorbell (CQ notifications and queued work
+    /// ring it; this only bounds how late a missed ring could be noticed).
+    pub max_wait: Duration,
     /// How data buffers are registered.
     pub registration: RegistrationMode,
 }
@@ -213,6 +214,8 @@ impl SrpMiniport {
         if let Some(a) = self.adapter() {
             let now = a.now();
             a.lock().channel.fail_fast_now(now);
+            // Their completions are the DPC's to hand back.
+            a.bell.ring();
         }
     }
 
@@ -230,15 +233,27 @@ impl SrpMiniport {
     }
 }
 
-/// The DPC thread: rounds until the adapter is gone.
-fn run_dpc(adapter: Weak<Adapter>, port: PortServices<SrpMiniport>, every: Duration) {
+/// The DPC thread: rounds at dispatch level while there is work; with none, the CQs
+/// armed, it waits at passive level for the adapter's doorbell (a CQ notification, work
+/// queued from outside, the adapter dropped) or its next timer, at most `max_wait`. Ends
+/// once the adapter is gone.
+fn run_dpc(adapter: Weak<Adapter>, port: PortServices<SrpMiniport>, max_wait: Duration) {
+    let Some(bell) = adapter.upgrade().map(|a| a.bell.clone()) else {
+        return;
+    };
     while let Some(a) = adapter.upgrade() {
-        {
+        let wait = {
             let _dispatch = DispatchGuard::enter();
-            a.round(&port);
-        }
+            if a.round(&port) > 0 {
+                None
+            } else {
+                a.idle(&port, max_wait)
+            }
+        };
         drop(a);
-        std::thread::sleep(every);
+        if let Some(w) = wait {
+            bell.wait(w);
+        }
     }
 }
 
@@ -268,10 +283,10 @@ impl Miniport for SrpMiniport {
             return FindAdapterStatus::Error;
         }
         let port = port.clone();
-        let every = context.poll_interval;
+        let max_wait = context.max_wait;
         let spawned = std::thread::Builder::new()
             .name("srp-miniport-dpc".into())
-            .spawn(move || run_dpc(weak, port, every));
+            .spawn(move || run_dpc(weak, port, max_wait));
         if spawned.is_err() {
             return FindAdapterStatus::Error;
         }
@@ -295,6 +310,8 @@ impl Miniport for SrpMiniport {
             a.run_actions(&mut s, port, &mut done);
         }
         dpc::complete_all(port, done);
+        // The login's timers are the DPC's.
+        a.bell.ring();
         true
     }
 

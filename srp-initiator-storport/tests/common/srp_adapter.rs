@@ -52,7 +52,7 @@ impl Adapter {
             cmd_timeout: self.cmd_timeout,
             login_timeout: Duration::from_secs(5),
             arena_pages: self.arena_pages,
-            poll_interval: Duration::from_micros(100),
+            max_wait: Duration::from_millis(100),
             registration: RegistrationMode::PerIo,
         }
     }

@@ -4,6 +4,8 @@
 //! directly; the control socket's service ([`super::service`]) calls it per request.
 
 use super::model::{ControlAnswer, ControlError, ControlRequest};
+use access_layer::verbs::Doorbell;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, sync_channel};
 use std::time::Duration;
 
@@ -24,16 +26,24 @@ pub struct Pending {
 pub struct ControlHandle {
     tx: Sender<Pending>,
     timeout: Duration,
+    /// The loop's doorbell, rung after each request (the loop waits on it when idle).
+    bell: Option<Arc<Doorbell>>,
 }
 
 impl ControlHandle {
     /// A handle and the receiving end the loop drains.
     pub fn pair() -> (ControlHandle, Receiver<Pending>) {
+        Self::pair_with_bell(None)
+    }
+
+    /// A handle that rings `bell` after each request, and the receiving end.
+    pub fn pair_with_bell(bell: Option<Arc<Doorbell>>) -> (ControlHandle, Receiver<Pending>) {
         let (tx, rx) = std::sync::mpsc::channel();
         (
             ControlHandle {
                 tx,
                 timeout: DEFAULT_TIMEOUT,
+                bell,
             },
             rx,
         )
@@ -45,6 +55,9 @@ impl ControlHandle {
         self.tx
             .send(Pending { request, reply })
             .map_err(|_| ControlError::Stopped)?;
+        if let Some(b) = &self.bell {
+            b.ring();
+        }
         match answer.recv_timeout(self.timeout) {
             Ok(a) => a,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {

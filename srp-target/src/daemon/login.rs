@@ -12,6 +12,7 @@ use crate::login::{
 };
 use access_layer::cm::QpPsns;
 use access_layer::mad::cm::CmReq;
+use access_layer::verbs::Doorbell;
 use hca::driver::Hca;
 use hca::engine::RcConnect;
 use hca::mr::{Access, PdId};
@@ -67,6 +68,8 @@ pub struct Place<'a> {
     pub pd: PdId,
     /// Backend execution.
     pub executor: &'a Arc<dyn Executor>,
+    /// The serving loop's doorbell (backend results ring it).
+    pub bell: &'a Arc<Doorbell>,
 }
 
 /// Decides the REQ `req` that arrived on `place`; `id` names the channel if accepted.
@@ -146,7 +149,13 @@ pub fn handle_req(
             ..
         } => {
             let config = channel_config(app, ioc, &login, negotiated, id);
-            match ChannelIo::new(place.hca.clone(), place.pd, config, place.executor.clone()) {
+            match ChannelIo::new(
+                place.hca.clone(),
+                place.pd,
+                config,
+                place.executor.clone(),
+                Some(place.bell.clone()),
+            ) {
                 Ok(io) => {
                     // Any 24-bit value will do; spread them so channels differ.
                     let psn = Psn::from_wire((id.0 as u32).wrapping_mul(0x9e37) & 0xff_ffff);

@@ -7,8 +7,10 @@
 //! [`DaemonOptions::rdma_cm_port`]; default [`DEFAULT_RDMA_CM_PORT`], 5555), the port Linux
 //! `ib_srp ... dest=ip:port` logins name.
 //! Then one thread runs the loop: CM MADs in and out, logins decided and answered, every
-//! live [`ChannelIo`](crate::io::ChannelIo) polled, closed channels forgotten. Backend I/O
-//! runs on a bounded [`Workers`](crate::io::Workers) pool. [`Daemon::shutdown`] sends
+//! live [`ChannelIo`](crate::io::ChannelIo) turned, closed channels forgotten; with
+//! nothing to do it arms every CQ and sleeps on one [`Doorbell`](access_layer::verbs::Doorbell)
+//! that CQ notifications, finished backend jobs and control requests ring (bounded by the
+//! next CM timer). Backend I/O runs on a bounded [`Workers`](crate::io::Workers) pool. [`Daemon::shutdown`] sends
 //! SRP_T_LOGOUT on every live channel, then a DREQ on every connection, then stops, each
 //! step bounded in time.
 //!
@@ -35,6 +37,7 @@ use crate::control::TargetService;
 use crate::control::handle::ControlHandle;
 use crate::control::model::{ControlAnswer, ControlError, ControlRequest};
 use access_layer::ctl::CtlServer;
+use access_layer::verbs::Doorbell;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -168,6 +171,8 @@ pub struct Daemon {
     // Served first, dropped first: no request waits on a loop that is gone.
     server: Option<CtlServer>,
     stop: Arc<AtomicBool>,
+    /// The loop's doorbell: rung to make it see `stop`.
+    bell: Arc<Doorbell>,
     control: ControlHandle,
     thread: Option<JoinHandle<()>>,
     events: Receiver<DaemonEvent>,
@@ -181,13 +186,15 @@ impl Daemon {
         let stop = Arc::new(AtomicBool::new(false));
         let (events_tx, events) = sync_channel(EVENT_QUEUE);
         let (ready_tx, ready_rx) = sync_channel(1);
-        let (control, control_rx) = ControlHandle::pair();
+        let bell = Arc::new(Doorbell::new());
+        let (control, control_rx) = ControlHandle::pair_with_bell(Some(bell.clone()));
         let socket = options.control_socket.clone();
         let flag = stop.clone();
+        let loop_bell = bell.clone();
         let thread = std::thread::Builder::new()
             .name("srpt-daemon".into())
-            .spawn(
-                move || match run::Loop::build(&config, &options, events_tx, control_rx) {
+            .spawn(move || {
+                match run::Loop::build(&config, &options, events_tx, control_rx, loop_bell) {
                     Ok((mut lp, started)) => {
                         let _ = ready_tx.send(Ok(started));
                         lp.run(&flag);
@@ -195,13 +202,14 @@ impl Daemon {
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
                     }
-                },
-            )?;
+                }
+            })?;
         match ready_rx.recv() {
             Ok(Ok(started)) => {
                 let mut daemon = Daemon {
                     server: None,
                     stop,
+                    bell,
                     control,
                     thread: Some(thread),
                     events,
@@ -270,6 +278,7 @@ impl Daemon {
     fn stop_and_join(&mut self) {
         self.server = None;
         self.stop.store(true, Ordering::Relaxed);
+        self.bell.ring();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -11,6 +11,7 @@ use access_layer::gsi::{GsiAgent, GsiConfig};
 use access_layer::mad::MgmtClass;
 use access_layer::mad::ServiceId;
 use access_layer::mad::cm::RdmaPortSpace;
+use access_layer::verbs::Doorbell;
 use hca::driver::{Hca, HcaConfig};
 use hca::mr::PdId;
 use hca::{Gid, Guid};
@@ -73,12 +74,14 @@ pub fn services(config: &TargetConfig, p: &PortConfig, rdma_cm_port: u16) -> Vec
 
 impl Port {
     /// Opens port `index` of `config` as its own device. Each device needs a GUID: port
-    /// *i* gets the node GUID + *i*.
+    /// *i* gets the node GUID + *i*. Every event of the device (CQ notifications above all)
+    /// rings `bell`, the serving loop's doorbell.
     pub fn open(
         config: &TargetConfig,
         index: usize,
         rdma_cm_port: u16,
         limits: &ChannelLimits,
+        bell: &Arc<Doorbell>,
     ) -> Result<Port, DaemonError> {
         let p = &config.ports[index];
         let (dm, adverts) = super::dm::agent(config, p, limits)?;
@@ -90,6 +93,8 @@ impl Port {
             address: p.address,
             source,
         })?;
+        let b = bell.clone();
+        hca.set_event_handler(move |_| b.ring());
         let (gsi, pd) = hca
             .with(|e, now| {
                 let gsi = GsiPort::open(e, now, 1, GsiPortConfig::default())?;
@@ -134,6 +139,19 @@ impl Port {
         for a in self.adverts.iter().filter(|a| a.ioc == ioc) {
             a.apply(&mut self.dm, on);
         }
+    }
+
+    /// Arms the GSI's CQ (see [`access_layer::verbs::Doorbell`] for the order).
+    pub fn arm(&self) {
+        let gsi = &self.gsi;
+        let _ = self.hca.with(|e, _| gsi.arm(e));
+    }
+
+    /// How long until the CM's next timer, if it has one.
+    pub fn next_timer(&self) -> Option<std::time::Duration> {
+        let t = self.cm.poll_timeout()?;
+        let now = self.now();
+        Some(std::time::Duration::from_nanos(t.0.saturating_sub(now.0)))
     }
 
     /// Moves MADs both ways, fires CM timers and returns the CM's events.

@@ -10,6 +10,7 @@ use crate::control::handle::Pending;
 use crate::io::{ChannelIo, Executor, IoState, Workers};
 use crate::login::{ChannelId, CmAnswer, NexusTable};
 use access_layer::cm::{CmEvent, ConnId, ConnState};
+use access_layer::verbs::Doorbell;
 use srp::wire::logout::TLogoutReason;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,8 +18,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::{Duration, Instant};
 
-/// Pause between turns of the loop when nothing happened.
-const IDLE: Duration = Duration::from_micros(200);
+/// The longest the loop waits for its doorbell when no timer is due sooner: a safety net
+/// (every completion, backend result, control request and stop rings the bell), so an idle
+/// daemon wakes 10 times a second.
+const MAX_WAIT: Duration = Duration::from_millis(100);
 
 #[path = "answer.rs"]
 mod answer;
@@ -49,6 +52,8 @@ pub(super) struct Loop {
     events: SyncSender<DaemonEvent>,
     step: Duration,
     control: Receiver<Pending>,
+    /// Rung by CQ notifications, backend results, control requests and the stop.
+    bell: Arc<Doorbell>,
 }
 
 impl Loop {
@@ -58,11 +63,12 @@ impl Loop {
         options: &DaemonOptions,
         events: SyncSender<DaemonEvent>,
         control: Receiver<Pending>,
+        bell: Arc<Doorbell>,
     ) -> Result<(Loop, Started), DaemonError> {
         let app = Appliance::build(config, options.limits).map_err(DaemonError::Appliance)?;
         let rdma_cm_port = options.rdma_cm_port.unwrap_or(config.target.rdma_cm_port);
         let ports = (0..config.ports.len())
-            .map(|i| Port::open(config, i, rdma_cm_port, &options.limits))
+            .map(|i| Port::open(config, i, rdma_cm_port, &options.limits, &bell))
             .collect::<Result<Vec<_>, _>>()?;
         let executor: Arc<dyn Executor> = Arc::new(Workers::new(options.workers, options.queue)?);
         let started = Started {
@@ -104,19 +110,43 @@ impl Loop {
                 events,
                 step: options.shutdown_step,
                 control,
+                bell,
             },
             started,
         ))
     }
 
-    /// Serves until `stop` is set, then shuts down.
+    /// Serves until `stop` is set (and the bell rung), then shuts down. Nothing polls on a
+    /// timer: when a turn finds nothing, every CQ is armed, one more turn catches what
+    /// completed before the arm, and the loop waits for its doorbell or the next CM timer.
     pub(super) fn run(&mut self, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
-            if self.turn() == 0 {
-                std::thread::sleep(IDLE);
-            }
+            self.settle();
         }
         self.shutdown();
+    }
+
+    /// Turns until one finds nothing, then waits as [`Loop::run`] says.
+    fn settle(&mut self) {
+        if self.turn() > 0 {
+            return;
+        }
+        for p in &self.ports {
+            p.arm();
+        }
+        for s in self.sessions.values() {
+            s.io.arm();
+        }
+        if self.turn() > 0 {
+            return;
+        }
+        let wait = self
+            .ports
+            .iter()
+            .filter_map(Port::next_timer)
+            .min()
+            .map_or(MAX_WAIT, |t| t.min(MAX_WAIT));
+        self.bell.wait(wait);
     }
 
     /// One pass over every port and channel; returns how much happened.
@@ -201,6 +231,7 @@ impl Loop {
             hca: &p.hca,
             pd: p.pd,
             executor: &self.executor,
+            bell: &self.bell,
         };
         let outcome = handle_req(&self.app, &self.table, &place, req, id);
         let now = self.ports[port].now();
@@ -351,9 +382,7 @@ impl Loop {
                 .values()
                 .any(|s| s.io.state() != IoState::Closed)
         {
-            if self.turn() == 0 {
-                std::thread::sleep(IDLE);
-            }
+            self.settle();
         }
         for s in self.sessions.values_mut() {
             s.io.close("target shutting down (T_LOGOUT not sent in time)");
@@ -365,9 +394,7 @@ impl Loop {
                 .iter()
                 .any(|(p, c)| self.ports[*p].cm.state(*c) == ConnState::DreqSent)
         {
-            if self.turn() == 0 {
-                std::thread::sleep(IDLE);
-            }
+            self.settle();
         }
     }
 }

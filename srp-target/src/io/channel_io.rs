@@ -16,11 +16,12 @@
 //! T_LOGOUT can travel: the channel is torn down at once, as ib_srpt disconnects.
 
 use super::command::{Phase, Slot, Work, WrKind};
-use super::executor::{Done, Executor, Job, NexusInfo};
+use super::executor::{Done, Executor, Job, NexusInfo, Reply};
 use super::memory::{IOVA, Layout, sge};
 use crate::channel::{Fault, Request, TargetChannel};
 use crate::exec::{LogicalUnit, TransportError};
 use crate::login::{ChannelId, Negotiated};
+use access_layer::verbs::Doorbell;
 use hca::driver::Hca;
 use hca::engine::{CqId, QpId, RcConnect, VerbsError};
 use hca::mem::MemBlock;
@@ -37,7 +38,7 @@ use srp::wire::rsp::{Residual, TmfResponse};
 use srp::wire::tsk_mgmt::TaskMgmtFunction;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Receiver;
 use wirekit::WireRepr;
 
 #[path = "abort.rs"]
@@ -132,7 +133,7 @@ pub struct ChannelIo {
     luns: Vec<(Lun, Arc<LogicalUnit>)>,
     nexus: Arc<NexusInfo>,
     executor: Arc<dyn Executor>,
-    done_tx: Sender<Done>,
+    done_tx: Reply,
     done_rx: Receiver<Done>,
     state: IoState,
     reason: Option<String>,
@@ -159,11 +160,14 @@ impl std::fmt::Debug for ChannelIo {
 
 impl ChannelIo {
     /// Registers the channel's memory in `pd` and creates its CQ and RC QP (in RESET).
+    /// Backend results ring `bell`, the serving loop's doorbell (its CQ's notifications
+    /// ring it through the device's event handler; see [`ChannelIo::arm`]).
     pub fn new(
         hca: Arc<Hca>,
         pd: PdId,
         config: ChannelIoConfig,
         executor: Arc<dyn Executor>,
+        bell: Option<Arc<Doorbell>>,
     ) -> Result<ChannelIo, IoError> {
         let n = config.negotiated;
         let layout = Layout::new(
@@ -200,6 +204,7 @@ impl ChannelIo {
             config.max_table_entries,
         );
         let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let done_tx = Reply::new(done_tx, bell);
         Ok(ChannelIo {
             hca,
             channel,
@@ -276,6 +281,20 @@ impl ChannelIo {
             self.on_iu(&iu);
         }
         Ok(())
+    }
+
+    /// Arms the channel's CQ: its next completion fires a CQ notification to the device's
+    /// event handler (which rings the serving loop's doorbell). Call after [`ChannelIo::poll`]
+    /// found nothing, then poll once more before waiting: a completion that came between
+    /// the poll and the arm fires no notification.
+    pub fn arm(&self) {
+        if self.state == IoState::Closed {
+            return;
+        }
+        let cq = self.cq;
+        let _ = self
+            .hca
+            .with(|e, _| e.req_notify_cq(cq, hca::verbs::ArmMode::NextCompletion));
     }
 
     /// Handles what completed; returns how many completions and results it handled.

@@ -5,6 +5,7 @@
 
 use crate::exec::{CmdOutput, LogicalUnit, Nexus, TransportError};
 use crate::lu::{PortIdentity, TargetPortGroup};
+use access_layer::verbs::Doorbell;
 use scsi::{Lun, Status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,7 +67,7 @@ pub struct Job {
     /// The data-out, already fetched.
     pub data_out: Vec<u8>,
     /// Where to send the result.
-    pub reply: Sender<Done>,
+    pub reply: Reply,
     /// Set if the task is aborted before a worker takes it.
     pub abort: AbortFlag,
 }
@@ -97,11 +98,35 @@ impl Job {
             self.lu
                 .execute(&self.nexus.nexus(), &self.cdb, &self.data_out, &mut data_in)
         };
-        let _ = self.reply.send(Done {
+        self.reply.send(Done {
             token: self.token,
             result,
             data_in,
         });
+    }
+}
+
+/// Where a finished command goes: its channel's queue, then a ring of the doorbell of the
+/// loop that serves the channel, so the response goes out at once (no polling).
+#[derive(Clone, Debug)]
+pub struct Reply {
+    tx: Sender<Done>,
+    bell: Option<Arc<Doorbell>>,
+}
+
+impl Reply {
+    /// Results to `tx`, each followed by a ring of `bell`.
+    pub fn new(tx: Sender<Done>, bell: Option<Arc<Doorbell>>) -> Reply {
+        Reply { tx, bell }
+    }
+
+    /// Sends `done` (dropped if the channel is gone) and rings.
+    pub fn send(&self, done: Done) {
+        if self.tx.send(done).is_ok() {
+            if let Some(b) = &self.bell {
+                b.ring();
+            }
+        }
     }
 }
 

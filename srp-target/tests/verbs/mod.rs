@@ -255,7 +255,7 @@ impl Target {
             luns: vec![(Lun::ZERO, self.lu.clone())],
             nexus: Arc::new(nexus),
         };
-        ChannelIo::new(self.hca.clone(), self.pd, config, executor).expect("channel")
+        ChannelIo::new(self.hca.clone(), self.pd, config, executor, None).expect("channel")
     }
 }
 
