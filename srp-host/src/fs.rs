@@ -135,6 +135,10 @@ impl Filesystem for BlockFs {
         // Async direct I/O lets the kernel send the pieces of one large O_DIRECT request
         // concurrently; older kernels simply lack the flag.
         let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
+        // O_TRUNC reaches open() as a flag, which a block file ignores as a block device
+        // does (`dd of=…` without conv=notrunc); without this the kernel would send a
+        // SETATTR to size 0, indistinguishable from ftruncate, which is refused.
+        let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC);
         Ok(())
     }
 

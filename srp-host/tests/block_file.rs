@@ -150,6 +150,37 @@ fn writing_past_the_end_fails_and_the_file_never_grows() {
 }
 
 #[test]
+fn o_trunc_is_ignored_as_on_a_block_device() {
+    bounded(20, || {
+        let dir = TempDir::new("trunc");
+        let mounted = mount(dir.path());
+        let ram = Arc::new(RamDisk::new(512, 64));
+        let path = mounted.files().add("lun0", ram.clone()).unwrap();
+        open_rw(&path).write_all_at(&[3; 4096], 4096).unwrap();
+        let f = OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .expect("O_TRUNC opens");
+        f.write_all_at(&[4; 512], 0).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 64 * 512);
+        assert!(ram.data.lock().unwrap()[4096..8192].iter().all(|&b| b == 3));
+        // dd without conv=notrunc, as users type it.
+        let out = std::process::Command::new("dd")
+            .args(["if=/dev/zero", "bs=512", "count=2", "status=none"])
+            .arg(format!("of={}", path.display()))
+            .output()
+            .expect("dd runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(ram.data.lock().unwrap()[..1024].iter().all(|&b| b == 0));
+        assert!(ram.data.lock().unwrap()[4096..8192].iter().all(|&b| b == 3));
+        // A real size change is still refused.
+        let e = f.set_len(0).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+    });
+}
+
+#[test]
 fn failing_device_reads_give_eio() {
     bounded(20, || {
         let dir = TempDir::new("eio");
