@@ -171,7 +171,11 @@ fn o_trunc_is_ignored_as_on_a_block_device() {
             .arg(format!("of={}", path.display()))
             .output()
             .expect("dd runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(ram.data.lock().unwrap()[..1024].iter().all(|&b| b == 0));
         assert!(ram.data.lock().unwrap()[4096..8192].iter().all(|&b| b == 3));
         // A real size change is still refused.

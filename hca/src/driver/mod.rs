@@ -8,11 +8,13 @@
 //! block. Dropping the [`Hca`] stops the threads and closes the sockets.
 
 mod drops;
+pub mod link;
 mod socket;
 
 use crate::engine::{Engine, Event, Transmit};
 use crate::ids::Guid;
 use crate::time::Time;
+use crate::wire::PathMtu;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use socket::{Receiver, Sender};
@@ -133,6 +135,7 @@ pub struct Hca {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     addrs: Vec<SocketAddr>,
+    mtus: Vec<PathMtu>,
 }
 
 impl std::fmt::Debug for Hca {
@@ -297,16 +300,28 @@ impl Hca {
                 .map_err(DriverError::Poll)?;
             threads.push(t);
         }
+        let mtus = addrs.iter().map(|a| link::active_mtu(a.ip())).collect();
         Ok(Hca {
             shared,
             threads,
             addrs,
+            mtus,
         })
     }
 
     /// The bound address of each port.
     pub fn port_addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// Port `port`'s (1-based) active MTU: what its link carries, as rxe derives it
+    /// ([`link::active_mtu`], read when the device opened); [`link::FALLBACK_MTU`] for a
+    /// port that does not exist.
+    pub fn active_mtu(&self, port: u8) -> PathMtu {
+        usize::from(port)
+            .checked_sub(1)
+            .and_then(|i| self.mtus.get(i).copied())
+            .unwrap_or(link::FALLBACK_MTU)
     }
 
     /// Runs a verb: `f` gets the engine and the current time. Datagrams it produces are sent
@@ -376,13 +391,36 @@ fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll, addr
     let mut events = Events::with_capacity(8);
     let idx = usize::from(port) - 1;
     let mut drops = drops::DropLog::new(addr);
+    let fd = rx.raw_fd();
+    // Whether the socket is registered for writability too: only while datagrams wait for
+    // room in its send buffer (the readiness event, not a timer, sends them on).
+    let mut writable = false;
     while !shared.stop.load(Ordering::SeqCst) {
         let deadline = lock(&shared.engine).poll_timeout();
         let wait = deadline.map(|t| Duration::from_nanos(t.0.saturating_sub(shared.now().0)));
-        let wait = if lock(&shared.ports[idx].pending).is_empty() {
-            wait.unwrap_or(IDLE_WAIT).min(IDLE_WAIT)
+        let wait = wait.unwrap_or(IDLE_WAIT).min(IDLE_WAIT);
+        let want = !lock(&shared.ports[idx].pending).is_empty();
+        if want != writable {
+            let interest = if want {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            // Re-registering reports the current readiness again (edge-triggered epoll
+            // re-arms on EPOLL_CTL_MOD), so room that appeared meanwhile is not missed.
+            if poll
+                .registry()
+                .reregister(&mut SourceFd(&fd), SOCKET, interest)
+                .is_ok()
+            {
+                writable = want;
+            }
+        }
+        // Should re-registration fail, a short wait keeps pending datagrams moving.
+        let wait = if want && !writable {
+            wait.min(Duration::from_millis(1))
         } else {
-            Duration::from_micros(200)
+            wait
         };
         if poll.poll(&mut events, Some(wait)).is_err() {
             continue; // EINTR

@@ -71,6 +71,12 @@ pub(crate) struct Receiver {
 
 impl Receiver {
     /// Receive buffers for `socket`.
+    /// The socket's descriptor (for readiness registration).
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.socket.as_raw_fd()
+    }
+
     pub(crate) fn new(socket: Arc<UdpSocket>) -> Self {
         Receiver {
             socket,

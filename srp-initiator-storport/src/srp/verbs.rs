@@ -12,7 +12,6 @@ use hca::mr::Access;
 use hca::qp::QpInit;
 use hca::time::Time;
 use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus};
-use hca::wire::PathMtu;
 use hca::{Gid, Psn};
 use srp::initiator::CmdId;
 
@@ -64,7 +63,8 @@ impl Adapter {
             receive_psn: Psn::from_wire(PSN),
             responder_resources: 4,
             initiator_depth: 4,
-            mtu: Mtu::Mtu1024,
+            // The port's active MTU (its link's, as rxe derives it): the path both ends use.
+            mtu: Mtu::from(u8::from(self.hca.active_mtu(1))),
             response_timeout: 18,
             max_retries: 3,
             retry_count: 7,
@@ -91,7 +91,8 @@ impl Adapter {
             access: Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
             dest_gid: Gid::from_ip(self.cfg.target),
             dest_qpn: rep.local_qpn,
-            path_mtu: PathMtu::Mtu1024,
+            // What our REQ offered (the passive side follows the REQ).
+            path_mtu: self.hca.active_mtu(1),
             sq_psn: psns.sq_psn,
             rq_psn: psns.rq_psn,
             // 4.096 µs × 2^14 ≈ 67 ms per try, 8 tries ≈ 0.5 s before the QP errors: what

@@ -161,7 +161,7 @@ pub fn handle_req(
                     let psn = Psn::from_wire((id.0 as u32).wrapping_mul(0x9e37) & 0xff_ffff);
                     Outcome::Accept {
                         io: Box::new(io),
-                        rc: rc_connect(req, psn),
+                        rc: rc_connect(req, psn, place.hca.active_mtu(1)),
                         answer,
                         psn,
                         nexus,
@@ -241,9 +241,10 @@ fn channel_config(
 
 /// Our QP's attributes from the REQ (what the REP answered): the initiator's QPN, the
 /// PSNs ([`QpPsns::passive`]: we send from the REQ's Starting PSN and receive from our
-/// REP's `psn`), path MTU and retry counts; RDMA READs in flight bounded by its responder
+/// REP's `psn`), path MTU (the REQ's, as Linux's CM follows it, but never above what our
+/// port's link carries) and retry counts; RDMA READs in flight bounded by its responder
 /// resources.
-fn rc_connect(req: &CmReq, psn: Psn) -> RcConnect {
+fn rc_connect(req: &CmReq, psn: Psn, port_mtu: PathMtu) -> RcConnect {
     let psns = QpPsns::passive(req, psn);
     let mtu = match u8::from(req.path_mtu) {
         1 => PathMtu::Mtu256,
@@ -251,6 +252,11 @@ fn rc_connect(req: &CmReq, psn: Psn) -> RcConnect {
         4 => PathMtu::Mtu2048,
         5 => PathMtu::Mtu4096,
         _ => PathMtu::Mtu1024,
+    };
+    let mtu = if mtu.bytes() > port_mtu.bytes() {
+        port_mtu
+    } else {
+        mtu
     };
     let gid: Gid = req.primary_path.local_gid;
     RcConnect {
@@ -266,5 +272,37 @@ fn rc_connect(req: &CmReq, psn: Psn) -> RcConnect {
         min_rnr_timer: 1,
         max_rd_atomic: req.responder_resources.clamp(1, INITIATOR_DEPTH),
         max_dest_rd_atomic: RESPONDER_RESOURCES,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use access_layer::mad::cm::CmPath;
+    use access_layer::mad::{CommId, Mtu, PrivateData, ServiceId};
+    use hca::{Guid, Qpn};
+
+    fn req(mtu: Mtu) -> CmReq {
+        CmReq::rc(
+            CommId(7),
+            ServiceId(0x10),
+            Guid(1),
+            Qpn::new(0x11).expect("qpn"),
+            Psn::from_wire(0x200),
+            mtu,
+            CmPath::default(),
+            PrivateData::default(),
+        )
+    }
+
+    #[test]
+    fn the_path_mtu_follows_the_req_up_to_our_link() {
+        let psn = Psn::from_wire(5);
+        let at = |offered, port| rc_connect(&req(offered), psn, port).path_mtu;
+        assert_eq!(at(Mtu::Mtu4096, PathMtu::Mtu4096), PathMtu::Mtu4096);
+        assert_eq!(at(Mtu::Mtu1024, PathMtu::Mtu4096), PathMtu::Mtu1024);
+        assert_eq!(at(Mtu::Mtu2048, PathMtu::Mtu4096), PathMtu::Mtu2048);
+        // Our link carries less than the initiator's: we never send above it.
+        assert_eq!(at(Mtu::Mtu4096, PathMtu::Mtu1024), PathMtu::Mtu1024);
     }
 }
