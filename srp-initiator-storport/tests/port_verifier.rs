@@ -22,6 +22,8 @@ enum How {
     KeRecv(Mutex<Receiver<()>>),
     Sleep(Duration),
     StdRecv(Mutex<Receiver<()>>),
+    /// Does not block.
+    Nothing,
 }
 
 #[derive(Debug)]
@@ -36,6 +38,26 @@ struct Plan {
 #[derive(Default)]
 struct Blocker {
     plan: OnceLock<Arc<Plan>>,
+    /// SRBs StartIo left for the DPC routine or HwTimer to complete.
+    held: Mutex<Vec<Srb<()>>>,
+    /// Whether the DPC routine and HwTimer ran at dispatch level, on the port's DPC.
+    ran_at_dispatch: Mutex<Vec<(Routine, bool, Option<String>)>>,
+}
+
+impl Blocker {
+    /// The DPC routine or HwTimer: blocks if planned, then completes what StartIo held.
+    fn complete_held(&self, port: &PortServices<Self>, routine: Routine) {
+        let thread = std::thread::current().name().map(str::to_owned);
+        self.ran_at_dispatch
+            .lock()
+            .expect("lock")
+            .push((routine, in_dispatch(), thread));
+        self.block(routine);
+        for srb in self.held.lock().expect("lock").drain(..) {
+            srb.set_status(SrbStatus::SUCCESS);
+            port.request_complete(&srb);
+        }
+    }
 }
 
 impl Blocker {
@@ -55,6 +77,7 @@ impl Blocker {
             How::StdRecv(rx) => {
                 let _ = rx.lock().expect("lock").recv();
             }
+            How::Nothing => {}
         }
     }
 }
@@ -89,9 +112,30 @@ impl Miniport for Blocker {
 
     fn start_io(&self, port: &PortServices<Self>, srb: Srb<()>) -> bool {
         self.block(Routine::StartIo);
-        srb.set_status(SrbStatus::SUCCESS);
-        port.request_complete(&srb);
+        match self.plan.get().map(|p| p.routine) {
+            // Completed later, as an HBA's interrupt would: from the DPC or the timer.
+            Some(Routine::Dpc) => {
+                self.held.lock().expect("lock").push(srb);
+                port.issue_dpc();
+            }
+            Some(Routine::Timer) => {
+                self.held.lock().expect("lock").push(srb);
+                port.request_timer_call(Duration::from_millis(20));
+            }
+            _ => {
+                srb.set_status(SrbStatus::SUCCESS);
+                port.request_complete(&srb);
+            }
+        }
         true
+    }
+
+    fn dpc(&self, port: &PortServices<Self>) {
+        self.complete_held(port, Routine::Dpc);
+    }
+
+    fn timer(&self, port: &PortServices<Self>) {
+        self.complete_held(port, Routine::Timer);
     }
 
     fn reset_bus(&self, _port: &PortServices<Self>, _path_id: u8) -> bool {
@@ -226,4 +270,55 @@ fn a_channel_receive_in_start_io_trips_the_dpc_watchdog() {
     };
     assert_trapped(&port, &r, &want);
     drop(tx); // lets the stuck StartIo return
+}
+
+#[test]
+fn the_dpc_routine_and_hw_timer_run_on_the_port_dpc_at_dispatch_level() {
+    for routine in [Routine::Dpc, Routine::Timer] {
+        let (port, _plan) = port_for(How::Nothing, routine);
+        let (r, _) = submit_and_wait(&port);
+        assert_eq!(r.status, SrbStatus::SUCCESS, "{routine}");
+        assert!(port.violations().is_empty(), "{:?}", port.violations());
+        let ran = port
+            .miniport()
+            .ran_at_dispatch
+            .lock()
+            .expect("lock")
+            .clone();
+        assert_eq!(ran.len(), 1, "{routine}: {ran:?}");
+        assert_eq!(ran[0].0, routine);
+        assert!(ran[0].1, "{routine} at dispatch level");
+        assert_eq!(
+            ran[0].2.as_deref(),
+            Some("storport-dpc"),
+            "on the port's DPC"
+        );
+    }
+}
+
+#[test]
+fn a_ke_wait_in_the_dpc_routine_is_trapped_at_once() {
+    let (port, _plan) = port_for(How::KeEventWait, Routine::Dpc);
+    let (r, took) = submit_and_wait(&port);
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    let want = Violation::BlockingAtDispatch {
+        routine: Routine::Dpc,
+        call: "KeWaitForSingleObject",
+    };
+    assert_trapped(&port, &r, &want);
+}
+
+#[test]
+fn a_plain_sleep_in_hw_timer_trips_the_dpc_watchdog() {
+    let (port, _plan) = port_for(How::Sleep(Duration::from_secs(2)), Routine::Timer);
+    let (r, took) = submit_and_wait(&port);
+    assert!(
+        took < Duration::from_millis(1500),
+        "the watchdog, not the sleep: {took:?}"
+    );
+    let want = Violation::DpcWatchdog {
+        routine: Routine::Timer,
+        limit_ms: 200,
+    };
+    assert_trapped(&port, &r, &want);
 }

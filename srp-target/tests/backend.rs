@@ -127,3 +127,38 @@ fn ram_backend_reads_writes_unmaps() {
     assert!(RamBackend::new(0, BlockSize::B512).is_err());
     assert!(b.read_at(Lba(8), &mut [0; 512]).is_err());
 }
+
+#[test]
+fn only_memory_backends_say_they_never_block() {
+    assert!(
+        RamBackend::new(8, BlockSize::B512)
+            .expect("ram")
+            .never_blocks()
+    );
+    // A file on tmpfs is memory too (the bench's /dev/shm LUN).
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        let p = shm.join(format!("srp-target-nb-{}", std::process::id()));
+        let b = FileBackend::create(&p, 8 * 512, BlockSize::B512).expect("tmpfs file");
+        let nb = b.never_blocks();
+        drop(b);
+        let _ = std::fs::remove_file(&p);
+        assert!(nb, "a tmpfs file never blocks");
+    }
+    // The build directory lives on a disk file system (ext4/overlay on CI): its files go
+    // to the workers. Checked only where that is true.
+    let here = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let on_disk = std::process::Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(here)
+        .output()
+        .is_ok_and(|o| !String::from_utf8_lossy(&o.stdout).contains("tmpfs"));
+    if on_disk {
+        let p = here.join(format!("nb-{}", std::process::id()));
+        let b = FileBackend::create(&p, 8 * 512, BlockSize::B512).expect("disk file");
+        let nb = b.never_blocks();
+        drop(b);
+        let _ = std::fs::remove_file(&p);
+        assert!(!nb, "a file on a disk file system may block");
+    }
+}

@@ -77,6 +77,37 @@ impl Backend for Gated {
     }
 }
 
+/// A RAM disk that does not say it never blocks: its jobs go to the workers.
+#[derive(Debug)]
+struct Slowish(RamBackend);
+
+impl Slowish {
+    fn new() -> Slowish {
+        Slowish(RamBackend::new(64, BlockSize::B512).expect("ram"))
+    }
+}
+
+impl Backend for Slowish {
+    fn block_size(&self) -> BlockSize {
+        self.0.block_size()
+    }
+    fn blocks(&self) -> u64 {
+        self.0.blocks()
+    }
+    fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError> {
+        self.0.read_at(lba, buf)
+    }
+    fn write_at(&self, lba: Lba, buf: &[u8], fua: bool) -> Result<(), BackendError> {
+        self.0.write_at(lba, buf, fua)
+    }
+    fn flush(&self) -> Result<(), BackendError> {
+        self.0.flush()
+    }
+    fn unmap(&self, lba: Lba, blocks: scsi::BlockCount) -> Result<(), BackendError> {
+        self.0.unmap(lba, blocks)
+    }
+}
+
 fn job(token: u64, lu: &Arc<LogicalUnit>, nexus: &Arc<NexusInfo>, reply: &Sender<Done>) -> Job {
     Job {
         token,
@@ -121,7 +152,7 @@ fn a_stuck_disk_holds_only_its_share_and_other_luns_keep_running() {
         LuConfig::new(identity("slow")),
     ));
     let fast = Arc::new(LogicalUnit::new(
-        Box::new(RamBackend::new(64, BlockSize::B512).expect("ram")),
+        Box::new(Slowish::new()),
         LuConfig::new(identity("fast")),
     ));
     let nexus = Arc::new(nexus_data(0));
@@ -183,7 +214,7 @@ fn a_stuck_disk_holds_only_its_share_and_other_luns_keep_running() {
 #[test]
 fn dropping_the_pool_finishes_queued_jobs() {
     let lu = Arc::new(LogicalUnit::new(
-        Box::new(RamBackend::new(64, BlockSize::B512).expect("ram")),
+        Box::new(Slowish::new()),
         LuConfig::new(identity("drain")),
     ));
     let nexus = Arc::new(nexus_data(0));
@@ -197,5 +228,42 @@ fn dropping_the_pool_finishes_queued_jobs() {
         rx.try_iter().count(),
         50,
         "every queued job ran before the threads ended"
+    );
+}
+
+#[test]
+fn a_memory_lu_runs_on_the_submitting_thread_not_a_worker() {
+    let lu = Arc::new(LogicalUnit::new(
+        Box::new(RamBackend::new(64, BlockSize::B512).expect("ram")),
+        LuConfig::new(identity("ram")),
+    ));
+    let nexus = Arc::new(nexus_data(0));
+    let (tx, rx) = channel();
+    // One worker, a queue of one, and a stuck disk holding the worker: a job that needed
+    // a worker could neither run nor queue beyond one.
+    let disk = Arc::new(GatedDisk {
+        ram: RamBackend::new(64, BlockSize::B512).expect("ram"),
+        gate: Mutex::new((false, 0)),
+        changed: Condvar::new(),
+    });
+    let stuck = Arc::new(LogicalUnit::new(
+        Box::new(Gated(disk.clone())),
+        LuConfig::new(identity("stuck")),
+    ));
+    let pool = Workers::new(1, 1).expect("workers");
+    let _unstick = OpenOnDrop(disk.clone());
+    let (stuck_tx, _stuck_rx) = channel();
+    assert!(pool.submit(job(0, &stuck, &nexus, &stuck_tx)).is_ok());
+    wait_until("the worker is stuck", || disk.waiting() == 1);
+    for t in 1..=20 {
+        assert!(pool.submit(job(t, &lu, &nexus, &tx)).is_ok(), "job {t}");
+        // Answered before submit returned.
+        let d = rx.try_recv().expect("already done");
+        assert_eq!(d.token, t);
+        assert_eq!(d.result.expect("no transport error").status, Status::Good);
+    }
+    assert!(
+        !Slowish::new().never_blocks(),
+        "a backend blocks unless it says otherwise"
     );
 }

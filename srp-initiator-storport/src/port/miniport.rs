@@ -141,4 +141,15 @@ pub trait Miniport: Default + Send + Sync + Sized + 'static {
         port: &PortServices<Self>,
         control: AdapterControl<'_>,
     ) -> AdapterControlStatus;
+
+    /// The miniport's DPC routine (`HW_DPC_ROUTINE`, set up by `StorPortInitializeDpc`):
+    /// run on the port's DPC at dispatch level once queued with
+    /// [`PortServices::issue_dpc`] (`StorPortIssueDpc`, what an interrupt handler calls).
+    /// Requests it completes reach their submitters from the same DPC, without another
+    /// thread hop. None by default.
+    fn dpc(&self, _port: &PortServices<Self>) {}
+
+    /// HwTimer: run on the port's DPC at dispatch level once the delay given to
+    /// [`PortServices::request_timer_call`] passed. None by default.
+    fn timer(&self, _port: &PortServices<Self>) {}
 }

@@ -51,6 +51,27 @@ impl<M: Miniport> PortServices<M> {
         }
     }
 
+    /// `StorPortIssueDpc`: queues the miniport's DPC routine ([`Miniport::dpc`]) on the
+    /// port's DPC; false if it was queued already (it runs once for both). Callable from
+    /// any context, an interrupt-like event handler included.
+    pub fn issue_dpc(&self) -> bool {
+        let mut queued = false;
+        self.with_state(|_, s| {
+            queued = !s.dpc_queued;
+            s.dpc_queued = true;
+        });
+        queued
+    }
+
+    /// `StorPortNotification(RequestTimerCall)`: runs [`Miniport::timer`] on the port's
+    /// DPC once `after` passed; replaces an earlier request (one timer per adapter);
+    /// `Duration::ZERO` cancels it.
+    pub fn request_timer_call(&self, after: Duration) {
+        self.with_state(|_, s| {
+            s.timer_at = (!after.is_zero()).then(|| Instant::now() + after);
+        });
+    }
+
     /// `StorPortNotification(RequestComplete)`: the SRB goes back to its submitter; the
     /// miniport must not touch it again. A second completion is a verifier violation.
     pub fn request_complete(&self, srb: &Srb<M::SrbExtension>) {

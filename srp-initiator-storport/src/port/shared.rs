@@ -56,6 +56,10 @@ pub(crate) struct State<X> {
     pub(crate) info: PortConfigurationInfo,
     pub(crate) supported: SupportedControlTypes,
     pub(crate) shutdown: bool,
+    /// The miniport's DPC is queued (`StorPortIssueDpc`).
+    pub(crate) dpc_queued: bool,
+    /// When HwTimer is due (`RequestTimerCall`).
+    pub(crate) timer_at: Option<Instant>,
 }
 
 /// The port shared between its handles and threads.
@@ -118,6 +122,8 @@ impl<M: Miniport> Shared<M> {
                 info: PortConfigurationInfo::default(),
                 supported: SupportedControlTypes::default(),
                 shutdown: false,
+                dpc_queued: false,
+                timer_at: None,
             }),
             config,
             kick: Condvar::new(),

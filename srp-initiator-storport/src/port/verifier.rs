@@ -26,6 +26,10 @@ pub enum Routine {
     ResetBus,
     /// HwAdapterControl.
     AdapterControl,
+    /// The miniport's DPC routine.
+    Dpc,
+    /// HwTimer.
+    Timer,
 }
 
 impl fmt::Display for Routine {
@@ -37,6 +41,8 @@ impl fmt::Display for Routine {
             Routine::StartIo => "HwStartIo",
             Routine::ResetBus => "HwResetBus",
             Routine::AdapterControl => "HwAdapterControl",
+            Routine::Dpc => "HwDpcRoutine",
+            Routine::Timer => "HwTimer",
         };
         f.write_str(name)
     }

@@ -1,26 +1,44 @@
-//! The port's two threads. The DPC delivers completions to submitters (their routines run
-//! at dispatch level; held while a bus reset runs) and starts requests that completions, Ready and Resume released. The
-//! timer never calls the miniport, so a routine stuck at dispatch level cannot stop it: it
-//! runs the DPC watchdog and the request timeouts (each timeout starts a bus reset on a
-//! thread of its own).
+//! The port's two threads. The DPC runs the miniport's DPC routine when queued
+//! (`StorPortIssueDpc`) and its HwTimer when due, delivers completions to submitters (their
+//! routines run at dispatch level; held while a bus reset runs) and starts requests that
+//! completions, Ready and Resume released — one thread, so a completion the miniport's DPC
+//! reports reaches its submitter without another hop. The timer never calls the miniport,
+//! so a routine stuck at dispatch level cannot stop it: it runs the DPC watchdog and the
+//! request timeouts (each timeout starts a bus reset on a thread of its own).
 
 use super::ResetCause;
 use super::miniport::Miniport;
-use super::shared::Shared;
+use super::shared::{RunState, Shared};
+use super::verifier::Routine;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// What one pass of the DPC found to do.
+struct Pass<T> {
+    done: T,
+    dpc: bool,
+    timer: bool,
+}
 
 /// The DPC thread, until the port shuts down.
 pub(crate) fn run_dpc<M: Miniport>(shared: Arc<Shared<M>>) {
     loop {
-        let done = {
+        let pass = {
             let mut s = shared.lock();
-            // A bus reset holds completions until HwResetBus returned and was checked.
+            // A bus reset holds completions and the miniport's DPC until HwResetBus
+            // returned and was checked.
             let holding = s.queues.resetting > 0;
-            if (s.done.is_empty() || holding) && !s.shutdown {
+            let timer_due = s.timer_at.is_some_and(|t| t <= Instant::now());
+            let idle = s.done.is_empty() && !s.dpc_queued && !timer_due;
+            if (idle || holding) && !s.shutdown {
+                // Until the next tick or the miniport's timer, whichever comes first.
+                let wait = s
+                    .timer_at
+                    .map(|t| t.saturating_duration_since(Instant::now()))
+                    .map_or(shared.config.tick, |w| w.min(shared.config.tick));
                 s = shared
                     .kick
-                    .wait_timeout(s, shared.config.tick)
+                    .wait_timeout(s, wait)
                     .map(|(g, _)| g)
                     .unwrap_or_else(|p| p.into_inner().0);
             }
@@ -30,7 +48,43 @@ pub(crate) fn run_dpc<M: Miniport>(shared: Arc<Shared<M>>) {
             if s.queues.resetting > 0 {
                 continue;
             }
-            std::mem::take(&mut s.done)
+            let timer = s.timer_at.is_some_and(|t| t <= Instant::now());
+            if timer {
+                s.timer_at = None;
+            }
+            // A bugchecked port calls the miniport no more.
+            let live = s.run != RunState::BugChecked;
+            Pass {
+                done: std::mem::take(&mut s.done),
+                dpc: std::mem::take(&mut s.dpc_queued) && live,
+                timer: timer && live,
+            }
+        };
+        for (completer, result) in pass.done {
+            completer.complete(Ok(result));
+        }
+        let port = shared.services();
+        for (run, routine) in [(pass.dpc, Routine::Dpc), (pass.timer, Routine::Timer)] {
+            if !run {
+                continue;
+            }
+            let r = shared.call(routine, true, || match routine {
+                Routine::Timer => shared.miniport.timer(&port),
+                _ => shared.miniport.dpc(&port),
+            });
+            if let Err(v) = r {
+                shared.bugcheck(v);
+            }
+        }
+        // What the miniport's DPC completed goes back now, on this thread (unless a bus
+        // reset began meanwhile: then at the end of it).
+        let done = {
+            let mut s = shared.lock();
+            if s.queues.resetting > 0 {
+                Vec::new()
+            } else {
+                std::mem::take(&mut s.done)
+            }
         };
         for (completer, result) in done {
             completer.complete(Ok(result));

@@ -11,9 +11,9 @@
 use super::dma::DmaArena;
 use super::status::StatusLog;
 use super::{RegistrationMode, SrpAdapterConfig};
+use crate::port::PortServices;
 use access_layer::cm::{CmConfig, CmEndpoint, ConnId};
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
-use access_layer::verbs::Doorbell;
 use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, Engine, QpId};
 use hca::mem::MemBlock;
@@ -111,9 +111,9 @@ pub(crate) struct Adapter {
     pub(crate) remapped: AtomicU64,
     /// Logins, losses and the last failure, for [`super::SrpMiniport::status`].
     pub(crate) status: Mutex<StatusLog>,
-    /// What wakes the DPC thread: the device's CQ notifications (its event handler), work
-    /// queued from outside the DPC, the adapter going away.
-    pub(crate) bell: Arc<Doorbell>,
+    /// The port: its DPC runs the adapter's (queued by the device's CQ notifications and
+    /// by work queued from outside the DPC).
+    pub(crate) port: PortServices<super::SrpMiniport>,
 }
 
 /// Why the adapter could not be opened.
@@ -144,17 +144,21 @@ impl Adapter {
     }
 
     /// Opens everything (passive level).
-    pub(crate) fn open(cfg: SrpAdapterConfig) -> Result<Adapter, OpenError> {
+    pub(crate) fn open(
+        cfg: SrpAdapterConfig,
+        port: &PortServices<super::SrpMiniport>,
+    ) -> Result<Adapter, OpenError> {
         let hca = Hca::open(HcaConfig {
             first_qpn: cfg.first_qpn,
             ..HcaConfig::new(cfg.node_guid, vec![cfg.local])
         })
         .map_err(|e| OpenError::Hca(e.to_string()))?;
         // The "interrupt": every event of the device (CQ notifications above all) queues
-        // the DPC.
-        let bell = Arc::new(Doorbell::new());
-        let b = bell.clone();
-        hca.set_event_handler(move |_| b.ring());
+        // the DPC (StorPortIssueDpc from the ISR).
+        let p = port.clone();
+        hca.set_event_handler(move |_| {
+            p.issue_dpc();
+        });
         let ctrl_len = (SEND_SLOTS + RECV_SLOTS) as u64 * SLOT;
         let ctrl = MemBlock::new(ctrl_len as usize);
         let arena = DmaArena::new(cfg.arena_pages);
@@ -219,7 +223,7 @@ impl Adapter {
             mapped_all_memory: AtomicU64::new(0),
             remapped: AtomicU64::new(0),
             status: Mutex::new(StatusLog::new(target)),
-            bell,
+            port: port.clone(),
         })
     }
 
@@ -294,17 +298,13 @@ impl Adapter {
 }
 
 /// Dropping the adapter (the port dropped with the device extension) tears down what is
-/// left of the channel: the DREQ goes out, the QP is destroyed. Non-blocking. The DPC
-/// thread holds only a weak reference: rung, it finds the adapter gone and ends.
+/// left of the channel: the DREQ goes out, the QP is destroyed. Non-blocking.
 impl Drop for Adapter {
     fn drop(&mut self) {
-        {
-            let mut s = self.lock();
-            if s.conn.is_some() || s.qp.is_some() {
-                self.teardown(&mut s);
-                self.flush_cm(&mut s);
-            }
+        let mut s = self.lock();
+        if s.conn.is_some() || s.qp.is_some() {
+            self.teardown(&mut s);
+            self.flush_cm(&mut s);
         }
-        self.bell.ring();
     }
 }

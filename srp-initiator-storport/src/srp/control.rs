@@ -93,7 +93,7 @@ impl Adapter {
         }
         dpc::complete_all(port, done);
         // A task management request's timer is the DPC's.
-        self.bell.ring();
+        self.port.issue_dpc();
     }
 
     /// HwAdapterControl(StopAdapter): see the module doc.
@@ -114,7 +114,7 @@ impl Adapter {
         }
         dpc::complete_all(port, done);
         // The DREQ after the linger is the DPC's (its timer).
-        self.bell.ring();
+        self.port.issue_dpc();
     }
 
     /// HwAdapterControl(RestartAdapter): what is left of the old channel goes, a fresh core
@@ -129,6 +129,6 @@ impl Adapter {
             self.relogin(&mut s, port, &mut done);
         }
         dpc::complete_all(port, done);
-        self.bell.ring();
+        self.port.issue_dpc();
     }
 }

@@ -1,9 +1,9 @@
 //! The adapter's completion context (its "DPC"): one round polls the GSI port and the CM,
 //! the RC completion queue and the channel core's timers, feeds the core, executes what it
 //! yields, and completes SRBs. A round runs at dispatch level and never blocks; the
-//! miniport's own thread runs rounds in a loop, sleeping at passive level in between (the
-//! interrupt that would queue the DPC), and HwStartIo / HwInitialize execute the actions
-//! they cause with the same code.
+//! miniport's DPC routine (on the port's DPC, queued by the device's CQ notifications)
+//! runs rounds, and HwStartIo / HwInitialize execute the actions they cause with the same
+//! code.
 
 use super::adapter::{Adapter, Inner, RECV_WR, SEND_WR};
 use super::{SrbExt, outcome};
@@ -38,10 +38,10 @@ impl Adapter {
     }
 
     /// After a round that did nothing: arms the RC and GSI completion queues (their next
-    /// completion fires a CQ notification, whose handler rings the adapter's doorbell), runs
-    /// one more round for what completed before the arm, and returns how long the DPC
-    /// thread may then wait for the doorbell: until the core's or the CM's next timer,
-    /// at most `max`. `None`: that round found work, run again at once.
+    /// completion fires a CQ notification, whose handler queues the DPC), runs one more
+    /// round for what completed before the arm, and returns when the DPC must run anyway:
+    /// at the core's or the CM's next timer, at most `max` from now. `None`: that round
+    /// found work, run again at once.
     pub(crate) fn idle(
         &self,
         port: &PortServices<super::SrpMiniport>,

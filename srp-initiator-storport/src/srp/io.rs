@@ -187,7 +187,7 @@ impl Adapter {
         }
         dpc::complete_all(port, done);
         // The login's timers are the DPC's.
-        self.bell.ring();
+        self.port.issue_dpc();
         true
     }
 

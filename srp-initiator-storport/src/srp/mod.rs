@@ -7,20 +7,23 @@
 //! Contract (who runs what, at which level):
 //! - HwFindAdapter (passive): one adapter per IOC, named by [`SrpAdapterConfig`]; opens the
 //!   soft HCA port, the GSI port and CM endpoint, the CQ, the control memory, the DMA arena
-//!   and the FRMR pool, and starts the adapter's DPC thread. Sets MaximumTransferLength
-//!   and NumberOfPhysicalBreaks from the config.
+//!   and the FRMR pool; the device's event handler (the "ISR") queues the miniport's DPC
+//!   with StorPortIssueDpc. Sets MaximumTransferLength and NumberOfPhysicalBreaks from the
+//!   config.
 //! - HwInitialize (dispatch): pauses the adapter and starts the login (the core's
 //!   `connect` → a CM REQ); never waits. The first LOGIN_RSP resumes the adapter.
-//! - The DPC thread: rounds at dispatch level (see `dpc`), feeding the core and completing
-//!   SRBs with RequestComplete; sleeps at passive level between rounds. It ends once the
-//!   port (and with it the device extension) is gone.
+//! - The DPC routine (dispatch, on the port's one DPC; HwTimer runs the same): rounds (see
+//!   `dpc`) feeding the core and completing SRBs with RequestComplete — their submitters'
+//!   completion routines run next on the same thread. With nothing left it arms the CQs
+//!   and asks for a timer call at the core's or CM's next timer; a CQ notification queues
+//!   it again. One DPC per adapter: no thread of the miniport's own.
 //! - HwBuildIo / HwStartIo / HwResetBus: see `io`. Nothing blocks; exhaustion is BUSY.
 //! - Management SRBs (dispatch, from StartIo): ABORT_COMMAND → SRP_TSK_MGMT ABORT TASK (the
 //!   named SRB completes ABORTED, the abort SUCCESS; an SRB already completed →
 //!   ABORT_FAILED), RESET_LOGICAL_UNIT → LOGICAL UNIT RESET (the LU's SRBs complete
 //!   BUS_RESET), RESET_DEVICE → a channel reset (SRP has no TARGET RESET); see `control`.
 //! - HwAdapterControl (dispatch): StopAdapter logs out (SRP_I_LOGOUT, then the DREQ once the
-//!   target closes or a bounded linger passes, finished by the DPC thread) and stops
+//!   target closes or a bounded linger passes, finished by the DPC) and stops
 //!   reconnecting; RestartAdapter logs in with a fresh core. Both reported supported.
 //! - Not copied from 2005 (windows.md §1.9): no login inside HwFindAdapter, no whole-memory
 //!   rkey by default (per-I/O FRMR, direction-narrowed rights, remote invalidation; the
@@ -50,13 +53,12 @@ use crate::port::{
     PortServices, Srb, SynchronizationModel,
 };
 use access_layer::mad::ServiceId;
-use access_layer::verbs::DispatchGuard;
 use adapter::Adapter;
 use hca::Guid;
 use srp::initiator::TransportTimers;
 use srp::wire::PortId;
 use std::net::IpAddr;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// How data buffers are described to the target.
@@ -142,8 +144,8 @@ pub struct SrpAdapterConfig {
     pub login_timeout: Duration,
     /// Pages of DMA-able memory for data buffers.
     pub arena_pages: usize,
-    /// The longest the DPC thread waits for its doorbell (CQ notifications and queued work
-    /// ring it; this only bounds how late a missed ring could be noticed).
+    /// The longest the adapter's DPC leaves its timer unset (CQ notifications and queued
+    /// work queue the DPC; this only bounds how late a lost notification is noticed).
     pub max_wait: Duration,
     /// How data buffers are registered.
     pub registration: RegistrationMode,
@@ -215,7 +217,7 @@ impl SrpMiniport {
             let now = a.now();
             a.lock().channel.fail_fast_now(now);
             // Their completions are the DPC's to hand back.
-            a.bell.ring();
+            a.port.issue_dpc();
         }
     }
 
@@ -233,27 +235,28 @@ impl SrpMiniport {
     }
 }
 
-/// The DPC thread: rounds at dispatch level while there is work; with none, the CQs
-/// armed, it waits at passive level for the adapter's doorbell (a CQ notification, work
-/// queued from outside, the adapter dropped) or its next timer, at most `max_wait`. Ends
-/// once the adapter is gone.
-fn run_dpc(adapter: Weak<Adapter>, port: PortServices<SrpMiniport>, max_wait: Duration) {
-    let Some(bell) = adapter.upgrade().map(|a| a.bell.clone()) else {
-        return;
-    };
-    while let Some(a) = adapter.upgrade() {
-        let wait = {
-            let _dispatch = DispatchGuard::enter();
-            if a.round(&port) > 0 {
-                None
-            } else {
-                a.idle(&port, max_wait)
-            }
+/// Rounds one DPC runs before it yields (queues itself again), so completions reach
+/// their submitters and new requests start between bursts.
+const DPC_ROUNDS: usize = 8;
+
+impl SrpMiniport {
+    /// The DPC routine (and HwTimer): rounds while there is work, at most [`DPC_ROUNDS`];
+    /// with none left, the CQs armed, a timer call at the next core or CM timer (at most
+    /// `max_wait`, a guard against a lost notification).
+    fn run_dpc(&self, port: &PortServices<Self>) {
+        let Some(a) = self.adapter() else {
+            return;
         };
-        drop(a);
-        if let Some(w) = wait {
-            bell.wait(w);
+        for _ in 0..DPC_ROUNDS {
+            if a.round(port) > 0 {
+                continue;
+            }
+            if let Some(wait) = a.idle(port, a.cfg.max_wait) {
+                port.request_timer_call(wait.max(Duration::from_micros(1)));
+                return;
+            }
         }
+        port.issue_dpc();
     }
 }
 
@@ -274,20 +277,10 @@ impl Miniport for SrpMiniport {
         if self.adapter.get().is_some() {
             return FindAdapterStatus::Found;
         }
-        let Ok(a) = Adapter::open(context.clone()) else {
+        let Ok(a) = Adapter::open(context.clone(), port) else {
             return FindAdapterStatus::Error;
         };
-        let a = Arc::new(a);
-        let weak = Arc::downgrade(&a);
-        if self.adapter.set(a).is_err() {
-            return FindAdapterStatus::Error;
-        }
-        let port = port.clone();
-        let max_wait = context.max_wait;
-        let spawned = std::thread::Builder::new()
-            .name("srp-miniport-dpc".into())
-            .spawn(move || run_dpc(weak, port, max_wait));
-        if spawned.is_err() {
+        if self.adapter.set(Arc::new(a)).is_err() {
             return FindAdapterStatus::Error;
         }
         FindAdapterStatus::Found
@@ -311,7 +304,7 @@ impl Miniport for SrpMiniport {
         }
         dpc::complete_all(port, done);
         // The login's timers are the DPC's.
-        a.bell.ring();
+        port.issue_dpc();
         true
     }
 
@@ -362,5 +355,13 @@ impl Miniport for SrpMiniport {
             }
             _ => AdapterControlStatus::Unsuccessful,
         }
+    }
+
+    fn dpc(&self, port: &PortServices<Self>) {
+        self.run_dpc(port);
+    }
+
+    fn timer(&self, port: &PortServices<Self>) {
+        self.run_dpc(port);
     }
 }

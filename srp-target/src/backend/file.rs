@@ -28,6 +28,8 @@ pub struct FileBackend {
     blocks: u64,
     /// Cleared after fallocate(PUNCH_HOLE) reports it is unsupported here.
     punch_hole: AtomicBool,
+    /// A regular file on tmpfs: its I/O is memory copies.
+    in_memory: bool,
 }
 
 impl FileBackend {
@@ -114,12 +116,16 @@ impl FileBackend {
                 why: "not a positive whole number of blocks",
             });
         }
+        let in_memory = file.metadata().is_ok_and(|m| m.is_file())
+            && nix::sys::statfs::fstatfs(&file)
+                .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
         Ok(FileBackend {
             file,
             path: path.to_path_buf(),
             block_size,
             blocks: size_bytes / bs,
             punch_hole: AtomicBool::new(true),
+            in_memory,
         })
     }
 
@@ -152,6 +158,10 @@ impl FileBackend {
 }
 
 impl Backend for FileBackend {
+    fn never_blocks(&self) -> bool {
+        self.in_memory
+    }
+
     fn block_size(&self) -> BlockSize {
         self.block_size
     }

@@ -167,6 +167,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn supports_unmap(&self) -> bool {
         true
     }
+
+    /// Whether every call completes from memory without waiting for a device (RAM, a
+    /// file on tmpfs): such LUNs run their commands on the completion loop itself, as
+    /// LIO's rd_mcp ramdisk executes in the submitting context — no worker hop.
+    fn never_blocks(&self) -> bool {
+        false
+    }
 }
 
 /// Checks that `len_bytes` is whole blocks and `lba..` lies within `blocks`; returns the

@@ -46,6 +46,10 @@ impl RamBackend {
 // A poisoned lock only means a writer panicked mid-copy: the bytes are still bytes, as a
 // disk after a crash, so the data is used as it is.
 impl Backend for RamBackend {
+    fn never_blocks(&self) -> bool {
+        true
+    }
+
     fn block_size(&self) -> BlockSize {
         self.block_size
     }

@@ -5,7 +5,9 @@
 //! the workers and fills only its own queue: its initiators slow down or see BUSY, while
 //! other LUs' commands keep running — and the completion loop never waits for any of them.
 //! Dropping the pool stops taking jobs and joins the threads after they finish the jobs
-//! already queued.
+//! already queued. A job whose backend never blocks ([`crate::backend::Backend::never_blocks`]:
+//! RAM, a tmpfs file) is no worker's: it runs at once on the submitting thread, its result
+//! queued like any other, saving two thread hops per command.
 
 use super::executor::{Executor, Job};
 use std::collections::{HashMap, VecDeque};
@@ -163,6 +165,10 @@ fn worker(s: &Shared) {
 
 impl Executor for Workers {
     fn submit(&self, job: Job) -> Result<(), Job> {
+        if job.lu.backend().never_blocks() {
+            job.run();
+            return Ok(());
+        }
         let s = &self.shared;
         let mut st = s.lock();
         if st.closed {
