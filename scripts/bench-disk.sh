@@ -7,12 +7,16 @@
 #   peers: local file on /dev/shm    fio --ioengine=libaio --direct=1
 #          nbdkit file plugin         fio --ioengine=nbd (nbdkit started and stopped here)
 #   ours:  srpctl bench disk          target daemon + SRP miniport port, in one process
+#          srpctl host (user level)   `srpctl target run` on the same file, `srpctl host run`
+#                                     logged in over one path, fio libaio direct on its block
+#                                     file (FUSE): what a disk user gets
 #   workloads: 4k randread QD32 (IOPS), 128k seqread QD32 (MiB/s), 4k randread QD1 (avg µs)
 #
 # Usage: scripts/bench-disk.sh [--secs S] [--rounds N] [--size-mib M] [--registration R]
-#                              [--pinned] [--srpctl PATH]
+#                              [--pinned] [--no-user-level] [--srpctl PATH]
 #   --registration  per-io (default), trust-target or both (passed to srpctl bench disk)
 #   --pinned        also measure the QD1 latency with everything on vCPU 0 (taskset -c 0)
+#   --no-user-level skip the block-file row (it needs root and /dev/fuse)
 # Installs fio and nbdkit with apt-get when missing. Cleans up (servers, files) on exit.
 set -euo pipefail
 
@@ -21,6 +25,7 @@ ROUNDS=3
 SIZE_MIB=1024
 REG=per-io
 PINNED=0
+USER_LEVEL=1
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SRPCTL="$ROOT/target/release/srpctl"
 while [ $# -gt 0 ]; do
@@ -30,8 +35,9 @@ while [ $# -gt 0 ]; do
         --size-mib) SIZE_MIB=$2; shift 2 ;;
         --registration) REG=$2; shift 2 ;;
         --pinned) PINNED=1; shift ;;
+        --no-user-level) USER_LEVEL=0; shift ;;
         --srpctl) SRPCTL=$2; shift 2 ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -58,8 +64,15 @@ WORK=$(mktemp -d /tmp/bench-disk.XXXXXX)
 FILE=/dev/shm/bench-disk-$$.img
 NBD_PORT=10809
 NBD_PID=
+DAEMONS=()
 cleanup() {
     if [ -n "$NBD_PID" ]; then kill "$NBD_PID" 2>/dev/null || true; wait "$NBD_PID" 2>/dev/null || true; fi
+    for p in "${DAEMONS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${DAEMONS[@]}"; do
+        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null || true
+    done
+    umount -l "$WORK/disks" 2>/dev/null || true
     rm -f "$FILE"
     rm -rf "$WORK"
 }
@@ -76,6 +89,65 @@ if [ "$HAVE_NBDKIT" = 1 ]; then
         sleep 0.1
     done
 fi
+
+# The user-level row: the target daemon on the same file (read-only LUN), the host daemon
+# logged in over one path, its block file. Sets BLOCK_FILE, or USER_LEVEL=0 with a reason.
+start_user_level() {
+    if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ] || [ "$HAVE_FIO" != 1 ]; then
+        USER_LEVEL=0; echo "user level skipped: needs root, /dev/fuse and fio" >&2; return 0
+    fi
+    cat >"$WORK/target.toml" <<TOML
+[target]
+name = "bench-target"
+node_guid = "0x0002c90300b20000"
+rdma_cm_port = 5603
+control_socket = "$WORK/target.sock"
+
+[[port]]
+name = "p0"
+address = "127.0.203.1"
+
+[[lun]]
+name = "bench-vol"
+file = "$FILE"
+read_only = true
+
+[[ioc]]
+name = "ioc-a"
+guid = "0x0002c90300b20001"
+ports = ["p0"]
+exports = { 0 = "bench-vol" }
+allow = ["any"]
+TOML
+    cat >"$WORK/host.toml" <<TOML
+[host]
+name = "bench-host"
+node_guid = "0x0002c90300b20100"
+disks_dir = "$WORK/disks"
+control_socket = "$WORK/host.sock"
+registration = "${REG/both/per-io}"
+
+[[portal]]
+address = "127.0.203.1"
+local = ["127.0.203.2"]
+TOML
+    "$SRPCTL" target run -c "$WORK/target.toml" >"$WORK/target.log" 2>&1 &
+    DAEMONS+=($!)
+    for _ in $(seq 100); do [ -S "$WORK/target.sock" ] && break; sleep 0.1; done
+    "$SRPCTL" host run -c "$WORK/host.toml" >"$WORK/host.log" 2>&1 &
+    DAEMONS+=($!)
+    BLOCK_FILE=
+    for _ in $(seq 300); do
+        BLOCK_FILE=$(find "$WORK/disks" -maxdepth 1 -type f 2>/dev/null | head -1)
+        [ -n "$BLOCK_FILE" ] && break
+        sleep 0.1
+    done
+    if [ -z "$BLOCK_FILE" ]; then
+        USER_LEVEL=0
+        echo "user level skipped: no block file within 30 s; host log:" >&2
+        tail -5 "$WORK/host.log" >&2
+    fi
+}
 
 # fio_point ENGINE-ARGS... : prints "iops mib_s lat_us" of one job.
 fio_point() {
@@ -101,8 +173,11 @@ run_fio_peer() { # peer pin
         case "$peer" in
             local) out=$(fio_point "$rw" "$bs" "$qd" --ioengine=libaio --direct=1 --filename="$FILE") ;;
             nbdkit) out=$(fio_point "$rw" "$bs" "$qd" --ioengine=nbd --uri="nbd://127.0.0.1:$NBD_PORT") ;;
+            host) out=$(fio_point "$rw" "$bs" "$qd" --ioengine=libaio --direct=1 --filename="$BLOCK_FILE") ;;
         esac
-        add "$peer$([ "$pin" = 1 ] && echo ' (vCPU 0)')" "$i" "$(echo "$out" | cut -d' ' -f"$field")"
+        local who=$peer
+        [ "$peer" = host ] && who="srpctl host (block file)"
+        add "$who$([ "$pin" = 1 ] && echo ' (vCPU 0)')" "$i" "$(echo "$out" | cut -d' ' -f"$field")"
         i=$((i + 1))
     done
 }
@@ -130,10 +205,12 @@ run_ours() { # pin
 
 PIN_CMD=
 FAILED=()
+[ "$USER_LEVEL" = 1 ] && start_user_level
 for round in $(seq "$ROUNDS"); do
     [ "$HAVE_FIO" = 1 ] && run_fio_peer local 0
     [ "$HAVE_NBDKIT" = 1 ] && run_fio_peer nbdkit 0
     run_ours 0
+    [ "$USER_LEVEL" = 1 ] && run_fio_peer host 0
     if [ "$PINNED" = 1 ]; then
         if [ "$HAVE_NBDKIT" = 1 ]; then   # the server too: restart nbdkit on vCPU 0
             kill "$NBD_PID"; wait "$NBD_PID" 2>/dev/null || true
@@ -184,7 +261,7 @@ for i in 0 1 2; do
         done < <(printf '%s\n' "${!R[@]}" | grep "|$i\$" | sed 's/|[0-9]*$//' | sort -u)
     done
 done
-echo "ratios: to the best peer, nbdkit (file plugin, fio nbd engine); higher is better except for µs (lower is better). local = tmpfs file, fio libaio direct: the limit, shown for scale"
+echo "ratios: to the best peer, nbdkit (file plugin, fio nbd engine); higher is better except for µs (lower is better). local = tmpfs file, fio libaio direct: the limit, shown for scale. srpctl host (block file): the daemons as processes, fio libaio direct on the FUSE block file (user level)"
 for f in "${FAILED[@]}"; do echo "srpctl bench disk failed in $f"; done
 [ "$HAVE_FIO" = 1 ] || echo "fio missing: peers not measured"
 [ "$HAVE_NBDKIT" = 1 ] || echo "nbdkit (or fio's nbd engine) missing: no NBD peer"

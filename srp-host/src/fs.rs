@@ -44,6 +44,8 @@ fn errno(e: &IoError) -> Errno {
 pub(crate) struct BlockFs {
     pub(crate) disks: Arc<Disks>,
     pub(crate) max_io_bytes: u32,
+    /// The kernel's background-request limit asked for at init.
+    pub(crate) max_background: u16,
     pub(crate) uid: u32,
     pub(crate) gid: u32,
     pub(crate) mounted: SystemTime,
@@ -132,6 +134,10 @@ fn nearest(mut set: impl FnMut(u32) -> Result<u32, u32>, value: u32) {
 impl Filesystem for BlockFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         nearest(|v| config.set_max_write(v), self.max_io_bytes);
+        // Asynchronous direct I/O (libaio, io_uring) waits in the kernel's background queue:
+        // room for every FUSE thread's request and as many queued behind them.
+        let _ = config.set_max_background(self.max_background);
+        let _ = config.set_congestion_threshold(self.max_background / 4 * 3);
         // Async direct I/O lets the kernel send the pieces of one large O_DIRECT request
         // concurrently; older kernels simply lack the flag.
         let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);

@@ -58,7 +58,9 @@ pub enum MountError {
 #[derive(Debug, Clone)]
 pub struct MountOptions {
     /// FUSE worker threads (each serves one request at a time; I/O to different disks or
-    /// block ranges runs in parallel across them).
+    /// block ranges runs in parallel across them): the requests in flight per mount, so a
+    /// queue depth of 32 needs 32. The kernel's background queue (`max_background`, where
+    /// asynchronous direct I/O waits) is sized to twice this.
     pub threads: usize,
     /// The largest read or write one FUSE request carries, in bytes. The kernel caps it at
     /// `fs.fuse.max_pages_limit` pages (256 by default: 1 MiB).
@@ -72,7 +74,7 @@ pub struct MountOptions {
 impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
-            threads: 4,
+            threads: 32,
             max_io_bytes: 1 << 20,
             allow_other: false,
             fs_name: "srp-host".to_owned(),
@@ -129,6 +131,7 @@ impl BlockFiles {
         let fs = BlockFs {
             disks: disks.clone(),
             max_io_bytes: options.max_io_bytes,
+            max_background: u16::try_from(options.threads.max(1) * 2).unwrap_or(u16::MAX),
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
             mounted: SystemTime::now(),

@@ -271,3 +271,30 @@ fn unmount_while_a_file_is_open_detaches_without_hanging() {
         assert_eq!(buf, [3; 512]);
     });
 }
+
+#[test]
+fn thirty_two_reads_are_in_flight_at_once() {
+    bounded(30, || {
+        let dir = TempDir::new("depth");
+        let mounted = mount(dir.path());
+        let ram = Arc::new(RamDisk::new(512, 1024));
+        let path = mounted.files().add("lun0", ram.clone()).unwrap();
+        // Each read holds its FUSE thread 300 ms: only requests served side by side can
+        // overlap, as a queue depth of 32 needs.
+        ram.read_delay_us.store(300_000, Ordering::SeqCst);
+        let readers: Vec<_> = (0..32u64)
+            .map(|i| {
+                let f = open_rw(&path);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    f.read_exact_at(&mut buf, i * 4096).unwrap();
+                })
+            })
+            .collect();
+        for r in readers {
+            r.join().unwrap();
+        }
+        let most = ram.max_reads_in_flight.load(Ordering::SeqCst);
+        assert_eq!(most, 32, "reads served at once");
+    });
+}

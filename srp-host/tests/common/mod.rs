@@ -22,6 +22,9 @@ pub struct RamDisk {
     pub fail_reads: AtomicBool,
     /// Microseconds each read sleeps, to widen race windows.
     pub read_delay_us: AtomicU64,
+    /// Reads running now, and the most seen at once.
+    pub reads_in_flight: AtomicUsize,
+    pub max_reads_in_flight: AtomicUsize,
 }
 
 impl RamDisk {
@@ -35,6 +38,8 @@ impl RamDisk {
             max_write: AtomicUsize::new(0),
             fail_reads: AtomicBool::new(false),
             read_delay_us: AtomicU64::new(0),
+            reads_in_flight: AtomicUsize::new(0),
+            max_reads_in_flight: AtomicUsize::new(0),
         }
     }
 
@@ -61,10 +66,13 @@ impl BlockDevice for RamDisk {
             return Err(DeviceError::Io("injected read failure".into()));
         }
         self.max_read.fetch_max(buf.len(), Ordering::SeqCst);
+        let now = self.reads_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_reads_in_flight.fetch_max(now, Ordering::SeqCst);
         let delay = self.read_delay_us.load(Ordering::SeqCst);
         if delay > 0 {
             std::thread::sleep(Duration::from_micros(delay));
         }
+        self.reads_in_flight.fetch_sub(1, Ordering::SeqCst);
         let r = self.range(lba, buf.len());
         buf.copy_from_slice(&self.data.lock().unwrap()[r]);
         Ok(())

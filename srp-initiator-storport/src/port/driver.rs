@@ -173,7 +173,9 @@ impl<M: Miniport> Port<M> {
                 None if removed => sh.complete_unstarted(&mut s, &srb, SrbStatus::NO_DEVICE),
                 None => s.queues.push(lu, srb, management),
             }
+            sh.wake_idle(&mut s);
         }
+        // The submitter starts it itself (pump); the DPC hands back what completed at once.
         sh.kick.notify_all();
         sh.pump();
         Ok(completion)
@@ -319,6 +321,7 @@ impl<M: Miniport> Drop for Port<M> {
     fn drop(&mut self) {
         self.shared.lock().shutdown = true;
         self.shared.kick.notify_all();
+        self.shared.timer_wake.notify_all();
         let bugchecked = self.shared.is_bugchecked();
         for t in self.threads.drain(..) {
             // After a bugcheck a thread may be stuck in the miniport for good: leave it.

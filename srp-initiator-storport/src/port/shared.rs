@@ -60,6 +60,10 @@ pub(crate) struct State<X> {
     pub(crate) dpc_queued: bool,
     /// When HwTimer is due (`RequestTimerCall`).
     pub(crate) timer_at: Option<Instant>,
+    /// The DPC and timer threads sleep long: the port holds no request (see
+    /// [`Shared::quiet`]); whoever gives them one wakes them ([`Shared::wake_idle`]).
+    pub(crate) dpc_idle: bool,
+    pub(crate) timer_idle: bool,
 }
 
 /// The port shared between its handles and threads.
@@ -70,6 +74,8 @@ pub(crate) struct Shared<M: Miniport> {
     pub(crate) state: Mutex<State<M::SrbExtension>>,
     /// Wakes the worker.
     pub(crate) kick: Condvar,
+    /// Wakes the timer thread from its idle sleep.
+    pub(crate) timer_wake: Condvar,
     pub(crate) bugchecked: AtomicBool,
     startio: Mutex<bool>,
     startio_free: Condvar,
@@ -124,9 +130,12 @@ impl<M: Miniport> Shared<M> {
                 shutdown: false,
                 dpc_queued: false,
                 timer_at: None,
+                dpc_idle: false,
+                timer_idle: false,
             }),
             config,
             kick: Condvar::new(),
+            timer_wake: Condvar::new(),
             bugchecked: AtomicBool::new(false),
             startio: Mutex::new(false),
             startio_free: Condvar::new(),
@@ -189,6 +198,11 @@ impl<M: Miniport> Shared<M> {
             let id = s.next_call;
             if dispatch {
                 s.calls.insert(id, (routine, Instant::now()));
+                // The DPC watchdog watches it.
+                if s.timer_idle {
+                    s.timer_idle = false;
+                    self.timer_wake.notify_all();
+                }
             }
             id
         };
@@ -276,6 +290,28 @@ impl<M: Miniport> Shared<M> {
         srb.mark_completed();
         if let Some(c) = s.completers.remove(&srb.id()) {
             s.done.push((c, srb.take_result(Some(status), true)));
+        }
+    }
+
+    /// Whether the port holds no request and runs no routine: nothing can time out, no
+    /// hold can expire with a request behind it. Its threads may then sleep long.
+    pub(crate) fn quiet(s: &State<M::SrbExtension>) -> bool {
+        s.owned.is_empty()
+            && s.calls.is_empty()
+            && s.done.is_empty()
+            && s.queues.lus.values().all(|q| q.waiting.is_empty())
+    }
+
+    /// Wakes the DPC and timer threads out of an idle sleep (a request or a routine call
+    /// is coming); cheap when they are not asleep.
+    pub(crate) fn wake_idle(&self, s: &mut State<M::SrbExtension>) {
+        if s.dpc_idle {
+            s.dpc_idle = false;
+            self.kick.notify_all();
+        }
+        if s.timer_idle {
+            s.timer_idle = false;
+            self.timer_wake.notify_all();
         }
     }
 

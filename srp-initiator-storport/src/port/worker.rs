@@ -31,16 +31,21 @@ pub(crate) fn run_dpc<M: Miniport>(shared: Arc<Shared<M>>) {
             let timer_due = s.timer_at.is_some_and(|t| t <= Instant::now());
             let idle = s.done.is_empty() && !s.dpc_queued && !timer_due;
             if (idle || holding) && !s.shutdown {
-                // Until the next tick or the miniport's timer, whichever comes first.
+                // Until the next tick (a long one when the port holds nothing) or the
+                // miniport's timer, whichever comes first.
+                let quiet = Shared::<M>::quiet(&s) && !holding;
+                let tick = if quiet { IDLE_TICK } else { shared.config.tick };
                 let wait = s
                     .timer_at
                     .map(|t| t.saturating_duration_since(Instant::now()))
-                    .map_or(shared.config.tick, |w| w.min(shared.config.tick));
+                    .map_or(tick, |w| w.min(tick));
+                s.dpc_idle = quiet;
                 s = shared
                     .kick
                     .wait_timeout(s, wait)
                     .map(|(g, _)| g)
                     .unwrap_or_else(|p| p.into_inner().0);
+                s.dpc_idle = false;
             }
             if s.shutdown {
                 return;
@@ -93,9 +98,32 @@ pub(crate) fn run_dpc<M: Miniport>(shared: Arc<Shared<M>>) {
     }
 }
 
-/// The timer thread, until the port shuts down.
+/// How long the DPC and timer threads sleep while the port holds no request (they are
+/// woken when one comes): an idle port costs about nothing.
+const IDLE_TICK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The timer thread, until the port shuts down: a tick while the port holds requests or
+/// runs a routine, asleep (woken by the next one) while it is quiet.
 pub(crate) fn run_timer<M: Miniport>(shared: Arc<Shared<M>>) {
-    while !shared.lock().shutdown {
+    loop {
+        {
+            let mut s = shared.lock();
+            if s.shutdown {
+                return;
+            }
+            if Shared::<M>::quiet(&s) {
+                s.timer_idle = true;
+                s = shared
+                    .timer_wake
+                    .wait_timeout(s, IDLE_TICK)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
+                s.timer_idle = false;
+                if s.shutdown {
+                    return;
+                }
+            }
+        }
         std::thread::sleep(shared.config.tick);
         for path in shared.tick(Instant::now()) {
             let sh = shared.clone();
