@@ -8,7 +8,7 @@ use hca::mr::MrKey;
 use hca::verbs::{SendOp, WcOpcode, WcStatus};
 use registration_common::*;
 use srp::initiator::registration::{
-    FrmrConfig, FrmrStrategy, MappingKind, RegError, Registration, Segment, Strategy,
+    FrmrConfig, MappingKind, RegError, Registration, Segment, Strategy,
 };
 use srp::initiator::{DataDescriptors, DataDir};
 use srp::wire::desc::DirectBuf;
@@ -20,7 +20,7 @@ fn per_io(w: &mut World, window: usize, mrs_per_cmd: usize) -> Registration {
         max_pages: 8,
         ..FrmrConfig::default()
     };
-    let frmr = FrmrStrategy::alloc(w.f.hca(w.host.hca), w.host.pd, config).expect("pool");
+    let frmr = frmr_pool(w.f.hca(w.host.hca), w.host.pd, config);
     let mut reg = Registration::new(Strategy::PerIo(frmr));
     reg.set_immediate_limit(&negotiated(512));
     reg

@@ -6,7 +6,7 @@ mod registration_common;
 
 use hca::verbs::{SendOp, WcOpcode, WcStatus};
 use registration_common::*;
-use srp::initiator::registration::{FrmrConfig, FrmrStrategy, Registration, Segment, Strategy};
+use srp::initiator::registration::{FrmrConfig, Registration, Segment, Strategy};
 use srp::initiator::{DataDescriptors, DataDir};
 
 #[test]
@@ -18,7 +18,7 @@ fn a_flushed_local_invalidate_is_retried_on_the_new_connection() {
         max_pages: 4,
         ..FrmrConfig::default()
     };
-    let frmr = FrmrStrategy::alloc(w.f.hca(w.host.hca), w.host.pd, config).expect("pool");
+    let frmr = frmr_pool(w.f.hca(w.host.hca), w.host.pd, config);
     let mut reg = Registration::new(Strategy::PerIo(frmr));
     let seg = [Segment::new(&w.data, 2 * PAGE, 2 * PAGE as u32)];
     let m = reg.map(DataDir::Read, &seg).expect("map");

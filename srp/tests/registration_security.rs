@@ -14,8 +14,7 @@ use hca::verbs::{SendFlags, SendOp, SendWr, Wc, WcOpcode, WcStatus};
 use registration_common::*;
 use scsi::Lun;
 use srp::initiator::registration::{
-    AllMemoryStrategy, FrmrConfig, FrmrStrategy, Mapping, MappingKind, Registration, Segment,
-    Strategy,
+    FrmrConfig, Mapping, MappingKind, Registration, Segment, Strategy,
 };
 use srp::initiator::{Command, DataDescriptors, DataDir};
 use srp::wire::Tag;
@@ -34,7 +33,7 @@ fn frmr_registration(w: &mut World) -> Registration {
         ..FrmrConfig::default()
     };
     let e = w.f.hca(w.host.hca);
-    let frmr = FrmrStrategy::alloc(e, w.host.pd, config).expect("alloc FRMR pool");
+    let frmr = frmr_pool(e, w.host.pd, config);
     let mut reg = Registration::new(Strategy::PerIo(frmr));
     reg.set_immediate_limit(&negotiated(512));
     reg
@@ -304,8 +303,7 @@ fn a_hostile_target_reaches_only_the_current_io() {
 fn with_the_all_memory_region_the_same_out_of_range_write_succeeds() {
     let mut w = World::new(7);
     let e = w.f.hca(w.host.hca);
-    let (all, warning) = AllMemoryStrategy::register(e, w.host.pd, &w.data, 0x2000_0000, 4)
-        .expect("register all memory");
+    let (all, warning) = all_memory(e, w.host.pd, &w.data, 0x2000_0000, 4);
     assert!(warning.0.contains("read and write all"), "{warning}");
     let mut reg = Registration::new(Strategy::TrustTarget(all));
     pattern(&w.data, 0, HOST_MEM, 0x5a);

@@ -17,9 +17,9 @@ use access_layer::gsi::port::{GsiPort, GsiPortConfig};
 use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, Engine, QpId};
 use hca::mem::MemBlock;
-use hca::mr::{Access, MrKeys, PdId};
+use hca::mr::{Access, MrKey, MrKeys, PdId};
 use hca::verbs::SendWr;
-use hca::{Gid, Qpn};
+use hca::{Gid, Lkey, Qpn};
 use srp::initiator::registration::{
     AllMemoryStrategy, FrmrConfig, FrmrStrategy, MapHandle, Registration, Segment, Strategy,
 };
@@ -248,17 +248,36 @@ impl Adapter {
                     max_pages: per_transfer,
                     ..FrmrConfig::default()
                 };
-                let s = FrmrStrategy::alloc(e, pd, frmr)
-                    .map_err(|e| OpenError::Setup(format!("FRMR pool: {e}")))?;
+                let pool_err = |e: String| OpenError::Setup(format!("FRMR pool: {e}"));
+                let n = frmr.regions().map_err(|e| pool_err(e.to_string()))?;
+                let keys = (0..n)
+                    .map(|_| {
+                        e.alloc_fast_reg_mr(pd, frmr.max_pages)
+                            .map(|k| MrKey::from(k.lkey))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| pool_err(e.to_string()))?;
+                let s = FrmrStrategy::new(frmr, keys).map_err(|e| pool_err(e.to_string()))?;
                 Ok(Strategy::PerIo(s))
             }
             RegistrationMode::TrustTarget => {
                 let iu = Self::channel_config(cfg).login.req_it_iu_len;
                 let inline = iu.saturating_sub(CMD_HEADER + INDIRECT_HEADER) / DESC;
                 let max_descriptors = per_transfer.min(inline as usize);
-                let (s, warning) =
-                    AllMemoryStrategy::register(e, pd, arena.block(), ARENA_IOVA, max_descriptors)
-                        .map_err(|e| OpenError::Setup(format!("all-memory region: {e}")))?;
+                let region_err = |e: String| OpenError::Setup(format!("all-memory region: {e}"));
+                let block = arena.block();
+                let keys = e
+                    .reg_mr(
+                        pd,
+                        block.clone(),
+                        0,
+                        block.len() as u64,
+                        ARENA_IOVA,
+                        AllMemoryStrategy::ACCESS,
+                    )
+                    .map_err(|e| region_err(e.to_string()))?;
+                let (s, warning) = AllMemoryStrategy::new(block, keys, ARENA_IOVA, max_descriptors)
+                    .map_err(|e| region_err(e.to_string()))?;
                 tracing::warn!(%warning, max_descriptors, "trust-target registration");
                 Ok(Strategy::TrustTarget(s))
             }
@@ -289,9 +308,20 @@ impl Adapter {
         }
         let mut reg = self.reg();
         if reg.discard(handle).is_ok() {
-            let pd = self.pd;
-            if let Err(e) = self.hca.with(|e, _| reg.recreate(e, pd)) {
-                tracing::warn!(%e, "FRMR regions could not be recreated");
+            for d in reg.take_discarded() {
+                let fresh = self.hca.with(|e, _| {
+                    // A region that cannot be deregistered is lost to the pool, not reused.
+                    let _ = e.dereg_mr(MrKeys {
+                        lkey: Lkey(d.key.0),
+                        rkey: None,
+                    });
+                    e.alloc_fast_reg_mr(self.pd, d.max_pages)
+                });
+                match fresh.map(|k| reg.replace_discarded(d.slot, MrKey::from(k.lkey))) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!(%e, "an FRMR region could not be replaced"),
+                    Err(e) => tracing::warn!(%e, "an FRMR region could not be recreated"),
+                }
             }
         }
     }

@@ -8,7 +8,7 @@
 //! `ib_srp ... dest=ip:port` logins name.
 //! Then one thread runs the loop: CM MADs in and out, logins decided and answered, every
 //! live [`ChannelIo`](crate::io::ChannelIo) turned, closed channels forgotten; with
-//! nothing to do it arms every CQ and sleeps on one [`Doorbell`](access_layer::verbs::Doorbell)
+//! nothing to do it arms every CQ and sleeps on one [`Doorbell`]
 //! that CQ notifications, finished backend jobs and control requests ring (bounded by the
 //! next CM timer). Backend I/O runs on a bounded [`Workers`](crate::io::Workers) pool. [`Daemon::shutdown`] sends
 //! SRP_T_LOGOUT on every live channel, then a DREQ on every connection, then stops, each

@@ -317,3 +317,48 @@ pub fn negotiated(max_imm_len: u32) -> Negotiated {
         multi_channel: MultiChannelResult::NoChannel,
     }
 }
+
+/// The FRMR pool `config` asks for, its regions allocated in `pd` of `e` (the caller's
+/// verbs: the strategy makes none).
+pub fn frmr_pool(
+    e: &mut Engine,
+    pd: PdId,
+    config: srp::initiator::registration::FrmrConfig,
+) -> srp::initiator::registration::FrmrStrategy {
+    let n = config.regions().expect("config");
+    let keys = (0..n)
+        .map(|_| {
+            hca::mr::MrKey::from(
+                e.alloc_fast_reg_mr(pd, config.max_pages)
+                    .expect("alloc FRMR")
+                    .lkey,
+            )
+        })
+        .collect();
+    srp::initiator::registration::FrmrStrategy::new(config, keys).expect("pool")
+}
+
+/// The all-memory strategy over `block` at `iova`, registered in `pd` of `e`.
+pub fn all_memory(
+    e: &mut Engine,
+    pd: PdId,
+    block: &Arc<MemBlock>,
+    iova: u64,
+    max_descriptors: usize,
+) -> (
+    srp::initiator::registration::AllMemoryStrategy,
+    srp::initiator::registration::TrustWarning,
+) {
+    use srp::initiator::registration::AllMemoryStrategy;
+    let keys = e
+        .reg_mr(
+            pd,
+            block.clone(),
+            0,
+            block.len() as u64,
+            iova,
+            AllMemoryStrategy::ACCESS,
+        )
+        .expect("register all memory");
+    AllMemoryStrategy::new(block, keys, iova, max_descriptors).expect("strategy")
+}

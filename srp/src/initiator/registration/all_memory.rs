@@ -15,9 +15,8 @@ use super::{RegError, no_table};
 use crate::wire::desc::DirectBuf;
 use core::fmt;
 use hca::Rkey;
-use hca::engine::Engine;
 use hca::mem::MemBlock;
-use hca::mr::{Access, MrKeys, PdId};
+use hca::mr::{Access, MrKeys};
 
 /// The warning a trust-target registration must be logged with.
 #[must_use = "log this warning: the target can read and write all of this memory"]
@@ -41,21 +40,25 @@ pub struct AllMemoryStrategy {
 }
 
 impl AllMemoryStrategy {
-    /// Registers all of `block` at `iova` with local write, remote read and remote write;
-    /// commands may use up to `max_descriptors` descriptors (all inline in the SRP_CMD).
-    pub fn register(
-        engine: &mut Engine,
-        pd: PdId,
+    /// The rights the all-memory region is registered with: local write, remote read,
+    /// remote write.
+    pub const ACCESS: Access = Access::LOCAL_WRITE
+        .union(Access::REMOTE_READ)
+        .union(Access::REMOTE_WRITE);
+
+    /// The strategy over `keys`, the region the caller registered over all of `block` at
+    /// `iova` with [`Self::ACCESS`]; commands may use up to `max_descriptors` descriptors
+    /// (all inline in the SRP_CMD). No verb call of its own.
+    pub fn new(
         block: &Arc<MemBlock>,
+        keys: MrKeys,
         iova: u64,
         max_descriptors: usize,
     ) -> Result<(Self, TrustWarning), RegError> {
         if max_descriptors == 0 {
             return Err(RegError::BadConfig("max_descriptors must be at least 1"));
         }
-        let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
         let len = block.len() as u64;
-        let keys = engine.reg_mr(pd, Arc::clone(block), 0, len, iova, access)?;
         let rkey = keys.rkey.ok_or(RegError::BadConfig(
             "the HCA gave the all-memory region no rkey",
         ))?;

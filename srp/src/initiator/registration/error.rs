@@ -1,8 +1,7 @@
 //! The one error enum of memory registration: pool exhaustion (busy, retry later), buffers
-//! that cannot be described under the page rules, misuse of a mapping, and verbs failures
-//! while setting a strategy up.
+//! that cannot be described under the page rules, misuse of a mapping, and unusable
+//! configurations (the strategies make no verb calls: their callers do).
 
-use hca::engine::VerbsError;
 use hca::mr::MrKey;
 use thiserror::Error;
 
@@ -76,7 +75,4 @@ pub enum RegError {
     /// A strategy's configuration is unusable.
     #[error("bad registration configuration: {0}")]
     BadConfig(&'static str),
-    /// The HCA refused a verb while the strategy was set up.
-    #[error("verbs: {0}")]
-    Verbs(#[from] VerbsError),
 }

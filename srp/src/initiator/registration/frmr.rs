@@ -11,10 +11,8 @@ use super::plan::{RegionPlan, Segment, plan_regions};
 use super::pool::{KeyPool, PoolCounts};
 use super::{RegError, no_table};
 use crate::wire::desc::DirectBuf;
-use hca::Lkey;
 use hca::Rkey;
-use hca::engine::Engine;
-use hca::mr::{Access, MAX_FAST_REG_PAGES, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MrKey, MrKeys, PdId};
+use hca::mr::{Access, MAX_FAST_REG_PAGES, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MrKey};
 use hca::verbs::{FastRegPages, SendFlags, SendOp, SendWr};
 
 /// Sizing of a channel's fast-registration pool.
@@ -49,6 +47,13 @@ impl Default for FrmrConfig {
 }
 
 impl FrmrConfig {
+    /// How many regions the pool needs (`window × mrs_per_cmd`), once the configuration is
+    /// checked: the caller allocates that many fast-registration regions of `max_pages`
+    /// pages and hands their keys to [`FrmrStrategy::new`].
+    pub fn regions(&self) -> Result<usize, RegError> {
+        self.validate()
+    }
+
     fn validate(&self) -> Result<usize, RegError> {
         if !self.page_size.is_power_of_two()
             || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&self.page_size)
@@ -119,14 +124,15 @@ pub(super) struct FrmrMapped {
 }
 
 impl FrmrStrategy {
-    /// Allocates `window × mrs_per_cmd` fast-registration regions of `max_pages` pages in
-    /// `pd` (the channel's), up front, as ib_srp's `srp_alloc_fr_pool`.
-    pub fn alloc(engine: &mut Engine, pd: PdId, config: FrmrConfig) -> Result<Self, RegError> {
-        let n = config.validate()?;
-        let mut keys = Vec::with_capacity(n);
-        for _ in 0..n {
-            let k = engine.alloc_fast_reg_mr(pd, config.max_pages)?;
-            keys.push(MrKey::from(k.lkey));
+    /// The pool over the [`FrmrConfig::regions`] fast-registration regions of
+    /// `config.max_pages` pages the caller allocated up front in the channel's PD (as
+    /// ib_srp's `srp_alloc_fr_pool`), through whatever verbs interface it uses: the
+    /// strategy itself makes no verb call.
+    pub fn new(config: FrmrConfig, keys: Vec<MrKey>) -> Result<Self, RegError> {
+        if keys.len() != config.validate()? {
+            return Err(RegError::BadConfig(
+                "the pool needs exactly window × mrs_per_cmd regions",
+            ));
         }
         Ok(Self::from_keys(config, keys))
     }
@@ -257,19 +263,34 @@ impl FrmrStrategy {
         self.pool.discard(keys)
     }
 
-    /// Deregisters the discarded regions and allocates fresh ones in their place, in `pd`.
-    /// Returns how many were replaced.
-    pub(super) fn recreate(&mut self, engine: &mut Engine, pd: PdId) -> Result<usize, RegError> {
-        let gone = self.pool.take_discarded();
-        for &(i, key) in &gone {
-            // A region that cannot be deregistered is lost to the pool, not reused.
-            let _ = engine.dereg_mr(MrKeys {
-                lkey: Lkey(key.0),
-                rkey: None,
-            });
-            let fresh = engine.alloc_fast_reg_mr(pd, self.config.max_pages)?;
-            self.pool.replace(i, MrKey::from(fresh.lkey))?;
-        }
-        Ok(gone.len())
+    /// The discarded regions, each to be deregistered and replaced.
+    pub(super) fn take_discarded(&mut self) -> Vec<Discarded> {
+        self.pool
+            .take_discarded()
+            .into_iter()
+            .map(|(slot, key)| Discarded {
+                slot,
+                key,
+                max_pages: self.config.max_pages,
+            })
+            .collect()
     }
+
+    /// Slot `slot`'s discarded region was replaced by a fresh one under `key`.
+    pub(super) fn replace(&mut self, slot: usize, key: MrKey) -> Result<(), RegError> {
+        self.pool.replace(slot, key)
+    }
+}
+
+/// A region given up (its REG_MR may not have run, so no LOCAL_INV can name it): the
+/// caller deregisters `key` and allocates a fresh region of `max_pages` pages for `slot`
+/// ([`super::Registration::replace_discarded`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Discarded {
+    /// The pool slot.
+    pub slot: usize,
+    /// The old region's key.
+    pub key: MrKey,
+    /// Pages of the fresh region.
+    pub max_pages: usize,
 }

@@ -11,8 +11,10 @@
 //! [`Registration::handle_send_done`]. After a reconnect it posts
 //! [`Registration::take_retries`]. A command ended without a response, or held across a
 //! reconnect and registered again, gives its regions up with [`Registration::discard`]
-//! instead (their REG_MRs may never have run), and the caller replaces them with
-//! [`Registration::recreate`]. A region is never handed out again while the target might
+//! instead (their REG_MRs may never have run), and the caller replaces them: it
+//! deregisters each of [`Registration::take_discarded`] and hands a fresh region's key to
+//! [`Registration::replace_discarded`]. The strategies make no verb call (sans-IO): the
+//! caller allocates and registers through its own verbs interface. A region is never handed out again while the target might
 //! still reach it through it, and exhaustion is [`RegError::Busy`] (retry later), not a panic.
 //!
 //! Strategies:
@@ -41,7 +43,7 @@ mod pool_tests;
 
 pub use all_memory::{AllMemoryStrategy, TrustWarning};
 pub use error::RegError;
-pub use frmr::{FrmrConfig, FrmrStrategy, FrmrWr};
+pub use frmr::{Discarded, FrmrConfig, FrmrStrategy, FrmrWr};
 pub use plan::{RegionPlan, Segment};
 pub use pool::{KeyPool, PoolCounts, SlotState};
 
@@ -50,8 +52,7 @@ use super::login::Negotiated;
 use super::{Command, DataDescriptors, DataDir};
 use crate::wire::desc::DirectBuf;
 use hca::Rkey;
-use hca::engine::Engine;
-use hca::mr::{MrKey, PdId};
+use hca::mr::MrKey;
 use hca::verbs::{SendWr, WcStatus};
 
 /// The table descriptor of an indirect list that always travels complete inside the
@@ -215,8 +216,8 @@ impl Registration {
 
     /// A command is done with its regions but their REG_MRs may not have run (they were
     /// never posted, or posted on a queue pair that has died), so no LOCAL_INV can name
-    /// them: they are set aside, and [`Registration::recreate`] deregisters them and
-    /// allocates fresh regions in their place. Use it for a command ended without a response
+    /// them: they are set aside until the caller replaces them
+    /// ([`Registration::take_discarded`], [`Registration::replace_discarded`]). Use it for a command ended without a response
     /// (a bus reset, fast_io_fail, a refused submission) and for the old mapping of a held
     /// command registered again after a reconnect.
     pub fn discard(&mut self, handle: MapHandle) -> Result<(), RegError> {
@@ -229,11 +230,21 @@ impl Registration {
         }
     }
 
-    /// Replaces the discarded regions with fresh ones of `pd`; how many.
-    pub fn recreate(&mut self, engine: &mut Engine, pd: PdId) -> Result<usize, RegError> {
+    /// The regions discarded since the last call: the caller deregisters each and
+    /// allocates a fresh one for its slot ([`Registration::replace_discarded`]) through its
+    /// verbs interface. None under the all-memory strategy.
+    pub fn take_discarded(&mut self) -> Vec<Discarded> {
         match &mut self.strategy {
-            Strategy::PerIo(frmr) => frmr.recreate(engine, pd),
-            Strategy::TrustTarget(_) => Ok(0),
+            Strategy::PerIo(frmr) => frmr.take_discarded(),
+            Strategy::TrustTarget(_) => Vec::new(),
+        }
+    }
+
+    /// A discarded region's slot now holds a fresh region under `key`: free again.
+    pub fn replace_discarded(&mut self, slot: usize, key: MrKey) -> Result<(), RegError> {
+        match &mut self.strategy {
+            Strategy::PerIo(frmr) => frmr.replace(slot, key),
+            Strategy::TrustTarget(_) => Err(RegError::StaleHandle { key }),
         }
     }
 
