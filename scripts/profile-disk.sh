@@ -30,24 +30,32 @@ OUT=${OUT:-$(mktemp -d /tmp/profile-disk.XXXXXX)}
 mkdir -p "$OUT"
 libc=$(ldd "$bin" | awk '/libc.so/ {print $3}')
 malloc_event=
-if perf probe -q -x "$libc" -a malloc >/dev/null 2>&1 || perf list 2>/dev/null | grep -q probe_libc:malloc; then
+perf probe -q -x "$libc" -a malloc >/dev/null 2>&1 || true   # exists already: fine
+if [ "$(perf probe -l 2>/dev/null | grep -c 'probe_libc:malloc')" -gt 0 ]; then
     malloc_event=probe_libc:malloc
 fi
 
 printf '%-20s %10s %12s %12s %12s %12s\n' point IOs "CPU µs/IO" "syscalls/IO" "ctx sw/IO" "mallocs/IO"
 for w in randread4k seqread128k lat4k; do
-    events=raw_syscalls:sys_enter,context-switches,task-clock
-    [ -n "$malloc_event" ] && events="$events,$malloc_event"
-    perf stat -x, -e "$events" -o "$OUT/$w.stat" -- \
-        "$bin" bench disk --secs "$SECS" --rounds 1 --size-mib 256 --workloads "$w" --json \
-        >"$OUT/$w.json" 2>"$OUT/$w.err"
-    ios=$(jq -r '.results[0] | (.iops * '"$SECS"') | floor' "$OUT/$w.json")
-    get() { awk -F, -v e="$1" '$3 == e || $3 ~ e {print $1; exit}' "$OUT/$w.stat"; }
-    sc=$(get raw_syscalls:sys_enter); cs=$(get context-switches); ms=$(get task-clock)
-    ma=$([ -n "$malloc_event" ] && get "$malloc_event" || echo 0)
+    run_stat() { # events file
+        perf stat -x, -e "$1" -o "$OUT/$w.$2" -- \
+            "$bin" bench disk --secs "$SECS" --rounds 1 --size-mib 256 --workloads "$w" --json \
+            >"$OUT/$w.$2.json" 2>"$OUT/$w.err"
+    }
+    get() { awk -F, -v e="$2" '$3 == e {print $1; exit}' "$OUT/$w.$1"; }
+    ios_of() { jq -r '.results[0] | (.iops * '"$SECS"') | floor' "$OUT/$w.$1.json"; }
+    run_stat raw_syscalls:sys_enter,context-switches,task-clock stat
+    ios=$(ios_of stat)
+    sc=$(get stat raw_syscalls:sys_enter); cs=$(get stat context-switches); ms=$(get stat task-clock)
+    # The uprobe slows every malloc: counted in a run of its own, per I/O of that run.
+    ma=0
+    if [ -n "$malloc_event" ]; then
+        run_stat "$malloc_event" malloc
+        ma=$(echo "$(get malloc "$malloc_event") / $(ios_of malloc)" | bc -l)
+    fi
     printf '%-20s %10d %12.1f %12.1f %12.2f %12.1f\n' "$w" "$ios" \
         "$(echo "$ms * 1000 / $ios" | bc -l)" "$(echo "$sc / $ios" | bc -l)" \
-        "$(echo "$cs / $ios" | bc -l)" "$(echo "$ma / $ios" | bc -l)"
+        "$(echo "$cs / $ios" | bc -l)" "$ma"
     perf record -q -F 999 -g -o "$OUT/$w.data" -- \
         "$bin" bench disk --secs "$SECS" --rounds 1 --size-mib 256 --workloads "$w" >/dev/null 2>&1
 done

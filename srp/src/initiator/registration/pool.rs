@@ -8,7 +8,7 @@
 //! registration. Free regions are reused oldest first, which spreads the 256 key variants
 //! over the whole pool before any key value comes back.
 
-use super::super::alloc::collections::VecDeque;
+use super::super::alloc::collections::{BTreeMap, VecDeque};
 use super::super::alloc::vec::Vec;
 use super::RegError;
 use hca::mr::MrKey;
@@ -43,6 +43,9 @@ pub struct KeyPool {
     slots: Vec<Slot>,
     /// Indices of free slots, oldest freed first.
     free: VecDeque<usize>,
+    /// The slot of each region index (the key without its variant byte): a key is found in
+    /// O(log n) on every I/O's release, not by scanning the pool.
+    by_index: BTreeMap<u32, usize>,
 }
 
 /// How many regions are in each state.
@@ -71,7 +74,14 @@ impl KeyPool {
             })
             .collect();
         let free = (0..slots.len()).collect();
-        KeyPool { slots, free }
+        let by_index = (slots.iter().enumerate())
+            .map(|(i, s)| (s.key.index().0, i))
+            .collect();
+        KeyPool {
+            slots,
+            free,
+            by_index,
+        }
     }
 
     /// Regions in the pool.
@@ -127,11 +137,12 @@ impl KeyPool {
     }
 
     fn slot_of(&mut self, key: MrKey, want: SlotState) -> Result<usize, RegError> {
-        let i = self
-            .slots
-            .iter()
-            .position(|s| s.key == key && s.state == want);
-        i.ok_or(RegError::StaleHandle { key })
+        let matches = |s: &Slot| s.key == key && s.state == want;
+        match self.by_index.get(&key.index().0) {
+            Some(&i) if self.slots.get(i).is_some_and(matches) => Ok(i),
+            // Keys sharing an index (only pools built over made-up keys) are scanned.
+            _ => (self.slots.iter().position(matches)).ok_or(RegError::StaleHandle { key }),
+        }
     }
 
     fn free_slot(&mut self, i: usize) {
@@ -213,6 +224,8 @@ impl KeyPool {
     pub fn replace(&mut self, i: usize, key: MrKey) -> Result<(), RegError> {
         match self.slots.get(i) {
             Some(s) if s.state == SlotState::Discarded => {
+                self.by_index.remove(&self.slots[i].key.index().0);
+                self.by_index.insert(key.index().0, i);
                 self.slots[i].key = key;
                 self.free_slot(i);
                 Ok(())
