@@ -59,6 +59,11 @@ const MAX_SEND_WR: usize = 4096;
 /// Completions taken per CQ poll.
 const POLL_BATCH: usize = 64;
 
+/// Data buffers a channel keeps for reuse: a window's worth (a command holds one, two for
+/// bidirectional ones), so at full queue depth none is freed and allocated again — freed
+/// large buffers go back to the kernel and fault in afresh, which halved 128 KiB reads.
+const SPARE_BUFFERS: usize = 64;
+
 /// What a channel is built from: the login's outcome and what it may reach.
 #[derive(Clone)]
 pub struct ChannelIoConfig {
@@ -138,6 +143,10 @@ pub struct ChannelIo {
     state: IoState,
     reason: Option<String>,
     counters: super::SessionCounters,
+    /// Data buffers of finished commands, kept for the next ones (at most [`SPARE_BUFFERS`]):
+    /// a command's data-in and data-out vectors are not allocated anew, and large ones do
+    /// not cost a fresh mapping and its page faults every time.
+    spare: Vec<Vec<u8>>,
     /// Abort requests raised by completed commands, for the driver ([`abort`]).
     aborts: Vec<abort::NexusAbort>,
     /// Results held until their aborts are applied.
@@ -223,6 +232,7 @@ impl ChannelIo {
             state: IoState::Idle,
             reason: None,
             counters: super::SessionCounters::default(),
+            spare: Vec::new(),
             aborts: Vec::new(),
             held: Vec::new(),
             held_tmf: Vec::new(),
@@ -320,6 +330,21 @@ impl ChannelIo {
             self.teardown(None);
         }
         n
+    }
+
+    /// A data buffer of `len` zero bytes, reusing a spare one.
+    pub(super) fn buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut v = self.spare.pop().unwrap_or_default();
+        v.clear();
+        v.resize(len, 0);
+        v
+    }
+
+    /// Keeps `v` for a later command (up to [`SPARE_BUFFERS`]).
+    pub(super) fn recycle(&mut self, v: Vec<u8>) {
+        if v.capacity() > 0 && self.spare.len() < SPARE_BUFFERS {
+            self.spare.push(v);
+        }
     }
 
     fn post_recv(&self, i: usize) -> Result<(), VerbsError> {

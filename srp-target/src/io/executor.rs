@@ -66,6 +66,9 @@ pub struct Job {
     pub cdb: Vec<u8>,
     /// The data-out, already fetched.
     pub data_out: Vec<u8>,
+    /// Where the data-in goes: an empty buffer whose capacity is reused (the channel
+    /// recycles its buffers; `Vec::new()` is fine).
+    pub data_in: Vec<u8>,
     /// Where to send the result.
     pub reply: Reply,
     /// Set if the task is aborted before a worker takes it.
@@ -88,7 +91,8 @@ impl Job {
     /// its `Done` says TASK ABORTED, so the slot is freed (SAM-5: an aborted task never
     /// reaches the medium once the abort is in force).
     pub fn run(self) {
-        let mut data_in = Vec::new();
+        let mut data_in = self.data_in;
+        data_in.clear();
         let result = if self.abort.is_set() {
             Ok(CmdOutput {
                 status: Status::TaskAborted,
@@ -102,6 +106,7 @@ impl Job {
             token: self.token,
             result,
             data_in,
+            data_out: self.data_out,
         });
     }
 }
@@ -139,6 +144,8 @@ pub struct Done {
     pub result: Result<CmdOutput, TransportError>,
     /// The data-in it produced.
     pub data_in: Vec<u8>,
+    /// The job's data-out buffer, handed back for reuse.
+    pub data_out: Vec<u8>,
 }
 
 /// Runs jobs somewhere. `submit` never blocks: a full executor hands the job back, and the

@@ -6,9 +6,11 @@ use super::*;
 
 impl ChannelIo {
     /// An executed command came back: place its data-in and answer it.
-    pub(super) fn on_done(&mut self, done: Done) {
+    pub(super) fn on_done(&mut self, mut done: Done) {
+        let dout = std::mem::take(&mut done.data_out);
+        self.recycle(dout);
         let n = usize::try_from(done.token).unwrap_or(usize::MAX);
-        let Some(done) = self.hold_for_abort(n, done) else {
+        let Some(mut done) = self.hold_for_abort(n, done) else {
             return;
         };
         let Some(Some(Slot {
@@ -60,6 +62,8 @@ impl ChannelIo {
             {
                 return self.teardown(Some("bounce buffer out of range".into()));
             }
+            let din = std::mem::take(&mut done.data_in);
+            self.recycle(din);
             writes = rdma_ops(&segs_in, moved, MAX_RDMA_OP)
                 .into_iter()
                 .map(|op| self.rdma(WrKind::DataIn(n), base, op, false))

@@ -126,6 +126,20 @@ impl ChannelIo {
     }
 
     pub(super) fn execute(&mut self, n: usize) {
+        // A spare buffer for its data-in, taken before the slot is borrowed (and one for a
+        // data-out, below, only if there is one).
+        let in_buf = self.buffer(0);
+        let has_out = matches!(
+            &self.slots[n],
+            Some(Slot {
+                work: Work::Scsi {
+                    data_out: Some(_),
+                    ..
+                },
+                ..
+            })
+        );
+        let mut out_buf = if has_out { self.buffer(0) } else { Vec::new() };
         let Some(slot) = &self.slots[n] else {
             return;
         };
@@ -143,9 +157,14 @@ impl ChannelIo {
             return;
         };
         let data_out = match data_out {
-            Some(Buffer::Immediate(_)) => imm_data.clone(),
+            Some(Buffer::Immediate(_)) => {
+                out_buf.extend_from_slice(imm_data);
+                out_buf
+            }
             Some(b @ Buffer::Segments(_)) => {
-                let mut v = vec![0u8; b.len() as usize];
+                let len = b.len() as usize;
+                out_buf.resize(len, 0);
+                let mut v = out_buf;
                 if self
                     .mem
                     .read(self.layout.bounce(n) as usize, &mut v)
@@ -168,6 +187,7 @@ impl ChannelIo {
                 token: n as u64,
                 result,
                 data_in,
+                data_out,
             });
         };
         let job = Job {
@@ -176,6 +196,7 @@ impl ChannelIo {
             nexus: self.nexus.clone(),
             cdb: cdb.clone(),
             data_out,
+            data_in: in_buf,
             reply: self.done_tx.clone(),
             abort: slot.abort.clone(),
         };
