@@ -152,6 +152,9 @@ pub struct Done {
 /// command is answered BUSY.
 pub trait Executor: Send + Sync {
     /// Queues `job`, or returns it when there is no room.
+    // The job comes back whole on the rare refusal; boxing it would cost an allocation
+    // on every command.
+    #[allow(clippy::result_large_err)]
     fn submit(&self, job: Job) -> Result<(), Job>;
 }
 
