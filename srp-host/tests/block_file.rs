@@ -274,14 +274,14 @@ fn unmount_while_a_file_is_open_detaches_without_hanging() {
 
 #[test]
 fn thirty_two_reads_are_in_flight_at_once() {
-    bounded(30, || {
+    bounded(60, || {
         let dir = TempDir::new("depth");
         let mounted = mount(dir.path());
         let ram = Arc::new(RamDisk::new(512, 1024));
         let path = mounted.files().add("lun0", ram.clone()).unwrap();
-        // Each read holds its FUSE thread 300 ms: only requests served side by side can
-        // overlap, as a queue depth of 32 needs.
-        ram.read_delay_us.store(300_000, Ordering::SeqCst);
+        // Each read holds its FUSE thread until 32 are in flight (or 2 s pass): only
+        // requests served side by side get there, as a queue depth of 32 needs.
+        ram.read_gate.store(32, Ordering::SeqCst);
         let readers: Vec<_> = (0..32u64)
             .map(|i| {
                 let f = open_rw(&path);

@@ -25,6 +25,8 @@ pub struct RamDisk {
     /// Reads running now, and the most seen at once.
     pub reads_in_flight: AtomicUsize,
     pub max_reads_in_flight: AtomicUsize,
+    /// When not 0, each read waits (up to 2 s) until this many have been in flight at once.
+    pub read_gate: AtomicUsize,
 }
 
 impl RamDisk {
@@ -40,6 +42,7 @@ impl RamDisk {
             read_delay_us: AtomicU64::new(0),
             reads_in_flight: AtomicUsize::new(0),
             max_reads_in_flight: AtomicUsize::new(0),
+            read_gate: AtomicUsize::new(0),
         }
     }
 
@@ -68,6 +71,14 @@ impl BlockDevice for RamDisk {
         self.max_read.fetch_max(buf.len(), Ordering::SeqCst);
         let now = self.reads_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_reads_in_flight.fetch_max(now, Ordering::SeqCst);
+        let gate = self.read_gate.load(Ordering::SeqCst);
+        let until = std::time::Instant::now() + Duration::from_secs(2);
+        while gate > 0
+            && self.max_reads_in_flight.load(Ordering::SeqCst) < gate
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let delay = self.read_delay_us.load(Ordering::SeqCst);
         if delay > 0 {
             std::thread::sleep(Duration::from_micros(delay));
