@@ -44,19 +44,31 @@ pub fn interface_of(ip: IpAddr) -> Option<String> {
     subnet
 }
 
-/// The MTU in bytes of the interface that holds `ip` (`/sys/class/net/<if>/mtu`).
-pub fn link_mtu(ip: IpAddr) -> Option<usize> {
-    let name = interface_of(ip)?;
-    let text = std::fs::read_to_string(Path::new("/sys/class/net").join(name).join("mtu")).ok()?;
-    text.trim().parse().ok()
+fn read_number(path: &Path) -> Option<usize> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// The active IB MTU of a port bound to `ip`: what its link carries after the headers,
-/// [`FALLBACK_MTU`] when the link cannot be read (an address on no interface, no sysfs).
-pub fn active_mtu(ip: IpAddr) -> PathMtu {
-    link_mtu(ip)
-        .and_then(PathMtu::for_link_mtu)
-        .unwrap_or(FALLBACK_MTU)
+/// The MTU in bytes of the interface that holds `ip`. From `/sys/class/net/<if>/mtu` when
+/// that sysfs is this network namespace's (its `ifindex` is the one the kernel gives the
+/// name here: a process that entered a namespace with `nsenter --net` still sees the
+/// host's sysfs), else from `/proc/sys/net/ipv6/conf/<if>/mtu` (per namespace); `None`
+/// when neither answers.
+pub fn link_mtu(ip: IpAddr) -> Option<usize> {
+    let name = interface_of(ip)?;
+    let sys = Path::new("/sys/class/net").join(&name);
+    let here = nix::net::if_::if_nametoindex(name.as_str()).ok()?;
+    if read_number(&sys.join("ifindex")) == Some(here as usize) {
+        if let Some(mtu) = read_number(&sys.join("mtu")) {
+            return Some(mtu);
+        }
+    }
+    read_number(&Path::new("/proc/sys/net/ipv6/conf").join(&name).join("mtu"))
+}
+
+/// The active IB MTU of a port bound to `ip`, what its link carries after the headers;
+/// `None` when the link's MTU cannot be read.
+pub fn active_mtu(ip: IpAddr) -> Option<PathMtu> {
+    link_mtu(ip).and_then(PathMtu::for_link_mtu)
 }
 
 #[cfg(test)]
@@ -71,7 +83,7 @@ mod tests {
             let lo = IpAddr::V4(lo);
             assert_eq!(interface_of(lo).as_deref(), Some("lo"));
             assert!(link_mtu(lo).is_some_and(|m| m >= 4096 + 80));
-            assert_eq!(active_mtu(lo), PathMtu::Mtu4096);
+            assert_eq!(active_mtu(lo), Some(PathMtu::Mtu4096));
         }
     }
 
@@ -80,6 +92,6 @@ mod tests {
         // Class E (reserved): on no interface of any machine.
         let nowhere = IpAddr::V4(Ipv4Addr::new(240, 0, 0, 77));
         assert_eq!(interface_of(nowhere), None);
-        assert_eq!(active_mtu(nowhere), FALLBACK_MTU);
+        assert_eq!(active_mtu(nowhere), None);
     }
 }

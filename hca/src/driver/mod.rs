@@ -135,7 +135,7 @@ pub struct Hca {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     addrs: Vec<SocketAddr>,
-    mtus: Vec<PathMtu>,
+    mtus: Vec<Option<PathMtu>>,
 }
 
 impl std::fmt::Debug for Hca {
@@ -315,13 +315,20 @@ impl Hca {
     }
 
     /// Port `port`'s (1-based) active MTU: what its link carries, as rxe derives it
-    /// ([`link::active_mtu`], read when the device opened); [`link::FALLBACK_MTU`] for a
-    /// port that does not exist.
+    /// ([`link::active_mtu`], read when the device opened); [`link::FALLBACK_MTU`] when
+    /// the link's MTU could not be read or the port does not exist.
     pub fn active_mtu(&self, port: u8) -> PathMtu {
+        self.link_mtu(port).unwrap_or(link::FALLBACK_MTU)
+    }
+
+    /// Port `port`'s active MTU if its link's MTU was read; `None` if not (a passive side
+    /// then follows the peer's offer as it is: a path MTU below the peer's breaks rxe,
+    /// which wants every middle packet exactly one path MTU long).
+    pub fn link_mtu(&self, port: u8) -> Option<PathMtu> {
         usize::from(port)
             .checked_sub(1)
             .and_then(|i| self.mtus.get(i).copied())
-            .unwrap_or(link::FALLBACK_MTU)
+            .flatten()
     }
 
     /// Runs a verb: `f` gets the engine and the current time. Datagrams it produces are sent

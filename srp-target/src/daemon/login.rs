@@ -161,7 +161,7 @@ pub fn handle_req(
                     let psn = Psn::from_wire((id.0 as u32).wrapping_mul(0x9e37) & 0xff_ffff);
                     Outcome::Accept {
                         io: Box::new(io),
-                        rc: rc_connect(req, psn, place.hca.active_mtu(1)),
+                        rc: rc_connect(req, psn, place.hca.link_mtu(1)),
                         answer,
                         psn,
                         nexus,
@@ -242,9 +242,9 @@ fn channel_config(
 /// Our QP's attributes from the REQ (what the REP answered): the initiator's QPN, the
 /// PSNs ([`QpPsns::passive`]: we send from the REQ's Starting PSN and receive from our
 /// REP's `psn`), path MTU (the REQ's, as Linux's CM follows it, but never above what our
-/// port's link carries) and retry counts; RDMA READs in flight bounded by its responder
-/// resources.
-fn rc_connect(req: &CmReq, psn: Psn, port_mtu: PathMtu) -> RcConnect {
+/// port's link carries, when that is known) and retry counts; RDMA READs in flight bounded
+/// by its responder resources.
+fn rc_connect(req: &CmReq, psn: Psn, port_mtu: Option<PathMtu>) -> RcConnect {
     let psns = QpPsns::passive(req, psn);
     let mtu = match u8::from(req.path_mtu) {
         1 => PathMtu::Mtu256,
@@ -253,10 +253,9 @@ fn rc_connect(req: &CmReq, psn: Psn, port_mtu: PathMtu) -> RcConnect {
         5 => PathMtu::Mtu4096,
         _ => PathMtu::Mtu1024,
     };
-    let mtu = if mtu.bytes() > port_mtu.bytes() {
-        port_mtu
-    } else {
-        mtu
+    let mtu = match port_mtu {
+        Some(port) if mtu.bytes() > port.bytes() => port,
+        _ => mtu,
     };
     let gid: Gid = req.primary_path.local_gid;
     RcConnect {
@@ -299,10 +298,13 @@ mod tests {
     fn the_path_mtu_follows_the_req_up_to_our_link() {
         let psn = Psn::from_wire(5);
         let at = |offered, port| rc_connect(&req(offered), psn, port).path_mtu;
-        assert_eq!(at(Mtu::Mtu4096, PathMtu::Mtu4096), PathMtu::Mtu4096);
-        assert_eq!(at(Mtu::Mtu1024, PathMtu::Mtu4096), PathMtu::Mtu1024);
-        assert_eq!(at(Mtu::Mtu2048, PathMtu::Mtu4096), PathMtu::Mtu2048);
+        let p4096 = Some(PathMtu::Mtu4096);
+        assert_eq!(at(Mtu::Mtu4096, p4096), PathMtu::Mtu4096);
+        assert_eq!(at(Mtu::Mtu1024, p4096), PathMtu::Mtu1024);
+        assert_eq!(at(Mtu::Mtu2048, p4096), PathMtu::Mtu2048);
         // Our link carries less than the initiator's: we never send above it.
-        assert_eq!(at(Mtu::Mtu4096, PathMtu::Mtu1024), PathMtu::Mtu1024);
+        assert_eq!(at(Mtu::Mtu4096, Some(PathMtu::Mtu1024)), PathMtu::Mtu1024);
+        // Our link unknown: the REQ's as it is (rxe wants middle packets of exactly it).
+        assert_eq!(at(Mtu::Mtu4096, None), PathMtu::Mtu4096);
     }
 }
