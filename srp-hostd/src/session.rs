@@ -191,26 +191,14 @@ impl Session {
         first_qpn: u32,
     ) -> Result<Port<SrpMiniport>, (String, bool)> {
         let hw = adapter_config(config, service, local, via, first_qpn);
-        // The previous attempt's adapter (another login form) closes its UDP port when its
-        // DPC thread ends its round: give the address a moment to come free.
-        let mut tries = 0;
-        let port = loop {
-            match Port::<SrpMiniport>::start(hw.clone(), PortConfig::default()) {
-                Ok(p) => break p,
-                Err(_) if tries < 50 => {
-                    tries += 1;
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(e) => {
-                    return Err((
-                        format!(
-                            "cannot start the adapter on {local}: {e} (is UDP 4791 on {local} in use?)"
-                        ),
-                        false,
-                    ));
-                }
-            }
-        };
+        // The previous attempt's adapter (another login form) is gone: dropping its port
+        // joined the port's threads and closed its HCA, UDP socket included.
+        let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).map_err(|e| {
+            (
+                format!("cannot start the adapter on {local}: {e} (is UDP 4791 on {local} in use?)"),
+                false,
+            )
+        })?;
         let end = Instant::now() + config.login_timeout + Duration::from_secs(1);
         loop {
             let st = port.miniport().status();
