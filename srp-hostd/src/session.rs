@@ -195,7 +195,9 @@ impl Session {
         // joined the port's threads and closed its HCA, UDP socket included.
         let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).map_err(|e| {
             (
-                format!("cannot start the adapter on {local}: {e} (is UDP 4791 on {local} in use?)"),
+                format!(
+                    "cannot start the adapter on {local}: {e} (is UDP 4791 on {local} in use?)"
+                ),
                 false,
             )
         })?;

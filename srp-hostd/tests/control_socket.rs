@@ -5,6 +5,10 @@
 //! are answered with an error while the server keeps serving, and a missing socket gives
 //! the operator a hint.
 
+mod common;
+
+use common::TempDir;
+
 use access_layer::ctl::frame::{read_message, write_message};
 use access_layer::ctl::wire::{CtlStatus, ErrorReply, Opcode};
 use access_layer::ctl::{CtlClient, CtlError, CtlServer, Reply};
@@ -14,32 +18,10 @@ use srp_hostd::control::{
 };
 use std::net::IpAddr;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// A fresh directory, removed on drop (also when a test fails).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "hostctl-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&p).expect("temp dir");
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A pretend daemon: sessions with their disks; login adds one session with two disks per
 /// call, logout removes one.
 #[derive(Default)]
@@ -224,9 +206,9 @@ struct Served {
 }
 
 fn serve(host: FakeHost) -> Served {
-    let dir = TempDir::new();
+    let dir = TempDir::new("ctl");
     let server = CtlServer::bind(
-        dir.0.join("srp-host.sock"),
+        dir.path().join("srp-host.sock"),
         Arc::new(HostService::new(Arc::new(host))),
     )
     .expect("bind");
@@ -428,8 +410,8 @@ fn bad_requests_are_answered_and_the_server_goes_on() {
 
 #[test]
 fn a_missing_socket_says_to_start_the_daemon() {
-    let dir = TempDir::new();
-    let path = dir.0.join("nobody.sock");
+    let dir = TempDir::new("ctl");
+    let path = dir.path().join("nobody.sock");
     let e = HostClient::connect(&path).expect_err("no daemon");
     let text = e.to_string();
     assert!(matches!(e, ClientError::Connect { path: ref p, .. } if *p == path));

@@ -10,6 +10,10 @@
 //! Needs root and /dev/fuse (CI has them). Every wait is bounded; the host daemon and the
 //! target stop even when an assertion fails.
 
+mod common;
+
+use common::TempDir;
+
 use srp_hostd::{HostConfig, HostDaemon};
 use srp_target::config::TargetConfig;
 use srp_target::daemon::{Daemon, DaemonOptions};
@@ -25,23 +29,6 @@ const TARGET: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 141, 1));
 const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 141, 2));
 /// Blocks the workload touches (4 KiB each).
 const SLOTS: u64 = 256;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("srp-hostd-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("temp dir");
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn start_target(dir: &Path) -> Daemon {
     let text = format!(
@@ -146,8 +133,8 @@ fn the_disk(host: &HostDaemon) -> PathBuf {
 #[test]
 fn a_restarted_target_is_invisible_and_a_lost_one_fails_cleanly() {
     let dir = TempDir::new("faults");
-    let target = start_target(&dir.0);
-    let host = HostDaemon::start(host_config(&dir.0)).expect("host daemon starts");
+    let target = start_target(dir.path());
+    let host = HostDaemon::start(host_config(dir.path())).expect("host daemon starts");
     let path = the_disk(&host);
     let file = OpenOptions::new()
         .read(true)
@@ -182,7 +169,7 @@ fn a_restarted_target_is_invisible_and_a_lost_one_fails_cleanly() {
     drop(target.shutdown());
     let before = seen.ops.load(Ordering::Relaxed);
     std::thread::sleep(Duration::from_millis(1500));
-    let target = start_target(&dir.0);
+    let target = start_target(dir.path());
     wait_for("I/O resuming", Duration::from_secs(20), || {
         seen.ops.load(Ordering::Relaxed) > before + 200
     });

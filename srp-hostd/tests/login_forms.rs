@@ -5,28 +5,15 @@
 //! reports the refused REQ. Loopback 127.0.160.x; the daemons stop even when an assertion
 //! fails.
 
+mod common;
+
+use common::TempDir;
+
 use srp_hostd::{HostConfig, HostDaemon};
 use srp_target::config::TargetConfig;
 use srp_target::daemon::{Daemon, DaemonEvent, DaemonOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("srp-hostd-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("temp dir");
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn rdma_cm_only_target() -> Daemon {
     let text = "[target]\nnode_guid = \"0x0002c90300f16000\"\nname = \"forms\"\n\
@@ -68,7 +55,7 @@ fn auto_falls_back_to_rdma_cm_and_ib_cm_alone_names_the_refusal() {
 
     // "auto": the IB CM REQ is refused, the RDMA-CM one logs in.
     // In process: no block files or socket needed.
-    let host = HostDaemon::start_in_process(host_config(&dir.0, "auto", "127.0.160.2"));
+    let host = HostDaemon::start_in_process(host_config(dir.path(), "auto", "127.0.160.2"));
     wait_for("an RDMA-CM session", Duration::from_secs(20), || {
         host.sessions()
             .iter()
@@ -81,7 +68,7 @@ fn auto_falls_back_to_rdma_cm_and_ib_cm_alone_names_the_refusal() {
     host.shutdown();
 
     // "ib-cm" alone: never logs in; the reason reaches the target's events too.
-    let host = HostDaemon::start_in_process(host_config(&dir.0, "ib-cm", "127.0.160.3"));
+    let host = HostDaemon::start_in_process(host_config(dir.path(), "ib-cm", "127.0.160.3"));
     let mut refused = Vec::new();
     wait_for(
         "the target to report the refused REQ",
