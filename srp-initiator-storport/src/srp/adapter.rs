@@ -248,16 +248,10 @@ impl Adapter {
                     max_pages: per_transfer,
                     ..FrmrConfig::default()
                 };
-                let pool_err = |e: String| OpenError::Setup(format!("FRMR pool: {e}"));
-                let n = frmr.regions().map_err(|e| pool_err(e.to_string()))?;
-                let keys = (0..n)
-                    .map(|_| {
-                        e.alloc_fast_reg_mr(pd, frmr.max_pages)
-                            .map(|k| MrKey::from(k.lkey))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| pool_err(e.to_string()))?;
-                let s = FrmrStrategy::new(frmr, keys).map_err(|e| pool_err(e.to_string()))?;
+                let s = FrmrStrategy::allocate(frmr, |pages| {
+                    e.alloc_fast_reg_mr(pd, pages).map(|k| MrKey::from(k.lkey))
+                })
+                .map_err(|e| OpenError::Setup(format!("FRMR pool: {e}")))?;
                 Ok(Strategy::PerIo(s))
             }
             RegistrationMode::TrustTarget => {

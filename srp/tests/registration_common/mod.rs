@@ -325,17 +325,11 @@ pub fn frmr_pool(
     pd: PdId,
     config: srp::initiator::registration::FrmrConfig,
 ) -> srp::initiator::registration::FrmrStrategy {
-    let n = config.regions().expect("config");
-    let keys = (0..n)
-        .map(|_| {
-            hca::mr::MrKey::from(
-                e.alloc_fast_reg_mr(pd, config.max_pages)
-                    .expect("alloc FRMR")
-                    .lkey,
-            )
-        })
-        .collect();
-    srp::initiator::registration::FrmrStrategy::new(config, keys).expect("pool")
+    srp::initiator::registration::FrmrStrategy::allocate(config, |pages| {
+        e.alloc_fast_reg_mr(pd, pages)
+            .map(|k| hca::mr::MrKey::from(k.lkey))
+    })
+    .expect("pool")
 }
 
 /// The all-memory strategy over `block` at `iova`, registered in `pd` of `e`.

@@ -75,4 +75,7 @@ pub enum RegError {
     /// A strategy's configuration is unusable.
     #[error("bad registration configuration: {0}")]
     BadConfig(&'static str),
+    /// The caller's allocation of a region failed while a pool was built.
+    #[error("allocating a memory region: {0}")]
+    Allocation(String),
 }

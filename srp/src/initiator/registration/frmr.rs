@@ -49,7 +49,8 @@ impl Default for FrmrConfig {
 impl FrmrConfig {
     /// How many regions the pool needs (`window × mrs_per_cmd`), once the configuration is
     /// checked: the caller allocates that many fast-registration regions of `max_pages`
-    /// pages and hands their keys to [`FrmrStrategy::new`].
+    /// pages and hands their keys to [`FrmrStrategy::new`] (or lets
+    /// [`FrmrStrategy::allocate`] call its allocator that many times).
     pub fn regions(&self) -> Result<usize, RegError> {
         self.validate()
     }
@@ -135,6 +136,21 @@ impl FrmrStrategy {
             ));
         }
         Ok(Self::from_keys(config, keys))
+    }
+
+    /// The pool, its [`FrmrConfig::regions`] regions allocated by `alloc` (given the pages
+    /// per region; the caller's verb, e.g. an FRMR allocation in the channel's PD). The
+    /// first refusal ends it with [`RegError::Allocation`].
+    pub fn allocate<E: core::fmt::Display>(
+        config: FrmrConfig,
+        mut alloc: impl FnMut(usize) -> Result<MrKey, E>,
+    ) -> Result<Self, RegError> {
+        let n = config.validate()?;
+        let keys = (0..n)
+            .map(|_| alloc(config.max_pages))
+            .collect::<Result<Vec<_>, E>>()
+            .map_err(|e| RegError::Allocation(e.to_string()))?;
+        Self::new(config, keys)
     }
 
     /// A strategy over regions already allocated with these keys (tests, or a driver that

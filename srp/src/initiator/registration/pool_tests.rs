@@ -108,3 +108,41 @@ fn discarded_regions_come_back_only_when_replaced() {
     assert_eq!(p.counts().free, 2);
     assert!(p.take_discarded().is_empty());
 }
+
+#[test]
+fn a_pool_is_built_from_the_callers_allocations_or_names_the_refusal() {
+    use super::frmr::{FrmrConfig, FrmrStrategy};
+    let config = FrmrConfig {
+        window: 2,
+        mrs_per_cmd: 2,
+        max_pages: 8,
+        ..FrmrConfig::default()
+    };
+    let mut asked = Vec::new();
+    let mut next = 0u32;
+    let s = FrmrStrategy::allocate(config, |pages| {
+        asked.push(pages);
+        next += 1;
+        Ok::<_, &str>(MrKey::new(MrIndex(next), 0))
+    })
+    .expect("pool");
+    assert_eq!(
+        asked,
+        [8, 8, 8, 8],
+        "window × mrs_per_cmd regions of max_pages"
+    );
+    assert_eq!(s.counts().free, 4);
+    let mut n = 0;
+    let refused = FrmrStrategy::allocate(config, |_| {
+        n += 1;
+        if n == 3 {
+            Err("no memory")
+        } else {
+            Ok(MrKey::new(MrIndex(n), 0))
+        }
+    });
+    assert_eq!(
+        refused.err(),
+        Some(RegError::Allocation("no memory".into()))
+    );
+}
