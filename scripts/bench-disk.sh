@@ -42,17 +42,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-need() {
-    local missing=()
-    for p in "$@"; do command -v "$p" >/dev/null 2>&1 || missing+=("$p"); done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    echo "installing ${missing[*]} with apt-get" >&2
-    if ! { apt-get install -y "${missing[@]}" >/dev/null 2>&1 ||
-           { apt-get update >/dev/null 2>&1 && apt-get install -y "${missing[@]}" >/dev/null 2>&1; }; }; then
-        echo "cannot install ${missing[*]}" >&2
-        return 1
-    fi
-}
+. "$ROOT/scripts/lib/daemons.sh"
 HAVE_FIO=1; HAVE_NBDKIT=1
 need fio || HAVE_FIO=0
 need nbdkit || HAVE_NBDKIT=0
@@ -67,11 +57,7 @@ NBD_PID=
 DAEMONS=()
 cleanup() {
     if [ -n "$NBD_PID" ]; then kill "$NBD_PID" 2>/dev/null || true; wait "$NBD_PID" 2>/dev/null || true; fi
-    for p in "${DAEMONS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${DAEMONS[@]}"; do
-        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$p" 2>/dev/null || true
-    done
+    stop_pids "${DAEMONS[@]}"
     umount -l "$WORK/disks" 2>/dev/null || true
     rm -f "$FILE"
     rm -rf "$WORK"
@@ -133,16 +119,10 @@ local = ["127.0.203.2"]
 TOML
     "$SRPCTL" target run -c "$WORK/target.toml" >"$WORK/target.log" 2>&1 &
     DAEMONS+=($!)
-    for _ in $(seq 100); do [ -S "$WORK/target.sock" ] && break; sleep 0.1; done
+    wait_for_socket "$WORK/target.sock" || true
     "$SRPCTL" host run -c "$WORK/host.toml" >"$WORK/host.log" 2>&1 &
     DAEMONS+=($!)
-    BLOCK_FILE=
-    for _ in $(seq 300); do
-        BLOCK_FILE=$(find "$WORK/disks" -maxdepth 1 -type f 2>/dev/null | head -1)
-        [ -n "$BLOCK_FILE" ] && break
-        sleep 0.1
-    done
-    if [ -z "$BLOCK_FILE" ]; then
+    if ! BLOCK_FILE=$(wait_for_block_file "$WORK/disks"); then
         USER_LEVEL=0
         echo "user level skipped: no block file within 30 s; host log:" >&2
         tail -5 "$WORK/host.log" >&2

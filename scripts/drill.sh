@@ -11,6 +11,7 @@
 # Needs root (FUSE). Everything it starts is stopped on exit, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/daemons.sh
 out="$(realpath -m "${1:-drill-out}")"
 mkdir -p "$out"
 bin="${SRPCTL:-target/release/srpctl}"
@@ -20,11 +21,7 @@ fi
 work="$(mktemp -d /tmp/srp-drill.XXXXXX)"
 pids=()
 cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do
-        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$p" 2>/dev/null || true
-    done
+    stop_pids "${pids[@]}"
     umount -l "$work/disks" 2>/dev/null || true
     rm -rf "$work"
 }
@@ -94,7 +91,7 @@ TOML
 echo "== target: $work/target.toml"
 "$bin" target run -c "$work/target.toml" > "$work/target.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do [[ -S "$work/target.sock" ]] && break; sleep 0.1; done
+wait_for_socket "$work/target.sock" || true
 echo "== host: $work/host.toml"
 "$bin" host run -c "$work/host.toml" > "$work/host.log" 2>&1 &
 pids+=($!)

@@ -10,6 +10,7 @@
 # Uses target/release/srpctl (built if missing). Not part of CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/daemons.sh
 SECS=5
 OUT=
 while [ $# -gt 0 ]; do
@@ -20,10 +21,11 @@ while [ $# -gt 0 ]; do
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
-if ! command -v perf >/dev/null 2>&1; then
-    apt-get install -y linux-perf >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y linux-perf >/dev/null 2>&1; }
-fi
-command -v jq >/dev/null 2>&1 || apt-get install -y jq >/dev/null 2>&1
+command -v perf >/dev/null 2>&1 || {
+    apt-get install -y linux-perf >/dev/null 2>&1 ||
+        { apt-get update >/dev/null 2>&1 && apt-get install -y linux-perf >/dev/null 2>&1; }
+}
+need jq bc
 [ -x target/release/srpctl ] || cargo build --release -q -p srpctl
 bin=target/release/srpctl
 OUT=${OUT:-$(mktemp -d /tmp/profile-disk.XXXXXX)}

@@ -16,6 +16,7 @@
 # for --minutes (default 10). Everything it starts is stopped on exit, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/daemons.sh
 MINUTES=10
 LOAD=1
 OUT=
@@ -28,10 +29,7 @@ while [ $# -gt 0 ]; do
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
-if ! command -v fio >/dev/null 2>&1; then
-    apt-get install -y fio >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y fio >/dev/null 2>&1; }
-fi
-command -v jq >/dev/null 2>&1 || apt-get install -y jq >/dev/null 2>&1 || true
+need fio jq
 cargo build --release -q -p srpctl
 bin=target/release/srpctl
 work="$(mktemp -d /tmp/srp-soak.XXXXXX)"
@@ -42,11 +40,7 @@ pids=()
 load_pid=
 cleanup() {
     if [ -n "$load_pid" ]; then kill -TERM -- "-$load_pid" 2>/dev/null || kill "$load_pid" 2>/dev/null || true; fi
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do
-        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$p" 2>/dev/null || true
-    done
+    stop_pids "${pids[@]}"
     umount -l "$work/disks" 2>/dev/null || true
     rm -f "$file"
     rm -rf "$work/load-target"
@@ -90,16 +84,10 @@ TOML
 
 "$bin" target run -c "$work/target.toml" >"$OUT/target.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do [ -S "$work/target.sock" ] && break; sleep 0.1; done
+wait_for_socket "$work/target.sock" || true
 "$bin" host run -c "$work/host.toml" >"$OUT/host.log" 2>&1 &
 pids+=($!)
-disk=
-for _ in $(seq 300); do
-    disk=$(find "$work/disks" -maxdepth 1 -type f 2>/dev/null | head -1)
-    [ -n "$disk" ] && break
-    sleep 0.1
-done
-[ -n "$disk" ] || { echo "soak: no block file within 30 s" >&2; tail "$OUT/host.log" >&2; exit 1; }
+disk=$(wait_for_block_file "$work/disks") || { echo "soak: no block file within 30 s" >&2; tail "$OUT/host.log" >&2; exit 1; }
 echo "soak: $disk, $MINUTES min of QD32 verified random writes$([ "$LOAD" = 1 ] && echo ', cargo build running beside')" >&2
 
 if [ "$LOAD" = 1 ]; then
