@@ -260,23 +260,27 @@ pub(super) mod tests {
         assert_eq!(compute(&ctx, covered), icrc);
     }
 
+    /// Calls `f(byte, bit, packet)` with each single bit of `udp` flipped.
+    fn each_bit_flipped(udp: &[u8], mut f: impl FnMut(usize, u8, &[u8])) {
+        let mut b = udp.to_vec();
+        for i in 0..udp.len() {
+            for bit in 0..8 {
+                b[i] ^= 1 << bit;
+                f(i, bit, &b);
+                b[i] ^= 1 << bit;
+            }
+        }
+    }
+
     #[test]
     fn flipping_any_covered_byte_fails_but_the_bth_variant_byte() {
         for v in [GOLDEN_WRITE, GOLDEN_ACK] {
             let d = hex(v);
             let (ctx, udp) = from_ipv4_udp(&d);
-            for i in 0..udp.len() {
-                for bit in 0..8 {
-                    let mut b = udp.to_vec();
-                    b[i] ^= 1 << bit;
-                    // BTH byte 4 (FECN, BECN, resv6) is masked: switches may set FECN.
-                    assert_eq!(
-                        verify(&ctx, &b),
-                        i == BTH_VARIANT_BYTE,
-                        "byte {i} bit {bit}"
-                    );
-                }
-            }
+            each_bit_flipped(udp, |i, bit, b| {
+                // BTH byte 4 (FECN, BECN, resv6) is masked: switches may set FECN.
+                assert_eq!(verify(&ctx, b), i == BTH_VARIANT_BYTE, "byte {i} bit {bit}");
+            });
             let other = |c: IcrcContext| assert!(!verify(&c, udp));
             other(IcrcContext {
                 src: Ipv4Addr::new(10, 0, 0, 9).into(),
@@ -400,21 +404,17 @@ pub(super) mod tests {
         for v in [GOLDEN_WRITE, GOLDEN_ACK] {
             let d = hex(v);
             let (ctx, udp) = from_ipv4_udp(&d);
-            for i in 0..udp.len() {
-                for bit in 0..8 {
-                    let mut b = udp.to_vec();
-                    b[i] ^= 1 << bit;
-                    let got = verify_received(&ctx, &b);
-                    if i == BTH_VARIANT_BYTE {
-                        assert_eq!(got, Received::Verified { ipv4_id: 0x1234 });
-                    } else {
-                        assert!(
-                            matches!(got, Received::Mismatch { .. }),
-                            "byte {i} bit {bit}: {got:?}"
-                        );
-                    }
+            each_bit_flipped(udp, |i, bit, b| {
+                let got = verify_received(&ctx, b);
+                if i == BTH_VARIANT_BYTE {
+                    assert_eq!(got, Received::Verified { ipv4_id: 0x1234 });
+                } else {
+                    assert!(
+                        matches!(got, Received::Mismatch { .. }),
+                        "byte {i} bit {bit}: {got:?}"
+                    );
                 }
-            }
+            });
             // Every bit of the covered context the receiver knows: addresses, ports.
             for bit in 0..32 {
                 let flip = |a: IpAddr| match a {
