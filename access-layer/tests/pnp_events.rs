@@ -51,6 +51,7 @@ fn ca_attr(ca: Guid, active: &[bool]) -> CaAttr {
                 port,
                 gid: Gid::from_ip(IpAddr::V4(Ipv4Addr::new(127, 0, 73, port))),
                 active,
+                link_mtu: None,
             })
             .collect(),
     }
@@ -394,6 +395,7 @@ fn hca_port_down_and_up_reach_the_client() {
                 port,
                 gid: p.gid(),
                 active: p.active,
+                link_mtu: None,
             })
             .collect(),
     });

@@ -28,6 +28,7 @@ fn manager() -> PnpManager {
                 port,
                 gid: Gid::from_ip(IpAddr::V4(Ipv4Addr::new(127, 0, 73, 100 + port))),
                 active: false,
+                link_mtu: None,
             })
             .collect(),
     })

@@ -85,9 +85,26 @@ fn pattern(n: usize, seed: u32) -> Vec<u8> {
         .collect()
 }
 
+/// No port rule broken, and the miniport's verbs went through the access layer's channel
+/// interface as the model asks: the login's QP created and connected by asynchronous verbs
+/// started at dispatch level (the DPC, HwInitialize), none of whose completion routines or
+/// event handlers panicked (the access layer's dispatch verifier panics there on a blocking
+/// call), and completions found by CQ notification.
 fn assert_clean(port: &Port<SrpMiniport>) {
     assert!(port.violations().is_empty(), "{:?}", port.violations());
     assert!(!port.is_bugchecked());
+    let verbs = port.miniport().verbs().expect("adapter open");
+    assert!(
+        verbs.resource_verbs_at_dispatch >= 2,
+        "create_qp and connect_rc at dispatch level: {verbs:?}"
+    );
+    assert!(verbs.cq_notifications > 0, "{verbs:?}");
+    assert_eq!(verbs.routine_panics, 0, "{verbs:?}");
+    assert_eq!(
+        access_layer::verbs::verifier::trips(),
+        0,
+        "dispatch verifier trips"
+    );
 }
 
 /// Every page and region back once the LOCAL_INVs complete.

@@ -62,8 +62,14 @@ fn assert_released(t: &Target, io: &ChannelIo, keys: MrKeys) {
     assert_eq!(io.mr_keys(), None);
     assert_eq!(io.in_flight(), 0);
     assert_eq!(io.channel().outstanding(), 0);
+    // The release verbs run on the CA's dispatcher after the channel closed.
+    let end = Instant::now() + DEADLINE;
+    while !io.released() {
+        assert!(Instant::now() < end, "channel not released: {io:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let qp = QpId::Qp(io.qpn().expect("qpn"));
-    t.hca.with(|e, _| {
+    t.ca.hca().with(|e, _| {
         assert!(e.dereg_mr(keys).is_err(), "region still registered");
         assert_eq!(e.qp_state(qp), None, "QP still exists");
     });

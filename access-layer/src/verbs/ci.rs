@@ -20,6 +20,7 @@ use hca::mr::{Access, MrKeys, PdId};
 use hca::qp::state::{QpAttrMask, QpState};
 use hca::qp::{QpAttr, QpInit};
 use hca::verbs::{ArmMode, RecvWr, SendWr, Wc};
+use hca::wire::PathMtu;
 use std::sync::Arc;
 
 /// An asynchronous event handler (IBAL's `pfn_async_event_cb`): called at dispatch level,
@@ -51,6 +52,9 @@ pub struct PortAttr {
     pub gid: Gid,
     /// Whether the port is active.
     pub active: bool,
+    /// The active MTU its link allows (as rxe derives it from the netdev), if known: what
+    /// an active side offers in its REQ, and a passive side's bound on the REQ's offer.
+    pub link_mtu: Option<PathMtu>,
 }
 
 /// A channel adapter's attributes.

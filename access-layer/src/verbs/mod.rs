@@ -32,7 +32,7 @@ pub use ci::{CaAttr, ChannelInterface, EventHandler, MrSpec, PortAttr};
 pub use completion::{Completer, Completion};
 pub use dispatch::{DispatchGuard, at_dispatch, in_dispatch};
 pub use doorbell::Doorbell;
-pub use soft::SoftCa;
+pub use soft::{CaStats, SoftCa};
 pub use sync::SyncCa;
 
 /// Why a verb failed.

@@ -9,8 +9,13 @@
 //!
 //! Events take that thread hop so a consumer's handler sees them in order with the
 //! completions of the verbs that caused them, and never inside the stack of the engine call
-//! (a port thread's receive loop or a verb's caller) that produced them. Data-path verbs
-//! (post, poll, arm) are direct engine calls on the caller's thread.
+//! (a port thread's receive loop or a verb's caller) that produced them — all but CQ
+//! notifications. Those are the data path's interrupt (IBAL's completion callback, which a
+//! real HCA driver calls from its interrupt DPC), caused by no verb: the handler gets them
+//! at once on the thread that produced them, at dispatch level, outside every lock of the
+//! HCA, so a handler that only queues work (issues a DPC, rings a doorbell) wakes its
+//! consumer without a second thread hop. Data-path verbs (post, poll, arm) are direct
+//! engine calls on the caller's thread.
 
 use super::ci::{CaAttr, ChannelInterface, EventHandler, MrSpec, PortAttr};
 use super::dispatch::DispatchGuard;
@@ -40,6 +45,23 @@ struct Shared {
     state: AtomicU8,
     handler: Mutex<Option<EventHandler>>,
     panics: AtomicU64,
+    resource_verbs: AtomicU64,
+    at_dispatch: AtomicU64,
+    cq_notifications: AtomicU64,
+}
+
+/// What a [`SoftCa`] has done: how its consumer used it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaStats {
+    /// Resource verbs started (each completed asynchronously).
+    pub resource_verbs: u64,
+    /// Of those, started at dispatch level (a DPC, a completion routine, a port driver's
+    /// StartIo): proof that the consumer's dispatch-level paths use the asynchronous form.
+    pub resource_verbs_at_dispatch: u64,
+    /// CQ notifications delivered to the event handler.
+    pub cq_notifications: u64,
+    /// Completion routines or event handlers that panicked (a verifier trip among them).
+    pub routine_panics: u64,
 }
 
 impl Shared {
@@ -48,6 +70,19 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Delivers a CQ notification on the current thread, at dispatch level; a handler
+    /// that panics is counted, as on the dispatcher.
+    fn notify(&self, event: Event) {
+        let Some(handler) = self.handler() else {
+            return;
+        };
+        self.cq_notifications.fetch_add(1, Ordering::Relaxed);
+        let _dispatch = DispatchGuard::enter();
+        if catch_unwind(AssertUnwindSafe(|| handler(event))).is_err() {
+            self.panics.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn set_handler(&self, h: Option<EventHandler>) {
@@ -90,6 +125,9 @@ impl SoftCa {
             state: AtomicU8::new(CREATED),
             handler: Mutex::new(None),
             panics: AtomicU64::new(0),
+            resource_verbs: AtomicU64::new(0),
+            at_dispatch: AtomicU64::new(0),
+            cq_notifications: AtomicU64::new(0),
         });
         let (jobs, queue) = channel();
         let dispatcher = {
@@ -98,11 +136,16 @@ impl SoftCa {
                 .name("softca-dispatch".into())
                 .spawn(move || dispatcher(&hca, &shared, queue))?
         };
-        // The HCA calls this from a port thread or a verb's caller: only queue the event
-        // (an unbounded channel send never blocks).
+        // The HCA calls this from a port thread or a verb's caller, outside its locks: a CQ
+        // notification goes to the handler at once (module doc); anything else is only
+        // queued (an unbounded channel send never blocks).
         let events = jobs.clone();
-        hca.set_event_handler(move |e| {
-            let _ = events.send(Job::Event(e));
+        let direct = shared.clone();
+        hca.set_event_handler(move |e| match e {
+            Event::CqNotify(_) => direct.notify(e),
+            _ => {
+                let _ = events.send(Job::Event(e));
+            }
         });
         Ok(SoftCa {
             hca,
@@ -125,6 +168,17 @@ impl SoftCa {
         self.shared.panics.load(Ordering::Relaxed)
     }
 
+    /// What the CA has done so far.
+    pub fn stats(&self) -> CaStats {
+        let s = &self.shared;
+        CaStats {
+            resource_verbs: s.resource_verbs.load(Ordering::Relaxed),
+            resource_verbs_at_dispatch: s.at_dispatch.load(Ordering::Relaxed),
+            cq_notifications: s.cq_notifications.load(Ordering::Relaxed),
+            routine_panics: s.panics.load(Ordering::Relaxed),
+        }
+    }
+
     fn check_open(&self) -> Result<(), VerbsError> {
         match self.shared.state.load(Ordering::Acquire) {
             OPEN => Ok(()),
@@ -139,6 +193,10 @@ impl SoftCa {
     ) -> Completion<T> {
         if let Err(e) = self.check_open() {
             return Completion::ready(Err(e));
+        }
+        self.shared.resource_verbs.fetch_add(1, Ordering::Relaxed);
+        if super::in_dispatch() {
+            self.shared.at_dispatch.fetch_add(1, Ordering::Relaxed);
         }
         self.queue(move |hca, _| work(hca))
     }
@@ -185,6 +243,7 @@ fn ca_attr(hca: &Hca) -> CaAttr {
                 port,
                 gid: p.gid(),
                 active: p.active,
+                link_mtu: hca.link_mtu(port),
             })
             .collect(),
     })

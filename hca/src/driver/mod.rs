@@ -331,6 +331,12 @@ impl Hca {
             .flatten()
     }
 
+    /// The device's clock (what [`Hca::with`] passes its verbs), without taking the
+    /// engine's lock.
+    pub fn now(&self) -> Time {
+        self.shared.now()
+    }
+
     /// Runs a verb: `f` gets the engine and the current time. Datagrams it produces are sent
     /// before this returns; events go to the handler and to [`Hca::poll_event`].
     pub fn with<R>(&self, f: impl FnOnce(&mut Engine, Time) -> R) -> R {

@@ -1,24 +1,37 @@
-//! One adapter (one IOC): what HwFindAdapter opens at passive level — the soft HCA port,
-//! its GSI port and CM endpoint, the RC CQ, the control memory for IUs, the DMA arena and
-//! the registration (a fast-registration pool, or under
-//! [`RegistrationMode::TrustTarget`] one region over the arena) — and the state the
-//! routines and the DPC share.
+//! One adapter (one IOC): what HwFindAdapter opens at passive level — the channel adapter
+//! (the soft HCA under the access layer's [`SoftCa`]), its GSI port and CM endpoint, the RC
+//! CQ, the control memory for IUs, the DMA arena and the registration (a fast-registration
+//! pool, or under [`RegistrationMode::TrustTarget`] one region over the arena) — and the
+//! state the routines and the DPC share.
+//!
+//! Every verb of the RC channel goes through the access layer's [`ChannelInterface`]: the
+//! resources of HwFindAdapter through its blocking wrapper (passive level), the data path
+//! (posts, polls, arming) as direct calls, and the resource verbs a login or a loss needs
+//! at dispatch level (create, connect and destroy the QP, replace a discarded FRMR) as
+//! asynchronous verbs whose completions the DPC takes up ([`super::pending`]). Only the
+//! MAD services (the GSI port under the CM) use the device itself: QP1 is the access
+//! layer's, reached through the provider's own MAD interface (umad, under rdma-core).
 //!
 //! Locks (spin locks in a real miniport, held briefly, never across a wait): `inner`
 //! (channel core, CM, queue pair, outstanding commands) before `reg` (registration pool)
-//! before the arena's; `status` is a leaf; `Hca::with` is only ever entered innermost.
+//! before the arena's; `status` and the pending completions are leaves; the device's
+//! engine lock is only ever entered innermost.
 
 use super::dma::DmaArena;
+use super::pending::{Pending, VerbDone};
 use super::status::StatusLog;
 use super::{RegistrationMode, SrpAdapterConfig};
 use crate::port::PortServices;
 use access_layer::cm::{CmConfig, CmEndpoint, ConnId};
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
+use access_layer::mad::cm::CmRep;
+use access_layer::verbs::{ChannelInterface, MrSpec, SoftCa, SyncCa};
 use hca::driver::{Hca, HcaConfig};
-use hca::engine::{CqId, Engine, QpId};
+use hca::engine::{CqId, QpId};
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKey, MrKeys, PdId};
 use hca::verbs::SendWr;
+use hca::wire::PathMtu;
 use hca::{Gid, Lkey, Qpn};
 use srp::initiator::registration::{
     AllMemoryStrategy, FrmrConfig, FrmrStrategy, MapHandle, Registration, Segment, Strategy,
@@ -79,6 +92,12 @@ pub(crate) struct Inner {
     pub(crate) cq: CqId,
     pub(crate) qp: Option<(QpId, Qpn)>,
     pub(crate) conn: Option<ConnId>,
+    /// The current connection attempt: a verb's completion for an older one is stale.
+    pub(crate) attempt: u64,
+    /// A login's REQ private data, while its QP is being created.
+    pub(crate) creating: Option<Vec<u8>>,
+    /// The target's REP, while the QP is being connected (RTR, RTS).
+    pub(crate) rep: Option<CmRep>,
     pub(crate) cmds: HashMap<CmdId, Active>,
     /// Management SRBs by the core's TMF id.
     pub(crate) mgmt: HashMap<TmfId, Mgmt>,
@@ -96,7 +115,12 @@ pub(crate) struct Inner {
 /// The adapter.
 pub(crate) struct Adapter {
     pub(crate) cfg: SrpAdapterConfig,
-    pub(crate) hca: Hca,
+    /// The channel adapter: every verb goes through its [`ChannelInterface`].
+    pub(crate) ca: Arc<SoftCa>,
+    /// The path MTU our REQ offers: the port's active MTU (its link's, as rxe derives it).
+    pub(crate) mtu: PathMtu,
+    /// Completions of the asynchronous verbs, for the DPC.
+    pub(crate) pending: Arc<Pending>,
     pub(crate) pd: PdId,
     pub(crate) ctrl: Arc<MemBlock>,
     pub(crate) ctrl_mr: MrKeys,
@@ -153,34 +177,47 @@ impl Adapter {
             ..HcaConfig::new(cfg.node_guid, vec![cfg.local])
         })
         .map_err(|e| OpenError::Hca(e.to_string()))?;
+        let ca = Arc::new(SoftCa::new(hca).map_err(|e| OpenError::Hca(e.to_string()))?);
+        let sync = SyncCa::new(ca.clone());
+        let setup = |what: &str| {
+            let what = what.to_string();
+            move |e: access_layer::verbs::VerbsError| OpenError::Setup(format!("{what}: {e}"))
+        };
         // The "interrupt": every event of the device (CQ notifications above all) queues
         // the DPC (StorPortIssueDpc from the ISR).
         let p = port.clone();
-        hca.set_event_handler(move |_| {
-            p.issue_dpc();
-        });
+        let attr = sync
+            .open_ca(Arc::new(move |_| {
+                p.issue_dpc();
+            }))
+            .map_err(setup("open_ca"))?;
+        let mtu = attr
+            .ports
+            .first()
+            .and_then(|p| p.link_mtu)
+            .unwrap_or(hca::driver::link::FALLBACK_MTU);
+        let gsi = ca
+            .hca()
+            .with(|e, now| GsiPort::open(e, now, 1, GsiPortConfig::default()))
+            .map_err(|e| OpenError::Setup(format!("GSI: {e}")))?;
         let ctrl_len = (SEND_SLOTS + RECV_SLOTS) as u64 * SLOT;
         let ctrl = MemBlock::new(ctrl_len as usize);
         let arena = DmaArena::new(cfg.arena_pages);
-        let setup = hca.with(|e, now| {
-            let gsi = GsiPort::open(e, now, 1, GsiPortConfig::default())
-                .map_err(|e| OpenError::Setup(format!("GSI: {e}")))?;
-            let pd = e.alloc_pd();
-            let mr = e
-                .reg_mr(
-                    pd,
-                    ctrl.clone(),
-                    0,
-                    ctrl_len,
-                    CTRL_IOVA,
-                    Access::LOCAL_WRITE,
-                )
-                .map_err(|e| OpenError::Setup(format!("reg_mr: {e}")))?;
-            let cq = e.create_cq(8192);
-            let strategy = Self::strategy(e, pd, &cfg, &arena)?;
-            Ok::<_, OpenError>((gsi, pd, mr, cq, strategy))
-        });
-        let (gsi, pd, ctrl_mr, cq, strategy) = setup?;
+        let pd = sync.alloc_pd().map_err(setup("alloc_pd"))?;
+        let ctrl_mr = sync
+            .reg_mr(
+                pd,
+                MrSpec {
+                    block: ctrl.clone(),
+                    offset: 0,
+                    len: ctrl_len,
+                    iova: CTRL_IOVA,
+                    access: Access::LOCAL_WRITE,
+                },
+            )
+            .map_err(setup("reg_mr"))?;
+        let cq = sync.create_cq(8192).map_err(setup("create_cq"))?;
+        let strategy = Self::strategy(&sync, pd, &cfg, &arena)?;
         let cm = CmEndpoint::new(CmConfig {
             local_ca_guid: cfg.node_guid,
             local_gid: Gid::from_ip(cfg.local),
@@ -196,6 +233,9 @@ impl Adapter {
             cq,
             qp: None,
             conn: None,
+            attempt: 0,
+            creating: None,
+            rep: None,
             cmds: HashMap::new(),
             mgmt: HashMap::new(),
             pending_reg: HashMap::new(),
@@ -213,7 +253,9 @@ impl Adapter {
         Ok(Adapter {
             arena,
             cfg,
-            hca,
+            ca,
+            mtu,
+            pending: Arc::new(Pending::new(port.clone())),
             pd,
             ctrl,
             ctrl_mr,
@@ -234,7 +276,7 @@ impl Adapter {
     /// inline in the SRP_CMD, so bounded by the IU length we ask for too. The target must
     /// accept that many table entries (srp-target's default: one per 4 KiB of max_transfer).
     fn strategy(
-        e: &mut Engine,
+        sync: &SyncCa<SoftCa>,
         pd: PdId,
         cfg: &SrpAdapterConfig,
         arena: &DmaArena,
@@ -249,7 +291,8 @@ impl Adapter {
                     ..FrmrConfig::default()
                 };
                 let s = FrmrStrategy::allocate(frmr, |pages| {
-                    e.alloc_fast_reg_mr(pd, pages).map(|k| MrKey::from(k.lkey))
+                    sync.alloc_fast_reg_mr(pd, pages)
+                        .map(|k| MrKey::from(k.lkey))
                 })
                 .map_err(|e| OpenError::Setup(format!("FRMR pool: {e}")))?;
                 Ok(Strategy::PerIo(s))
@@ -260,14 +303,16 @@ impl Adapter {
                 let max_descriptors = per_transfer.min(inline as usize);
                 let region_err = |e: String| OpenError::Setup(format!("all-memory region: {e}"));
                 let block = arena.block();
-                let keys = e
+                let keys = sync
                     .reg_mr(
                         pd,
-                        block.clone(),
-                        0,
-                        block.len() as u64,
-                        ARENA_IOVA,
-                        AllMemoryStrategy::ACCESS,
+                        MrSpec {
+                            block: block.clone(),
+                            offset: 0,
+                            len: block.len() as u64,
+                            iova: ARENA_IOVA,
+                            access: AllMemoryStrategy::ACCESS,
+                        },
                     )
                     .map_err(|e| region_err(e.to_string()))?;
                 let (s, warning) = AllMemoryStrategy::new(block, keys, ARENA_IOVA, max_descriptors)
@@ -295,7 +340,10 @@ impl Adapter {
 
     /// Gives up a mapping whose REG_MRs may not have run (never posted, or posted on a QP
     /// that died) and replaces its regions with fresh ones: no LOCAL_INV could name them.
-    /// A mapping without regions (immediate data, the all-memory region) has nothing to give up.
+    /// A mapping without regions (immediate data, the all-memory region) has nothing to give
+    /// up. Non-blocking: the old region is deregistered and a new one allocated by
+    /// asynchronous verbs (the provider runs them in order); the DPC puts the new one in
+    /// the pool when it completes ([`VerbDone::Replaced`]).
     pub(crate) fn discard(&self, handle: MapHandle) {
         if handle.keys().is_empty() {
             return;
@@ -303,19 +351,22 @@ impl Adapter {
         let mut reg = self.reg();
         if reg.discard(handle).is_ok() {
             for d in reg.take_discarded() {
-                let fresh = self.hca.with(|e, _| {
-                    // A region that cannot be deregistered is lost to the pool, not reused.
-                    let _ = e.dereg_mr(MrKeys {
-                        lkey: Lkey(d.key.0),
-                        rkey: None,
-                    });
-                    e.alloc_fast_reg_mr(self.pd, d.max_pages)
-                });
-                match fresh.map(|k| reg.replace_discarded(d.slot, MrKey::from(k.lkey))) {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::warn!(%e, "an FRMR region could not be replaced"),
-                    Err(e) => tracing::warn!(%e, "an FRMR region could not be recreated"),
-                }
+                let old = MrKeys {
+                    lkey: Lkey(d.key.0),
+                    rkey: None,
+                };
+                // A region that cannot be deregistered is lost to the pool, not reused.
+                self.ca
+                    .dereg_mr(old)
+                    .on_complete(self.pending.routine(|result| VerbDone::Released {
+                        what: "a discarded FRMR region",
+                        result,
+                    }));
+                let slot = d.slot;
+                self.ca.alloc_fast_reg_mr(self.pd, d.max_pages).on_complete(
+                    self.pending
+                        .routine(move |result| VerbDone::Replaced { slot, result }),
+                );
             }
         }
     }

@@ -10,7 +10,8 @@ use super::{SrbExt, outcome};
 use crate::port::{DataDirection, PortServices, Srb, SrbStatus};
 use access_layer::cm::CmEvent;
 use access_layer::mad::cm::CmRejReason;
-use hca::verbs::{Wc, WcOpcode, WcStatus};
+use access_layer::verbs::ChannelInterface;
+use hca::verbs::{ArmMode, Wc, WcOpcode, WcStatus};
 use srp::initiator::{Action, Completion, Event};
 
 /// SRBs to complete once the adapter lock is dropped.
@@ -24,7 +25,8 @@ impl Adapter {
         let mut n;
         {
             let mut s = self.lock();
-            n = self.pump_cm(&mut s);
+            n = self.verbs_done(&mut s);
+            n += self.pump_cm(&mut s);
             n += self.pump_cq(&mut s);
             let now = self.now();
             if s.channel.poll_timeout().is_some_and(|t| t <= now) {
@@ -49,11 +51,8 @@ impl Adapter {
     ) -> Option<std::time::Duration> {
         {
             let s = self.lock();
-            let (cq, gsi) = (s.cq, &s.gsi);
-            self.hca.with(|e, _| {
-                let _ = e.req_notify_cq(cq, hca::verbs::ArmMode::NextCompletion);
-                let _ = gsi.arm(e);
-            });
+            let _ = self.ca.req_notify_cq(s.cq, ArmMode::NextCompletion);
+            let _ = self.ca.hca().with(|e, _| s.gsi.arm(e));
         }
         if self.round(port) > 0 {
             return None;
@@ -74,7 +73,7 @@ impl Adapter {
     fn pump_cm(&self, s: &mut Inner) -> usize {
         let Inner { gsi, cm, .. } = s;
         let mut mads = 0;
-        let events = self.hca.with(|e, now| {
+        let events = self.ca.hca().with(|e, now| {
             while let Ok(Some((from, mad))) = gsi.recv(e, now) {
                 mads += 1;
                 cm.handle_mad(now, from, &mad.0);
@@ -99,7 +98,7 @@ impl Adapter {
     /// Sends the MADs the CM has queued (a DREQ, a DREP). Non-blocking.
     pub(crate) fn flush_cm(&self, s: &mut Inner) {
         let Inner { gsi, cm, .. } = s;
-        self.hca.with(|e, now| {
+        self.ca.hca().with(|e, now| {
             while let Some(out) = cm.poll_transmit() {
                 let _ = gsi.send(e, now, &out);
             }
@@ -111,9 +110,9 @@ impl Adapter {
         let now = self.now();
         match ev {
             CmEvent::RepReceived { conn, rep } if ours(conn) => {
-                if self.accept_rep(s, &rep) {
-                    s.channel.handle_login_rsp(now, &rep.private_data.0);
-                } else {
+                // The login response goes to the core once the QP is connected.
+                let connecting = self.accept_rep(s, rep);
+                if !connecting {
                     s.channel.handle_disconnect(now);
                 }
             }
@@ -156,9 +155,7 @@ impl Adapter {
     fn pump_cq(&self, s: &mut Inner) -> usize {
         let cq = s.cq;
         let mut wcs: Vec<Wc> = Vec::new();
-        self.hca.with(|e, _| {
-            let _ = e.poll_cq(cq, 256, &mut wcs);
-        });
+        let _ = self.ca.poll_cq(cq, 256, &mut wcs);
         let polled = wcs.len();
         let live = s.qp.map(|(_, qpn)| qpn);
         for wc in wcs {

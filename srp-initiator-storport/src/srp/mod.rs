@@ -42,6 +42,7 @@ mod dma;
 mod dpc;
 mod io;
 mod outcome;
+mod pending;
 mod status;
 mod verbs;
 
@@ -205,7 +206,7 @@ impl SrpMiniport {
         };
         // Not nested: the adapter lock is dropped before the status lock is taken.
         let state = a.lock().channel.state();
-        let hca = a.hca.with(|e, _| e.port_stats(1)).unwrap_or_default();
+        let hca = a.ca.hca().with(|e, _| e.port_stats(1)).unwrap_or_default();
         a.status().snapshot(state, a.cfg.login_via.as_str(), hca)
     }
 
@@ -219,6 +220,12 @@ impl SrpMiniport {
             // Their completions are the DPC's to hand back.
             a.port.issue_dpc();
         }
+    }
+
+    /// How the adapter used its channel adapter's verbs (resource verbs started at
+    /// dispatch level, CQ notifications, routine panics); `None` before HwFindAdapter.
+    pub fn verbs(&self) -> Option<access_layer::verbs::CaStats> {
+        self.adapter().map(|a| a.ca.stats())
     }
 
     /// Held commands whose buffers were registered again after a reconnect.
@@ -277,8 +284,12 @@ impl Miniport for SrpMiniport {
         if self.adapter.get().is_some() {
             return FindAdapterStatus::Found;
         }
-        let Ok(a) = Adapter::open(context.clone(), port) else {
-            return FindAdapterStatus::Error;
+        let a = match Adapter::open(context.clone(), port) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(%e, local = %context.local, "the adapter could not be opened");
+                return FindAdapterStatus::Error;
+            }
         };
         if self.adapter.set(Arc::new(a)).is_err() {
             return FindAdapterStatus::Error;

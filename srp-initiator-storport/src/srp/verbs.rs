@@ -1,13 +1,18 @@
-//! The adapter's queue-pair verbs, all non-blocking (callable at dispatch level): creating
-//! the RC QP for a login, the CM REQ, accepting the REP (RTR/RTS, receives, RTU), posting an
-//! IU with the REG_MRs of its command chained in front, and tearing the QP down.
+//! The adapter's queue-pair verbs, all non-blocking (callable at dispatch level), through
+//! the access layer's [`ChannelInterface`]: creating the RC QP for a login and sending the
+//! CM REQ once it exists, connecting it when the REP comes (RTR/RTS, receives, RTU),
+//! posting an IU with the REG_MRs of its command chained in front, and destroying the QP.
+//! The QP's creation and connection are asynchronous verbs; the DPC continues the login
+//! from their completions ([`Adapter::verbs_done`]).
 
 use super::LoginVia;
 use super::adapter::{Adapter, CTRL_IOVA, Inner, RECV_SLOTS, RECV_WR, SEND_WR, SLOT};
+use super::pending::VerbDone;
 use access_layer::cm::{ConnectParams, QpPsns};
 use access_layer::mad::cm::{CmRep, CmaHeader, RdmaPortSpace};
 use access_layer::mad::{MadAddress, Mtu, ServiceId};
-use hca::engine::RcConnect;
+use access_layer::verbs::ChannelInterface;
+use hca::engine::{QpId, RcConnect};
 use hca::mr::Access;
 use hca::qp::QpInit;
 use hca::time::Time;
@@ -27,16 +32,82 @@ impl Adapter {
         }
     }
 
-    /// `Action::Connect`: a fresh QP and a CM REQ carrying `private_data`.
+    /// `Action::Connect`: a fresh QP, created asynchronously; its completion sends the CM
+    /// REQ carrying `private_data` ([`Adapter::send_req`]).
     pub(crate) fn start_connect(&self, s: &mut Inner, private_data: Vec<u8>) {
         self.teardown(s);
-        let cq = s.cq;
-        let pd = self.pd;
-        let made = self.hca.with(|e, now| {
-            let qp = e.create_qp(QpInit::rc(pd, cq, 2048, RECV_SLOTS)).ok()?;
-            Some((qp, e.qp_num(qp)?, now))
-        });
-        let Some((qp, qpn, now)) = made else {
+        s.creating = Some(private_data);
+        let attempt = s.attempt;
+        let init = QpInit::rc(self.pd, s.cq, 2048, RECV_SLOTS);
+        self.ca.create_qp(init).on_complete(
+            self.pending
+                .routine(move |result| VerbDone::QpCreated { attempt, result }),
+        );
+    }
+
+    /// Takes up the asynchronous verbs that completed since the last round.
+    pub(crate) fn verbs_done(&self, s: &mut Inner) -> usize {
+        let done = self.pending.take();
+        let n = done.len();
+        for d in done {
+            match d {
+                VerbDone::QpCreated { attempt, result } => {
+                    let current = attempt == s.attempt && s.creating.is_some();
+                    match result {
+                        Ok(qp) if current => {
+                            let private_data = s.creating.take().unwrap_or_default();
+                            self.send_req(s, qp, private_data);
+                        }
+                        // A login given up meanwhile: its QP goes at once.
+                        Ok(qp) => self.destroy_qp(qp),
+                        Err(e) if current => {
+                            tracing::warn!(%e, "the login's QP could not be created");
+                            s.creating = None;
+                            self.connect_failed(s);
+                        }
+                        Err(_) => {}
+                    }
+                }
+                VerbDone::Connected { attempt, result } => {
+                    let Some(rep) = s.rep.take().filter(|_| attempt == s.attempt) else {
+                        // Stale: the QP was torn down meanwhile.
+                        continue;
+                    };
+                    let now = self.now();
+                    match result {
+                        Ok(()) if self.connected(s) => {
+                            s.channel.handle_login_rsp(now, &rep.private_data.0);
+                        }
+                        Ok(()) => s.channel.handle_disconnect(now),
+                        Err(e) => {
+                            tracing::warn!(%e, "the login's QP could not be connected");
+                            s.channel.handle_disconnect(now);
+                        }
+                    }
+                }
+                VerbDone::Replaced { slot, result } => {
+                    let keys = result.map_err(|e| e.to_string()).and_then(|k| {
+                        self.reg()
+                            .replace_discarded(slot, hca::mr::MrKey::from(k.lkey))
+                            .map_err(|e| e.to_string())
+                    });
+                    if let Err(e) = keys {
+                        tracing::warn!(%e, slot, "an FRMR region could not be replaced");
+                    }
+                }
+                VerbDone::Released { what, result } => {
+                    if let Err(e) = result {
+                        tracing::warn!(%e, "{what} could not be released");
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// The login's QP exists: the CM REQ goes out.
+    fn send_req(&self, s: &mut Inner, qp: QpId, private_data: Vec<u8>) {
+        let QpId::Qp(qpn) = qp else {
             return self.connect_failed(s);
         };
         s.qp = Some((qp, qpn));
@@ -64,35 +135,37 @@ impl Adapter {
             responder_resources: 4,
             initiator_depth: 4,
             // The port's active MTU (its link's, as rxe derives it): the path both ends use.
-            mtu: Mtu::from(u8::from(self.hca.active_mtu(1))),
+            mtu: Mtu::from(u8::from(self.mtu)),
             response_timeout: 18,
             max_retries: 3,
             retry_count: 7,
             rnr_retry_count: 7,
             private_data,
         };
-        match s.cm.connect(now, &params) {
+        match s.cm.connect(self.now(), &params) {
             Ok(conn) => s.conn = Some(conn),
             Err(_) => self.connect_failed(s),
         }
     }
 
     fn connect_failed(&self, s: &mut Inner) {
-        let now = self.hca.with(|_, now| now);
+        let now = self.now();
         s.channel.handle_disconnect(now);
     }
 
-    /// The REP arrived: QP to RTS, receives posted, RTU. False if the QP could not follow.
-    pub(crate) fn accept_rep(&self, s: &mut Inner, rep: &CmRep) -> bool {
+    /// The REP arrived: the QP goes to RTS asynchronously; its completion posts the
+    /// receives, sends the RTU and hands the login response to the core
+    /// ([`Adapter::verbs_done`]). False if there is no QP to connect.
+    pub(crate) fn accept_rep(&self, s: &mut Inner, rep: CmRep) -> bool {
         let Some((qp, _)) = s.qp else { return false };
-        let psns = QpPsns::active(Psn::from_wire(PSN), rep);
+        let psns = QpPsns::active(Psn::from_wire(PSN), &rep);
         let peer = RcConnect {
             // The QP admits remote access; each region narrows it to one direction.
             access: Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
             dest_gid: Gid::from_ip(self.cfg.target),
             dest_qpn: rep.local_qpn,
             // What our REQ offered (the passive side follows the REQ).
-            path_mtu: self.hca.active_mtu(1),
+            path_mtu: self.mtu,
             sq_psn: psns.sq_psn,
             rq_psn: psns.rq_psn,
             // 4.096 µs × 2^14 ≈ 67 ms per try, 8 tries ≈ 0.5 s before the QP errors: what
@@ -106,13 +179,17 @@ impl Adapter {
             max_rd_atomic: 4,
             max_dest_rd_atomic: 4,
         };
-        if self
-            .hca
-            .with(|e, now| e.connect_rc(now, qp, &peer))
-            .is_err()
-        {
-            return false;
-        }
+        s.rep = Some(rep);
+        let attempt = s.attempt;
+        self.ca.connect_rc(qp, peer).on_complete(
+            self.pending
+                .routine(move |result| VerbDone::Connected { attempt, result }),
+        );
+        true
+    }
+
+    /// The QP is in RTS: receives posted, RTU sent. False if the QP could not follow.
+    fn connected(&self, s: &mut Inner) -> bool {
         for i in 0..RECV_SLOTS {
             if !self.post_recv(s, i) {
                 return false;
@@ -131,7 +208,7 @@ impl Adapter {
             wr_id: RECV_WR | i as u64,
             sg_list: vec![self.sge(Self::recv_offset(i), SLOT as u32)],
         };
-        self.hca.with(|e, now| e.post_recv(now, qp, wr)).is_ok()
+        self.ca.post_recv(qp, wr).is_ok()
     }
 
     /// Where receive buffer `i` is in the control memory.
@@ -161,11 +238,7 @@ impl Adapter {
             flags: SendFlags::SIGNALED,
             ud: None,
         });
-        if self
-            .hca
-            .with(|e, now| e.post_send_list(now, qp, wrs))
-            .is_err()
-        {
+        if self.ca.post_send_list(qp, wrs).is_err() {
             s.qp_failed = true;
         }
     }
@@ -178,10 +251,7 @@ impl Adapter {
         }
         let ids: Vec<u64> = wrs.iter().map(|w| w.wr_id).collect();
         let posted = match s.qp {
-            Some((qp, _)) if !s.qp_failed => self
-                .hca
-                .with(|e, now| e.post_send_list(now, qp, wrs))
-                .is_ok(),
+            Some((qp, _)) if !s.qp_failed => self.ca.post_send_list(qp, wrs).is_ok(),
             _ => false,
         };
         if posted {
@@ -194,15 +264,19 @@ impl Adapter {
         }
     }
 
-    /// `Action::Disconnect` (and before a new login): DREQ, destroy the QP, forget its
-    /// sends; LOCAL_INVs that were in flight are reported flushed to the pool.
+    /// `Action::Disconnect` (and before a new login): DREQ, destroy the QP (its flushed
+    /// requests are completions of a QP no longer current), forget its sends; LOCAL_INVs
+    /// that were in flight are reported flushed to the pool. A QP being created or
+    /// connected for this attempt is released when its verb completes (stale by then).
     pub(crate) fn teardown(&self, s: &mut Inner) {
+        s.attempt += 1;
+        s.creating = None;
+        s.rep = None;
         if let Some(conn) = s.conn.take() {
-            let now = self.hca.with(|_, now| now);
-            let _ = s.cm.disconnect(now, conn);
+            let _ = s.cm.disconnect(self.now(), conn);
         }
         if let Some((qp, _)) = s.qp.take() {
-            let _ = self.hca.with(|e, now| e.destroy_qp(now, qp));
+            self.destroy_qp(qp);
         }
         s.send_free = (0..super::adapter::SEND_SLOTS).rev().collect();
         s.qp_failed = false;
@@ -212,8 +286,18 @@ impl Adapter {
         }
     }
 
-    /// The hca clock.
+    /// Destroys `qp` asynchronously.
+    fn destroy_qp(&self, qp: QpId) {
+        self.ca
+            .destroy_qp(qp)
+            .on_complete(self.pending.routine(|result| VerbDone::Released {
+                what: "the login's QP",
+                result,
+            }));
+    }
+
+    /// The device's clock (no lock taken).
     pub(crate) fn now(&self) -> Time {
-        self.hca.with(|_, now| now)
+        self.ca.hca().now()
     }
 }

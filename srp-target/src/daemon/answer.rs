@@ -56,7 +56,7 @@ impl Loop {
             .iter()
             .enumerate()
             .map(|(n, p)| {
-                let (active, resources, stats) = p.hca.with(|e, _| {
+                let (active, resources, stats) = p.ca.hca().with(|e, _| {
                     let active = e.ports().first().is_some_and(|x| x.active);
                     (active, e.resources(), e.port_stats(1).unwrap_or_default())
                 });
@@ -178,7 +178,8 @@ impl Loop {
         };
         self.reap();
         let _ = self.ports[index]
-            .hca
+            .ca
+            .hca()
             .with(|e, _| e.set_port_active(1, enabled));
         Ok(ControlAnswer::Done { sessions_ended })
     }

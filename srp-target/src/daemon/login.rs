@@ -12,8 +12,8 @@ use crate::login::{
 };
 use access_layer::cm::QpPsns;
 use access_layer::mad::cm::CmReq;
+use access_layer::verbs::ChannelInterface;
 use access_layer::verbs::Doorbell;
-use hca::driver::Hca;
 use hca::engine::RcConnect;
 use hca::mr::{Access, PdId};
 use hca::wire::PathMtu;
@@ -62,8 +62,10 @@ pub enum Outcome {
 pub struct Place<'a> {
     /// The port's name.
     pub port: &'a str,
-    /// Its device.
-    pub hca: &'a Arc<Hca>,
+    /// Its channel adapter.
+    pub ca: Arc<dyn ChannelInterface>,
+    /// Its link's active MTU, if known.
+    pub link_mtu: Option<PathMtu>,
     /// Its PD.
     pub pd: PdId,
     /// Backend execution.
@@ -150,7 +152,7 @@ pub fn handle_req(
         } => {
             let config = channel_config(app, ioc, &login, negotiated, id);
             match ChannelIo::new(
-                place.hca.clone(),
+                place.ca.clone(),
                 place.pd,
                 config,
                 place.executor.clone(),
@@ -161,7 +163,7 @@ pub fn handle_req(
                     let psn = Psn::from_wire((id.0 as u32).wrapping_mul(0x9e37) & 0xff_ffff);
                     Outcome::Accept {
                         io: Box::new(io),
-                        rc: rc_connect(req, psn, place.hca.link_mtu(1)),
+                        rc: rc_connect(req, psn, place.link_mtu),
                         answer,
                         psn,
                         nexus,

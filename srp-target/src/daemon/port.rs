@@ -1,5 +1,8 @@
-//! One HCA port of the daemon: a soft device bound to the port's address, the GSI QP that
-//! carries CM MADs, and the CM endpoint listening on the port's service IDs.
+//! One HCA port of the daemon: a soft device bound to the port's address, opened as a
+//! channel adapter of the access layer ([`SoftCa`]: every verb of the port's channels goes
+//! through its [`access_layer::verbs::ChannelInterface`]), the GSI QP that carries CM MADs
+//! (the access layer's MAD service on the device), and the CM endpoint listening on the
+//! port's service IDs.
 
 use super::DaemonError;
 use crate::appliance::ChannelLimits;
@@ -11,9 +14,10 @@ use access_layer::gsi::{GsiAgent, GsiConfig};
 use access_layer::mad::MgmtClass;
 use access_layer::mad::ServiceId;
 use access_layer::mad::cm::RdmaPortSpace;
-use access_layer::verbs::Doorbell;
+use access_layer::verbs::{Doorbell, SoftCa, SyncCa};
 use hca::driver::{Hca, HcaConfig};
 use hca::mr::PdId;
+use hca::wire::PathMtu;
 use hca::{Gid, Guid};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,8 +29,10 @@ const TIME_WAIT: Duration = Duration::from_millis(100);
 pub struct Port {
     /// The `[[port]]` name.
     pub name: String,
-    /// Its device (one per address; shared with the port's channels).
-    pub hca: Arc<Hca>,
+    /// Its channel adapter (one device per address; shared with the port's channels).
+    pub ca: Arc<SoftCa>,
+    /// Its link's active MTU, if known: a REQ's offer above it is lowered to it.
+    pub link_mtu: Option<PathMtu>,
     /// The protection domain of its channels.
     pub pd: PdId,
     /// The GID of its address.
@@ -93,17 +99,22 @@ impl Port {
             address: p.address,
             source,
         })?;
+        let verbs_err = |e: &dyn std::fmt::Display| DaemonError::Gsi {
+            name: p.name.clone(),
+            reason: e.to_string(),
+        };
+        let ca = Arc::new(SoftCa::new(hca).map_err(|e| verbs_err(&e))?);
+        let sync = SyncCa::new(ca.clone());
         let b = bell.clone();
-        hca.set_event_handler(move |_| b.ring());
-        let (gsi, pd) = hca
-            .with(|e, now| {
-                let gsi = GsiPort::open(e, now, 1, GsiPortConfig::default())?;
-                Ok::<_, access_layer::gsi::GsiError>((gsi, e.alloc_pd()))
-            })
-            .map_err(|e| DaemonError::Gsi {
-                name: p.name.clone(),
-                reason: e.to_string(),
-            })?;
+        let attr = sync
+            .open_ca(Arc::new(move |_| b.ring()))
+            .map_err(|e| verbs_err(&e))?;
+        let link_mtu = attr.ports.first().and_then(|p| p.link_mtu);
+        let pd = sync.alloc_pd().map_err(|e| verbs_err(&e))?;
+        let gsi = ca
+            .hca()
+            .with(|e, now| GsiPort::open(e, now, 1, GsiPortConfig::default()))
+            .map_err(|e| verbs_err(&e))?;
         let gid = Gid::from_ip(p.address.ip());
         let mut cm = CmEndpoint::new(CmConfig {
             local_ca_guid: guid,
@@ -122,7 +133,8 @@ impl Port {
         }
         Ok(Port {
             name: p.name.clone(),
-            hca: Arc::new(hca),
+            ca,
+            link_mtu,
             pd,
             gid,
             address: p.address,
@@ -144,7 +156,7 @@ impl Port {
     /// Arms the GSI's CQ (see [`access_layer::verbs::Doorbell`] for the order).
     pub fn arm(&self) {
         let gsi = &self.gsi;
-        let _ = self.hca.with(|e, _| gsi.arm(e));
+        let _ = self.ca.hca().with(|e, _| gsi.arm(e));
     }
 
     /// How long until the CM's next timer, if it has one.
@@ -157,7 +169,7 @@ impl Port {
     /// Moves MADs both ways, fires CM timers and returns the CM's events.
     pub fn pump(&mut self) -> Vec<CmEvent> {
         let Port {
-            hca,
+            ca,
             gsi,
             cm,
             dm,
@@ -165,7 +177,7 @@ impl Port {
             ..
         } = self;
         let mut events = Vec::new();
-        hca.with(|e, now| {
+        ca.hca().with(|e, now| {
             while let Ok(Some((from, mad))) = gsi.recv(e, now) {
                 // DM requests to the agent; everything else (CM, strays) to the CM, which
                 // ignores what is not its own.
@@ -197,8 +209,8 @@ impl Port {
 
     /// Sends what the CM has queued (after an accept, reject or disconnect).
     pub fn flush(&mut self) {
-        let Port { hca, gsi, cm, .. } = self;
-        hca.with(|e, now| Self::transmit(cm, gsi, e, now));
+        let Port { ca, gsi, cm, .. } = self;
+        ca.hca().with(|e, now| Self::transmit(cm, gsi, e, now));
     }
 
     fn transmit(
@@ -213,8 +225,8 @@ impl Port {
         }
     }
 
-    /// The device's current time (for CM calls).
+    /// The device's current time (for CM calls; no lock taken).
     pub fn now(&self) -> hca::time::Time {
-        self.hca.with(|_, now| now)
+        self.ca.hca().now()
     }
 }

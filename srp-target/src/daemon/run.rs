@@ -228,7 +228,8 @@ impl Loop {
         let p = &self.ports[port];
         let place = Place {
             port: &p.name,
-            hca: &p.hca,
+            ca: p.ca.clone(),
+            link_mtu: p.link_mtu,
             pd: p.pd,
             executor: &self.executor,
             bell: &self.bell,

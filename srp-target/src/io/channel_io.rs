@@ -21,13 +21,12 @@ use super::memory::{IOVA, Layout, sge};
 use crate::channel::{Fault, Request, TargetChannel};
 use crate::exec::{LogicalUnit, TransportError};
 use crate::login::{ChannelId, Negotiated};
-use access_layer::verbs::Doorbell;
-use hca::driver::Hca;
-use hca::engine::{CqId, QpId, RcConnect, VerbsError};
+use access_layer::verbs::{ChannelInterface, Doorbell, MrSpec, SyncCa, VerbsError};
+use hca::engine::{CqId, QpId, RcConnect};
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKeys, PdId};
 use hca::qp::QpInit;
-use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Wc, WcStatus};
+use hca::verbs::{ArmMode, RecvWr, SendFlags, SendOp, SendWr, Wc, WcStatus};
 use scsi::{Lun, Sense, SenseCode, Status};
 use srp::channel::data::{rdma_ops, residual};
 use srp::channel::{Buffer, RdmaOp};
@@ -38,6 +37,7 @@ use srp::wire::rsp::{Residual, TmfResponse};
 use srp::wire::tsk_mgmt::TaskMgmtFunction;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use wirekit::WireRepr;
 
@@ -126,7 +126,9 @@ pub enum IoState {
 
 /// One channel's I/O. See the module docs.
 pub struct ChannelIo {
-    hca: Arc<Hca>,
+    ca: Arc<dyn ChannelInterface>,
+    /// Set once the QP, CQ and region are released after teardown (asynchronous verbs).
+    released: Arc<AtomicBool>,
     channel: TargetChannel,
     layout: Layout,
     mem: Arc<MemBlock>,
@@ -168,11 +170,13 @@ impl std::fmt::Debug for ChannelIo {
 }
 
 impl ChannelIo {
-    /// Registers the channel's memory in `pd` and creates its CQ and RC QP (in RESET).
-    /// Backend results ring `bell`, the serving loop's doorbell (its CQ's notifications
-    /// ring it through the device's event handler; see [`ChannelIo::arm`]).
+    /// Registers the channel's memory in `pd` and creates its CQ and RC QP (in RESET),
+    /// through the channel adapter `ca`'s verbs, waiting for each (passive level: the
+    /// serving loop, as ib_srpt creates its QP in its CM handler). Backend results ring
+    /// `bell`, the serving loop's doorbell (its CQ's notifications ring it through the
+    /// CA's event handler; see [`ChannelIo::arm`]).
     pub fn new(
-        hca: Arc<Hca>,
+        ca: Arc<dyn ChannelInterface>,
         pd: PdId,
         config: ChannelIoConfig,
         executor: Arc<dyn Executor>,
@@ -192,19 +196,30 @@ impl ChannelIo {
         })?;
         let total = layout.total().unwrap_or(0);
         let mem = MemBlock::new(usize::try_from(total).unwrap_or(0));
-        let (mr, cq, qp) = hca.with(|e, _| -> Result<_, IoError> {
-            let mr = e.reg_mr(pd, mem.clone(), 0, total, IOVA, Access::LOCAL_WRITE)?;
-            let cq = e.create_cq(MAX_SEND_WR + layout.recvs);
-            let init = QpInit::rc(pd, cq, MAX_SEND_WR, layout.recvs);
-            match e.create_qp(init) {
-                Ok(qp) => Ok((mr, cq, qp)),
-                Err(err) => {
-                    let _ = e.destroy_cq(cq);
-                    let _ = e.dereg_mr(mr);
-                    Err(err.into())
-                }
+        let sync = SyncCa::new(ca.clone());
+        let spec = MrSpec {
+            block: mem.clone(),
+            offset: 0,
+            len: total,
+            iova: IOVA,
+            access: Access::LOCAL_WRITE,
+        };
+        let mr = sync.reg_mr(pd, spec)?;
+        let cq = match sync.create_cq(MAX_SEND_WR + layout.recvs) {
+            Ok(cq) => cq,
+            Err(err) => {
+                let _ = sync.dereg_mr(mr);
+                return Err(err.into());
             }
-        })?;
+        };
+        let qp = match sync.create_qp(QpInit::rc(pd, cq, MAX_SEND_WR, layout.recvs)) {
+            Ok(qp) => qp,
+            Err(err) => {
+                let _ = sync.destroy_cq(cq);
+                let _ = sync.dereg_mr(mr);
+                return Err(err.into());
+            }
+        };
         let channel = TargetChannel::new(
             config.id,
             n,
@@ -215,7 +230,8 @@ impl ChannelIo {
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let done_tx = Reply::new(done_tx, bell);
         Ok(ChannelIo {
-            hca,
+            ca,
+            released: Arc::new(AtomicBool::new(false)),
             channel,
             layout,
             mem,
@@ -246,6 +262,12 @@ impl ChannelIo {
             QpId::Qp(n) => Some(n),
             QpId::Gsi(_) => None,
         }
+    }
+
+    /// Whether the channel's QP, CQ and region are released (after [`IoState::Closed`],
+    /// once the provider has run the verbs that release them).
+    pub fn released(&self) -> bool {
+        self.released.load(Ordering::Acquire)
     }
 
     /// Where the channel is.
@@ -281,8 +303,7 @@ impl ChannelIo {
     /// Connects the QP to the initiator's (what the CM does with REQ/REP/RTU), posts the
     /// receive buffers and makes the channel live.
     pub fn connect(&mut self, peer: &RcConnect) -> Result<(), IoError> {
-        let qp = self.qp;
-        self.hca.with(|e, now| e.connect_rc(now, qp, peer))?;
+        SyncCa::new(self.ca.clone()).connect_rc(self.qp, *peer)?;
         for i in 0..self.layout.recvs {
             self.post_recv(i)?;
         }
@@ -301,10 +322,7 @@ impl ChannelIo {
         if self.state == IoState::Closed {
             return;
         }
-        let cq = self.cq;
-        let _ = self
-            .hca
-            .with(|e, _| e.req_notify_cq(cq, hca::verbs::ArmMode::NextCompletion));
+        let _ = self.ca.req_notify_cq(self.cq, ArmMode::NextCompletion);
     }
 
     /// Handles what completed; returns how many completions and results it handled.
@@ -314,8 +332,7 @@ impl ChannelIo {
             return 0;
         }
         let mut wcs = Vec::new();
-        let cq = self.cq;
-        let _ = self.hca.with(|e, _| e.poll_cq(cq, POLL_BATCH, &mut wcs));
+        let _ = self.ca.poll_cq(self.cq, POLL_BATCH, &mut wcs);
         let mut n = wcs.len();
         for wc in wcs {
             self.on_wc(&wc);
@@ -353,14 +370,11 @@ impl ChannelIo {
             wr_id: WrKind::Recv(i).encode(),
             sg_list: vec![sge(lkey, self.layout.recv(i), self.layout.recv_len as u32)],
         };
-        self.hca.with(|e, now| e.post_recv(now, qp, wr))
+        self.ca.post_recv(qp, wr)
     }
 
     fn post(&self, wrs: Vec<SendWr>) -> Result<(), VerbsError> {
-        let qp = self.qp;
-        self.hca
-            .with(|e, now| e.post_send_list(now, qp, wrs))
-            .map_err(|(_, e)| e)
+        self.ca.post_send_list(self.qp, wrs)
     }
 
     fn lkey(&self) -> hca::ids::Lkey {
@@ -526,8 +540,10 @@ impl ChannelIo {
         }
     }
 
-    /// Releases the QP (flushing what it held), the CQ and the memory region. Commands in
-    /// flight are dropped; their executor results, if any come, are discarded.
+    /// Releases the QP (flushing what it held), the CQ and the memory region, by
+    /// asynchronous verbs the provider runs in this order ([`ChannelIo::released`] says
+    /// when they have run). Commands in flight are dropped; their executor results, if any
+    /// come, are discarded.
     fn teardown(&mut self, reason: Option<String>) {
         if self.state == IoState::Closed {
             return;
@@ -535,15 +551,28 @@ impl ChannelIo {
         if reason.is_some() && self.reason.is_none() {
             self.reason = reason;
         }
-        let (qp, cq, mr) = (self.qp, self.cq, self.mr.take());
-        self.hca.with(|e, now| {
-            let _ = e.destroy_qp(now, qp);
-            let mut flushed = Vec::new();
-            let _ = e.poll_cq(cq, usize::MAX, &mut flushed);
-            let _ = e.destroy_cq(cq);
-            if let Some(mr) = mr {
-                let _ = e.dereg_mr(mr);
+        let id = self.channel.id();
+        let logged = move |what: &'static str| {
+            move |r: Result<(), VerbsError>| {
+                if let Err(e) = r {
+                    tracing::warn!(channel = id.0, %e, "{what} could not be released");
+                }
             }
+        };
+        self.ca.destroy_qp(self.qp).on_complete(logged("the QP"));
+        // Its flushed completions go with it.
+        let last = self.ca.destroy_cq(self.cq);
+        let last = match self.mr.take() {
+            Some(mr) => {
+                last.on_complete(logged("the CQ"));
+                self.ca.dereg_mr(mr)
+            }
+            None => last,
+        };
+        let released = self.released.clone();
+        last.on_complete(move |r| {
+            logged("the channel's memory")(r);
+            released.store(true, Ordering::Release);
         });
         self.channel.abort_matching(|_, _| true);
         self.channel.close();

@@ -6,6 +6,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use crate::common::{IMM_OFFSET, cmd_bytes, rc_qp, srp_cmd};
+use access_layer::verbs::{SoftCa, SyncCa};
 use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, QpId, RcConnect};
 use hca::ids::{Gid, Guid, Psn, Qpn, Rkey};
@@ -212,9 +213,10 @@ impl Initiator {
     }
 }
 
-/// A target device; its channels share `lu` as LUN 0.
+/// A target device, opened as a channel adapter (the channels' verbs go through it); its
+/// channels share `lu` as LUN 0.
 pub struct Target {
-    pub hca: Arc<Hca>,
+    pub ca: Arc<SoftCa>,
     pub ip: IpAddr,
     pd: PdId,
     pub lu: Arc<LogicalUnit>,
@@ -222,10 +224,13 @@ pub struct Target {
 
 impl Target {
     pub fn open(addr: IpAddr, lu: LogicalUnit) -> Target {
-        let hca = Arc::new(open(addr));
-        let pd = hca.with(|e, _| e.alloc_pd());
+        let ca = Arc::new(SoftCa::new(open(addr)).expect("soft CA"));
+        let sync = SyncCa::new(ca.clone());
+        // The test polls its channels; no event needs a handler.
+        sync.open_ca(Arc::new(|_| {})).expect("open_ca");
+        let pd = sync.alloc_pd().expect("alloc_pd");
         Target {
-            hca,
+            ca,
             ip: addr,
             pd,
             lu: Arc::new(lu),
@@ -255,7 +260,7 @@ impl Target {
             luns: vec![(Lun::ZERO, self.lu.clone())],
             nexus: Arc::new(nexus),
         };
-        ChannelIo::new(self.hca.clone(), self.pd, config, executor, None).expect("channel")
+        ChannelIo::new(self.ca.clone(), self.pd, config, executor, None).expect("channel")
     }
 }
 

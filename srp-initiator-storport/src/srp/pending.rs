@@ -1,0 +1,79 @@
+//! The asynchronous verbs the adapter starts at dispatch level (creating, connecting and
+//! destroying the login's QP, replacing a discarded FRMR region) and their completions.
+//!
+//! A completion routine runs on the provider's dispatcher, at dispatch level, and must not
+//! take the adapter lock (the verb may have been started under it): it only queues its
+//! result here and queues the DPC, as a real miniport's IRP completion routine queues a
+//! DPC. The DPC takes the results up at the start of its next round ([`Adapter::verbs_done`]),
+//! under the adapter lock, where the state they continue lives. Each QP verb carries the
+//! connection attempt it was started for: a result for an older attempt is stale (the
+//! login timed out, the target disconnected meanwhile) and only its QP is released.
+//!
+//! [`Adapter::verbs_done`]: super::adapter::Adapter
+
+use super::SrpMiniport;
+use crate::port::PortServices;
+use access_layer::verbs::VerbsError;
+use hca::engine::QpId;
+use hca::mr::MrKeys;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// One completed asynchronous verb.
+#[derive(Debug)]
+pub(crate) enum VerbDone {
+    /// The QP of connection attempt `attempt` was created (or not).
+    QpCreated {
+        attempt: u64,
+        result: Result<QpId, VerbsError>,
+    },
+    /// The QP of connection attempt `attempt` reached RTS (or not).
+    Connected {
+        attempt: u64,
+        result: Result<(), VerbsError>,
+    },
+    /// The fresh region for the discarded FRMR slot `slot`.
+    Replaced {
+        slot: usize,
+        result: Result<MrKeys, VerbsError>,
+    },
+    /// Something was released (a QP, a region); only a failure is worth a line.
+    Released {
+        what: &'static str,
+        result: Result<(), VerbsError>,
+    },
+}
+
+/// The completions waiting for the DPC (a leaf lock).
+pub(crate) struct Pending {
+    done: Mutex<Vec<VerbDone>>,
+    port: PortServices<SrpMiniport>,
+}
+
+impl Pending {
+    pub(crate) fn new(port: PortServices<SrpMiniport>) -> Pending {
+        Pending {
+            done: Mutex::new(Vec::new()),
+            port,
+        }
+    }
+
+    /// A completion routine that queues `f(result)` and the DPC.
+    pub(crate) fn routine<T>(
+        self: &Arc<Self>,
+        f: impl FnOnce(Result<T, VerbsError>) -> VerbDone + Send + 'static,
+    ) -> impl FnOnce(Result<T, VerbsError>) + Send + 'static {
+        let me = self.clone();
+        move |result| {
+            me.done
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(f(result));
+            me.port.issue_dpc();
+        }
+    }
+
+    /// Takes every queued completion, oldest first.
+    pub(crate) fn take(&self) -> Vec<VerbDone> {
+        std::mem::take(&mut *self.done.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
