@@ -6,18 +6,22 @@
 #
 #   peers: local file on /dev/shm    fio --ioengine=libaio --direct=1
 #          nbdkit file plugin         fio --ioengine=nbd (nbdkit started and stopped here)
+#          tgtd (iSCSI, rdwr backing) iscsi-perf (libiscsi; tgtd started and stopped here)
 #   ours:  srpctl bench disk          target daemon + SRP miniport port, in one process
 #          srpctl host (user level)   `srpctl target run` on the same file, `srpctl host run`
 #                                     logged in over one path, fio libaio direct on its block
 #                                     file (FUSE): what a disk user gets
 #   workloads: 4k randread QD32 (IOPS), 128k seqread QD32 (MiB/s), 4k randread QD1 (avg µs)
+#   server CPU: each server process's CPU time per I/O over each point (nbdkit, tgtd, and
+#               our target daemon under the user-level row), a second table
 #
 # Usage: scripts/bench-disk.sh [--secs S] [--rounds N] [--size-mib M] [--registration R]
-#                              [--pinned] [--no-user-level] [--srpctl PATH]
+#                              [--pinned] [--no-user-level] [--no-tgt] [--srpctl PATH]
 #   --registration  per-io (default), trust-target or both (passed to srpctl bench disk)
 #   --pinned        also measure the QD1 latency with everything on vCPU 0 (taskset -c 0)
 #   --no-user-level skip the block-file row (it needs root and /dev/fuse)
-# Installs fio and nbdkit with apt-get when missing. Cleans up (servers, files) on exit.
+#   --no-tgt        skip the tgtd peer
+# Installs fio, nbdkit, tgt and libiscsi-bin with apt-get when missing. Cleans up (servers, files) on exit.
 set -euo pipefail
 
 SECS=10
@@ -26,6 +30,7 @@ SIZE_MIB=1024
 REG=per-io
 PINNED=0
 USER_LEVEL=1
+TGT=1
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SRPCTL="$ROOT/target/release/srpctl"
 while [ $# -gt 0 ]; do
@@ -36,8 +41,9 @@ while [ $# -gt 0 ]; do
         --registration) REG=$2; shift 2 ;;
         --pinned) PINNED=1; shift ;;
         --no-user-level) USER_LEVEL=0; shift ;;
+        --no-tgt) TGT=0; shift ;;
         --srpctl) SRPCTL=$2; shift 2 ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -48,15 +54,24 @@ need fio || HAVE_FIO=0
 need nbdkit || HAVE_NBDKIT=0
 command -v jq >/dev/null 2>&1 || need jq
 [ "$HAVE_FIO" = 1 ] && ! fio --enghelp 2>/dev/null | grep -qw nbd && HAVE_NBDKIT=0
+HAVE_TGT=0
+[ "$TGT" = 1 ] && [ "$(id -u)" = 0 ] && need tgtd:tgt iscsi-perf:libiscsi-bin && HAVE_TGT=1
 [ -x "$SRPCTL" ] || (cd "$ROOT" && cargo build --release -p srpctl)
 
 WORK=$(mktemp -d /tmp/bench-disk.XXXXXX)
 FILE=/dev/shm/bench-disk-$$.img
 NBD_PORT=10809
 NBD_PID=
+TGT_PORT=3261
+TGT_CTL=7   # tgtd's control socket number: apart from a system tgtd's (0)
+TGT_IQN=iqn.2026-11.org.srp-stack:bench-disk
+TGT_PID=
+TARGET_PID=
 DAEMONS=()
 cleanup() {
     if [ -n "$NBD_PID" ]; then kill "$NBD_PID" 2>/dev/null || true; wait "$NBD_PID" 2>/dev/null || true; fi
+    # tgtd ignores SIGTERM while it serves a target.
+    if [ -n "$TGT_PID" ]; then kill -KILL "$TGT_PID" 2>/dev/null || true; wait "$TGT_PID" 2>/dev/null || true; fi
     stop_pids "${DAEMONS[@]}"
     umount -l "$WORK/disks" 2>/dev/null || true
     rm -f "$FILE"
@@ -75,6 +90,27 @@ if [ "$HAVE_NBDKIT" = 1 ]; then
         sleep 0.1
     done
 fi
+
+# tgtd serving the file as LUN 1 of one iSCSI target on 127.0.0.1:$TGT_PORT (backing store
+# rdwr: pread/pwrite, as nbdkit's file plugin). HAVE_TGT=0 with a reason if it will not.
+start_tgt() {
+    tgtd -f -C "$TGT_CTL" --iscsi portal=127.0.0.1:$TGT_PORT >"$WORK/tgtd.log" 2>&1 &
+    TGT_PID=$!
+    local ok=0
+    for _ in $(seq 50); do
+        (exec 3<>/dev/tcp/127.0.0.1/$TGT_PORT) 2>/dev/null && { ok=1; break; }
+        sleep 0.1
+    done
+    if [ "$ok" = 1 ] && tgtadm -C "$TGT_CTL" --lld iscsi --op new --mode target --tid 1 -T "$TGT_IQN" &&
+        tgtadm -C "$TGT_CTL" --lld iscsi --op new --mode logicalunit --tid 1 --lun 1 -b "$FILE" &&
+        tgtadm -C "$TGT_CTL" --lld iscsi --op bind --mode target --tid 1 -I ALL; then
+        return 0
+    fi
+    HAVE_TGT=0
+    echo "tgtd peer skipped: it did not start; its log:" >&2
+    tail -5 "$WORK/tgtd.log" >&2
+}
+[ "$HAVE_TGT" = 1 ] && start_tgt
 
 # The user-level row: the target daemon on the same file (read-only LUN), the host daemon
 # logged in over one path, its block file. Sets BLOCK_FILE, or USER_LEVEL=0 with a reason.
@@ -118,6 +154,7 @@ address = "127.0.203.1"
 local = ["127.0.203.2"]
 TOML
     "$SRPCTL" target run -c "$WORK/target.toml" >"$WORK/target.log" 2>&1 &
+    TARGET_PID=$!
     DAEMONS+=($!)
     wait_for_socket "$WORK/target.sock" || true
     "$SRPCTL" host run -c "$WORK/host.toml" >"$WORK/host.log" 2>&1 &
@@ -127,6 +164,19 @@ TOML
         echo "user level skipped: no block file within 30 s; host log:" >&2
         tail -5 "$WORK/host.log" >&2
     fi
+}
+
+# iscsi_point RW BS QD : prints "iops mib_s lat_us" of one iscsi-perf run against tgtd
+# (its average IOPS; the latency of QD1 is 1 / IOPS, as for a closed loop).
+iscsi_point() {
+    local rw=$1 bs=$2 qd=$3 blocks iops random=
+    blocks=$(( $(numfmt --from=iec "${bs^^}") / 512 ))
+    [ "$rw" = randread ] && random=-r
+    iops=$(${PIN_CMD:-} timeout $((SECS + 20)) iscsi-perf -m "$qd" -b "$blocks" $random -t "$SECS" \
+        "iscsi://127.0.0.1:$TGT_PORT/$TGT_IQN/1" 2>&1 | tr '\r' '\n' |
+        sed -n 's/^ *iops average \([0-9]*\).*/\1/p' | tail -1)
+    [ -z "$iops" ] && return 0
+    awk -v i="$iops" -v b="$blocks" -v q="$qd" 'BEGIN { printf "%s %s %s\n", i, i * b * 512 / 1048576, q * 1e6 / i }'
 }
 
 # fio_point ENGINE-ARGS... : prints "iops mib_s lat_us" of one job.
@@ -144,19 +194,37 @@ WL=("4k randread QD32|randread|4k|32|1|IOPS"
 
 declare -A R   # R[peer|workload-index] = space-separated round values
 add() { R["$1|$2"]="${R["$1|$2"]:-} $3"; }
+declare -A C   # C[server|workload-index] = its CPU µs per I/O, per round
+add_cpu() { C["$1|$2"]="${C["$1|$2"]:-} $3"; }
 
 run_fio_peer() { # peer pin
     local peer=$1 pin=$2 i=0 w name rw bs qd field unit out
     for w in "${WL[@]}"; do
         IFS='|' read -r name rw bs qd field unit <<<"$w"
         if [ "$pin" = 1 ] && [ "$qd" != 1 ]; then i=$((i + 1)); continue; fi
+        local server= t0=0
+        case "$peer" in
+            nbdkit) server=$NBD_PID ;;
+            tgtd) server=$TGT_PID ;;
+            host) server=$TARGET_PID ;;
+        esac
+        [ -n "$server" ] && t0=$(cpu_ticks "$server")
         case "$peer" in
             local) out=$(fio_point "$rw" "$bs" "$qd" --ioengine=libaio --direct=1 --filename="$FILE") ;;
             nbdkit) out=$(fio_point "$rw" "$bs" "$qd" --ioengine=nbd --uri="nbd://127.0.0.1:$NBD_PORT") ;;
+            tgtd) out=$(iscsi_point "$rw" "$bs" "$qd") ;;
             host) out=$(fio_point "$rw" "$bs" "$qd" --ioengine=libaio --direct=1 --filename="$BLOCK_FILE") ;;
         esac
         local who=$peer
         [ "$peer" = host ] && who="srpctl host (block file)"
+        [ "$peer" = tgtd ] && who="tgtd (iSCSI)"
+        if [ -n "$server" ] && [ -n "$out" ] && [ "$pin" = 0 ]; then
+            # CPU ticks (10 ms) of the server over the point, per I/O it served.
+            local name=$peer
+            [ "$peer" = host ] && name="srpctl target (user-level row)"
+            add_cpu "$name" "$i" "$(awk -v t="$(( $(cpu_ticks "$server") - t0 ))" -v i="${out%% *}" -v s="$SECS" \
+                'BEGIN { if (i > 0) printf "%.1f", t * 10000 / (i * s) }')"
+        fi
         add "$who$([ "$pin" = 1 ] && echo ' (vCPU 0)')" "$i" "$(echo "$out" | cut -d' ' -f"$field")"
         i=$((i + 1))
     done
@@ -189,6 +257,7 @@ FAILED=()
 for round in $(seq "$ROUNDS"); do
     [ "$HAVE_FIO" = 1 ] && run_fio_peer local 0
     [ "$HAVE_NBDKIT" = 1 ] && run_fio_peer nbdkit 0
+    [ "$HAVE_TGT" = 1 ] && run_fio_peer tgtd 0
     run_ours 0
     [ "$USER_LEVEL" = 1 ] && run_fio_peer host 0
     if [ "$PINNED" = 1 ]; then
@@ -224,12 +293,15 @@ for i in 0 1 2; do
         [ -n "$suffix" ] && [ "$qd" != 1 ] && continue
         [ -n "$suffix" ] && [ "$PINNED" != 1 ] && continue
         best=
-        for p in local nbdkit; do
+        # The local file is the limit, not a peer: the best peer is the best *remote* one
+        # (highest IOPS or MiB/s, lowest latency).
+        for p in nbdkit "tgtd (iSCSI)"; do
             v=$(echo "${R["$p$suffix|$i"]:-}" | med)
             [ -z "$v" ] && continue
-            # The local file is the limit, not a peer: the best *remote* peer is nbdkit.
-            [ "$p" = local ] && continue
-            best=$v
+            if [ -z "$best" ] || awk -v v="$v" -v b="$best" -v lat="$([ "$field" = 3 ] && echo 1)" \
+                'BEGIN { exit !(lat ? v < b : v > b) }'; then
+                best=$v
+            fi
         done
         while IFS= read -r who; do
             [ "$suffix" = "" ] && [[ "$who" == *"(vCPU 0)" ]] && continue
@@ -241,7 +313,20 @@ for i in 0 1 2; do
         done < <(printf '%s\n' "${!R[@]}" | grep "|$i\$" | sed 's/|[0-9]*$//' | sort -u)
     done
 done
-echo "ratios: to the best peer, nbdkit (file plugin, fio nbd engine); higher is better except for µs (lower is better). local = tmpfs file, fio libaio direct: the limit, shown for scale. srpctl host (block file): the daemons as processes, fio libaio direct on the FUSE block file (user level)"
+echo "ratios: to the best peer of nbdkit (file plugin, fio nbd engine) and tgtd (iSCSI, iscsi-perf); higher is better except for µs (lower is better). local = tmpfs file, fio libaio direct: the limit, shown for scale. srpctl host (block file): the daemons as processes, fio libaio direct on the FUSE block file (user level)"
+if [ ${#C[@]} -gt 0 ]; then
+    echo
+    echo "server CPU per I/O (µs of the server process's user + system time over each point / I/Os served; medians; 10 ms tick resolution)"
+    printf '%-24s  %-32s  %12s\n' workload server "CPU µs/IO"
+    for i in 0 1 2; do
+        IFS='|' read -r name rw bs qd field unit <<<"${WL[$i]}"
+        while IFS= read -r who; do
+            printf '%-24s  %-32s  %12s\n' "$name" "$who" "$(echo "${C["$who|$i"]}" | med)"
+        done < <(printf '%s\n' "${!C[@]}" | grep "|$i\$" | sed 's/|[0-9]*$//' | sort -u)
+    done
+    echo "each server at the load its own client gives it (nbdkit: fio nbd; tgtd: iscsi-perf; srpctl target: the host daemon's block file under fio)"
+fi
 for f in "${FAILED[@]}"; do echo "srpctl bench disk failed in $f"; done
 [ "$HAVE_FIO" = 1 ] || echo "fio missing: peers not measured"
 [ "$HAVE_NBDKIT" = 1 ] || echo "nbdkit (or fio's nbd engine) missing: no NBD peer"
+[ "$HAVE_TGT" = 1 ] || echo "tgtd peer not measured (--no-tgt, not root, or tgt/libiscsi-bin missing)"

@@ -2,11 +2,12 @@
 # profile-disk.sh): installing missing tools, stopping the daemons they started, and
 # waiting for a control socket or a host daemon's block file.
 
-# need PROGRAM... : installs the Debian packages of the same names that are missing
-# (apt-get; `apt-get update` once if the first try fails). Returns 1 if it cannot.
+# need PROGRAM[:PACKAGE]... : installs the Debian packages of the programs that are missing
+# (PACKAGE when the package is named otherwise; apt-get, with `apt-get update` once if the
+# first try fails). Returns 1 if it cannot.
 need() {
-    local missing=()
-    for p in "$@"; do command -v "$p" >/dev/null 2>&1 || missing+=("$p"); done
+    local missing=() p
+    for p in "$@"; do command -v "${p%%:*}" >/dev/null 2>&1 || missing+=("${p#*:}"); done
     [ ${#missing[@]} -eq 0 ] && return 0
     echo "installing ${missing[*]} with apt-get" >&2
     if ! { apt-get install -y "${missing[@]}" >/dev/null 2>&1 ||
@@ -14,6 +15,12 @@ need() {
         echo "cannot install ${missing[*]}" >&2
         return 1
     fi
+}
+
+# cpu_ticks PID : user + system CPU time of process PID so far, in clock ticks (USER_HZ,
+# 100 per second); 0 if it is gone.
+cpu_ticks() {
+    awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
 # stop_pids PID... : SIGTERM to each, up to 5 s for it to end, then SIGKILL.
