@@ -66,6 +66,22 @@ impl Endpoint {
         })
     }
 
+    /// The first byte at `offset` of the registered memory.
+    pub(crate) fn byte_at(&self, offset: u64) -> Result<u8> {
+        let mut b = [0u8];
+        self._mem
+            .read(offset as usize, &mut b)
+            .map_err(|e| anyhow!("read registered memory: {e:?}"))?;
+        Ok(b[0])
+    }
+
+    /// Fills `len` bytes at `offset` of the registered memory with `value`.
+    pub(crate) fn fill(&self, offset: u64, len: usize, value: u8) -> Result<()> {
+        self._mem
+            .fill(offset as usize, len, value)
+            .map_err(|e| anyhow!("write registered memory: {e:?}"))
+    }
+
     /// The remote key of the memory.
     pub(crate) fn rkey(&self) -> Rkey {
         self.mr.rkey.unwrap_or_default()
@@ -116,6 +132,24 @@ impl Endpoint {
             ud: None,
         };
         Ok(self.hca.with(|e, now| e.post_send(now, self.qp, wr))?)
+    }
+
+    /// Posts signaled send work requests as one chain (one doorbell), as a target posts a
+    /// READ's data WRITE and its response SEND.
+    pub(crate) fn post_chain(&self, wrs: Vec<(u64, SendOp, Sge)>) -> Result<()> {
+        let wrs: Vec<SendWr> = wrs
+            .into_iter()
+            .map(|(wr_id, op, sge)| SendWr {
+                wr_id,
+                op,
+                sg_list: vec![sge],
+                flags: SendFlags::SIGNALED,
+                ud: None,
+            })
+            .collect();
+        self.hca
+            .with(|e, now| e.post_send_list(now, self.qp, wrs))
+            .map_err(|(i, e)| anyhow!("post_send_list: request {i}: {e}"))
     }
 
     /// Posts a receive.

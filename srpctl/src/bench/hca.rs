@@ -31,6 +31,9 @@ pub(crate) struct Options {
 
 const MEM: usize = 64 << 20;
 
+/// The SRP-shaped points: (data bytes, depth) — the three points of `srpctl bench disk`.
+const SRP_POINTS: [(u32, usize); 3] = [(4096, 32), (131072, 32), (4096, 1)];
+
 struct Peer {
     child: Child,
     stdin: ChildStdin,
@@ -179,6 +182,89 @@ fn ping_pong(ep: &Endpoint, peer: &mut Peer, n: u64, size: u32) -> Result<Vec<f6
     Ok(rtts)
 }
 
+/// The SRP-shaped transport ceiling: keeps `depth` "READs" outstanding for `secs` — a
+/// 64-byte SEND (an SRP_CMD's size without descriptors' worth of difference) answered by
+/// the peer with an RDMA WRITE of `data` bytes and a 64-byte SEND (an SRP_RSP) — and returns
+/// (operations per second, average µs per operation). What the soft HCA alone allows an SRP
+/// read on this machine: no SCSI, SRP, port or registration work on either side.
+fn srp_shape(
+    ep: &Endpoint,
+    peer: &mut Peer,
+    data: u32,
+    depth: usize,
+    secs: f64,
+) -> Result<(f64, f64)> {
+    const CMD: u32 = 64;
+    const RSP: u32 = 64;
+    const CMDS: u64 = 4 << 20;
+    const RSPS: u64 = 5 << 20;
+    ensure!(depth <= 255, "serve mode names a slot in one byte");
+    writeln!(peer.stdin, "SERVE {} {data} {CMD} {RSP}", ep.rkey().0)?;
+    peer.stdin.flush()?;
+    std::thread::sleep(Duration::from_millis(50));
+    let cmd = |slot: usize| -> Result<()> {
+        let at = CMDS + slot as u64 * u64::from(CMD);
+        ep.fill(at, 1, slot as u8)?;
+        ep.post(slot as u64, SendOp::Send, ep.sge(at, CMD))
+    };
+    let recv = |slot: u64| ep.post_recv(slot, ep.sge(RSPS + slot * u64::from(RSP), RSP));
+    for slot in 0..depth {
+        recv(slot as u64)?;
+    }
+    let start = Instant::now();
+    for slot in 0..depth {
+        cmd(slot)?;
+    }
+    let (mut done, mut in_flight, mut next) = (0u64, depth, 0usize);
+    let mut wcs = Vec::new();
+    while in_flight > 0 {
+        wcs.clear();
+        ep.poll_wait(&mut wcs, Duration::from_millis(100))?;
+        ensure!(
+            start.elapsed().as_secs_f64() < secs + 10.0,
+            "the peer stopped answering"
+        );
+        let running = start.elapsed().as_secs_f64() < secs;
+        for wc in &wcs {
+            ensure!(wc.status == WcStatus::Success, "operation failed: {wc:?}");
+            if wc.opcode != WcOpcode::Recv {
+                continue;
+            }
+            done += 1;
+            in_flight -= 1;
+            recv(wc.wr_id)?;
+            if running {
+                // Any free slot will do: the responses come back in order.
+                cmd(next % depth)?;
+                next += 1;
+                in_flight += 1;
+            }
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    // The stop command, then the peer's count.
+    let at = CMDS;
+    ep.fill(at, 1, 0xff)?;
+    ep.post(u64::MAX, SendOp::Send, ep.sge(at, CMD))?;
+    let said = peer.read(Duration::from_secs(10))?;
+    ensure!(
+        said.first().map(String::as_str) == Some("SERVED"),
+        "peer said {said:?}"
+    );
+    // Drain our SEND completions.
+    let end = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < end {
+        wcs.clear();
+        if ep.poll(&mut wcs)? == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    Ok((
+        done as f64 / elapsed,
+        elapsed * 1e6 * depth as f64 / done.max(1) as f64,
+    ))
+}
+
 /// iperf3 TCP single stream on loopback for `secs`, in MiB/s; `None` if iperf3 is missing.
 fn iperf(secs: f64) -> Result<Option<f64>> {
     if Command::new("iperf3").arg("--version").output().is_err() {
@@ -280,6 +366,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     let mut read = vec![Vec::new(); o.sizes.len()];
     let mut tcp = Vec::new();
     let mut lat = Vec::new();
+    let mut srp: Vec<Vec<(f64, f64)>> = vec![Vec::new(); SRP_POINTS.len()];
     let io_before = ep.hca.io_stats();
     let stats_before = ep.hca.with(|e, _| e.stats());
     for round in 0..o.rounds {
@@ -294,6 +381,9 @@ pub(crate) fn run(o: &Options) -> Result<()> {
             read[i].push(bandwidth(&ep, rkey, true, size, o.depth, o.seconds)?);
         }
         lat.extend(ping_pong(&ep, &mut peer, 2000, 64)?);
+        for (i, &(data, depth)) in SRP_POINTS.iter().enumerate() {
+            srp[i].push(srp_shape(&ep, &mut peer, data, depth, o.seconds)?);
+        }
         eprintln!("round {}/{} done", round + 1, o.rounds);
     }
     let io = ep.hca.io_stats();
@@ -337,6 +427,22 @@ pub(crate) fn run(o: &Options) -> Result<()> {
             "SEND ping-pong, 64 B, round trip: avg {avg:.1} µs, p50 {:.1} µs, p99 {:.1} µs",
             p(0.5),
             p(0.99)
+        );
+    }
+    println!(
+        "\nSRP-shaped transport ceiling (SEND 64 B -> the peer's RDMA WRITE of the data + SEND 64 B; no SCSI, SRP or port work; medians):"
+    );
+    for (i, &(data, depth)) in SRP_POINTS.iter().enumerate() {
+        let mut ops: Vec<f64> = srp[i].iter().map(|s| s.0).collect();
+        let mut us: Vec<f64> = srp[i].iter().map(|s| s.1).collect();
+        let ops = median(&mut ops);
+        println!(
+            "  {:>4} KiB read, depth {:>2}: {:>9.0} ops/s  {:>8.1} MiB/s  {:>7.1} µs avg",
+            data >> 10,
+            depth,
+            ops,
+            ops * f64::from(data) / f64::from(1u32 << 20),
+            median(&mut us)
         );
     }
     let d = |a: u64, b: u64| a.saturating_sub(b);

@@ -1,10 +1,12 @@
 //! The passive side of `srpctl bench hca`, run as a separate process (`srpctl bench-peer`)
-//! and driven over stdin/stdout: it answers RDMA WRITE and READ as any responder does, and
-//! echoes SENDs in ping-pong mode.
+//! and driven over stdin/stdout: it answers RDMA WRITE and READ as any responder does,
+//! echoes SENDs in ping-pong mode, and in serve mode answers each SEND as an SRP target
+//! answers a READ: an RDMA WRITE of the data, then a SEND of the response.
 
 use super::endpoint::Endpoint;
+use super::endpoint::IOVA;
 use anyhow::{Context, Result, bail};
-use hca::ids::Qpn;
+use hca::ids::{Qpn, Rkey};
 use hca::verbs::{SendOp, WcOpcode, WcStatus};
 use hca::wire::PathMtu;
 use std::io::{BufRead, Write};
@@ -31,6 +33,16 @@ pub(crate) fn run(ip: IpAddr, mem_bytes: usize, gso: bool) -> Result<()> {
             ["PONG", n, size] => {
                 pong(&ep, n.parse()?, size.parse()?)?;
                 say("PONGED".into())?;
+            }
+            ["SERVE", rkey, data, cmd_len, rsp_len] => {
+                let served = serve(
+                    &ep,
+                    Rkey(rkey.parse()?),
+                    data.parse()?,
+                    cmd_len.parse()?,
+                    rsp_len.parse()?,
+                )?;
+                say(format!("SERVED {served}"))?;
             }
             ["QUIT"] => break,
             other => bail!("unknown command {other:?}"),
@@ -65,4 +77,52 @@ fn pong(ep: &Endpoint, n: u64, size: u32) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Where serve mode's buffers are: the initiator's data slots (in its memory), our command
+/// receives, our response and our data source.
+pub(crate) const SERVE_DATA: u64 = 8 << 20;
+const SERVE_RECVS: usize = 256;
+const SERVE_RSP: u64 = 1 << 20;
+const SERVE_SOURCE: u64 = 2 << 20;
+
+/// Serve mode: each SEND (`cmd_len` bytes; its first byte names the initiator's data slot,
+/// 0xff ends the mode) is answered by an RDMA WRITE of `data` bytes into that slot of the
+/// initiator's memory (`rkey`) and a SEND of `rsp_len` bytes: an SRP READ's traffic with no
+/// SCSI, SRP or port work. Waits on CQ notifications, as the target's loop does. Returns
+/// how many it answered.
+fn serve(ep: &Endpoint, rkey: Rkey, data: u32, cmd_len: u32, rsp_len: u32) -> Result<u64> {
+    let recv = |i: u64| ep.post_recv(i, ep.sge(i * u64::from(cmd_len), cmd_len));
+    for i in 0..SERVE_RECVS as u64 {
+        recv(i)?;
+    }
+    let mut wcs = Vec::new();
+    let mut served = 0;
+    loop {
+        wcs.clear();
+        ep.poll_wait(&mut wcs, std::time::Duration::from_millis(100))?;
+        for wc in &wcs {
+            if wc.status != WcStatus::Success {
+                bail!("peer completion failed: {wc:?}");
+            }
+            if wc.opcode != WcOpcode::Recv {
+                continue;
+            }
+            let slot = ep.byte_at(wc.wr_id * u64::from(cmd_len))?;
+            if slot == 0xff {
+                return Ok(served);
+            }
+            recv(wc.wr_id).context("repost receive")?;
+            let remote_addr = IOVA + SERVE_DATA + u64::from(slot) * u64::from(data);
+            ep.post_chain(vec![
+                (
+                    served,
+                    SendOp::Write { remote_addr, rkey },
+                    ep.sge(SERVE_SOURCE, data),
+                ),
+                (served, SendOp::Send, ep.sge(SERVE_RSP, rsp_len)),
+            ])?;
+            served += 1;
+        }
+    }
 }
