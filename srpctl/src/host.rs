@@ -78,15 +78,20 @@ pub(crate) fn run(path: &Path) -> Result<()> {
         HostDaemon::start(config).map_err(|e| anyhow!("{}: not started: {e}", path.display()))?;
     let sessions = daemon.sessions();
     if sessions.is_empty() {
-        println!(
+        daemon_say!(
             "no session yet: portals are swept every {:?}",
             daemon.config().sweep_interval
         );
     }
     for s in &sessions {
-        println!(
+        daemon_say!(
             "session {}: {} -> {} IOC {} \"{}\" ({})",
-            s.id, s.local, s.portal, s.ioc_guid, s.ioc_name, s.state
+            s.id,
+            s.local,
+            s.portal,
+            s.ioc_guid,
+            s.ioc_name,
+            s.state
         );
     }
     for d in daemon.disks() {
@@ -100,7 +105,7 @@ pub(crate) fn run(path: &Path) -> Result<()> {
                 )
             })
             .collect();
-        println!(
+        daemon_say!(
             "disk {}: {} {} {}, {} blocks of {} bytes, {}; {} path(s): {}",
             d.path,
             d.identity,
@@ -114,7 +119,7 @@ pub(crate) fn run(path: &Path) -> Result<()> {
         );
     }
     if let Some(s) = daemon.control_socket() {
-        println!("control socket {}", s.display());
+        daemon_say!("control socket {}", s.display());
     }
     let sig = signals.wait();
     match sig {

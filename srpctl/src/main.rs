@@ -10,6 +10,15 @@
 //! (a verifying workload through a fault on one path), `discover` (a portal's IOCs, as
 //! ibsrpdm), `bench hca`, `bench disk`.
 
+/// `println!` for what a daemon reports while it runs: a stdout that was closed (a reader
+/// that went away, `| head`) loses the line instead of killing the daemon with EPIPE.
+macro_rules! daemon_say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod counters;
 mod decode;

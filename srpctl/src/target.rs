@@ -49,10 +49,10 @@ pub(crate) fn run(
         .iter()
         .chain(daemon.started().iocs.iter())
     {
-        println!("{line}");
+        daemon_say!("{line}");
     }
     if let Some(s) = daemon.control_socket() {
-        println!("control socket {}", s.display());
+        daemon_say!("control socket {}", s.display());
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();

@@ -451,11 +451,8 @@ fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll, addr
                 .io
                 .datagrams_received
                 .fetch_add(n as u64, Ordering::Relaxed);
-            shared.with(|e, now| {
-                for (src, bytes) in rx.datagrams() {
-                    e.handle_datagram(now, port, src, bytes);
-                }
-            });
+            // One batch: the ACKs it asks for are coalesced per QP.
+            shared.with(|e, now| e.handle_datagrams(now, port, rx.datagrams()));
         }
         let stats = shared.with(|e, now| {
             if e.poll_timeout().is_some_and(|t| t <= now) {

@@ -20,6 +20,16 @@ pub(crate) struct Ctx<'a> {
     pub(crate) events: &'a mut VecDeque<Event>,
     pub(crate) port_ips: &'a [IpAddr],
     pub(crate) stats: &'a mut StatsTable,
+    pub(crate) acks: &'a mut AckBatch,
+}
+
+/// ACK coalescing over one receive batch ([`super::Engine::handle_datagrams`]): while
+/// `batching`, an RC responder holds its ACK back and lists its QP in `due`; the batch's end
+/// sends one ACK per listed QP, the newest.
+#[derive(Debug, Default)]
+pub(crate) struct AckBatch {
+    pub(crate) batching: bool,
+    pub(crate) due: Vec<crate::ids::Qpn>,
 }
 
 impl Ctx<'_> {

@@ -188,6 +188,12 @@ pub struct Engine {
     cqs: Slab<Cq>,
     srqs: Slab<Srq>,
     qps: BTreeMap<QpId, Qp>,
+    /// No later than every QP's next timer (None: no QP has one). Kept by [`Engine::note`]
+    /// after each call that touched one QP, so a verb does not scan every QP; may be
+    /// earlier than the truth (a timer since cancelled): [`Engine::handle_timeout`] then
+    /// finds nothing due and recomputes it.
+    timer_hint: Option<Time>,
+    acks: ctx::AckBatch,
     next_qpn: u32,
     out: VecDeque<Transmit>,
     events: VecDeque<Event>,
@@ -216,6 +222,7 @@ macro_rules! ctx {
             events: &mut $self.events,
             port_ips: &$self.port_ips,
             stats: &mut $self.stats,
+            acks: &mut $self.acks,
         }
     };
 }
@@ -235,6 +242,8 @@ impl Engine {
             cqs: Slab::default(),
             srqs: Slab::default(),
             qps: BTreeMap::new(),
+            timer_hint: None,
+            acks: ctx::AckBatch::default(),
             next_qpn: FIRST_QPN,
             out: VecDeque::new(),
             events: VecDeque::new(),
@@ -500,7 +509,16 @@ impl Engine {
             .qps
             .get_mut(&id)
             .ok_or(VerbsError::NoSuch { what: "QP", id: 0 })?;
-        Ok(qp.modify(attr, mask, &mut ctx)?)
+        let r = qp.modify(attr, mask, &mut ctx);
+        self.note(id);
+        Ok(r?)
+    }
+
+    /// Lowers the timer hint to `id`'s next timer, if it has one.
+    fn note(&mut self, id: QpId) {
+        if let Some(t) = self.qps.get(&id).and_then(Qp::next_timeout) {
+            self.timer_hint = Some(self.timer_hint.map_or(t, |h| h.min(t)));
+        }
     }
 
     /// Brings an RC QP from RESET to RTS, connected to `peer` (what the CM does with the
@@ -565,7 +583,9 @@ impl Engine {
             .qps
             .get_mut(&id)
             .ok_or(VerbsError::NoSuch { what: "QP", id: 0 })?;
-        Ok(qp.post_send(wr, &mut ctx)?)
+        let r = qp.post_send(wr, &mut ctx);
+        self.note(id);
+        Ok(r?)
     }
 
     /// Posts a chain of send work requests (`ibv_post_send` with a linked list): all are
@@ -590,6 +610,7 @@ impl Engine {
             }
         }
         qp.pump(&mut ctx);
+        self.note(id);
         result
     }
 
@@ -600,7 +621,9 @@ impl Engine {
             .qps
             .get_mut(&id)
             .ok_or(VerbsError::NoSuch { what: "QP", id: 0 })?;
-        Ok(qp.post_recv(wr, &mut ctx)?)
+        let r = qp.post_recv(wr, &mut ctx);
+        self.note(id);
+        Ok(r?)
     }
 
     /// A datagram arrived on `port` (1-based) from `src`. Its ICRC is checked without
@@ -679,6 +702,38 @@ impl Engine {
             (QpType::Ud, Transport::Ud) => qp.ud_receive(&pkt, src.ip(), p.ip, &mut ctx),
             _ => ctx.stats.at(port).wrong_transport += 1,
         }
+        self.note(id);
+    }
+
+    /// A batch of datagrams that arrived together on `port` (one receive system call's
+    /// worth), each as [`Engine::handle_datagram`], with the ACKs they ask for coalesced:
+    /// each RC QP sends one, for the newest request, at the end of the batch (before any
+    /// other packet it sends meanwhile: a NAK or a read response goes after the held ACK).
+    pub fn handle_datagrams<'d>(
+        &mut self,
+        now: Time,
+        port: u8,
+        datagrams: impl IntoIterator<Item = (SocketAddr, &'d [u8])>,
+    ) {
+        self.acks.batching = true;
+        for (src, data) in datagrams {
+            self.handle_datagram(now, port, src, data);
+        }
+        self.acks.batching = false;
+        let mut due = std::mem::take(&mut self.acks.due);
+        for &qpn in &due {
+            let mut ctx = ctx!(self, now);
+            if let Some(qp) = self.qps.get_mut(&QpId::Qp(qpn)) {
+                // A QP that failed in the batch sends nothing more (its ACK is gone too).
+                if matches!(qp.state(), QpState::Rtr | QpState::Rts | QpState::Sqd) {
+                    qp.flush_ack(&mut ctx);
+                } else {
+                    qp.drop_pending_ack();
+                }
+            }
+        }
+        due.clear();
+        self.acks.due = due;
     }
 
     /// Time passed: fires the timers that are due.
@@ -689,6 +744,7 @@ impl Engine {
                 qp.rc_handle_timeout(&mut ctx);
             }
         }
+        self.timer_hint = self.qps.values().filter_map(Qp::next_timeout).min();
     }
 
     /// The next datagram to send.
@@ -710,8 +766,12 @@ impl Engine {
     }
 
     /// The earliest deadline at which [`Engine::handle_timeout`] must be called.
+    ///
+    /// O(1): a hint no later than the earliest QP timer (it may be earlier, when a timer was
+    /// cancelled since; [`Engine::handle_timeout`] at that time fires nothing and
+    /// recomputes it).
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.qps.values().filter_map(|q| q.next_timeout()).min()
+        self.timer_hint
     }
 
     /// The next asynchronous event.
@@ -724,5 +784,11 @@ impl Engine {
 }
 
 #[cfg(test)]
+#[path = "ack_tests.rs"]
+mod ack_tests;
+#[cfg(test)]
 #[path = "resources_tests.rs"]
 mod resources_tests;
+#[cfg(test)]
+#[path = "timer_tests.rs"]
+mod timer_tests;

@@ -91,6 +91,9 @@ stats! {
     retransmitted_packets,
     /// Retransmit timer expiries.
     retransmit_timeouts,
+    /// ACKs not sent because a newer one for the same QP in the same receive batch
+    /// acknowledged their requests too (coalesced; ACKs are cumulative).
+    acks_coalesced,
 }
 
 impl Stats {

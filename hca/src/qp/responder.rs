@@ -50,6 +50,8 @@ pub(crate) struct Responder {
     recv: Option<RecvProgress>,
     write: Option<WriteProgress>,
     reads: VecDeque<ReadResource>,
+    /// An ACK asked for during a receive batch, not sent yet: (PSN, MSN) of the newest.
+    ack_pending: Option<(Psn, u32)>,
 }
 
 impl Responder {
@@ -71,13 +73,33 @@ enum Refuse {
 }
 
 impl Qp {
+    /// Sends an ACK or NAK for `psn`, after the coalesced ACK it must not overtake.
     fn send_aeth(&mut self, psn: Psn, syndrome: Syndrome, ctx: &mut Ctx<'_>) {
+        self.flush_ack(ctx);
+        let msn = self.resp.msn;
+        self.transmit_aeth(psn, syndrome, msn, ctx);
+    }
+
+    /// Sends the ACK held back during a receive batch, if any (the engine calls this at the
+    /// batch's end; anything else the responder sends goes after it).
+    pub(crate) fn flush_ack(&mut self, ctx: &mut Ctx<'_>) {
+        if let Some((psn, msn)) = self.resp.ack_pending.take() {
+            self.transmit_aeth(psn, Syndrome::ACK_UNLIMITED, msn, ctx);
+        }
+    }
+
+    /// Forgets an ACK held back (the QP left the states that send one).
+    pub(crate) fn drop_pending_ack(&mut self) {
+        self.resp.ack_pending = None;
+    }
+
+    fn transmit_aeth(&mut self, psn: Psn, syndrome: Syndrome, msn: u32, ctx: &mut Ctx<'_>) {
         let mut bth = Bth::new(Opcode::RcAcknowledge, self.dest_qpn, psn);
         bth.pkey = self.pkey;
         let mut pkt = Packet::new(bth);
         pkt.aeth = Some(Aeth {
             syndrome,
-            msn: self.resp.msn & 0x00ff_ffff,
+            msn: msn & 0x00ff_ffff,
         });
         let stats = ctx.stats.at(self.port);
         match syndrome {
@@ -143,9 +165,21 @@ impl Qp {
         }
     }
 
+    /// Acknowledges a request that asks for it. Within a receive batch the ACK is held
+    /// back, and a later one of the same batch replaces it: an ACK is cumulative (IBTA
+    /// 9.7.5.1.2, coalesced acknowledgements), and the batch's end sends the newest, so
+    /// the requester's retransmit timer waits one batch at most.
     fn ack_if_asked(&mut self, pkt: &Packet<'_>, ctx: &mut Ctx<'_>) {
-        if pkt.bth.ack_req {
+        if !pkt.bth.ack_req {
+            return;
+        }
+        if !ctx.acks.batching {
             self.send_aeth(pkt.bth.psn, Syndrome::ACK_UNLIMITED, ctx);
+            return;
+        }
+        match self.resp.ack_pending.replace((pkt.bth.psn, self.resp.msn)) {
+            Some(_) => ctx.stats.at(self.port).acks_coalesced += 1,
+            None => ctx.acks.due.push(self.qpn),
         }
     }
 
@@ -347,6 +381,8 @@ impl Qp {
     /// them (a replay may span several); First/Middle/Last are relative to this request, as
     /// rxe does when it replays.
     fn send_read_range(&mut self, first: Psn, n: u32, ctx: &mut Ctx<'_>) {
+        // Read responses acknowledge too: a held-back ACK for earlier requests goes first.
+        self.flush_ack(ctx);
         let mtu = self.mtu as u64;
         for i in 0..n {
             let q = first.wrapping_add(i);

@@ -239,10 +239,26 @@ impl Fabric {
         };
         self.now = self.now.max(at);
         if next_packet == Some(at) {
-            if let Some(Reverse(p)) = self.queue.pop() {
-                self.stats.delivered += 1;
-                self.log("deliver", p.from, p.hca, &p.bytes);
-                self.hcas[p.hca].handle_datagram(self.now, p.port, p.src, &p.bytes);
+            // Everything due now for the same port arrives as one batch, as one receive
+            // system call takes what waits (the engine coalesces the batch's ACKs).
+            let mut batch = Vec::new();
+            while let Some(Reverse(p)) = self.queue.peek() {
+                let same = batch
+                    .first()
+                    .is_none_or(|f: &InFlight| (f.hca, f.port) == (p.hca, p.port));
+                if p.at != at || !same {
+                    break;
+                }
+                if let Some(Reverse(p)) = self.queue.pop() {
+                    self.stats.delivered += 1;
+                    self.log("deliver", p.from, p.hca, &p.bytes);
+                    batch.push(p);
+                }
+            }
+            if let Some(first) = batch.first() {
+                let (hca, port) = (first.hca, first.port);
+                let datagrams = batch.iter().map(|p| (p.src, p.bytes.as_slice()));
+                self.hcas[hca].handle_datagrams(self.now, port, datagrams);
             }
         } else {
             for h in &mut self.hcas {

@@ -25,10 +25,10 @@ impl TargetProcess {
         let proc = TargetProcess(child);
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
+            // Reads to the end even once nobody listens: a closed pipe would make the
+            // daemon's next line fail.
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
+                let _ = tx.send(line);
             }
         });
         loop {
@@ -82,9 +82,7 @@ impl HostProcess {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 eprintln!("host: {line}");
-                if tx.send(line).is_err() {
-                    break;
-                }
+                let _ = tx.send(line);
             }
         });
         loop {
