@@ -159,28 +159,37 @@ impl Shared {
         if out.is_empty() {
             return;
         }
+        // One port (every daemon's device): the batch as it is, no regrouping.
+        if self.ports.len() == 1 && out.iter().all(|t| t.port == 1) {
+            self.send_port(0, out);
+            return;
+        }
         let mut by_port: Vec<Vec<Transmit>> = (0..self.ports.len()).map(|_| Vec::new()).collect();
         for t in out {
             if let Some(v) = by_port.get_mut(usize::from(t.port).wrapping_sub(1)) {
                 v.push(t);
             }
         }
-        for (i, mut batch) in by_port.into_iter().enumerate() {
-            if batch.is_empty() {
-                continue;
+        for (i, batch) in by_port.into_iter().enumerate() {
+            if !batch.is_empty() {
+                self.send_port(i, batch);
             }
-            let port = &self.ports[i];
-            let mut pending = lock(&port.pending);
-            if !pending.is_empty() {
-                pending.extend(batch);
-                let _ = port.waker.wake();
-                continue;
-            }
-            let sent = self.send_counted(port, &mut batch);
-            if sent < batch.len() {
-                pending.extend(batch.into_iter().skip(sent));
-                let _ = port.waker.wake();
-            }
+        }
+    }
+
+    /// Sends `batch` on port index `i`, behind what already waits there.
+    fn send_port(&self, i: usize, mut batch: Vec<Transmit>) {
+        let port = &self.ports[i];
+        let mut pending = lock(&port.pending);
+        if !pending.is_empty() {
+            pending.extend(batch);
+            let _ = port.waker.wake();
+            return;
+        }
+        let sent = self.send_counted(port, &mut batch);
+        if sent < batch.len() {
+            pending.extend(batch.into_iter().skip(sent));
+            let _ = port.waker.wake();
         }
     }
 

@@ -6,7 +6,7 @@ use crate::engine::Transmit;
 use crate::wire::IcrcContext;
 use nix::sys::socket::{
     ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg,
-    sendmmsg, sendmsg, setsockopt, sockopt,
+    sendmmsg, sendmsg, sendto, setsockopt, sockopt,
 };
 use nix::{setsockopt_impl, sockopt_impl};
 use std::io::{self, IoSlice, IoSliceMut};
@@ -64,7 +64,7 @@ pub(crate) fn bind(ip: IpAddr, port: u16, gro: bool) -> io::Result<Arc<UdpSocket
 /// The receive side of a port, owned by its thread.
 pub(crate) struct Receiver {
     socket: Arc<UdpSocket>,
-    bufs: Vec<Vec<u8>>,
+    bufs: Box<[Vec<u8>; BATCH]>,
     hdrs: MultiHeaders<SockaddrStorage>,
     got: Vec<(usize, Option<SocketAddr>, usize)>,
 }
@@ -80,7 +80,7 @@ impl Receiver {
     pub(crate) fn new(socket: Arc<UdpSocket>) -> Self {
         Receiver {
             socket,
-            bufs: (0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]).collect(),
+            bufs: Box::new(std::array::from_fn(|_| vec![0u8; MAX_DATAGRAM])),
             hdrs: MultiHeaders::preallocate(BATCH, Some(nix::cmsg_space!(i32))),
             got: Vec::with_capacity(BATCH),
         }
@@ -95,8 +95,8 @@ impl Receiver {
         // set it (0 when no control message came), which would silently drop the GRO
         // segment size from then on: fresh headers every call.
         self.hdrs = MultiHeaders::preallocate(BATCH, Some(nix::cmsg_space!(i32)));
-        let mut slices: Vec<[IoSliceMut<'_>; 1]> =
-            self.bufs.iter_mut().map(|b| [IoSliceMut::new(b)]).collect();
+        // The I/O vectors live on the stack: nothing allocated per call but nix's headers.
+        let mut slices = self.bufs.each_mut().map(|b| [IoSliceMut::new(b)]);
         match recvmmsg(
             fd,
             &mut self.hdrs,
@@ -133,7 +133,7 @@ impl Receiver {
     pub(crate) fn datagrams(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> {
         self.got
             .iter()
-            .zip(&self.bufs)
+            .zip(self.bufs.iter())
             .flat_map(|(&(len, src, seg), buf)| {
                 buf[..len]
                     .chunks(seg)
@@ -206,6 +206,17 @@ impl Sender {
                 .take_while(|&i| i == sent || !gso || gso_run(&out[i..]) == 1)
                 .last()
                 .map_or(sent + 1, |i| i + 1);
+            if end == sent + 1 {
+                // One packet: a plain sendto, with nothing to allocate.
+                let t = &out[sent];
+                let addr = SockaddrStorage::from(t.dst);
+                match sendto(fd, &t.bytes, &addr, MsgFlags::MSG_DONTWAIT) {
+                    Ok(_) | Err(nix::errno::Errno::ECONNREFUSED) => sent += 1,
+                    Err(nix::errno::Errno::EAGAIN) => break,
+                    Err(e) => return Err(io::Error::from(e)),
+                }
+                continue;
+            }
             let chunk = &out[sent..end];
             let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(chunk.len(), None);
             let iovs: Vec<[IoSlice<'_>; 1]> =

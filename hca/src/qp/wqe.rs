@@ -8,8 +8,30 @@ use crate::verbs::{SendOp, SendWr, Sge, WcOpcode};
 /// that stays valid after the table lock is dropped.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Sgl {
-    spans: Vec<MrSpan>,
+    spans: Spans,
     len: u64,
+}
+
+/// The spans of a list: one (nearly every work request) without a heap allocation.
+#[derive(Debug, Clone)]
+enum Spans {
+    One(MrSpan),
+    Many(Vec<MrSpan>),
+}
+
+impl Default for Spans {
+    fn default() -> Self {
+        Spans::Many(Vec::new())
+    }
+}
+
+impl Spans {
+    fn as_slice(&self) -> &[MrSpan] {
+        match self {
+            Spans::One(s) => std::slice::from_ref(s),
+            Spans::Many(v) => v,
+        }
+    }
 }
 
 impl Sgl {
@@ -21,12 +43,24 @@ impl Sgl {
         sges: &[Sge],
         need: Access,
     ) -> Result<Sgl, MrError> {
-        let mut spans = Vec::with_capacity(sges.len());
         let mut len = 0u64;
-        for s in sges.iter().filter(|s| s.len > 0) {
-            spans.push(mrs.check(pd, s.lkey, false, s.addr, u64::from(s.len), need)?);
-            len += u64::from(s.len);
-        }
+        let mut nonzero = sges.iter().filter(|s| s.len > 0);
+        let check = |s: &Sge| mrs.check(pd, s.lkey, false, s.addr, u64::from(s.len), need);
+        let spans = match (nonzero.next(), nonzero.next()) {
+            (None, _) => Spans::Many(Vec::new()),
+            (Some(one), None) => {
+                len = u64::from(one.len);
+                Spans::One(check(one)?)
+            }
+            (Some(a), Some(b)) => {
+                let mut v = Vec::with_capacity(sges.len());
+                for s in [a, b].into_iter().chain(nonzero) {
+                    v.push(check(s)?);
+                    len += u64::from(s.len);
+                }
+                Spans::Many(v)
+            }
+        };
         Ok(Sgl { spans, len })
     }
 
@@ -37,7 +71,7 @@ impl Sgl {
 
     /// Copies `dst.len()` bytes starting at `offset` out of the list.
     pub(crate) fn read(&self, mut offset: u64, mut dst: &mut [u8]) -> Result<(), MrError> {
-        for span in &self.spans {
+        for span in self.spans.as_slice() {
             if dst.is_empty() {
                 break;
             }
@@ -56,7 +90,7 @@ impl Sgl {
 
     /// Copies `src` into the list starting at `offset`; the caller has checked it fits.
     pub(crate) fn write(&self, mut offset: u64, mut src: &[u8]) -> Result<(), MrError> {
-        for span in &self.spans {
+        for span in self.spans.as_slice() {
             if src.is_empty() {
                 break;
             }
