@@ -225,6 +225,8 @@ struct State {
     paths: Vec<MpPath>,
     selector: Selector,
     queued: u32,
+    /// The paths as the policy sees them, rebuilt in place for every I/O (no allocation).
+    candidates: Vec<Candidate>,
 }
 
 #[derive(Default)]
@@ -273,6 +275,7 @@ impl MultipathDisk {
                 paths: Vec::new(),
                 selector: Selector::new(config.policy, config.failback),
                 queued: 0,
+                candidates: Vec::new(),
             }),
             changed: Condvar::new(),
             counters: Counters::default(),
@@ -404,21 +407,23 @@ impl MultipathDisk {
 
     /// The policy's pick among the active paths.
     fn pick(&self, st: &mut State) -> Option<usize> {
-        let candidates: Vec<Candidate> = st
-            .paths
-            .iter()
-            .map(|p| Candidate {
-                usable: self.active(p),
-                preferred: p.preferred,
-                tier: self.dsm.tier(p.alua),
-                weight: p.weight,
-                in_flight: p.in_flight,
-                blocks_in_flight: p.blocks_in_flight,
-                service_us: p.service_us,
-            })
-            .collect();
-        let State { selector, .. } = st;
-        self.dsm.lb_get_path(selector, &candidates)
+        let State {
+            paths,
+            selector,
+            candidates,
+            ..
+        } = st;
+        candidates.clear();
+        candidates.extend(paths.iter().map(|p| Candidate {
+            usable: self.active(p),
+            preferred: p.preferred,
+            tier: self.dsm.tier(p.alua),
+            weight: p.weight,
+            in_flight: p.in_flight,
+            blocks_in_flight: p.blocks_in_flight,
+            service_us: p.service_us,
+        }));
+        self.dsm.lb_get_path(selector, candidates)
     }
 
     /// Waits for a usable path up to the no-path deadline; the chosen path's key and

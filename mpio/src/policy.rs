@@ -107,6 +107,9 @@ pub struct Selector {
     failback: bool,
     cursor: usize,
     active: Option<usize>,
+    /// Scratch lists reused by every [`Selector::select`]: no allocation per I/O.
+    eligible: Vec<usize>,
+    preferred: Vec<usize>,
 }
 
 impl Selector {
@@ -117,6 +120,8 @@ impl Selector {
             failback,
             cursor: 0,
             active: None,
+            eligible: Vec::new(),
+            preferred: Vec::new(),
         }
     }
 
@@ -144,34 +149,41 @@ impl Selector {
     /// The path for the next I/O of `blocks` blocks (see the module contract).
     pub fn select(&mut self, paths: &[Candidate]) -> Option<usize> {
         let best_tier = paths.iter().filter(|c| c.usable).map(|c| c.tier).min()?;
-        let eligible: Vec<usize> = (0..paths.len())
-            .filter(|&i| paths[i].usable && paths[i].tier == best_tier)
-            .collect();
-        let pick = match self.policy {
-            Policy::FailoverOnly => return Some(self.failover_only(paths, &eligible)),
-            Policy::RoundRobin => self.rotate(&eligible),
+        let mut eligible = std::mem::take(&mut self.eligible);
+        eligible.clear();
+        eligible
+            .extend((0..paths.len()).filter(|&i| paths[i].usable && paths[i].tier == best_tier));
+        let pick = self.select_among(paths, &eligible);
+        self.eligible = eligible;
+        Some(pick)
+    }
+
+    /// The pick among `eligible` (non-empty: the usable paths of the best tier).
+    fn select_among(&mut self, paths: &[Candidate], eligible: &[usize]) -> usize {
+        match self.policy {
+            Policy::FailoverOnly => self.failover_only(paths, eligible),
+            Policy::RoundRobin => self.rotate(eligible),
             Policy::RoundRobinSubset => {
-                let preferred: Vec<usize> = eligible
-                    .iter()
-                    .copied()
-                    .filter(|&i| paths[i].preferred)
-                    .collect();
-                if preferred.is_empty() {
-                    self.rotate(&eligible)
+                let mut preferred = std::mem::take(&mut self.preferred);
+                preferred.clear();
+                preferred.extend(eligible.iter().copied().filter(|&i| paths[i].preferred));
+                let pick = if preferred.is_empty() {
+                    self.rotate(eligible)
                 } else {
                     self.rotate(&preferred)
-                }
+                };
+                self.preferred = preferred;
+                pick
             }
-            Policy::LeastQueueDepth => self.least(&eligible, |c| u128::from(c.in_flight), paths),
-            Policy::WeightedPaths => self.least(&eligible, |c| u128::from(c.weight), paths),
-            Policy::LeastBlocks => self.least(&eligible, |c| u128::from(c.blocks_in_flight), paths),
+            Policy::LeastQueueDepth => self.least(eligible, |c| u128::from(c.in_flight), paths),
+            Policy::WeightedPaths => self.least(eligible, |c| u128::from(c.weight), paths),
+            Policy::LeastBlocks => self.least(eligible, |c| u128::from(c.blocks_in_flight), paths),
             Policy::ServiceTime => self.least(
-                &eligible,
+                eligible,
                 |c| (u128::from(c.in_flight) + 1) * u128::from(c.service_us.max(1)),
                 paths,
             ),
-        };
-        Some(pick)
+        }
     }
 
     /// The next of `set` after the cursor.

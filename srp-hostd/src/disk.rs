@@ -126,7 +126,13 @@ impl SrpDisk {
             DataDirection::Out
         };
         let blocks = (total / bs) as u64;
-        let mut pieces = Vec::new();
+        // Most transfers are one piece: the list of pieces is allocated only beyond that.
+        let mut pieces = Vec::with_capacity(if blocks > u64::from(self.max_blocks) {
+            blocks.div_ceil(u64::from(self.max_blocks)) as usize
+        } else {
+            0
+        });
+        let mut single = None;
         let mut done = 0u64;
         while done < blocks {
             let n = (blocks - done).min(u64::from(self.max_blocks)) as u32;
@@ -137,11 +143,15 @@ impl SrpDisk {
                 Io::Write(d, _) => d[off..off + len].to_vec(),
             };
             let sent = submit(&port, self.address(), &cdb, dir, data, self.timeout);
-            pieces.push((off, len, sent));
+            if n as u64 == blocks {
+                single = Some((off, len, sent));
+            } else {
+                pieces.push((off, len, sent));
+            }
             done += u64::from(n);
         }
         let mut failure = None;
-        for (off, len, sent) in pieces {
+        for (off, len, sent) in single.into_iter().chain(pieces) {
             let outcome = match sent {
                 Ok(c) => finish(&c, dir, self.timeout),
                 Err(o) => o,
