@@ -9,6 +9,7 @@
 
 use super::srb::LuAddress;
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 use std::time::{Duration, Instant};
 
 /// StorPort's per-LU limit without extended SRBs.
@@ -139,18 +140,22 @@ impl<T> Queues<T> {
             return None;
         }
         let retry = self.busy_retry;
-        let start = self.cursor;
-        let order: Vec<LuAddress> = match start {
-            Some(c) => self
-                .lus
-                .range(c..)
-                .skip(1)
-                .chain(self.lus.range(..=c))
+        // Every LU once, round robin from the one after the cursor (walked key by key: no
+        // list of them is built per request).
+        let mut prev = self.cursor;
+        for _ in 0..self.lus.len() {
+            let Some(lu) = prev
+                .and_then(|c| {
+                    self.lus
+                        .range((Bound::Excluded(c), Bound::Unbounded))
+                        .next()
+                })
+                .or_else(|| self.lus.iter().next())
                 .map(|(k, _)| *k)
-                .collect(),
-            None => self.lus.keys().copied().collect(),
-        };
-        for lu in order {
+            else {
+                break;
+            };
+            prev = Some(lu);
             let Some(q) = self.lus.get_mut(&lu) else {
                 continue;
             };

@@ -110,6 +110,8 @@ pub(crate) struct Inner {
     pub(crate) paused: bool,
     /// The QP failed: report a disconnect to the core on this round.
     pub(crate) qp_failed: bool,
+    /// The DPC's completion array, kept between rounds.
+    pub(crate) wcs: Vec<hca::verbs::Wc>,
 }
 
 /// The adapter.
@@ -243,6 +245,7 @@ impl Adapter {
             inflight_inv: HashSet::new(),
             paused: false,
             qp_failed: false,
+            wcs: Vec::with_capacity(256),
         };
         let target = format!(
             "IOC {:#018x} at {} ({})",

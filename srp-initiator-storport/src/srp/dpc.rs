@@ -5,7 +5,7 @@
 //! runs rounds, and HwStartIo / HwInitialize execute the actions they cause with the same
 //! code.
 
-use super::adapter::{Adapter, Inner, RECV_WR, SEND_WR};
+use super::adapter::{Adapter, Inner, RECV_WR, SEND_WR, SLOT};
 use super::{SrbExt, outcome};
 use crate::port::{DataDirection, PortServices, Srb, SrbStatus};
 use access_layer::cm::CmEvent;
@@ -154,11 +154,13 @@ impl Adapter {
     /// pool; a failed completion on the live QP is a channel loss. Returns how many.
     fn pump_cq(&self, s: &mut Inner) -> usize {
         let cq = s.cq;
-        let mut wcs: Vec<Wc> = Vec::new();
+        // The adapter's completion array, reused round after round.
+        let mut wcs: Vec<Wc> = std::mem::take(&mut s.wcs);
+        wcs.clear();
         let _ = self.ca.poll_cq(cq, 256, &mut wcs);
         let polled = wcs.len();
         let live = s.qp.map(|(_, qpn)| qpn);
-        for wc in wcs {
+        for wc in wcs.drain(..) {
             let current = Some(wc.qpn) == live;
             if self
                 .reg()
@@ -173,11 +175,13 @@ impl Adapter {
                 s.qp_failed = true;
             } else if wc.opcode == WcOpcode::Recv && wc.wr_id & RECV_WR != 0 {
                 let i = (wc.wr_id & 0xffff_ffff) as usize;
-                let mut iu = vec![0u8; wc.byte_len as usize];
+                // Copied out of the receive slot through the stack (a slot's size).
+                let mut iu = [0u8; SLOT as usize];
+                let iu = &mut iu[..(wc.byte_len as usize).min(SLOT as usize)];
                 let at = Self::recv_offset(i) as usize;
-                if self.ctrl.read(at, &mut iu).is_ok() {
+                if self.ctrl.read(at, iu).is_ok() {
                     let now = self.now();
-                    s.channel.handle_recv(now, &iu, wc.invalidated);
+                    s.channel.handle_recv(now, iu, wc.invalidated);
                 }
                 if !self.post_recv(s, i) {
                     s.qp_failed = true;
@@ -190,6 +194,7 @@ impl Adapter {
                 }
             }
         }
+        s.wcs = wcs;
         polled
     }
 
@@ -335,9 +340,9 @@ impl Adapter {
 
     /// DMA from the arena pages into the SRB's buffer (a read's data).
     fn copy_in(&self, srb: &Srb<SrbExt>, pages: &[usize]) {
-        let sg = srb.scatter_gather_list().elements().to_vec();
-        let mut buf = vec![0u8; super::dma::PAGE];
-        for (e, &p) in sg.iter().zip(pages) {
+        // One page at a time through the stack: nothing allocated per I/O.
+        let mut buf = [0u8; super::dma::PAGE];
+        for (e, &p) in srb.scatter_gather_list().elements().iter().zip(pages) {
             let within = e.physical_address as usize % super::dma::PAGE;
             let n = e.length as usize;
             let at = p * super::dma::PAGE + within;

@@ -157,6 +157,9 @@ pub struct ChannelIo {
     held_tmf: Vec<usize>,
     /// An SRP_CRED_REQ SEND is posted and not yet completed.
     cred_in_flight: bool,
+    /// The completion array and the received-IU copy, kept between polls.
+    wcs: Vec<Wc>,
+    iu_buf: Vec<u8>,
 }
 
 impl std::fmt::Debug for ChannelIo {
@@ -253,6 +256,8 @@ impl ChannelIo {
             held: Vec::new(),
             held_tmf: Vec::new(),
             cred_in_flight: false,
+            wcs: Vec::with_capacity(POLL_BATCH),
+            iu_buf: Vec::new(),
         })
     }
 
@@ -331,12 +336,14 @@ impl ChannelIo {
             while self.done_rx.try_recv().is_ok() {}
             return 0;
         }
-        let mut wcs = Vec::new();
+        let mut wcs = std::mem::take(&mut self.wcs);
+        wcs.clear();
         let _ = self.ca.poll_cq(self.cq, POLL_BATCH, &mut wcs);
         let mut n = wcs.len();
-        for wc in wcs {
-            self.on_wc(&wc);
+        for wc in &wcs {
+            self.on_wc(wc);
         }
+        self.wcs = wcs;
         while let Ok(done) = self.done_rx.try_recv() {
             n += 1;
             self.on_done(done);
@@ -409,23 +416,19 @@ impl ChannelIo {
 
     fn on_recv(&mut self, i: usize, len: u32) {
         let len = (len as usize).min(self.layout.recv_len as usize);
-        let mut iu = vec![0u8; len];
-        if self
-            .mem
-            .read(self.layout.recv(i) as usize, &mut iu)
-            .is_err()
-        {
-            return;
+        // Into the channel's IU copy, reused from one IU to the next.
+        let mut iu = std::mem::take(&mut self.iu_buf);
+        iu.clear();
+        iu.resize(len, 0);
+        let copied = self.mem.read(self.layout.recv(i) as usize, &mut iu).is_ok();
+        if copied && self.state == IoState::Live {
+            // The IU is copied out: the buffer can take the next one at once.
+            match self.post_recv(i) {
+                Ok(()) => self.on_iu(&iu),
+                Err(e) => self.teardown(Some(format!("repost receive: {e}"))),
+            }
         }
-        if self.state != IoState::Live {
-            return;
-        }
-        // The IU is copied out: the buffer can take the next one at once.
-        if let Err(e) = self.post_recv(i) {
-            self.teardown(Some(format!("repost receive: {e}")));
-            return;
-        }
-        self.on_iu(&iu);
+        self.iu_buf = iu;
     }
 
     fn on_iu(&mut self, iu: &[u8]) {
