@@ -76,7 +76,7 @@ fn send(wr_id: u64) -> SendWr {
     SendWr {
         wr_id,
         op: SendOp::Send,
-        sg_list: Vec::new(),
+        sg_list: Default::default(),
         flags: SendFlags::SIGNALED,
         ud: None,
     }
@@ -85,7 +85,7 @@ fn send(wr_id: u64) -> SendWr {
 fn recv(wr_id: u64) -> RecvWr {
     RecvWr {
         wr_id,
-        sg_list: Vec::new(),
+        sg_list: Default::default(),
     }
 }
 

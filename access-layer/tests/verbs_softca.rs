@@ -260,7 +260,7 @@ fn rc_send_recv_through_the_trait_with_notification_at_dispatch() {
             b.qp,
             RecvWr {
                 wr_id: 100 + i,
-                sg_list: vec![b.sge(off, LEN)],
+                sg_list: [b.sge(off, LEN)].into(),
             },
         )
         .expect("post_recv");
@@ -272,7 +272,7 @@ fn rc_send_recv_through_the_trait_with_notification_at_dispatch() {
         .map(|i| SendWr {
             wr_id: i,
             op: SendOp::Send,
-            sg_list: vec![a.sge(i * u64::from(LEN), LEN)],
+            sg_list: [a.sge(i * u64::from(LEN), LEN)].into(),
             flags: SendFlags::SIGNALED,
             ud: None,
         })
@@ -320,7 +320,7 @@ fn rc_send_recv_through_the_trait_with_notification_at_dispatch() {
             b.qp,
             RecvWr {
                 wr_id: 0,
-                sg_list: Vec::new()
+                sg_list: Default::default()
             }
         ),
         Err(VerbsError::Closed)

@@ -118,7 +118,7 @@ fn a_chain_of_requests_posts_in_order_and_stops_at_the_first_bad_one() {
         )
     };
     let mut too_many = w(3, 0);
-    too_many.sg_list = vec![a.sge(0, 1); 17]; // the QPs allow 16
+    too_many.sg_list = [a.sge(0, 1); 17].into(); // the QPs allow 16
     let now = f.now();
     let err =
         f.hca(a.hca)

@@ -52,7 +52,7 @@ fn register(i: &Initiator, ep: &Ep, t: &Target, ios: &mut [&mut ChannelIo]) -> M
             access: Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
             pages,
         },
-        sg_list: vec![],
+        sg_list: [].into(),
         flags: SendFlags::SIGNALED,
         ud: None,
     };

@@ -88,7 +88,7 @@ impl Channel {
             wrs.push(SendWr {
                 wr_id: 2000 + k as u64,
                 op: SendOp::Send,
-                sg_list: vec![h.sge(at, iu.len() as u32)],
+                sg_list: [h.sge(at, iu.len() as u32)].into(),
                 flags: SendFlags::SIGNALED,
                 ud: None,
             });

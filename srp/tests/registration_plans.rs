@@ -260,7 +260,7 @@ fn keys_roll_on_every_registration_and_the_hca_accepts_each() {
         let wr = hca::verbs::SendWr {
             wr_id: 2,
             op: SendOp::SendWithInv(d.rkey()),
-            sg_list: vec![w.tgt.sge(0, 16)],
+            sg_list: [w.tgt.sge(0, 16)].into(),
             flags: hca::verbs::SendFlags::SIGNALED,
             ud: None,
         };

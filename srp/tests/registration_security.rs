@@ -62,7 +62,7 @@ fn send_cmd(w: &mut World, dir: DataDir, len: u32, mapping: &Mapping) -> (Vec<Di
     wrs.push(SendWr {
         wr_id: CMD_SEND_ID,
         op: SendOp::Send,
-        sg_list: vec![w.host.sge(0, iu.len() as u32)],
+        sg_list: [w.host.sge(0, iu.len() as u32)].into(),
         flags: SendFlags::SIGNALED,
         ud: None,
     });
@@ -102,7 +102,7 @@ fn respond(w: &mut World, inv: Option<Rkey>) -> Wc {
     let wr = SendWr {
         wr_id: 77,
         op,
-        sg_list: vec![w.tgt.sge(1 << 17, 36)],
+        sg_list: [w.tgt.sge(1 << 17, 36)].into(),
         flags: SendFlags::SIGNALED,
         ud: None,
     };

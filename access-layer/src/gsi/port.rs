@@ -171,7 +171,7 @@ impl GsiPort {
         let wr = SendWr {
             wr_id: SEND_TAG | slot as u64,
             op: SendOp::Send,
-            sg_list: vec![self.sge(offset, MAD_LEN)],
+            sg_list: [self.sge(offset, MAD_LEN)].into(),
             flags: SendFlags::SIGNALED,
             ud: Some(UdDest {
                 gid: out.to.gid,
@@ -267,7 +267,7 @@ impl GsiPort {
     fn post_recv(&self, e: &mut Engine, now: Time, slot: usize) -> Result<(), GsiError> {
         let wr = RecvWr {
             wr_id: slot as u64,
-            sg_list: vec![self.sge(slot * SLOT, RECV_LEN)],
+            sg_list: [self.sge(slot * SLOT, RECV_LEN)].into(),
         };
         e.post_recv(now, self.qp, wr)?;
         Ok(())

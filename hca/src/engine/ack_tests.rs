@@ -49,7 +49,7 @@ fn pair(recvs: u64) -> (Engine, QpId, CqId, Engine, QpId) {
     for i in 0..recvs {
         let wr = RecvWr {
             wr_id: i,
-            sg_list: Vec::new(),
+            sg_list: Default::default(),
         };
         b.post_recv(Time(0), bqp, wr).expect("recv");
     }
@@ -61,7 +61,7 @@ fn sends(a: &mut Engine, qp: QpId, n: u64) -> Vec<Vec<u8>> {
         let wr = SendWr {
             wr_id: 10 + i,
             op: SendOp::Send,
-            sg_list: Vec::new(),
+            sg_list: Default::default(),
             flags: SendFlags::SIGNALED,
             ud: None,
         };

@@ -43,7 +43,7 @@ fn the_timer_hint_follows_the_armed_qp_and_is_recomputed_when_it_fires() {
     let wr = SendWr {
         wr_id: 1,
         op: SendOp::Send,
-        sg_list: Vec::new(),
+        sg_list: Default::default(),
         flags: SendFlags::SIGNALED,
         ud: None,
     };

@@ -59,7 +59,7 @@ impl Responder {
     pub(crate) fn take_partial_recv(&mut self) -> Option<crate::verbs::RecvWr> {
         self.recv.take().map(|r| crate::verbs::RecvWr {
             wr_id: r.wr_id,
-            sg_list: Vec::new(),
+            sg_list: Default::default(),
         })
     }
 }

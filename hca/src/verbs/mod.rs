@@ -8,5 +8,5 @@ pub mod wr;
 pub use cq::{ArmMode, Cq, CqOverrun};
 pub use srq::{Srq, SrqFull};
 pub use wr::{
-    FastRegPages, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus,
+    FastRegPages, RecvWr, SendFlags, SendOp, SendWr, SgList, Sge, UdDest, Wc, WcOpcode, WcStatus,
 };

@@ -77,14 +77,14 @@ mod tests {
         for id in 0..4 {
             srq.post(RecvWr {
                 wr_id: id,
-                sg_list: vec![],
+                sg_list: [].into(),
             })
             .expect("room");
         }
         assert!(
             srq.post(RecvWr {
                 wr_id: 9,
-                sg_list: vec![]
+                sg_list: [].into()
             })
             .is_err()
         );

@@ -16,6 +16,76 @@ pub struct Sge {
     pub lkey: Lkey,
 }
 
+/// A work request's scatter/gather list (`ibv_sge` array): one entry — nearly every request
+/// — held inline, several on the heap, so posting a one-buffer request allocates nothing.
+/// Reads as a slice of [`Sge`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SgList(SgRepr);
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+enum SgRepr {
+    #[default]
+    Empty,
+    One(Sge),
+    Many(Vec<Sge>),
+}
+
+impl SgList {
+    /// A list of one entry.
+    pub fn one(sge: Sge) -> SgList {
+        SgList(SgRepr::One(sge))
+    }
+}
+
+impl std::ops::Deref for SgList {
+    type Target = [Sge];
+
+    fn deref(&self) -> &[Sge] {
+        match &self.0 {
+            SgRepr::Empty => &[],
+            SgRepr::One(s) => std::slice::from_ref(s),
+            SgRepr::Many(v) => v,
+        }
+    }
+}
+
+impl From<Sge> for SgList {
+    fn from(sge: Sge) -> SgList {
+        SgList::one(sge)
+    }
+}
+
+impl<const N: usize> From<[Sge; N]> for SgList {
+    fn from(a: [Sge; N]) -> SgList {
+        match a.as_slice() {
+            [] => SgList::default(),
+            [one] => SgList::one(*one),
+            _ => SgList(SgRepr::Many(a.to_vec())),
+        }
+    }
+}
+
+impl From<Vec<Sge>> for SgList {
+    fn from(v: Vec<Sge>) -> SgList {
+        match v.as_slice() {
+            [] => SgList::default(),
+            [one] => SgList::one(*one),
+            _ => SgList(SgRepr::Many(v)),
+        }
+    }
+}
+
+impl FromIterator<Sge> for SgList {
+    fn from_iter<I: IntoIterator<Item = Sge>>(iter: I) -> SgList {
+        let mut it = iter.into_iter();
+        match (it.next(), it.next()) {
+            (None, _) => SgList::default(),
+            (Some(one), None) => SgList::one(one),
+            (Some(a), Some(b)) => SgList(SgRepr::Many([a, b].into_iter().chain(it).collect())),
+        }
+    }
+}
+
 /// Where a UD send goes: the peer's GID (its IP address), QP number and Q_Key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UdDest {
@@ -109,7 +179,7 @@ pub struct SendWr {
     /// What to do.
     pub op: SendOp,
     /// Local buffers (source for SEND/WRITE, destination for READ; unused for local ops).
-    pub sg_list: Vec<Sge>,
+    pub sg_list: SgList,
     /// Flags.
     pub flags: SendFlags,
     /// UD only: where to send.
@@ -122,7 +192,7 @@ pub struct RecvWr {
     /// Returned in the completion.
     pub wr_id: u64,
     /// Buffers incoming data fills, in order.
-    pub sg_list: Vec<Sge>,
+    pub sg_list: SgList,
 }
 
 wirekit::open_enum! {

@@ -207,14 +207,17 @@ pub fn send_wr(wr_id: u64, op: SendOp, sg: Vec<Sge>) -> SendWr {
     SendWr {
         wr_id,
         op,
-        sg_list: sg,
+        sg_list: sg.into(),
         flags: SendFlags::SIGNALED,
         ud: None,
     }
 }
 
 pub fn recv_wr(wr_id: u64, sg: Vec<Sge>) -> RecvWr {
-    RecvWr { wr_id, sg_list: sg }
+    RecvWr {
+        wr_id,
+        sg_list: sg.into(),
+    }
 }
 
 pub fn post_send(f: &mut Fabric, n: &Node, wr: SendWr) {

@@ -206,7 +206,7 @@ impl Adapter {
         let Some((qp, _)) = s.qp else { return false };
         let wr = RecvWr {
             wr_id: RECV_WR | i as u64,
-            sg_list: vec![self.sge(Self::recv_offset(i), SLOT as u32)],
+            sg_list: [self.sge(Self::recv_offset(i), SLOT as u32)].into(),
         };
         self.ca.post_recv(qp, wr).is_ok()
     }
@@ -234,7 +234,7 @@ impl Adapter {
         wrs.push(SendWr {
             wr_id: SEND_WR | slot as u64,
             op: SendOp::Send,
-            sg_list: vec![self.sge(off, iu.len() as u32)],
+            sg_list: [self.sge(off, iu.len() as u32)].into(),
             flags: SendFlags::SIGNALED,
             ud: None,
         });

@@ -231,7 +231,7 @@ impl Target {
             for i in 0..RECVS {
                 let wr = RecvWr {
                     wr_id: RECV_BIT | i as u64,
-                    sg_list: vec![sge(mr, i * RECV_LEN, RECV_LEN)],
+                    sg_list: [sge(mr, i * RECV_LEN, RECV_LEN)].into(),
                 };
                 e.post_recv(now, qp, wr).expect("recv posted");
             }
@@ -285,7 +285,7 @@ impl Target {
             let Some(c) = &self.chan else { return };
             let wr = RecvWr {
                 wr_id: wc.wr_id,
-                sg_list: vec![sge(c.mr, i * RECV_LEN, RECV_LEN)],
+                sg_list: [sge(c.mr, i * RECV_LEN, RECV_LEN)].into(),
             };
             let _ = self.hca.with(|e, now| e.post_recv(now, qp, wr));
         }
@@ -363,7 +363,7 @@ impl Target {
         wrs.push(SendWr {
             wr_id: slot as u64,
             op: SendOp::Send,
-            sg_list: vec![sge(c.mr, off, rsp.len())],
+            sg_list: [sge(c.mr, off, rsp.len())].into(),
             flags: SendFlags::SIGNALED,
             ud: None,
         });
@@ -397,7 +397,7 @@ fn write_wr(mr: MrKeys, at: usize, va: u64, rkey: Rkey, len: usize) -> SendWr {
             remote_addr: va,
             rkey,
         },
-        sg_list: vec![sge(mr, DATA_OFF + at, len)],
+        sg_list: [sge(mr, DATA_OFF + at, len)].into(),
         flags: SendFlags::SIGNALED,
         ud: None,
     }

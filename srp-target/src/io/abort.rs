@@ -198,7 +198,7 @@ impl ChannelIo {
         let wr = SendWr {
             wr_id: WrKind::Cred.encode(),
             op: SendOp::Send,
-            sg_list: vec![sge(self.lkey(), off, len as u32)],
+            sg_list: [sge(self.lkey(), off, len as u32)].into(),
             flags: SendFlags::SIGNALED,
             ud: None,
         };

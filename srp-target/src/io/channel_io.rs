@@ -375,7 +375,7 @@ impl ChannelIo {
         let (qp, lkey) = (self.qp, self.lkey());
         let wr = RecvWr {
             wr_id: WrKind::Recv(i).encode(),
-            sg_list: vec![sge(lkey, self.layout.recv(i), self.layout.recv_len as u32)],
+            sg_list: [sge(lkey, self.layout.recv(i), self.layout.recv_len as u32)].into(),
         };
         self.ca.post_recv(qp, wr)
     }
@@ -532,7 +532,7 @@ impl ChannelIo {
         let wr = SendWr {
             wr_id: WrKind::Logout.encode(),
             op: SendOp::Send,
-            sg_list: vec![sge(self.lkey(), off, len as u32)],
+            sg_list: [sge(self.lkey(), off, len as u32)].into(),
             flags: SendFlags::SIGNALED,
             ud: None,
         };

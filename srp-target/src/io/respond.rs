@@ -127,7 +127,7 @@ impl ChannelIo {
         SendWr {
             wr_id: WrKind::Rsp(n).encode(),
             op,
-            sg_list: vec![sge(self.lkey(), off, bytes.len() as u32)],
+            sg_list: [sge(self.lkey(), off, bytes.len() as u32)].into(),
             flags: SendFlags::SIGNALED,
             ud: None,
         }

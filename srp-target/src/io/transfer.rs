@@ -65,7 +65,7 @@ impl ChannelIo {
         SendWr {
             wr_id: kind.encode(),
             op,
-            sg_list: vec![local],
+            sg_list: [local].into(),
             flags,
             ud: None,
         }

@@ -292,7 +292,7 @@ impl Host {
     pub fn post_recv(&self, ep: &Ep, i: usize) {
         let wr = RecvWr {
             wr_id: i as u64,
-            sg_list: vec![self.sge(ep.base + i as u64 * u64::from(RECV_LEN), RECV_LEN)],
+            sg_list: [self.sge(ep.base + i as u64 * u64::from(RECV_LEN), RECV_LEN)].into(),
         };
         self.hca
             .with(|e, now| e.post_recv(now, ep.qp, wr))
@@ -305,7 +305,7 @@ impl Host {
         let wr = SendWr {
             wr_id: 1000,
             op: SendOp::Send,
-            sg_list: vec![self.sge(off, iu.len() as u32)],
+            sg_list: [self.sge(off, iu.len() as u32)].into(),
             flags: SendFlags::SIGNALED,
             ud: None,
         };

@@ -361,7 +361,7 @@ impl Node {
                 SendWr {
                     wr_id: 2000 + k as u64,
                     op: SendOp::Send,
-                    sg_list: vec![self.host.sge(self.ep.base + off, iu.len() as u32)],
+                    sg_list: [self.host.sge(self.ep.base + off, iu.len() as u32)].into(),
                     flags: SendFlags::SIGNALED,
                     ud: None,
                 }

@@ -148,7 +148,7 @@ impl Initiator {
     pub fn post_recv(&self, ep: &Ep, i: usize) {
         let wr = RecvWr {
             wr_id: i as u64,
-            sg_list: vec![self.sge(ep.base + EP_RECV + i as u64 * 256, 256)],
+            sg_list: [self.sge(ep.base + EP_RECV + i as u64 * 256, 256)].into(),
         };
         self.hca
             .with(|e, now| e.post_recv(now, ep.qp, wr))
@@ -166,7 +166,7 @@ impl Initiator {
                 SendWr {
                     wr_id: 1000 + k as u64,
                     op: SendOp::Send,
-                    sg_list: vec![self.sge(off, iu.len() as u32)],
+                    sg_list: [self.sge(off, iu.len() as u32)].into(),
                     flags: SendFlags::SIGNALED,
                     ud: None,
                 }

@@ -193,7 +193,7 @@ impl World {
         let now = self.f.now();
         let wr = RecvWr {
             wr_id,
-            sg_list: vec![self.host.sge(offset, len)],
+            sg_list: [self.host.sge(offset, len)].into(),
         };
         self.f
             .hca(self.host.hca)
@@ -205,7 +205,7 @@ impl World {
         let now = self.f.now();
         let wr = RecvWr {
             wr_id,
-            sg_list: vec![self.tgt.sge(offset, len)],
+            sg_list: [self.tgt.sge(offset, len)].into(),
         };
         self.f
             .hca(self.tgt.hca)
@@ -256,7 +256,7 @@ impl World {
         let wr = SendWr {
             wr_id: 0xa77,
             op,
-            sg_list: vec![self.tgt.sge(local_off, len)],
+            sg_list: [self.tgt.sge(local_off, len)].into(),
             flags: SendFlags::SIGNALED,
             ud: None,
         };

@@ -127,7 +127,7 @@ impl Endpoint {
         let wr = SendWr {
             wr_id,
             op,
-            sg_list: vec![sge],
+            sg_list: [sge].into(),
             flags: SendFlags::SIGNALED,
             ud: None,
         };
@@ -142,7 +142,7 @@ impl Endpoint {
             .map(|(wr_id, op, sge)| SendWr {
                 wr_id,
                 op,
-                sg_list: vec![sge],
+                sg_list: [sge].into(),
                 flags: SendFlags::SIGNALED,
                 ud: None,
             })
@@ -160,7 +160,7 @@ impl Endpoint {
                 self.qp,
                 RecvWr {
                     wr_id,
-                    sg_list: vec![sge],
+                    sg_list: [sge].into(),
                 },
             )
         })?)

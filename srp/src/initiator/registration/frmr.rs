@@ -229,7 +229,7 @@ impl FrmrStrategy {
                     length: plan.length,
                 },
             },
-            sg_list: Vec::new(),
+            sg_list: Default::default(),
             // Unsignaled: an error completes anyway, and success needs no bookkeeping.
             flags: SendFlags::empty(),
             ud: None,
@@ -240,7 +240,7 @@ impl FrmrStrategy {
         SendWr {
             wr_id: FrmrWr::LocalInv(key).wr_id(self.config.wr_id_tag),
             op: SendOp::LocalInv(key.0),
-            sg_list: Vec::new(),
+            sg_list: Default::default(),
             // Signaled: the region is free only when this completes.
             flags: SendFlags::SIGNALED,
             ud: None,
