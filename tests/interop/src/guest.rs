@@ -38,6 +38,9 @@ pub struct NicConfig {
     pub mtu: u32,
 }
 
+/// What a boot failure's reason says when QEMU aborted on an internal assertion of its own.
+const QEMU_ABORTED: &str = "QEMU aborted on an internal assertion";
+
 /// How to boot a [`Guest`]. Start from [`GuestConfig::new`].
 #[derive(Debug, Clone)]
 pub struct GuestConfig {
@@ -203,7 +206,20 @@ impl Guest {
     /// populated): creates the taps, starts QEMU in the namespace, waits for the agent,
     /// configures `eth<i>` and (with [`GuestConfig::ping_host`]) pings each host side. Fails
     /// with the console tail when that does not finish within [`GuestConfig::boot_timeout`].
+    /// A boot on which QEMU itself aborts on an internal assertion (a QEMU TCG bug seen
+    /// during PCI set-up) is tried once more, with a line on stderr.
     pub fn boot(config: GuestConfig) -> Result<Guest> {
+        match Self::boot_once(config.clone()) {
+            // QEMU itself failed an internal assertion: one more boot, said on stderr.
+            Err(Error::Boot { reason, .. }) if reason.contains(QEMU_ABORTED) => {
+                eprintln!("interop: {reason}; booting the guest once more");
+                Self::boot_once(config)
+            }
+            other => other,
+        }
+    }
+
+    fn boot_once(config: GuestConfig) -> Result<Guest> {
         let cache = Cache::ensure()?;
         if config.nics.is_empty() || config.nics.len() > 4 {
             return Err(Error::Guest(format!(
@@ -717,8 +733,17 @@ impl Booting {
             let _ = q.kill();
             let _ = q.wait();
         }
+        // QEMU's own internal assertions (seen under TCG: `iotlb_to_section` in
+        // system/physmem.c while the guest's PCI BARs were being set up) are QEMU's bug,
+        // not the guest's or ours: say so, so the boot is tried again.
+        let log = file_tail(&self.dir.join("qemu.log"), 5);
+        let aborted = if log.contains("Assertion") {
+            format!("; {QEMU_ABORTED}: {}", log.trim())
+        } else {
+            String::new()
+        };
         Error::Boot {
-            reason: format!("{reason} (work directory {})", self.dir.display()),
+            reason: format!("{reason}{aborted} (work directory {})", self.dir.display()),
             console: self.console.clone(),
             tail: file_tail(&self.console, 40),
         }
