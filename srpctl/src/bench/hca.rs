@@ -147,9 +147,11 @@ fn bandwidth(
 
 /// `n` SEND ping-pongs of `size` bytes; returns sorted round-trip times in µs.
 fn ping_pong(ep: &Endpoint, peer: &mut Peer, n: u64, size: u32) -> Result<Vec<f64>> {
-    writeln!(peer.stdin, "PONG {n} {size}")?;
-    peer.stdin.flush()?;
-    std::thread::sleep(Duration::from_millis(50));
+    let said = peer.ask(&format!("PONG {n} {size}"), Duration::from_secs(10))?;
+    ensure!(
+        said.first().map(String::as_str) == Some("PONGING"),
+        "peer said {said:?}"
+    );
     let mut rtts = Vec::with_capacity(n as usize);
     let mut wcs = Vec::new();
     for i in 0..n {
@@ -199,9 +201,14 @@ fn srp_shape(
     const CMDS: u64 = 4 << 20;
     const RSPS: u64 = 5 << 20;
     ensure!(depth <= 255, "serve mode names a slot in one byte");
-    writeln!(peer.stdin, "SERVE {} {data} {CMD} {RSP}", ep.rkey().0)?;
-    peer.stdin.flush()?;
-    std::thread::sleep(Duration::from_millis(50));
+    let said = peer.ask(
+        &format!("SERVE {} {data} {CMD} {RSP}", ep.rkey().0),
+        Duration::from_secs(10),
+    )?;
+    ensure!(
+        said.first().map(String::as_str) == Some("SERVING"),
+        "peer said {said:?}"
+    );
     let cmd = |slot: usize| -> Result<()> {
         let at = CMDS + slot as u64 * u64::from(CMD);
         ep.fill(at, 1, slot as u8)?;
@@ -243,20 +250,26 @@ fn srp_shape(
     }
     let elapsed = start.elapsed().as_secs_f64();
     // The stop command, then the peer's count.
+    const STOP: u64 = u64::MAX;
     let at = CMDS;
     ep.fill(at, 1, 0xff)?;
-    ep.post(u64::MAX, SendOp::Send, ep.sge(at, CMD))?;
+    ep.post(STOP, SendOp::Send, ep.sge(at, CMD))?;
     let said = peer.read(Duration::from_secs(10))?;
     ensure!(
         said.first().map(String::as_str) == Some("SERVED"),
         "peer said {said:?}"
     );
-    // Drain our SEND completions.
-    let end = Instant::now() + Duration::from_millis(200);
-    while Instant::now() < end {
+    // Our SENDs complete in order: once the stop command's has, none is left.
+    let end = Instant::now() + Duration::from_secs(10);
+    'drain: loop {
+        ensure!(Instant::now() < end, "the stop command never completed");
         wcs.clear();
-        if ep.poll(&mut wcs)? == 0 {
-            std::thread::sleep(Duration::from_millis(1));
+        ep.poll_wait(&mut wcs, Duration::from_millis(100))?;
+        for wc in &wcs {
+            ensure!(wc.status == WcStatus::Success, "operation failed: {wc:?}");
+            if wc.wr_id == STOP && wc.opcode != WcOpcode::Recv {
+                break 'drain;
+            }
         }
     }
     Ok((

@@ -31,7 +31,7 @@ pub(crate) fn run(ip: IpAddr, mem_bytes: usize, gso: bool) -> Result<()> {
                 say("CONNECTED".into())?;
             }
             ["PONG", n, size] => {
-                pong(&ep, n.parse()?, size.parse()?)?;
+                pong(&ep, n.parse()?, size.parse()?, || say("PONGING".into()))?;
                 say("PONGED".into())?;
             }
             ["SERVE", rkey, data, cmd_len, rsp_len] => {
@@ -41,6 +41,7 @@ pub(crate) fn run(ip: IpAddr, mem_bytes: usize, gso: bool) -> Result<()> {
                     data.parse()?,
                     cmd_len.parse()?,
                     rsp_len.parse()?,
+                    || say("SERVING".into()),
                 )?;
                 say(format!("SERVED {served}"))?;
             }
@@ -52,10 +53,12 @@ pub(crate) fn run(ip: IpAddr, mem_bytes: usize, gso: bool) -> Result<()> {
 }
 
 /// Answers `n` SENDs of `size` bytes with a SEND of the same size.
-fn pong(ep: &Endpoint, n: u64, size: u32) -> Result<()> {
+/// `ready` is called once the receives are posted (the pinger starts then).
+fn pong(ep: &Endpoint, n: u64, size: u32, ready: impl FnOnce() -> Result<()>) -> Result<()> {
     for i in 0..8 {
         ep.post_recv(i, ep.sge(0, size))?;
     }
+    ready()?;
     let mut wcs = Vec::new();
     let mut done = 0;
     while done < n {
@@ -91,11 +94,20 @@ const SERVE_SOURCE: u64 = 2 << 20;
 /// initiator's memory (`rkey`) and a SEND of `rsp_len` bytes: an SRP READ's traffic with no
 /// SCSI, SRP or port work. Waits on CQ notifications, as the target's loop does. Returns
 /// how many it answered.
-fn serve(ep: &Endpoint, rkey: Rkey, data: u32, cmd_len: u32, rsp_len: u32) -> Result<u64> {
+/// `ready` is called once the receives are posted (the driver starts sending then).
+fn serve(
+    ep: &Endpoint,
+    rkey: Rkey,
+    data: u32,
+    cmd_len: u32,
+    rsp_len: u32,
+    ready: impl FnOnce() -> Result<()>,
+) -> Result<u64> {
     let recv = |i: u64| ep.post_recv(i, ep.sge(i * u64::from(cmd_len), cmd_len));
     for i in 0..SERVE_RECVS as u64 {
         recv(i)?;
     }
+    ready()?;
     let mut wcs = Vec::new();
     let mut served = 0;
     loop {
