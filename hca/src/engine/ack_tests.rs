@@ -2,11 +2,11 @@
 //! together draw one ACK, for the newest, which completes every one of them at the
 //! requester; delivered one by one, each draws its own.
 
+use super::test_peer::rc_peer;
 use super::*;
-use crate::ids::{Gid, Psn};
-use crate::mr::Access;
+use crate::ids::Psn;
 use crate::verbs::{RecvWr, SendFlags, SendOp, SendWr, WcStatus};
-use crate::wire::{Opcode, Packet, PathMtu};
+use crate::wire::{Opcode, Packet};
 use std::net::Ipv4Addr;
 
 fn ip(last: u8) -> IpAddr {
@@ -27,20 +27,7 @@ fn pair(recvs: u64) -> (Engine, QpId, CqId, Engine, QpId) {
     let (mut b, bqp, _) = ends.pop().expect("b");
     let (mut a, aqp, acq) = ends.pop().expect("a");
     let qpn = |e: &Engine, q| e.qp_num(q).expect("qpn");
-    let peer = |to: u8, qpn: Qpn, sq: u32, rq: u32| RcConnect {
-        access: Access::LOCAL_WRITE,
-        dest_gid: Gid::from_ip(ip(to)),
-        dest_qpn: qpn,
-        path_mtu: PathMtu::Mtu1024,
-        sq_psn: Psn::from_wire(sq),
-        rq_psn: Psn::from_wire(rq),
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        min_rnr_timer: 1,
-        max_rd_atomic: 1,
-        max_dest_rd_atomic: 1,
-    };
+    let peer = |to: u8, qpn: Qpn, sq: u32, rq: u32| rc_peer(to, qpn, sq, rq, 7);
     let (an, bn) = (qpn(&a, aqp), qpn(&b, bqp));
     a.connect_rc(Time(0), aqp, &peer(3, bn, 0x100, 0x200))
         .expect("connect a");

@@ -790,5 +790,8 @@ mod ack_tests;
 #[path = "resources_tests.rs"]
 mod resources_tests;
 #[cfg(test)]
+#[path = "test_peer.rs"]
+mod test_peer;
+#[cfg(test)]
 #[path = "timer_tests.rs"]
 mod timer_tests;

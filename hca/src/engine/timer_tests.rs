@@ -1,28 +1,13 @@
 //! `Engine::poll_timeout`: the timer hint kept without scanning every QP follows the QP that
 //! armed a timer, survives unrelated QPs, and is recomputed once the timer fires.
 
+use super::test_peer::rc_peer;
 use super::*;
-use crate::ids::Psn;
-use crate::mr::Access;
 use crate::verbs::{SendFlags, SendOp, SendWr};
-use crate::wire::PathMtu;
 use std::net::Ipv4Addr;
 
 fn peer(qpn: u32, retry_cnt: u8) -> RcConnect {
-    RcConnect {
-        access: Access::LOCAL_WRITE,
-        dest_gid: crate::ids::Gid::from_ip(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 9))),
-        dest_qpn: Qpn::from_wire(qpn),
-        path_mtu: PathMtu::Mtu1024,
-        sq_psn: Psn::from_wire(0x10),
-        rq_psn: Psn::from_wire(0x20),
-        timeout: 10,
-        retry_cnt,
-        rnr_retry: 0,
-        min_rnr_timer: 1,
-        max_rd_atomic: 1,
-        max_dest_rd_atomic: 1,
-    }
+    rc_peer(9, Qpn::from_wire(qpn), 0x10, 0x20, retry_cnt)
 }
 
 #[test]
