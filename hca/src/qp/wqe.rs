@@ -1,6 +1,7 @@
 //! Send queue entries and scatter/gather lists resolved to memory spans.
 
 use crate::ids::Psn;
+use crate::inline_one::InlineOne;
 use crate::mr::{Access, MrError, MrSpan, MrTable, PdId};
 use crate::verbs::{SendOp, SendWr, Sge, WcOpcode};
 
@@ -8,30 +9,8 @@ use crate::verbs::{SendOp, SendWr, Sge, WcOpcode};
 /// that stays valid after the table lock is dropped.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Sgl {
-    spans: Spans,
+    spans: InlineOne<MrSpan>,
     len: u64,
-}
-
-/// The spans of a list: one (nearly every work request) without a heap allocation.
-#[derive(Debug, Clone)]
-enum Spans {
-    One(MrSpan),
-    Many(Vec<MrSpan>),
-}
-
-impl Default for Spans {
-    fn default() -> Self {
-        Spans::Many(Vec::new())
-    }
-}
-
-impl Spans {
-    fn as_slice(&self) -> &[MrSpan] {
-        match self {
-            Spans::One(s) => std::slice::from_ref(s),
-            Spans::Many(v) => v,
-        }
-    }
 }
 
 impl Sgl {
@@ -43,24 +22,11 @@ impl Sgl {
         sges: &[Sge],
         need: Access,
     ) -> Result<Sgl, MrError> {
-        let mut len = 0u64;
-        let mut nonzero = sges.iter().filter(|s| s.len > 0);
-        let check = |s: &Sge| mrs.check(pd, s.lkey, false, s.addr, u64::from(s.len), need);
-        let spans = match (nonzero.next(), nonzero.next()) {
-            (None, _) => Spans::Many(Vec::new()),
-            (Some(one), None) => {
-                len = u64::from(one.len);
-                Spans::One(check(one)?)
-            }
-            (Some(a), Some(b)) => {
-                let mut v = Vec::with_capacity(sges.len());
-                for s in [a, b].into_iter().chain(nonzero) {
-                    v.push(check(s)?);
-                    len += u64::from(s.len);
-                }
-                Spans::Many(v)
-            }
-        };
+        let nonzero = || sges.iter().filter(|s| s.len > 0);
+        let spans = nonzero()
+            .map(|s| mrs.check(pd, s.lkey, false, s.addr, u64::from(s.len), need))
+            .collect::<Result<InlineOne<_>, _>>()?;
+        let len = nonzero().map(|s| u64::from(s.len)).sum();
         Ok(Sgl { spans, len })
     }
 

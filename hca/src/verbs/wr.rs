@@ -2,6 +2,7 @@
 //! completion queues (IBTA Vol 1 ch. 10–11; field names as libibverbs).
 
 use crate::ids::{Gid, Lkey, QKey, Qpn, Rkey};
+use crate::inline_one::InlineOne;
 use crate::mem::MemBlock;
 use std::sync::Arc;
 
@@ -20,20 +21,12 @@ pub struct Sge {
 /// — held inline, several on the heap, so posting a one-buffer request allocates nothing.
 /// Reads as a slice of [`Sge`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SgList(SgRepr);
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-enum SgRepr {
-    #[default]
-    Empty,
-    One(Sge),
-    Many(Vec<Sge>),
-}
+pub struct SgList(InlineOne<Sge>);
 
 impl SgList {
     /// A list of one entry.
     pub fn one(sge: Sge) -> SgList {
-        SgList(SgRepr::One(sge))
+        SgList(InlineOne::One(sge))
     }
 }
 
@@ -41,11 +34,7 @@ impl std::ops::Deref for SgList {
     type Target = [Sge];
 
     fn deref(&self) -> &[Sge] {
-        match &self.0 {
-            SgRepr::Empty => &[],
-            SgRepr::One(s) => std::slice::from_ref(s),
-            SgRepr::Many(v) => v,
-        }
+        self.0.as_slice()
     }
 }
 
@@ -57,32 +46,22 @@ impl From<Sge> for SgList {
 
 impl<const N: usize> From<[Sge; N]> for SgList {
     fn from(a: [Sge; N]) -> SgList {
-        match a.as_slice() {
-            [] => SgList::default(),
-            [one] => SgList::one(*one),
-            _ => SgList(SgRepr::Many(a.to_vec())),
-        }
+        a.into_iter().collect()
     }
 }
 
 impl From<Vec<Sge>> for SgList {
     fn from(v: Vec<Sge>) -> SgList {
-        match v.as_slice() {
-            [] => SgList::default(),
-            [one] => SgList::one(*one),
-            _ => SgList(SgRepr::Many(v)),
+        match v.len() {
+            0 | 1 => v.into_iter().collect(),
+            _ => SgList(InlineOne::Many(v)),
         }
     }
 }
 
 impl FromIterator<Sge> for SgList {
     fn from_iter<I: IntoIterator<Item = Sge>>(iter: I) -> SgList {
-        let mut it = iter.into_iter();
-        match (it.next(), it.next()) {
-            (None, _) => SgList::default(),
-            (Some(one), None) => SgList::one(one),
-            (Some(a), Some(b)) => SgList(SgRepr::Many([a, b].into_iter().chain(it).collect())),
-        }
+        SgList(iter.into_iter().collect())
     }
 }
 
