@@ -13,7 +13,7 @@
 use access_layer::verbs::Completion;
 pub use mpio::{Outcome, TransportKind};
 use srp_initiator_storport::port::{
-    DataDirection, LuAddress, Port, SrbRequest, SrbResult, SrbStatus,
+    DataDirection, LuAddress, Port, SrbData, SrbRequest, SrbResult, SrbStatus,
 };
 use srp_initiator_storport::srp::SrpMiniport;
 use std::time::Duration;
@@ -63,14 +63,28 @@ pub fn sense_triple(sense: &[u8]) -> Option<(u8, u8, u8)> {
     }
 }
 
+/// The outcome of `r` with its data copied out (a read's, cut to what came).
 fn classify(r: SrbResult, direction: DataDirection) -> Outcome {
+    match judge(&r) {
+        Outcome::Good(_) if direction == DataDirection::In => {
+            let mut data = vec![0; r.data_transfer_length.min(r.data.len())];
+            match r.data.read(0, &mut data) {
+                Ok(()) => Outcome::Good(data),
+                Err(e) => Outcome::Transport {
+                    kind: TransportKind::Other,
+                    detail: format!("read data: {e}"),
+                },
+            }
+        }
+        other => other,
+    }
+}
+
+/// The outcome of `r`'s status; GOOD carries no data (the caller takes it from the buffer).
+fn judge(r: &SrbResult) -> Outcome {
     let code = r.status.code();
     if code == SrbStatus::SUCCESS || (code == SrbStatus::DATA_OVERRUN && r.scsi_status == 0) {
-        let mut data = r.data;
-        if direction == DataDirection::In {
-            data.truncate(r.data_transfer_length);
-        }
-        return Outcome::Good(data);
+        return Outcome::Good(Vec::new());
     }
     if code == SrbStatus::ERROR {
         return match r.scsi_status {
@@ -113,13 +127,15 @@ fn classify(r: SrbResult, direction: DataDirection) -> Outcome {
 }
 
 /// Submits `cdb` for `lu`: `data` is the bytes to write (`Out`) or a buffer of the
-/// transfer length (`In`); `timeout` is the SRB's TimeOutValue. Wait with [`finish`].
+/// transfer length (`In`) — pages of the port's system memory for the data path, bytes
+/// the port copies in for control commands; `timeout` is the SRB's TimeOutValue. Wait
+/// with [`finish`] or [`finish_read`].
 pub fn submit(
     port: &Port<SrpMiniport>,
     lu: LuAddress,
     cdb: &[u8],
     direction: DataDirection,
-    data: Vec<u8>,
+    data: impl Into<SrbData>,
     timeout: Duration,
 ) -> Result<Completion<SrbResult>, Outcome> {
     let mut req = SrbRequest::scsi(lu, cdb, direction, data).with_timeout(timeout);
@@ -138,6 +154,37 @@ pub fn finish(
     match completion.wait_timeout(timeout + Duration::from_secs(30)) {
         Ok(r) => classify(r, direction),
         Err(e) => Outcome::NoDevice(format!("the request never completed: {e}")),
+    }
+}
+
+/// Waits for a read [`submit`] made with `timeout`, its data copied straight from the
+/// SRB's pages into `out` (a read that brought less than `out` is a failure).
+pub fn finish_read(
+    completion: &Completion<SrbResult>,
+    timeout: Duration,
+    out: &mut [u8],
+) -> Outcome {
+    let r = match completion.wait_timeout(timeout + Duration::from_secs(30)) {
+        Ok(r) => r,
+        Err(e) => return Outcome::NoDevice(format!("the request never completed: {e}")),
+    };
+    match judge(&r) {
+        Outcome::Good(_) if r.data_transfer_length < out.len() => Outcome::Transport {
+            kind: TransportKind::Other,
+            detail: format!(
+                "short read: {} of {} bytes",
+                r.data_transfer_length,
+                out.len()
+            ),
+        },
+        Outcome::Good(d) => match r.data.read(0, out) {
+            Ok(()) => Outcome::Good(d),
+            Err(e) => Outcome::Transport {
+                kind: TransportKind::Other,
+                detail: format!("read data: {e}"),
+            },
+        },
+        other => other,
     }
 }
 
@@ -197,7 +244,9 @@ mod tests {
             status,
             scsi_status,
             sense,
-            data,
+            data: srp_initiator_storport::port::SystemMemory::new(1)
+                .alloc_from(&data)
+                .expect("fits"),
             data_transfer_length: len,
         }
     }

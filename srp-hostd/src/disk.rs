@@ -9,7 +9,7 @@
 //! Once the disk is gone (its session dropped) every call answers
 //! [`Outcome::NoDevice`] at once and the adapter is released.
 
-use crate::command::{Outcome, TransportKind, execute, finish, submit};
+use crate::command::{Outcome, TransportKind, execute, finish, finish_read, submit};
 use crate::scan::{LunInfo, cdb};
 use mpio::{PathDevice, Transport};
 use scsi::cdb::{Command, LongCdb, ReadWrite, RwCdb, SynchronizeCache};
@@ -138,11 +138,18 @@ impl SrpDisk {
             let n = (blocks - done).min(u64::from(self.max_blocks)) as u32;
             let (off, len) = (done as usize * bs, n as usize * bs);
             let cdb = self.rw_cdb(read, lba.0 + done, n, fua);
+            // The SRB's buffer: pages of system memory the HCA reads or fills directly.
             let data = match &io {
-                Io::Read(_) => vec![0; len],
-                Io::Write(d, _) => d[off..off + len].to_vec(),
+                Io::Read(_) => port.buffer(len),
+                Io::Write(d, _) => port.buffer_from(&d[off..off + len]),
             };
-            let sent = submit(&port, self.address(), &cdb, dir, data, self.timeout);
+            let sent = match data {
+                Ok(data) => submit(&port, self.address(), &cdb, dir, data, self.timeout),
+                Err(e) => Err(Outcome::Transport {
+                    kind: TransportKind::Other,
+                    detail: format!("no buffer for {len} bytes: {e}"),
+                }),
+            };
             if n as u64 == blocks {
                 single = Some((off, len, sent));
             } else {
@@ -152,24 +159,13 @@ impl SrpDisk {
         }
         let mut failure = None;
         for (off, len, sent) in single.into_iter().chain(pieces) {
-            let outcome = match sent {
-                Ok(c) => finish(&c, dir, self.timeout),
-                Err(o) => o,
+            let outcome = match (sent, &mut io) {
+                (Ok(c), Io::Read(buf)) => finish_read(&c, self.timeout, &mut buf[off..off + len]),
+                (Ok(c), Io::Write(..)) => finish(&c, dir, self.timeout),
+                (Err(o), _) => o,
             };
-            match (outcome, &mut io) {
-                (Outcome::Good(_), Io::Write(..)) => {}
-                (Outcome::Good(d), Io::Read(buf)) if d.len() == len => {
-                    buf[off..off + len].copy_from_slice(&d);
-                }
-                (Outcome::Good(d), Io::Read(_)) => {
-                    failure.get_or_insert(Outcome::Transport {
-                        kind: TransportKind::Other,
-                        detail: format!("short read: {} of {len} bytes", d.len()),
-                    });
-                }
-                (other, _) => {
-                    failure.get_or_insert(other);
-                }
+            if !matches!(outcome, Outcome::Good(_)) {
+                failure.get_or_insert(outcome);
             }
         }
         if let Some(Outcome::NoDevice(_)) = &failure {

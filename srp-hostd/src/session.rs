@@ -15,17 +15,19 @@ use crate::disk::SrpDisk;
 use hca::Guid;
 use srp::initiator::PortState;
 use srp::wire::{IoClass, PortId};
-use srp_initiator_storport::port::{Port, PortConfig, PortEvent};
+use srp_initiator_storport::port::{PAGE_SIZE, Port, PortConfig, PortEvent, SystemMemory};
 use srp_initiator_storport::srp::{LoginFailure, LoginVia, SrpAdapterConfig, SrpMiniport};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Pages of the DMA arena per adapter: enough for every LU's queue at the maximum transfer,
-/// capped (the arena is the adapter's bounce memory).
-fn arena_pages(config: &HostConfig) -> usize {
-    let per_cmd = (config.max_transfer as usize).div_ceil(4096);
-    (per_cmd * config.queue_depth as usize * 2).clamp(1024, 16384)
+/// Pages of the host's system memory (every adapter's SRB buffers live in it, the HCA
+/// moving data straight in and out): four LU queues at the maximum transfer, 16 to 128 MiB.
+/// A request waits for pages while others hold them, so the size bounds throughput, never
+/// correctness.
+pub fn memory_pages(config: &HostConfig) -> usize {
+    let per_cmd = (config.max_transfer as usize).div_ceil(PAGE_SIZE);
+    (per_cmd * config.queue_depth as usize * 4).clamp(4096, 32768)
 }
 
 /// Where a session stands.
@@ -124,14 +126,14 @@ pub fn adapter_config(
         timers: config.timers,
         cmd_timeout: config.cmd_timeout,
         login_timeout: config.login_timeout,
-        arena_pages: arena_pages(config),
         max_wait: Duration::from_millis(100),
         registration: config.registration,
     }
 }
 
 impl Session {
-    /// Logs in to `service` from `local` (see the module contract), trying each form of
+    /// Logs in to `service` from `local` (see the module contract), its adapter's SRB
+    /// buffers in the host's `memory`, trying each form of
     /// `forms` in turn while the target rejects the form below SRP or does not answer; an
     /// SRP_LOGIN_REJ ends the attempt (the form is understood, the login refused). The
     /// error names every form's failure.
@@ -141,10 +143,11 @@ impl Session {
         local: IpAddr,
         config: &HostConfig,
         forms: &[LoginVia],
+        memory: &Arc<SystemMemory>,
     ) -> Result<Session, String> {
         let mut failures = Vec::new();
         for &via in forms {
-            match Self::login(&service, local, config, via, first_qpn(id)) {
+            match Self::login(&service, local, config, via, first_qpn(id), memory) {
                 Ok(port) => {
                     if !failures.is_empty() {
                         tracing::info!(
@@ -189,11 +192,16 @@ impl Session {
         config: &HostConfig,
         via: LoginVia,
         first_qpn: u32,
+        memory: &Arc<SystemMemory>,
     ) -> Result<Port<SrpMiniport>, (String, bool)> {
         let hw = adapter_config(config, service, local, via, first_qpn);
+        let port_config = PortConfig {
+            memory: Some(memory.clone()),
+            ..PortConfig::default()
+        };
         // The previous attempt's adapter (another login form) is gone: dropping its port
         // joined the port's threads and closed its HCA, UDP socket included.
-        let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).map_err(|e| {
+        let port = Port::<SrpMiniport>::start(hw, port_config).map_err(|e| {
             (
                 format!(
                     "cannot start the adapter on {local}: {e} (is UDP 4791 on {local} in use?)"

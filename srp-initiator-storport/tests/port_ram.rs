@@ -41,7 +41,7 @@ fn scsi_commands_complete_against_memory_inline_and_from_the_dpc() {
     );
     let r = wait(&port.submit(inq).expect("accepted"));
     assert_eq!(r.status, SrbStatus::SUCCESS);
-    assert_eq!(&r.data[8..16], b"RUSTRAM ");
+    assert_eq!(&r.data.to_vec()[8..16], b"RUSTRAM ");
     let cap = SrbRequest::scsi(
         lu(1),
         &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0],
@@ -49,7 +49,7 @@ fn scsi_commands_complete_against_memory_inline_and_from_the_dpc() {
         vec![0; 8],
     );
     let r = wait(&port.submit(cap).expect("accepted"));
-    assert_eq!(r.data, [0, 0, 0, 255, 0, 0, 2, 0]);
+    assert_eq!(r.data.to_vec(), [0, 0, 0, 255, 0, 0, 2, 0]);
     assert_eq!(
         wait(&port.submit(tur(lu(0))).expect("accepted")).status,
         SrbStatus::SUCCESS
@@ -68,7 +68,10 @@ fn scsi_commands_complete_against_memory_inline_and_from_the_dpc() {
         assert!(r.data == data, "read back what was written");
     }
     let other = wait(&port.submit(read10(lu(0), 10, 33)).expect("accepted"));
-    assert!(other.data.iter().all(|&b| b == 0), "LUs are separate");
+    assert!(
+        other.data.to_vec().iter().all(|&b| b == 0),
+        "LUs are separate"
+    );
     // SCSI failures: CHECK CONDITION with autosense.
     let bad = SrbRequest::scsi(
         lu(0),

@@ -83,7 +83,7 @@ fn worker(port: &srp_initiator_storport::port::Port<RamMiniport>, t: u64, seed: 
             if !write {
                 for b in 0..u64::from(blocks) {
                     let tag = shadow[usize::from(lun)][(first + b) as usize];
-                    let got = &r.data[(b * 512) as usize..(b as usize + 1) * 512];
+                    let got = &r.data.to_vec()[(b * 512) as usize..(b as usize + 1) * 512];
                     let ok = got.iter().enumerate().all(|(i, &x)| {
                         x == if tag == 0 {
                             0

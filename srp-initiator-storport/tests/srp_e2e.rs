@@ -72,7 +72,6 @@ allow = ["any"]
         queue_depth: 32,
         timers: timers(1, 3, 6),
         cmd_timeout: Duration::from_secs(8),
-        arena_pages: 4096,
     }
     .config();
     let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts");
@@ -111,7 +110,10 @@ fn assert_clean(port: &Port<SrpMiniport>) {
 fn assert_resources_back(port: &Port<SrpMiniport>) {
     wait_until("arena and FRMR pool back to free", || {
         port.miniport().resources().is_some_and(|(pages, c)| {
-            pages == 4096 && c.mapped == 0 && c.invalidating == 0 && c.needs_invalidate == 0
+            pages == srp_initiator_storport::port::memory::DEFAULT_PAGES
+                && c.mapped == 0
+                && c.invalidating == 0
+                && c.needs_invalidate == 0
         })
     });
 }
@@ -127,7 +129,7 @@ fn inquiry_capacity_and_data_integrity_over_frmr_and_immediate_data() {
     );
     let r = wait(&port.submit(inq).expect("accepted"));
     assert_eq!(r.status, SrbStatus::SUCCESS, "INQUIRY: {r:?}");
-    assert_eq!(r.data[0] & 0x1f, 0, "a direct-access device");
+    assert_eq!(r.data.to_vec()[0] & 0x1f, 0, "a direct-access device");
     let cap = SrbRequest::scsi(
         lu(0),
         &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0],
@@ -136,8 +138,8 @@ fn inquiry_capacity_and_data_integrity_over_frmr_and_immediate_data() {
     );
     let r = wait(&port.submit(cap).expect("accepted"));
     assert_eq!(r.status, SrbStatus::SUCCESS);
-    assert_eq!(r.data[..4], (BLOCKS - 1).to_be_bytes(), "last LBA");
-    assert_eq!(r.data[4..], 512u32.to_be_bytes(), "block length");
+    assert_eq!(r.data.to_vec()[..4], (BLOCKS - 1).to_be_bytes(), "last LBA");
+    assert_eq!(r.data.to_vec()[4..], 512u32.to_be_bytes(), "block length");
 
     let (imm0, frmr0) = port.miniport().mapped();
     // 4 KiB..256 KiB, and odd multi-page sizes: every buffer of more than one page is

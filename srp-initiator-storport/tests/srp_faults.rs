@@ -107,7 +107,6 @@ fn start_port(t: u8, h: u8, ioc: &IocConfig, timers: TransportTimers) -> Port<Sr
         queue_depth: 32,
         timers,
         cmd_timeout: Duration::from_secs(15),
-        arena_pages: 4096,
     }
     .config();
     Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts")
@@ -148,10 +147,16 @@ fn target_restarted_mid_io_within_fast_io_fail_loses_nothing() {
                 let w = port
                     .submit(write10(lu(0), lba, data.clone()))
                     .expect("accepted");
-                let w = w.wait_timeout(SRB_DEADLINE).expect("write completes");
+                let w = w
+                    .wait_timeout(SRB_DEADLINE)
+                    .map(common::Done::from)
+                    .expect("write completes");
                 assert_eq!(w.status, SrbStatus::SUCCESS, "write {k}: {w:?}");
                 let r = port.submit(read10(lu(0), lba, 48)).expect("accepted");
-                let r = r.wait_timeout(SRB_DEADLINE).expect("read completes");
+                let r = r
+                    .wait_timeout(SRB_DEADLINE)
+                    .map(common::Done::from)
+                    .expect("read completes");
                 assert_eq!(r.status, SrbStatus::SUCCESS, "read {k}: {r:?}");
                 assert!(r.data == data, "block run {k} verifies");
                 written.push((lba, k));
@@ -189,7 +194,10 @@ fn target_restarted_mid_io_within_fast_io_fail_loses_nothing() {
     }
     for (lba, k) in last {
         let r = port.submit(read10(lu(0), lba, 48)).expect("accepted");
-        let r = r.wait_timeout(SRB_DEADLINE).expect("read completes");
+        let r = r
+            .wait_timeout(SRB_DEADLINE)
+            .map(common::Done::from)
+            .expect("read completes");
         assert_eq!(r.status, SrbStatus::SUCCESS);
         assert!(r.data == pattern(24 << 10, k), "run at {lba} (write {k})");
     }
@@ -218,7 +226,10 @@ fn target_gone_fails_io_fast_at_fast_io_fail_and_loses_the_device_at_dev_loss() 
     let w = port
         .submit(write10(lu(0), 0, pattern(8192 + 512, 1)))
         .expect("accepted");
-    let w = w.wait_timeout(SRB_DEADLINE).expect("completes");
+    let w = w
+        .wait_timeout(SRB_DEADLINE)
+        .map(common::Done::from)
+        .expect("completes");
     assert_eq!(w.status, SrbStatus::SUCCESS);
     let _ = daemon.take().map(Daemon::shutdown);
     let lost_at = Instant::now();
@@ -237,7 +248,10 @@ fn target_gone_fails_io_fast_at_fast_io_fail_and_loses_the_device_at_dev_loss() 
         })
         .collect();
     for c in &held {
-        let r = c.wait_timeout(SRB_DEADLINE).expect("held SRB completes");
+        let r = c
+            .wait_timeout(SRB_DEADLINE)
+            .map(common::Done::from)
+            .expect("held SRB completes");
         assert_eq!(r.status, SrbStatus::SELECTION_TIMEOUT, "{r:?}");
     }
     let failed_after = lost_at.elapsed();
@@ -249,7 +263,10 @@ fn target_gone_fails_io_fast_at_fast_io_fail_and_loses_the_device_at_dev_loss() 
     // In FAIL_FAST new I/O fails at once.
     let t = Instant::now();
     let r = port.submit(read10(lu(0), 0, 8)).expect("accepted");
-    let r = r.wait_timeout(SRB_DEADLINE).expect("completes");
+    let r = r
+        .wait_timeout(SRB_DEADLINE)
+        .map(common::Done::from)
+        .expect("completes");
     assert_eq!(r.status, SrbStatus::SELECTION_TIMEOUT);
     assert!(t.elapsed() < Duration::from_secs(1));
     wait_until("dev_loss", Duration::from_secs(10), || {
@@ -257,12 +274,18 @@ fn target_gone_fails_io_fast_at_fast_io_fail_and_loses_the_device_at_dev_loss() 
     });
     assert!(lost_at.elapsed() >= Duration::from_millis(5500));
     let r = port.submit(read10(lu(0), 0, 8)).expect("accepted");
-    let r = r.wait_timeout(SRB_DEADLINE).expect("completes");
+    let r = r
+        .wait_timeout(SRB_DEADLINE)
+        .map(common::Done::from)
+        .expect("completes");
     assert_eq!(r.status, SrbStatus::NO_DEVICE, "{r:?}");
     // Everything mapped for the failed SRBs came back (regions recreated, not leaked).
     wait_until("arena and pool back", Duration::from_secs(5), || {
         port.miniport().resources().is_some_and(|(pages, c)| {
-            pages == 4096 && c.mapped == 0 && c.discarded == 0 && c.invalidating == 0
+            pages == srp_initiator_storport::port::memory::DEFAULT_PAGES
+                && c.mapped == 0
+                && c.discarded == 0
+                && c.invalidating == 0
         })
     });
     assert!(port.violations().is_empty(), "{:?}", port.violations());

@@ -41,7 +41,7 @@ const HOST_GUID: u64 = 0x0002_c903_00be_e701;
 const TARGET_GUID: u64 = 0x0002_c903_00a1_d501;
 /// Longest any single SRB may take here (a few losses and re-logins).
 const SRB_DEADLINE: Duration = Duration::from_secs(20);
-const ARENA_PAGES: usize = 1024;
+const MEMORY_PAGES: usize = srp_initiator_storport::port::memory::DEFAULT_PAGES;
 
 fn ip(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 132, last))
@@ -68,7 +68,6 @@ fn setup(k: u8, fault: Fault, times: u32) -> (HostileTarget, Port<SrpMiniport>) 
         queue_depth: 16,
         timers: timers(1, 3, 30),
         cmd_timeout: Duration::from_secs(15),
-        arena_pages: ARENA_PAGES,
     }
     .config();
     let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts");
@@ -86,7 +85,7 @@ fn logged_in(port: &Port<SrpMiniport>, stats: &Stats) {
 fn assert_clean(port: &Port<SrpMiniport>) {
     wait_until("arena and pool back", || {
         port.miniport().resources().is_some_and(|(pages, c)| {
-            pages == ARENA_PAGES && c.mapped == 0 && c.discarded == 0 && c.invalidating == 0
+            pages == MEMORY_PAGES && c.mapped == 0 && c.discarded == 0 && c.invalidating == 0
         })
     });
     assert!(port.violations().is_empty(), "{:?}", port.violations());
@@ -100,7 +99,10 @@ fn bad_once_then_recovers(k: u8, fault: Fault, lba: u32, blocks: u16) {
     logged_in(&port, &stats);
     let remapped_before = port.miniport().remapped();
     let r = port.submit(read10(lu(0), lba, blocks)).expect("accepted");
-    let r = r.wait_timeout(SRB_DEADLINE).expect("the READ completes");
+    let r = r
+        .wait_timeout(SRB_DEADLINE)
+        .map(common::Done::from)
+        .expect("the READ completes");
     assert_eq!(r.status, SrbStatus::SUCCESS, "{fault:?}: {:?}", r.status);
     assert!(
         r.data == block_data(u64::from(lba), usize::from(blocks)),
@@ -132,7 +134,10 @@ fn bad_once_then_recovers(k: u8, fault: Fault, lba: u32, blocks: u16) {
     });
     // The new channel serves more I/O.
     let r = port.submit(read10(lu(0), 7, 3)).expect("accepted");
-    let r = r.wait_timeout(SRB_DEADLINE).expect("completes");
+    let r = r
+        .wait_timeout(SRB_DEADLINE)
+        .map(common::Done::from)
+        .expect("completes");
     assert_eq!(r.status, SrbStatus::SUCCESS);
     assert!(r.data == block_data(7, 3));
     assert_clean(&port);
@@ -167,7 +172,10 @@ fn target_misbehaving_forever_fails_the_read_at_fast_io_fail() {
     logged_in(&port, &stats);
     let t = Instant::now();
     let r = port.submit(read10(lu(0), 0, 8)).expect("accepted");
-    let r = r.wait_timeout(SRB_DEADLINE).expect("the READ completes");
+    let r = r
+        .wait_timeout(SRB_DEADLINE)
+        .map(common::Done::from)
+        .expect("the READ completes");
     let took = t.elapsed();
     assert_eq!(r.status, SrbStatus::SELECTION_TIMEOUT);
     assert!(
@@ -180,7 +188,10 @@ fn target_misbehaving_forever_fails_the_read_at_fast_io_fail() {
     // again: it fails the same way, bounded), and nothing leaked.
     let t = Instant::now();
     let r = port.submit(tur(lu(0))).expect("accepted");
-    let r = r.wait_timeout(SRB_DEADLINE).expect("completes");
+    let r = r
+        .wait_timeout(SRB_DEADLINE)
+        .map(common::Done::from)
+        .expect("completes");
     assert_eq!(r.status, SrbStatus::SELECTION_TIMEOUT);
     assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
     assert_clean(&port);

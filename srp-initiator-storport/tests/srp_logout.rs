@@ -106,7 +106,6 @@ fn stop_adapter_logs_out_and_restart_adapter_logs_in_again() {
         // A short reconnect_delay: a stopped adapter must still not reconnect.
         timers: timers(1, 5, 30),
         cmd_timeout: Duration::from_secs(8),
-        arena_pages: 1024,
     }
     .config();
     let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts");

@@ -59,7 +59,6 @@ fn abort_command_and_reset_logical_unit_end_outstanding_srbs() {
         timers: timers(1, 3, 30),
         // Long enough that no timeout escalation interferes.
         cmd_timeout: Duration::from_secs(30),
-        arena_pages: 1024,
     }
     .config();
     let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts");

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 const HOST_GUID: u64 = 0x0002_c903_00be_e701;
 const RDMA_CM_PORT: u16 = 5591;
-const ARENA_PAGES: usize = 4096;
+const MEMORY_PAGES: usize = srp_initiator_storport::port::memory::DEFAULT_PAGES;
 
 fn ip(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 133, last))
@@ -89,7 +89,6 @@ fn adapter(t: u8, h: u8, ioc: &IocConfig, registration: RegistrationMode) -> Srp
         queue_depth: 32,
         timers: timers(1, 8, 15),
         cmd_timeout: Duration::from_secs(15),
-        arena_pages: ARENA_PAGES,
     }
     .config();
     cfg.registration = registration;
@@ -133,7 +132,7 @@ fn round_trip(port: &Port<SrpMiniport>, lba: u32, data: &[u8]) {
     );
     assert_eq!(r.status, SrbStatus::SUCCESS, "READ of {n}: {r:?}");
     assert_eq!(r.data_transfer_length, n);
-    assert!(r.data == data, "read back what was written ({n} bytes)");
+    assert!(r.data == *data, "read back what was written ({n} bytes)");
 }
 
 #[test]
@@ -176,7 +175,7 @@ fn trust_target_round_trips_without_frmr_and_reports_the_login() {
     );
     // Arena pages come back at each completion; the FRMR pool does not exist.
     let (pages, pool) = port.miniport().resources().expect("found");
-    assert_eq!(pages, ARENA_PAGES);
+    assert_eq!(pages, MEMORY_PAGES);
     assert_eq!(pool, Default::default(), "no FRMR regions");
     assert_clean(&port);
 }

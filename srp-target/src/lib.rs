@@ -51,7 +51,7 @@ pub mod io;
 pub mod login;
 pub mod lu;
 
-pub use backend::{Backend, BackendError, BlockSize, FileBackend, RamBackend};
+pub use backend::{Backend, BackendError, BlockSize, FileBackend, MemSpan, RamBackend};
 pub use exec::pr::ItNexus;
-pub use exec::{CmdOutput, LogicalUnit, LuConfig, Nexus, TransportError, check_condition};
+pub use exec::{CmdOutput, DataOut, LogicalUnit, LuConfig, Nexus, TransportError, check_condition};
 pub use lu::{LunIdentity, Oui, PortIdentity, TargetPortGroup};

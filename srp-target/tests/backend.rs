@@ -162,3 +162,85 @@ fn only_memory_backends_say_they_never_block() {
         assert!(!nb, "a file on a disk file system may block");
     }
 }
+
+/// A backend that implements only the byte interface: the default direct transfers.
+#[derive(Debug)]
+struct BytesOnly(RamBackend);
+
+impl Backend for BytesOnly {
+    fn block_size(&self) -> BlockSize {
+        self.0.block_size()
+    }
+    fn blocks(&self) -> u64 {
+        self.0.blocks()
+    }
+    fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError> {
+        self.0.read_at(lba, buf)
+    }
+    fn write_at(&self, lba: Lba, buf: &[u8], fua: bool) -> Result<(), BackendError> {
+        self.0.write_at(lba, buf, fua)
+    }
+    fn flush(&self) -> Result<(), BackendError> {
+        self.0.flush()
+    }
+    fn unmap(&self, lba: Lba, blocks: BlockCount) -> Result<(), BackendError> {
+        self.0.unmap(lba, blocks)
+    }
+}
+
+#[test]
+fn direct_transfers_with_registered_memory_match_the_byte_interface() {
+    let dir = TempDir::new("direct");
+    let blocks = 128u64;
+    let file =
+        FileBackend::create(dir.path().join("lun"), blocks * 512, BlockSize::B512).expect("create");
+    let ram = RamBackend::new(blocks, BlockSize::B512).expect("ram");
+    let bytes_only = BytesOnly(RamBackend::new(blocks, BlockSize::B512).expect("ram"));
+    let backends: [(&str, &dyn Backend); 3] =
+        [("file", &file), ("ram", &ram), ("default", &bytes_only)];
+    // 40 KiB: more than one step of the default path; at an odd offset of the memory.
+    let len = 80 * 512;
+    let data = common::pattern(len, 11);
+    for (name, b) in backends {
+        let mem = hca::mem::MemBlock::new(len + 100);
+        mem.write(37, &data).expect("in range");
+        let span = srp_target::MemSpan {
+            block: &mem,
+            offset: 37,
+            len,
+        };
+        b.write_from(Lba(9), span, true).expect("write_from");
+        let mut back = vec![0u8; len];
+        b.read_at(Lba(9), &mut back).expect("read_at");
+        assert!(back == data, "{name}: write_from lands where read_at reads");
+        let out = hca::mem::MemBlock::new(len + 3);
+        let span = srp_target::MemSpan {
+            block: &out,
+            offset: 3,
+            len,
+        };
+        b.read_into(Lba(9), span).expect("read_into");
+        let mut got = vec![0u8; len];
+        out.read(3, &mut got).expect("in range");
+        assert!(got == data, "{name}: read_into gives the blocks");
+        // Ranges are checked as for the byte interface; a span outside its memory errors.
+        let past = srp_target::MemSpan {
+            block: &out,
+            offset: 3,
+            len: 512,
+        };
+        assert!(matches!(
+            b.read_into(Lba(blocks), past),
+            Err(BackendError::OutOfRange { .. })
+        ));
+        let outside = srp_target::MemSpan {
+            block: &out,
+            offset: len,
+            len: 1024,
+        };
+        assert!(
+            b.read_into(Lba(0), outside).is_err(),
+            "{name}: span past the memory"
+        );
+    }
+}

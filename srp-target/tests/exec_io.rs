@@ -398,3 +398,97 @@ fn file_unmap_through_execute_reads_zeros() {
         64 * 4096
     );
 }
+
+#[test]
+fn read_and_write_go_straight_through_staged_memory() {
+    use srp_target::{DataOut, MemSpan};
+    let dir = TempDir::new("staged");
+    for lu in [
+        ram_lu(64, BlockSize::B512),
+        file_lu(&dir, "lun", 64, BlockSize::B512),
+    ] {
+        let nd = nexus_data(0);
+        let mem = hca::mem::MemBlock::new(8192);
+        let span = MemSpan {
+            block: &mem,
+            offset: 512,
+            len: 4096,
+        };
+        // WRITE of 2 blocks whose data-out lies in the memory.
+        let data = pattern(1024, 5);
+        mem.write(512, &data).expect("in range");
+        let mut din = Vec::new();
+        let out = lu
+            .execute_io(
+                &nd.nexus(),
+                &write10(3, 2, false),
+                DataOut::Staged(span.head(1024)),
+                &mut din,
+                None,
+            )
+            .expect("no transport error");
+        assert_eq!((out.status, out.data_out_len), (Status::Good, 1024));
+        assert_eq!(
+            good(&lu, &read10(3, 2), &[]),
+            data,
+            "written from the memory"
+        );
+        // READ into the memory: nothing in `din`, the data at the span's start.
+        mem.fill(0, 8192, 0).expect("in range");
+        let out = lu
+            .execute_io(
+                &nd.nexus(),
+                &read10(3, 2),
+                DataOut::Bytes(&[]),
+                &mut din,
+                Some(span),
+            )
+            .expect("no transport error");
+        assert!(out.data_in_staged && din.is_empty());
+        assert_eq!(out.data_in_len, 1024);
+        let mut got = vec![0u8; 1024];
+        mem.read(512, &mut got).expect("in range");
+        assert_eq!(got, data);
+        // A READ longer than the memory uses the bytes.
+        let out = lu
+            .execute_io(
+                &nd.nexus(),
+                &read10(0, 16),
+                DataOut::Bytes(&[]),
+                &mut din,
+                Some(span),
+            )
+            .expect("no transport error");
+        assert!(!out.data_in_staged);
+        assert_eq!(din.len(), 8192);
+        // A staged data-out shorter than the WRITE is the underrun; other commands read it
+        // out of the memory (WRITE SAME(10) of one block: its one block of data-out).
+        let short = lu.execute_io(
+            &nd.nexus(),
+            &write10(0, 2, false),
+            DataOut::Staged(span.head(512)),
+            &mut din,
+            None,
+        );
+        assert!(matches!(
+            short,
+            Err(TransportError::DataOutUnderrun {
+                need_bytes: 1024,
+                have_bytes: 512
+            })
+        ));
+        mem.write(512, &[0x3c; 512]).expect("in range");
+        let ws = [0x41, 0, 0, 0, 0, 8, 0, 0, 4, 0];
+        let out = lu
+            .execute_io(
+                &nd.nexus(),
+                &ws,
+                DataOut::Staged(span.head(512)),
+                &mut din,
+                None,
+            )
+            .expect("no transport error");
+        assert_eq!(out.status, Status::Good, "{:?}", out.sense);
+        assert_eq!(good(&lu, &read10(8, 4), &[]), vec![0x3c; 2048]);
+    }
+}

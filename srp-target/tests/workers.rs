@@ -115,6 +115,7 @@ fn job(token: u64, lu: &Arc<LogicalUnit>, nexus: &Arc<NexusInfo>, reply: &Sender
         nexus: nexus.clone(),
         cdb: read10(0, 1).to_vec(),
         data_out: Vec::new(),
+        staging: None,
         data_in: Vec::new(),
         reply: Reply::new(reply.clone(), None),
         abort: AbortFlag::default(),

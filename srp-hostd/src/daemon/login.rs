@@ -191,7 +191,7 @@ impl Shared {
                 st.next_id - 1
             };
             let forms = self.login_forms(&service);
-            match Session::open(id, service, local, &self.config, &forms) {
+            match Session::open(id, service, local, &self.config, &forms, &self.memory) {
                 Ok(s) => {
                     let s = Arc::new(s);
                     {

@@ -26,6 +26,7 @@ use crate::session::Session;
 use access_layer::ctl::CtlServer;
 use mpio::{Dsm, MultipathDisk, SrpDsm};
 use srp_host::{BlockFiles, MountError, MountOptions, Mounted};
+use srp_initiator_storport::port::SystemMemory;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -94,6 +95,8 @@ struct State {
 /// What the supervisor, the control socket and the handle share.
 struct Shared {
     config: HostConfig,
+    /// The host's memory: every adapter's SRB buffers.
+    memory: Arc<SystemMemory>,
     dsm: Arc<dyn Dsm>,
     exposure: Exposure,
     state: Mutex<State>,
@@ -188,6 +191,7 @@ impl HostDaemon {
 
     fn launch(config: HostConfig, exposure: Exposure) -> HostDaemon {
         let shared = Arc::new(Shared {
+            memory: SystemMemory::new(crate::session::memory_pages(&config)),
             config,
             dsm: Arc::new(SrpDsm::default()),
             exposure,

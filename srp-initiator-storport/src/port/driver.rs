@@ -6,7 +6,7 @@ use super::miniport::{
     AdapterControl, FindAdapterStatus, Miniport, PortConfigurationInfo, SupportedControlTypes,
 };
 use super::shared::{RunState, Shared};
-use super::srb::{DataDirection, LuAddress, Srb, SrbFunction, SrbRequest, SrbResult};
+use super::srb::{DataDirection, LuAddress, Srb, SrbData, SrbFunction, SrbRequest, SrbResult};
 use super::status::SrbStatus;
 use super::verifier::{Routine, Violation};
 use super::{PortConfig, PortError, PortEvent, PortServices, ResetCause, worker};
@@ -70,7 +70,7 @@ fn refusal<X>(info: &PortConfigurationInfo, srb: &Srb<X>) -> Option<SrbStatus> {
     } else if a.lun >= info.maximum_number_of_logical_units {
         Some(SrbStatus::INVALID_LUN)
     } else if sg.total_len() > info.maximum_transfer_length as usize
-        || sg.elements().len() > info.number_of_physical_breaks as usize + 1
+        || sg.len() > info.number_of_physical_breaks as usize + 1
     {
         Some(SrbStatus::INVALID_REQUEST)
     } else {
@@ -154,11 +154,18 @@ impl<M: Miniport> Port<M> {
     /// Submits a request: queued, then started when the holds and depth allow; the
     /// completion gets the result exactly once. Invalid addresses, oversized buffers and
     /// removed LUs complete at once with the SRB status StorPort uses.
-    pub fn submit(&self, request: SrbRequest) -> Result<Completion<SrbResult>, PortError> {
+    pub fn submit(&self, mut request: SrbRequest) -> Result<Completion<SrbResult>, PortError> {
         validate(&request)?;
         let sh = &self.shared;
+        let data = match std::mem::take(&mut request.data) {
+            SrbData::Buffer(b) if b.memory().is_some_and(|m| !Arc::ptr_eq(m, &sh.memory)) => {
+                return Err(PortError::ForeignBuffer);
+            }
+            SrbData::Buffer(b) => b,
+            SrbData::Bytes(v) => sh.memory.alloc_from(&v)?,
+        };
         let management = request.function.is_management();
-        let srb: Srb<M::SrbExtension> = Srb::new(sh.next_id(), request);
+        let srb: Srb<M::SrbExtension> = Srb::new(sh.next_id(), request, data);
         let (completer, completion) = Completion::pair();
         {
             let mut s = sh.lock();
@@ -179,6 +186,22 @@ impl<M: Miniport> Port<M> {
         sh.kick.notify_all();
         sh.pump();
         Ok(completion)
+    }
+
+    /// The machine's memory the port's requests carry their buffers in.
+    pub fn memory(&self) -> &Arc<super::SystemMemory> {
+        &self.shared.memory
+    }
+
+    /// A zeroed buffer of `len` bytes in the port's memory, waiting for pages if needed
+    /// (not at dispatch level).
+    pub fn buffer(&self, len: usize) -> Result<super::DataBuffer, super::MemoryError> {
+        self.shared.memory.alloc(len)
+    }
+
+    /// A buffer holding `bytes` in the port's memory (as [`Port::buffer`]).
+    pub fn buffer_from(&self, bytes: &[u8]) -> Result<super::DataBuffer, super::MemoryError> {
+        self.shared.memory.alloc_from(bytes)
     }
 
     /// What the miniport gets (for a test standing in for it, or the miniport's threads).

@@ -27,6 +27,7 @@
 
 mod driver;
 pub mod ke;
+pub mod memory;
 pub mod miniport;
 mod pump;
 mod queue;
@@ -40,6 +41,7 @@ pub mod verifier;
 mod worker;
 
 pub use driver::{LuStats, Port};
+pub use memory::{DataBuffer, MemoryError, SystemMemory};
 pub use miniport::{
     AdapterControl, AdapterControlStatus, FindAdapterStatus, Miniport, PortConfigurationInfo,
     SupportedControlTypes, SynchronizationModel,
@@ -47,14 +49,14 @@ pub use miniport::{
 pub use queue::MAX_LU_QUEUE_DEPTH;
 pub use services::PortServices;
 pub use sgl::{PAGE_SIZE, ScatterGatherList, SgElement};
-pub use srb::{DataDirection, LuAddress, Srb, SrbFunction, SrbId, SrbRequest, SrbResult};
+pub use srb::{DataDirection, LuAddress, Srb, SrbData, SrbFunction, SrbId, SrbRequest, SrbResult};
 pub use status::SrbStatus;
 pub use verifier::{Routine, Violation};
 
 use std::time::Duration;
 
 /// The port's own knobs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PortConfig {
     /// How long a routine may run at dispatch level before the DPC watchdog bugchecks.
     pub dpc_watchdog: Duration,
@@ -64,6 +66,9 @@ pub struct PortConfig {
     pub busy_retry: Duration,
     /// The per-LU queue depth (1 to 255).
     pub lu_queue_depth: u32,
+    /// The machine's memory, shared by every port of a host (request buffers live in it);
+    /// `None`: the port gets its own of [`memory::DEFAULT_PAGES`] pages.
+    pub memory: Option<std::sync::Arc<SystemMemory>>,
 }
 
 impl Default for PortConfig {
@@ -73,6 +78,7 @@ impl Default for PortConfig {
             tick: Duration::from_millis(10),
             busy_retry: Duration::from_millis(250),
             lu_queue_depth: MAX_LU_QUEUE_DEPTH,
+            memory: None,
         }
     }
 }
@@ -129,6 +135,12 @@ pub enum PortError {
     /// HwInitialize returned false.
     #[error("HwInitialize failed")]
     InitializeFailed,
+    /// The request's buffer is not in this port's system memory.
+    #[error("the data buffer is not in this port's system memory")]
+    ForeignBuffer,
+    /// No system memory for the request's bytes.
+    #[error("system memory for the data: {0}")]
+    Memory(#[from] MemoryError),
     /// A request that no SRB can carry.
     #[error("malformed request: {0}")]
     BadRequest(&'static str),

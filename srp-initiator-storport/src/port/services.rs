@@ -190,6 +190,12 @@ impl<M: Miniport> PortServices<M> {
         true
     }
 
+    /// The machine's memory: the physical addresses of scatter-gather elements are byte
+    /// offsets of its block (what a miniport registers for DMA). `None` once the port is gone.
+    pub fn system_memory(&self) -> Option<std::sync::Arc<super::SystemMemory>> {
+        self.shared.upgrade().map(|sh| sh.memory.clone())
+    }
+
     /// `StorPortGetScatterGatherList`: valid until the SRB completes.
     pub fn get_scatter_gather_list<'a>(
         &self,

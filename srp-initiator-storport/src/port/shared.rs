@@ -71,6 +71,8 @@ pub(crate) struct Shared<M: Miniport> {
     pub(crate) miniport: M,
     pub(crate) context: M::HwContext,
     pub(crate) config: PortConfig,
+    /// The machine's memory: request buffers live in it.
+    pub(crate) memory: std::sync::Arc<super::SystemMemory>,
     pub(crate) state: Mutex<State<M::SrbExtension>>,
     /// Wakes the worker.
     pub(crate) kick: Condvar,
@@ -112,9 +114,14 @@ impl<M: Miniport> Shared<M> {
         config: PortConfig,
         me: Weak<Self>,
     ) -> Self {
+        let memory = config
+            .memory
+            .clone()
+            .unwrap_or_else(|| super::SystemMemory::new(super::memory::DEFAULT_PAGES));
         Shared {
             miniport,
             context,
+            memory,
             state: Mutex::new(State {
                 run: RunState::Stopped,
                 queues: Queues::new(config.lu_queue_depth, config.busy_retry),

@@ -9,6 +9,7 @@
 //! `SRB_STATUS_AUTOSENSE_VALID`), and keeps its per-request state in the SRB extension.
 //! Closures given to [`Srb::with_extension`] must not complete the SRB.
 
+use super::memory::DataBuffer;
 use super::sgl::{ScatterGatherList, SglError};
 use super::status::SrbStatus;
 use std::fmt;
@@ -103,7 +104,7 @@ pub enum DataDirection {
 }
 
 /// What a submitter asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct SrbRequest {
     /// The function.
     pub function: SrbFunction,
@@ -113,8 +114,8 @@ pub struct SrbRequest {
     pub cdb: Vec<u8>,
     /// The data direction.
     pub direction: DataDirection,
-    /// The data buffer: the bytes to write, or a buffer of the transfer length to read into.
-    pub data: Vec<u8>,
+    /// The data: the bytes to write, or a buffer of the transfer length to read into.
+    pub data: SrbData,
     /// `SenseInfoBufferLength`: how many sense bytes the submitter takes.
     pub sense_len: u8,
     /// `TimeOutValue`: how long the miniport may hold the request.
@@ -128,13 +129,18 @@ impl SrbRequest {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
     /// An EXECUTE_SCSI request.
-    pub fn scsi(address: LuAddress, cdb: &[u8], direction: DataDirection, data: Vec<u8>) -> Self {
+    pub fn scsi(
+        address: LuAddress,
+        cdb: &[u8],
+        direction: DataDirection,
+        data: impl Into<SrbData>,
+    ) -> Self {
         SrbRequest {
             function: SrbFunction::ExecuteScsi,
             address,
             cdb: cdb.to_vec(),
             direction,
-            data,
+            data: data.into(),
             sense_len: 18,
             timeout: Self::DEFAULT_TIMEOUT,
             abort_target: None,
@@ -146,7 +152,7 @@ impl SrbRequest {
         SrbRequest {
             function,
             cdb: Vec::new(),
-            ..SrbRequest::scsi(address, &[], DataDirection::None, Vec::new())
+            ..SrbRequest::scsi(address, &[], DataDirection::None, DataBuffer::empty())
         }
     }
 
@@ -154,10 +160,70 @@ impl SrbRequest {
     pub fn with_timeout(self, timeout: Duration) -> Self {
         SrbRequest { timeout, ..self }
     }
+
+    /// The same request without its data (a re-issue's: the fields are kept, the buffer
+    /// moves to the new SRB).
+    fn again(&self) -> Self {
+        let data = SrbData::default();
+        SrbRequest {
+            function: self.function,
+            address: self.address,
+            cdb: self.cdb.clone(),
+            direction: self.direction,
+            data,
+            sense_len: self.sense_len,
+            timeout: self.timeout,
+            abort_target: self.abort_target,
+        }
+    }
+}
+
+/// An SRB's data as the submitter gives it.
+#[derive(Debug)]
+pub enum SrbData {
+    /// Pages of the port's system memory the submitter filled (direct I/O): the miniport's
+    /// DMA uses these very pages, nothing is copied.
+    Buffer(DataBuffer),
+    /// Bytes the port copies into fresh pages of its system memory at submission (buffered
+    /// I/O, for small control transfers; waits for pages, never at dispatch level).
+    Bytes(Vec<u8>),
+}
+
+impl SrbData {
+    /// Bytes of data.
+    pub fn len(&self) -> usize {
+        match self {
+            SrbData::Buffer(b) => b.len(),
+            SrbData::Bytes(v) => v.len(),
+        }
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Default for SrbData {
+    fn default() -> Self {
+        SrbData::Buffer(DataBuffer::empty())
+    }
+}
+
+impl From<DataBuffer> for SrbData {
+    fn from(b: DataBuffer) -> Self {
+        SrbData::Buffer(b)
+    }
+}
+
+impl From<Vec<u8>> for SrbData {
+    fn from(v: Vec<u8>) -> Self {
+        SrbData::Bytes(v)
+    }
 }
 
 /// What the submitter gets back.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct SrbResult {
     /// The request.
     pub id: SrbId,
@@ -167,15 +233,17 @@ pub struct SrbResult {
     pub scsi_status: u8,
     /// The sense bytes (meaningful when the status has `AUTOSENSE_VALID`).
     pub sense: Vec<u8>,
-    /// The data buffer (a read's data).
-    pub data: Vec<u8>,
+    /// The data buffer (a read's data), handed back; empty when the port completed the
+    /// request while the miniport still held it (the buffer stays with the SRB until the
+    /// miniport lets go, so no late DMA reaches reused pages).
+    pub data: DataBuffer,
     /// `DataTransferLength` as the miniport left it (less than asked on underrun).
     pub data_transfer_length: usize,
 }
 
 /// The parts the miniport writes.
 struct SrbIo<X> {
-    data: Vec<u8>,
+    data: DataBuffer,
     status: SrbStatus,
     scsi_status: u8,
     sense: Vec<u8>,
@@ -217,13 +285,13 @@ impl<X> Clone for Srb<X> {
 }
 
 impl<X: Default> Srb<X> {
-    /// The SRB for `request`, its buffer mapped by a fresh scatter-gather list.
-    pub(crate) fn new(id: SrbId, mut request: SrbRequest) -> Srb<X> {
-        let data = std::mem::take(&mut request.data);
+    /// The SRB for `request` with its buffer `data` (the request's own, placed in system
+    /// memory), mapped by the buffer's scatter-gather list.
+    pub(crate) fn new(id: SrbId, request: SrbRequest, data: DataBuffer) -> Srb<X> {
         Srb {
             inner: Arc::new(Inner {
                 id,
-                sg: ScatterGatherList::build(data.len()),
+                sg: data.sg_list(),
                 io: Mutex::new(SrbIo {
                     data_transfer_length: data.len(),
                     data,
@@ -243,9 +311,8 @@ impl<X: Default> Srb<X> {
     /// A fresh SRB for the same request (same id, same buffer, zeroed extension): how the
     /// port re-issues a request the miniport completed with `SRB_STATUS_BUSY`.
     pub(crate) fn reissue(&self) -> Srb<X> {
-        let mut request = self.inner.request.clone();
-        request.data = std::mem::take(&mut self.io().data);
-        Srb::new(self.inner.id, request)
+        let data = std::mem::take(&mut self.io().data);
+        Srb::new(self.inner.id, self.inner.request.again(), data)
     }
 }
 
@@ -310,15 +377,21 @@ impl<X> Srb<X> {
     /// A DMA read of `out.len()` bytes at physical `address` (inside one element).
     pub fn dma_read(&self, address: u64, out: &mut [u8]) -> Result<(), SglError> {
         let at = self.inner.sg.offset_of(address, out.len())?;
-        out.copy_from_slice(&self.io().data[at..at + out.len()]);
-        Ok(())
+        let gone = SglError::OutOfList {
+            address,
+            len: out.len(),
+        };
+        self.io().data.read(at, out).map_err(|_| gone)
     }
 
     /// A DMA write of `data` at physical `address` (inside one element).
     pub fn dma_write(&self, address: u64, data: &[u8]) -> Result<(), SglError> {
         let at = self.inner.sg.offset_of(address, data.len())?;
-        self.io().data[at..at + data.len()].copy_from_slice(data);
-        Ok(())
+        let gone = SglError::OutOfList {
+            address,
+            len: data.len(),
+        };
+        self.io().data.write(at, data).map_err(|_| gone)
     }
 
     /// `SrbStatus`.
@@ -376,7 +449,7 @@ impl<X> Srb<X> {
             status: status.unwrap_or(SrbStatus::INTERNAL_ERROR),
             scsi_status: 0,
             sense: Vec::new(),
-            data: Vec::new(),
+            data: DataBuffer::empty(),
             data_transfer_length: 0,
         };
         let io = if forced {

@@ -1,8 +1,9 @@
 //! One adapter (one IOC): what HwFindAdapter opens at passive level — the channel adapter
 //! (the soft HCA under the access layer's [`SoftCa`]), its GSI port and CM endpoint, the RC
-//! CQ, the control memory for IUs, the DMA arena and the registration (a fast-registration
-//! pool, or under [`RegistrationMode::TrustTarget`] one region over the arena) — and the
-//! state the routines and the DPC share.
+//! CQ, the control memory for IUs and the registration (a fast-registration pool over the
+//! SRBs' own pages, or under [`RegistrationMode::TrustTarget`] one region over all of the
+//! machine's memory) — and the state the routines and the DPC share. Data buffers are the
+//! SRBs' pages in system memory, registered as they are: no bounce memory, no copy.
 //!
 //! Every verb of the RC channel goes through the access layer's [`ChannelInterface`]: the
 //! resources of HwFindAdapter through its blocking wrapper (passive level), the data path
@@ -14,10 +15,9 @@
 //!
 //! Locks (spin locks in a real miniport, held briefly, never across a wait): `inner`
 //! (channel core, CM, queue pair, outstanding commands) before `reg` (registration pool)
-//! before the arena's; `status` and the pending completions are leaves; the device's
+//! before the system memory's; `status` and the pending completions are leaves; the device's
 //! engine lock is only ever entered innermost.
 
-use super::dma::DmaArena;
 use super::pending::{Pending, VerbDone};
 use super::status::StatusLog;
 use super::{RegistrationMode, SrpAdapterConfig};
@@ -51,9 +51,9 @@ pub(crate) const SEND_SLOTS: usize = 128;
 pub(crate) const RECV_SLOTS: usize = 64;
 /// I/O address of the control memory.
 pub(crate) const CTRL_IOVA: u64 = 0x1000_0000;
-/// I/O address of the DMA arena's all-memory region (TrustTarget); clear of the control
+/// I/O address of the all-physical-memory region (TrustTarget); clear of the control
 /// memory and of the FRMR pool's IOVAs.
-pub(crate) const ARENA_IOVA: u64 = 0x2000_0000_0000;
+pub(crate) const MEMORY_IOVA: u64 = 0x2000_0000_0000;
 /// Bytes of an SRP_CMD before its descriptors (no additional CDB), and of an indirect
 /// descriptor's table descriptor and total length, and of one direct descriptor (SRP r16a
 /// 5.2.2, 6.8): what bounds an inline descriptor list by the IU length.
@@ -70,8 +70,7 @@ pub(crate) const RECV_WR: u64 = 2 << 32;
 pub(crate) struct Active {
     pub(crate) srb: crate::port::Srb<super::SrbExt>,
     pub(crate) handle: MapHandle,
-    pub(crate) pages: Vec<usize>,
-    /// Direction and arena segments, to register the buffer again after a reconnect.
+    /// Direction and the SRB's segments, to register the buffer again after a reconnect.
     pub(crate) dir: DataDir,
     pub(crate) segments: Vec<Segment>,
 }
@@ -126,7 +125,8 @@ pub(crate) struct Adapter {
     pub(crate) pd: PdId,
     pub(crate) ctrl: Arc<MemBlock>,
     pub(crate) ctrl_mr: MrKeys,
-    pub(crate) arena: DmaArena,
+    /// The machine's memory (the port's): SRB buffers' pages, registered where they are.
+    pub(crate) memory: Arc<crate::port::SystemMemory>,
     pub(crate) reg: Mutex<Registration>,
     pub(crate) inner: Mutex<Inner>,
     /// How BuildIo mapped buffers: (immediate, fast-registered).
@@ -204,7 +204,9 @@ impl Adapter {
             .map_err(|e| OpenError::Setup(format!("GSI: {e}")))?;
         let ctrl_len = (SEND_SLOTS + RECV_SLOTS) as u64 * SLOT;
         let ctrl = MemBlock::new(ctrl_len as usize);
-        let arena = DmaArena::new(cfg.arena_pages);
+        let memory = port
+            .system_memory()
+            .ok_or_else(|| OpenError::Setup("the port has no system memory".into()))?;
         let pd = sync.alloc_pd().map_err(setup("alloc_pd"))?;
         let ctrl_mr = sync
             .reg_mr(
@@ -219,7 +221,7 @@ impl Adapter {
             )
             .map_err(setup("reg_mr"))?;
         let cq = sync.create_cq(8192).map_err(setup("create_cq"))?;
-        let strategy = Self::strategy(&sync, pd, &cfg, &arena)?;
+        let strategy = Self::strategy(&sync, pd, &cfg, memory.block())?;
         let cm = CmEndpoint::new(CmConfig {
             local_ca_guid: cfg.node_guid,
             local_gid: Gid::from_ip(cfg.local),
@@ -254,7 +256,7 @@ impl Adapter {
             cfg.login_via.as_str()
         );
         Ok(Adapter {
-            arena,
+            memory,
             cfg,
             ca,
             mtu,
@@ -273,18 +275,18 @@ impl Adapter {
     }
 
     /// The registration strategy `cfg` asks for. PerIo: an FRMR pool for the whole window,
-    /// up to 4 regions per command. TrustTarget: one region over the arena, remote read and
+    /// up to 4 regions per command. TrustTarget: one region over all of system memory, remote read and
     /// write, its warning logged here (HwFindAdapter), and as many descriptors per command
-    /// as the port hands SG elements (NumberOfPhysicalBreaks + 1, one arena page each), all
+    /// as the port hands SG elements (NumberOfPhysicalBreaks + 1, one page each), all
     /// inline in the SRP_CMD, so bounded by the IU length we ask for too. The target must
     /// accept that many table entries (srp-target's default: one per 4 KiB of max_transfer).
     fn strategy(
         sync: &SyncCa<SoftCa>,
         pd: PdId,
         cfg: &SrpAdapterConfig,
-        arena: &DmaArena,
+        block: &Arc<MemBlock>,
     ) -> Result<Strategy, OpenError> {
-        let per_transfer = (cfg.max_transfer as usize).div_ceil(super::dma::PAGE) + 1;
+        let per_transfer = (cfg.max_transfer as usize).div_ceil(crate::port::PAGE_SIZE) + 1;
         match cfg.registration {
             RegistrationMode::PerIo => {
                 let frmr = FrmrConfig {
@@ -305,7 +307,6 @@ impl Adapter {
                 let inline = iu.saturating_sub(CMD_HEADER + INDIRECT_HEADER) / DESC;
                 let max_descriptors = per_transfer.min(inline as usize);
                 let region_err = |e: String| OpenError::Setup(format!("all-memory region: {e}"));
-                let block = arena.block();
                 let keys = sync
                     .reg_mr(
                         pd,
@@ -313,13 +314,14 @@ impl Adapter {
                             block: block.clone(),
                             offset: 0,
                             len: block.len() as u64,
-                            iova: ARENA_IOVA,
+                            iova: MEMORY_IOVA,
                             access: AllMemoryStrategy::ACCESS,
                         },
                     )
                     .map_err(|e| region_err(e.to_string()))?;
-                let (s, warning) = AllMemoryStrategy::new(block, keys, ARENA_IOVA, max_descriptors)
-                    .map_err(|e| region_err(e.to_string()))?;
+                let (s, warning) =
+                    AllMemoryStrategy::new(block, keys, MEMORY_IOVA, max_descriptors)
+                        .map_err(|e| region_err(e.to_string()))?;
                 tracing::warn!(%warning, max_descriptors, "trust-target registration");
                 Ok(Strategy::TrustTarget(s))
             }

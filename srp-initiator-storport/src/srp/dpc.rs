@@ -7,7 +7,7 @@
 
 use super::adapter::{Adapter, Inner, RECV_WR, SEND_WR, SLOT};
 use super::{SrbExt, outcome};
-use crate::port::{DataDirection, PortServices, Srb, SrbStatus};
+use crate::port::{PortServices, Srb, SrbStatus};
 use access_layer::cm::CmEvent;
 use access_layer::mad::cm::CmRejReason;
 use access_layer::verbs::ChannelInterface;
@@ -284,8 +284,8 @@ impl Adapter {
     }
 
     /// A command ended: unmap (LOCAL_INV unless the target invalidated) after a response,
-    /// discard its regions otherwise (their REG_MRs may not have run), copy read data back
-    /// from its pages, set the SRB's status.
+    /// discard its regions otherwise (their REG_MRs may not have run), set the SRB's
+    /// status. A read's data is already in the SRB's pages: the HCA wrote it there.
     fn finish(&self, s: &mut Inner, c: Completion, done: &mut Done) {
         let Some(a) = s.cmds.remove(&c.id) else {
             return; // Its SRB was already completed by a bus reset.
@@ -311,12 +311,6 @@ impl Adapter {
         } else {
             outcome::apply(&a.srb, &c.outcome);
         }
-        if a.srb.direction() == DataDirection::In
-            && matches!(c.outcome, srp::initiator::Outcome::Done(_))
-        {
-            self.copy_in(&a.srb, &a.pages);
-        }
-        self.arena.free(&a.pages);
         done.push(a.srb);
     }
 
@@ -336,22 +330,6 @@ impl Adapter {
         tracing::debug!(?c, ?status, "management SRB done");
         m.srb.set_status(status);
         done.push(m.srb);
-    }
-
-    /// DMA from the arena pages into the SRB's buffer (a read's data).
-    fn copy_in(&self, srb: &Srb<SrbExt>, pages: &[usize]) {
-        // One page at a time through the stack: nothing allocated per I/O.
-        let mut buf = [0u8; super::dma::PAGE];
-        for (e, &p) in srb.scatter_gather_list().elements().iter().zip(pages) {
-            let within = e.physical_address as usize % super::dma::PAGE;
-            let n = e.length as usize;
-            let at = p * super::dma::PAGE + within;
-            if self.arena.block().read(at, &mut buf[..n]).is_err()
-                || srb.dma_write(e.physical_address, &buf[..n]).is_err()
-            {
-                srb.set_status(SrbStatus::ERROR);
-            }
-        }
     }
 }
 

@@ -1,10 +1,11 @@
 //! HwBuildIo, HwStartIo and HwResetBus of the SRP miniport.
 //!
-//! - BuildIo (unlocked, concurrent, dispatch): gives each SG element an arena page (a
-//!   write's bytes copied in), maps the pages through the registration (FRMR per I/O, or
-//!   descriptors into the all-memory region under TrustTarget; a small write as immediate
-//!   data) and leaves the ready [`Command`] in the SRB extension.
-//!   No page or region free → `SRB_STATUS_BUSY` (the port re-issues); never waits.
+//! - BuildIo (unlocked, concurrent, dispatch): maps the SRB's own pages — its scatter-gather
+//!   elements, physical addresses in system memory — through the registration (FRMR per
+//!   I/O, or descriptors into the all-memory region under TrustTarget; a small write as
+//!   immediate data), so the HCA moves the data straight between them and the wire, and
+//!   leaves the ready [`Command`] in the SRB extension. No region free →
+//!   `SRB_STATUS_BUSY` (the port re-issues); never waits.
 //! - StartIo (serialized, dispatch): submits the command to the channel core and executes
 //!   what it yields (the SEND with its REG_MRs chained before). A core refusal (not logged
 //!   in yet, its queue full) → `SRB_STATUS_BUSY`. After a reconnect the core asks to
@@ -16,7 +17,6 @@
 //!   torn down and a fresh core logs in again (SINGLE, so the target drops the old one).
 
 use super::adapter::{Active, Adapter, Inner};
-use super::dma::PAGE;
 use super::{SrbExt, SrpMiniport, dpc};
 use crate::port::{DataDirection, PortServices, Srb, SrbFunction, SrbStatus};
 use srp::initiator::registration::{MappingKind, RegError, Segment};
@@ -30,7 +30,6 @@ pub(crate) struct Prepared {
     pub(crate) cmd: Command,
     pub(crate) handle: srp::initiator::registration::MapHandle,
     pub(crate) pre_wrs: Vec<hca::verbs::SendWr>,
-    pub(crate) pages: Vec<usize>,
     pub(crate) dir: DataDir,
     pub(crate) segments: Vec<Segment>,
 }
@@ -54,29 +53,16 @@ impl Adapter {
             DataDirection::In => DataDir::Read,
             DataDirection::Out => DataDir::Write,
         };
-        let elements = port.get_scatter_gather_list(srb).elements().to_vec();
-        let Some(pages) = self.arena.alloc(elements.len()) else {
-            return finish_now(port, srb, SrbStatus::BUSY);
-        };
-        let mut segments = Vec::with_capacity(elements.len());
-        let mut buf = vec![0u8; PAGE];
-        for (e, &p) in elements.iter().zip(&pages) {
-            let at = p * PAGE + e.physical_address as usize % PAGE;
-            let n = e.length as usize;
-            if dir == DataDir::Write
-                && (srb.dma_read(e.physical_address, &mut buf[..n]).is_err()
-                    || self.arena.block().write(at, &buf[..n]).is_err())
-            {
-                self.arena.free(&pages);
-                return finish_now(port, srb, SrbStatus::ERROR);
-            }
-            segments.push(Segment::new(self.arena.block(), at as u64, e.length));
-        }
+        let sg = port.get_scatter_gather_list(srb);
+        let block = self.memory.block();
+        let segments: Vec<Segment> = sg
+            .elements()
+            .map(|e| Segment::new(block, e.physical_address, e.length))
+            .collect();
         let mapped = self.reg().map(dir, &segments);
         let m = match mapped {
             Ok(m) => m,
             Err(e) => {
-                self.arena.free(&pages);
                 let status = match e {
                     RegError::Busy { .. } => SrbStatus::BUSY,
                     _ => SrbStatus::INVALID_REQUEST,
@@ -89,12 +75,6 @@ impl Adapter {
             MappingKind::Frmr => self.mapped.1.fetch_add(1, Ordering::Relaxed),
             MappingKind::AllMemory => self.mapped_all_memory.fetch_add(1, Ordering::Relaxed),
             MappingKind::NoData => 0,
-        };
-        let pages = if m.kind == MappingKind::Immediate {
-            self.arena.free(&pages);
-            Vec::new()
-        } else {
-            pages
         };
         let mut cmd = Command {
             lun,
@@ -117,7 +97,6 @@ impl Adapter {
             cmd,
             handle: m.handle,
             pre_wrs: m.pre_wrs,
-            pages,
             dir,
             segments,
         };
@@ -157,7 +136,6 @@ impl Adapter {
                         Active {
                             srb: srb.clone(),
                             handle: p.handle,
-                            pages: p.pages,
                             dir: p.dir,
                             segments: p.segments,
                         },
@@ -166,7 +144,6 @@ impl Adapter {
                 Err(_) => {
                     // Its REG_MRs were never posted.
                     self.discard(p.handle);
-                    self.arena.free(&p.pages);
                     srb.set_status(SrbStatus::BUSY);
                     done.push(srb);
                 }
@@ -197,7 +174,6 @@ impl Adapter {
         let active: Vec<Active> = s.cmds.drain().map(|(_, a)| a).collect();
         for a in active {
             self.discard(a.handle);
-            self.arena.free(&a.pages);
             a.srb.set_status(status);
             done.push(a.srb);
         }

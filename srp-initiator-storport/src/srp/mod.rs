@@ -1,13 +1,14 @@
 //! The SRP miniport: [`SrpMiniport`], written as a StorPort miniport is, over the sans-IO
 //! initiator channel core of `srp` and its per-I/O fast registration (or, opted into with
-//! [`RegistrationMode::TrustTarget`], one region over the whole DMA arena, logged as a warning).
+//! [`RegistrationMode::TrustTarget`], one region over all of the machine's memory, logged
+//! as a warning). Data moves straight between the SRBs' own pages and the wire.
 //! [`SrpMiniport::status`] reports the port state, logins, losses, the last failure and the
 //! negotiated limits to a host daemon.
 //!
 //! Contract (who runs what, at which level):
 //! - HwFindAdapter (passive): one adapter per IOC, named by [`SrpAdapterConfig`]; opens the
-//!   soft HCA port, the GSI port and CM endpoint, the CQ, the control memory, the DMA arena
-//!   and the FRMR pool; the device's event handler (the "ISR") queues the miniport's DPC
+//!   soft HCA port, the GSI port and CM endpoint, the CQ, the control memory and the FRMR
+//!   pool (its page lists name the SRBs' pages in the port's system memory); the device's event handler (the "ISR") queues the miniport's DPC
 //!   with StorPortIssueDpc. Sets MaximumTransferLength and NumberOfPhysicalBreaks from the
 //!   config.
 //! - HwInitialize (dispatch): pauses the adapter and starts the login (the core's
@@ -31,14 +32,13 @@
 //!   is ERROR + AUTOSENSE_VALID, tags are the core's O(1) slab, the reset completes each
 //!   SRB by RequestComplete and reports success, not StorPortCompleteRequest(SP_UNTAGGED).
 //!
-//! Files: `adapter` (resources and locks), `dma` (the arena), `verbs` (QP and CM verbs),
+//! Files: `adapter` (resources and locks), `verbs` (QP and CM verbs),
 //! `dpc` (the completion context), `io` (BuildIo, StartIo, ResetBus), `control`
 //! (management SRBs, StopAdapter, RestartAdapter), `outcome` (SRB status mapping),
 //! `status` (what [`SrpMiniport::status`] reports).
 
 mod adapter;
 mod control;
-mod dma;
 mod dpc;
 mod io;
 mod outcome;
@@ -69,9 +69,9 @@ pub enum RegistrationMode {
     /// invalidation; small writes as immediate data.
     #[default]
     PerIo,
-    /// One region over the whole DMA arena with remote read and write, registered once at
-    /// HwFindAdapter (the 2005 miniport's model): nothing registered or invalidated per I/O,
-    /// but the target can reach every arena page at any time. Logged with a warning; small
+    /// One region over all of the machine's memory with remote read and write, registered
+    /// once at HwFindAdapter (the 2005 miniport's model): nothing registered or invalidated
+    /// per I/O, but the target can reach every page of the host at any time. Logged with a warning; small
     /// writes still go as immediate data.
     TrustTarget,
 }
@@ -143,8 +143,6 @@ pub struct SrpAdapterConfig {
     pub cmd_timeout: Duration,
     /// How long a login may take (also the Pause length while logging in).
     pub login_timeout: Duration,
-    /// Pages of DMA-able memory for data buffers.
-    pub arena_pages: usize,
     /// The longest the adapter's DPC leaves its timer unset (CQ notifications and queued
     /// work queue the DPC; this only bounds how late a lost notification is noticed).
     pub max_wait: Duration,
@@ -234,11 +232,11 @@ impl SrpMiniport {
         self.adapter().map_or(0, |a| a.remapped.load(Relaxed))
     }
 
-    /// Free pages of the DMA arena and regions of the FRMR pool in each state (all zero
+    /// Free pages of system memory and regions of the FRMR pool in each state (all zero
     /// under [`RegistrationMode::TrustTarget`]).
     pub fn resources(&self) -> Option<(usize, srp::initiator::registration::PoolCounts)> {
         self.adapter()
-            .map(|a| (a.arena.available(), a.reg().counts()))
+            .map(|a| (a.memory.free_pages(), a.reg().counts()))
     }
 }
 

@@ -62,9 +62,42 @@ pub fn tur(at: LuAddress) -> SrbRequest {
     SrbRequest::scsi(at, &[0u8; 6], DataDirection::None, Vec::new())
 }
 
+/// A result with its data copied out and its buffer given back at once, so a test that
+/// then checks every page of system memory is free need not drop its results first.
+#[derive(Debug)]
+pub struct Done {
+    /// The request.
+    pub id: srp_initiator_storport::port::SrbId,
+    /// The SRB status.
+    pub status: srp_initiator_storport::port::SrbStatus,
+    /// The SCSI status byte.
+    pub scsi_status: u8,
+    /// The sense bytes.
+    pub sense: Vec<u8>,
+    /// The data buffer's bytes.
+    pub data: Vec<u8>,
+    /// `DataTransferLength`.
+    pub data_transfer_length: usize,
+}
+
+impl From<SrbResult> for Done {
+    fn from(r: SrbResult) -> Done {
+        Done {
+            id: r.id,
+            status: r.status,
+            scsi_status: r.scsi_status,
+            sense: r.sense,
+            data: r.data.to_vec(),
+            data_transfer_length: r.data_transfer_length,
+        }
+    }
+}
+
 /// The result, within [`DEADLINE`].
-pub fn wait(c: &Completion<SrbResult>) -> SrbResult {
-    c.wait_timeout(DEADLINE).expect("the request completes")
+pub fn wait(c: &Completion<SrbResult>) -> Done {
+    c.wait_timeout(DEADLINE)
+        .expect("the request completes")
+        .into()
 }
 
 /// Polls `cond` until it holds, within [`DEADLINE`].

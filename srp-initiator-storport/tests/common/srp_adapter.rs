@@ -28,8 +28,6 @@ pub struct Adapter {
     pub timers: TransportTimers,
     /// Per-command timeout.
     pub cmd_timeout: Duration,
-    /// Pages of the DMA arena SRB data is staged in.
-    pub arena_pages: usize,
 }
 
 impl Adapter {
@@ -51,7 +49,6 @@ impl Adapter {
             timers: self.timers,
             cmd_timeout: self.cmd_timeout,
             login_timeout: Duration::from_secs(5),
-            arena_pages: self.arena_pages,
             max_wait: Duration::from_millis(100),
             registration: RegistrationMode::PerIo,
         }

@@ -191,6 +191,28 @@ impl Backend for FileBackend {
         Ok(())
     }
 
+    fn read_into(&self, lba: Lba, dst: super::MemSpan<'_>) -> Result<(), BackendError> {
+        let (bs, n) = (self.block_size, self.blocks);
+        let offset = check_range(Op::Read, &self.path, bs, n, lba, dst.len)?;
+        // pread(2) straight into the registered memory the data-in WRITE sends from.
+        dst.block
+            .read_file(dst.offset, dst.len, &self.file, offset)
+            .map_err(|e| self.io_err(Op::Read)(file_io(e)))
+    }
+
+    fn write_from(&self, lba: Lba, src: super::MemSpan<'_>, fua: bool) -> Result<(), BackendError> {
+        let (bs, n) = (self.block_size, self.blocks);
+        let offset = check_range(Op::Write, &self.path, bs, n, lba, src.len)?;
+        // pwrite(2) straight from the registered memory the data-out READ filled.
+        src.block
+            .write_file(src.offset, src.len, &self.file, offset)
+            .map_err(|e| self.io_err(Op::Write)(file_io(e)))?;
+        if fua {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     fn flush(&self) -> Result<(), BackendError> {
         self.file.sync_data().map_err(self.io_err(Op::Flush))
     }
@@ -222,5 +244,18 @@ impl Backend for FileBackend {
             }
         }
         self.zero_fill(offset, len)
+    }
+}
+
+/// A direct transfer's failure as the OS error the backend reports.
+fn file_io(e: hca::mem::FileIoError) -> std::io::Error {
+    use hca::mem::FileIoError as F;
+    match e {
+        F::Io(e) => e,
+        F::ShortFile { missing_bytes } => std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("the file ended {missing_bytes} bytes short"),
+        ),
+        other => std::io::Error::new(std::io::ErrorKind::InvalidInput, other),
     }
 }

@@ -143,6 +143,32 @@ impl BackendError {
     }
 }
 
+/// A span of registered memory a command's data lies in (the channel's bounce buffer the
+/// RDMA operations use): the backend reads into it and writes from it directly.
+#[derive(Clone, Copy, Debug)]
+pub struct MemSpan<'a> {
+    /// The memory.
+    pub block: &'a hca::mem::MemBlock,
+    /// Offset of the first byte.
+    pub offset: usize,
+    /// Bytes.
+    pub len: usize,
+}
+
+impl MemSpan<'_> {
+    /// The first `len` bytes (at most all of them).
+    pub fn head(&self, len: usize) -> Self {
+        MemSpan {
+            len: len.min(self.len),
+            ..*self
+        }
+    }
+}
+
+/// Bytes moved per step by the default [`Backend::read_into`] / [`Backend::write_from`]
+/// (a whole number of either block size; on the stack, nothing allocated).
+const STEP_BYTES: usize = 16 << 10;
+
 /// A LUN's backing store. Synchronous; the target calls it from its backend workers.
 pub trait Backend: Send + Sync + fmt::Debug {
     /// The logical block size.
@@ -156,6 +182,42 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// Writes `buf` at `lba`; with `fua` the blocks are durable when this returns.
     fn write_at(&self, lba: Lba, buf: &[u8], fua: bool) -> Result<(), BackendError>;
+
+    /// Reads `dst.len / block_size` blocks at `lba` into registered memory. The default
+    /// goes through a stack buffer; backends that can reach the memory directly (a file's
+    /// `pread` into it, a RAM store's one copy) override it.
+    fn read_into(&self, lba: Lba, dst: MemSpan<'_>) -> Result<(), BackendError> {
+        let bs = self.block_size().len_bytes();
+        let mut step = [0u8; STEP_BYTES];
+        let mut done = 0;
+        while done < dst.len {
+            let n = (dst.len - done).min(STEP_BYTES);
+            self.read_at(Lba(lba.0 + (done / bs) as u64), &mut step[..n])?;
+            dst.block
+                .write(dst.offset + done, &step[..n])
+                .map_err(|e| span_error(Op::Read, e))?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Writes `src` (whole blocks of registered memory) at `lba`, durable with `fua` (the
+    /// default goes through a stack buffer, as [`Backend::read_into`]).
+    fn write_from(&self, lba: Lba, src: MemSpan<'_>, fua: bool) -> Result<(), BackendError> {
+        let bs = self.block_size().len_bytes();
+        let mut step = [0u8; STEP_BYTES];
+        let mut done = 0;
+        while done < src.len {
+            let n = (src.len - done).min(STEP_BYTES);
+            src.block
+                .read(src.offset + done, &mut step[..n])
+                .map_err(|e| span_error(Op::Write, e))?;
+            let last = done + n == src.len;
+            self.write_at(Lba(lba.0 + (done / bs) as u64), &step[..n], fua && last)?;
+            done += n;
+        }
+        Ok(())
+    }
 
     /// Makes every completed write durable (SYNCHRONIZE CACHE).
     fn flush(&self) -> Result<(), BackendError>;
@@ -173,6 +235,15 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// LIO's rd_mcp ramdisk executes in the submitting context — no worker hop.
     fn never_blocks(&self) -> bool {
         false
+    }
+}
+
+/// A span outside its memory: a caller bug, reported as the backend's I/O error.
+pub(crate) fn span_error(op: Op, e: hca::mem::MemError) -> BackendError {
+    BackendError::Io {
+        op,
+        path: PathBuf::from("registered memory"),
+        source: io::Error::new(io::ErrorKind::InvalidInput, e),
     }
 }
 

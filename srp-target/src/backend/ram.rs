@@ -65,6 +65,27 @@ impl Backend for RamBackend {
         Ok(())
     }
 
+    fn read_into(&self, lba: Lba, dst: super::MemSpan<'_>) -> Result<(), BackendError> {
+        let off = self.range(Op::Read, lba, dst.len)?;
+        let data = self.data.read().unwrap_or_else(PoisonError::into_inner);
+        dst.block
+            .write(dst.offset, &data[off..off + dst.len])
+            .map_err(|e| super::span_error(Op::Read, e))
+    }
+
+    fn write_from(
+        &self,
+        lba: Lba,
+        src: super::MemSpan<'_>,
+        _fua: bool,
+    ) -> Result<(), BackendError> {
+        let off = self.range(Op::Write, lba, src.len)?;
+        let mut data = self.data.write().unwrap_or_else(PoisonError::into_inner);
+        src.block
+            .read(src.offset, &mut data[off..off + src.len])
+            .map_err(|e| super::span_error(Op::Write, e))
+    }
+
     fn write_at(&self, lba: Lba, buf: &[u8], _fua: bool) -> Result<(), BackendError> {
         let off = self.range(Op::Write, lba, buf.len())?;
         let mut data = self.data.write().unwrap_or_else(PoisonError::into_inner);

@@ -4,7 +4,10 @@
 //! Order of checks, as LIO's sbc_parse_cdb and SBC-3: CDB fields (parse), write protect,
 //! transfer length against the block limits, LBA range, then the data-out.
 
-use super::{CmdOutput, Exec, LogicalUnit, Stop, backend_sense, data_out, good_data};
+use super::{
+    CmdOutput, Exec, LogicalUnit, Stop, TransportError, backend_sense, data_out, good_data,
+};
+use crate::backend::MemSpan;
 use scsi::cdb::{ByteCheck, CompareAndWrite, ReadCapacity16, ReadWrite, SynchronizeCache, Verify};
 use scsi::cdb::{LongCdb, RwCdb};
 use scsi::{BlockCount, Lba, Sense, SenseCode};
@@ -85,6 +88,47 @@ pub(crate) fn read(lu: &LogicalUnit, rw: &ReadWrite, din: &mut Vec<u8>) -> Exec 
     }
     let n = din.len();
     good_data(din, n)
+}
+
+/// READ(6/10/12/16) into registered memory: the backend reads straight into `dst` (which
+/// holds the whole transfer).
+pub(crate) fn read_staged(lu: &LogicalUnit, rw: &ReadWrite, dst: MemSpan<'_>) -> Exec {
+    check_transfer(lu, rw.blocks, length_byte(rw.cdb))?;
+    lu.check_range(rw.lba, rw.blocks)?;
+    let n = lu.bytes_of(rw.blocks);
+    if n > 0 {
+        lu.backend
+            .read_into(rw.lba, dst.head(n))
+            .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, rw.lba))?;
+    }
+    Ok(CmdOutput {
+        data_in_staged: true,
+        ..CmdOutput::good(n)
+    })
+}
+
+/// WRITE(6/10/12/16) from registered memory: the backend writes straight from `src`.
+pub(crate) fn write_staged(lu: &LogicalUnit, rw: &ReadWrite, src: MemSpan<'_>) -> Exec {
+    lu.check_writable()?;
+    check_transfer(lu, rw.blocks, length_byte(rw.cdb))?;
+    lu.check_range(rw.lba, rw.blocks)?;
+    let need = lu.bytes_of(rw.blocks);
+    if src.len < need {
+        return Err(Stop::Transport(TransportError::DataOutUnderrun {
+            need_bytes: need,
+            have_bytes: src.len,
+        }));
+    }
+    if need > 0 {
+        let _order = lu.write_order();
+        lu.backend
+            .write_from(rw.lba, src.head(need), lu.durable(rw.fua))
+            .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, rw.lba))?;
+    }
+    Ok(CmdOutput {
+        data_out_len: need,
+        ..CmdOutput::good(0)
+    })
 }
 
 /// WRITE(6/10/12/16): FUA (or WCE=0) makes the blocks durable before GOOD.

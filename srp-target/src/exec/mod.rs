@@ -3,7 +3,10 @@
 //! Contract (STYLE.md, SCSI): SCSI failures are `Ok` with CHECK CONDITION and the exact SPC
 //! sense ([`CmdOutput::sense`]); `Err` is a [`TransportError`], which the transport answers
 //! by its own rules. Nothing here knows SRP or RDMA: the transport fetches the data-out
-//! before calling, and sends `data_in` after.
+//! before calling, and sends `data_in` after. A transport with registered memory passes
+//! it ([`LogicalUnit::execute_io`]): READ fills it and WRITE takes its data from it through
+//! the backend directly ([`CmdOutput::data_in_staged`]), no copy in between; every other
+//! command works on bytes.
 //!
 //! Dispatch: [`scsi::Command::parse`] against the one opcode table, restricted to
 //! [`supported_opcodes`], which also answers REPORT SUPPORTED OPERATION CODES.
@@ -26,7 +29,7 @@ pub mod ua;
 
 pub use report::execute_unknown_lun;
 
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Backend, BackendError, MemSpan};
 use crate::lu::{LunIdentity, PortIdentity, TargetPortGroup};
 use scsi::{CdbError, Command, Lun, OpcodeInfo, Sense, SenseCode, Status};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,6 +75,19 @@ pub struct CmdOutput {
     /// PREEMPT AND ABORT: the I_T nexuses whose tasks for this LU the transport must abort
     /// (SPC-4 5.13.11.2.6); empty for every other command.
     pub abort_nexuses: Vec<pr::ItNexus>,
+    /// The `data_in_len` bytes of data-in are at the start of the staging memory given to
+    /// [`LogicalUnit::execute_io`], not in `data_in`.
+    pub data_in_staged: bool,
+}
+
+/// Where a command's data-out is, for [`LogicalUnit::execute_io`].
+#[derive(Clone, Copy, Debug)]
+pub enum DataOut<'a> {
+    /// Bytes (immediate data, or a transport without registered memory).
+    Bytes(&'a [u8]),
+    /// Registered memory the transport fetched it into: WRITE hands it to the backend as
+    /// it is; other commands read it out first.
+    Staged(MemSpan<'a>),
 }
 
 impl CmdOutput {
@@ -83,6 +99,7 @@ impl CmdOutput {
             data_in_len,
             data_out_len: 0,
             abort_nexuses: Vec::new(),
+            data_in_staged: false,
         }
     }
 }
@@ -95,6 +112,7 @@ pub fn check_condition(sense: Sense) -> CmdOutput {
         data_in_len: 0,
         data_out_len: 0,
         abort_nexuses: Vec::new(),
+        data_in_staged: false,
     }
 }
 
@@ -339,14 +357,74 @@ impl LogicalUnit {
         data_out: &[u8],
         data_in: &mut Vec<u8>,
     ) -> Result<CmdOutput, TransportError> {
+        self.execute_io(nexus, cdb, DataOut::Bytes(data_out), data_in, None)
+    }
+
+    /// [`LogicalUnit::execute`] with the transport's registered memory: `data_out` may lie
+    /// in it, and a READ may put its data-in at the start of `staging` (then
+    /// [`CmdOutput::data_in_staged`]; a READ longer than `staging` uses `data_in`).
+    pub fn execute_io(
+        &self,
+        nexus: &Nexus<'_>,
+        cdb: &[u8],
+        data_out: DataOut<'_>,
+        data_in: &mut Vec<u8>,
+        staging: Option<MemSpan<'_>>,
+    ) -> Result<CmdOutput, TransportError> {
         data_in.clear();
         let r = match self.check_unit_attention(nexus, cdb, data_in) {
             Some(ua) => ua,
-            None => parse(cdb).and_then(|cmd| self.dispatch(nexus, cmd, data_out, data_in)),
+            None => {
+                parse(cdb).and_then(|cmd| self.dispatch_io(nexus, cmd, data_out, data_in, staging))
+            }
         };
         let out = finish(r, data_in);
         self.counters.record(cdb.first().copied(), &out);
         out
+    }
+
+    /// READ into and WRITE from registered memory directly; the rest on bytes.
+    fn dispatch_io(
+        &self,
+        nexus: &Nexus<'_>,
+        cmd: Command,
+        dout: DataOut<'_>,
+        din: &mut Vec<u8>,
+        staging: Option<MemSpan<'_>>,
+    ) -> Exec {
+        match (&cmd, dout, staging) {
+            (Command::Read(rw), DataOut::Bytes([]), Some(st))
+                if self.bytes_of(rw.blocks) <= st.len =>
+            {
+                self.conflict(nexus, &cmd)
+                    .map_or_else(|| io::read_staged(self, rw, st), Ok)
+            }
+            (Command::Write(rw), DataOut::Staged(src), _) => self
+                .conflict(nexus, &cmd)
+                .map_or_else(|| io::write_staged(self, rw, src), Ok),
+            (_, DataOut::Bytes(b), _) => self.dispatch(nexus, cmd, b, din),
+            (_, DataOut::Staged(src), _) => {
+                // A control command's data-out, small: read out of the registered memory.
+                let mut bytes = vec![0u8; src.len];
+                src.block.read(src.offset, &mut bytes).map_err(|_| {
+                    Stop::Transport(TransportError::DataOutUnderrun {
+                        need_bytes: src.len,
+                        have_bytes: 0,
+                    })
+                })?;
+                self.dispatch(nexus, cmd, &bytes, din)
+            }
+        }
+    }
+
+    /// RESERVATION CONFLICT if a reservation held by another I_T nexus stops `cmd`.
+    fn conflict(&self, nexus: &Nexus<'_>, cmd: &Command) -> Option<CmdOutput> {
+        // SPC-4 5.13.1: a reservation held by another I_T nexus stops the command before
+        // any of its own checks.
+        let access = pr::conflict::access(cmd);
+        self.pr_read()
+            .conflicts(nexus.it_nexus(), access)
+            .then(pr::reservation_conflict)
     }
 
     /// The LUN's command counters.
@@ -356,11 +434,8 @@ impl LogicalUnit {
 
     fn dispatch(&self, nexus: &Nexus<'_>, cmd: Command, dout: &[u8], din: &mut Vec<u8>) -> Exec {
         use Command as C;
-        // SPC-4 5.13.1: a reservation held by another I_T nexus stops the command before
-        // any of its own checks.
-        let access = pr::conflict::access(&cmd);
-        if self.pr_read().conflicts(nexus.it_nexus(), access) {
-            return Ok(pr::reservation_conflict());
+        if let Some(conflict) = self.conflict(nexus, &cmd) {
+            return Ok(conflict);
         }
         match cmd {
             C::TestUnitReady => Ok(CmdOutput::good(0)),

@@ -16,7 +16,7 @@
 //! T_LOGOUT can travel: the channel is torn down at once, as ib_srpt disconnects.
 
 use super::command::{Phase, Slot, Work, WrKind};
-use super::executor::{Done, Executor, Job, NexusInfo, Reply};
+use super::executor::{Done, Executor, Job, NexusInfo, Reply, Staging};
 use super::memory::{IOVA, Layout, sge};
 use crate::channel::{Fault, Request, TargetChannel};
 use crate::exec::{LogicalUnit, TransportError};

@@ -3,9 +3,11 @@
 //! on a channel; it never waits for a backend. [`Inline`] runs the job on the caller's
 //! thread (tests, tiny setups); [`crate::io::Workers`] runs it on a bounded pool.
 
-use crate::exec::{CmdOutput, LogicalUnit, Nexus, TransportError};
+use crate::backend::MemSpan;
+use crate::exec::{CmdOutput, DataOut, LogicalUnit, Nexus, TransportError};
 use crate::lu::{PortIdentity, TargetPortGroup};
 use access_layer::verbs::Doorbell;
+use hca::mem::MemBlock;
 use scsi::{Lun, Status};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,6 +56,21 @@ impl AbortFlag {
     }
 }
 
+/// A command slot's registered memory (its bounce buffer, the one its RDMA READs fill and
+/// its RDMA WRITEs send from), lent to the job so the backend works on it directly.
+#[derive(Clone, Debug)]
+pub struct Staging {
+    /// The channel's memory (kept alive by the job even if the channel goes meanwhile).
+    pub mem: Arc<MemBlock>,
+    /// Offset of the slot's buffer.
+    pub offset: usize,
+    /// Its length.
+    pub len: usize,
+    /// `Some(n)`: the data-out is the buffer's first `n` bytes (already read by RDMA).
+    /// `None`: no data-out there, so a READ may put its data-in in the buffer.
+    pub data_out_len: Option<usize>,
+}
+
 /// One command to execute.
 pub struct Job {
     /// Returned in [`Done::token`]: which command of which channel.
@@ -64,8 +81,10 @@ pub struct Job {
     pub nexus: Arc<NexusInfo>,
     /// The CDB.
     pub cdb: Vec<u8>,
-    /// The data-out, already fetched.
+    /// The data-out, already fetched (empty when it lies in `staging`).
     pub data_out: Vec<u8>,
+    /// The slot's registered memory, if the transport has some (see [`Staging`]).
+    pub staging: Option<Staging>,
     /// Where the data-in goes: an empty buffer whose capacity is reused (the channel
     /// recycles its buffers; `Vec::new()` is fine).
     pub data_in: Vec<u8>,
@@ -99,8 +118,24 @@ impl Job {
                 ..CmdOutput::good(0)
             })
         } else {
+            let span = self.staging.as_ref().map(|s| MemSpan {
+                block: &s.mem,
+                offset: s.offset,
+                len: s.len,
+            });
+            let (dout, din_staging) = match (&self.staging, span) {
+                (
+                    Some(Staging {
+                        data_out_len: Some(n),
+                        ..
+                    }),
+                    Some(sp),
+                ) => (DataOut::Staged(sp.head(*n)), None),
+                _ => (DataOut::Bytes(&self.data_out), span),
+            };
+            let nexus = self.nexus.nexus();
             self.lu
-                .execute(&self.nexus.nexus(), &self.cdb, &self.data_out, &mut data_in)
+                .execute_io(&nexus, &self.cdb, dout, &mut data_in, din_staging)
         };
         self.reply.send(Done {
             token: self.token,

@@ -32,33 +32,40 @@ impl ChannelIo {
             _ => Vec::new(),
         };
         let in_len = data_in.as_ref().map_or(0, Buffer::len);
-        let (status, sense, din, dout_res) = match done.result {
+        let (status, sense, din, staged, dout_res) = match done.result {
             Ok(o) => {
                 let dout_res = if o.status == Status::Good {
                     residual(out_len, o.data_out_len as u64)
                 } else {
                     Residual::None
                 };
-                (o.status, o.sense, o.data_in_len, dout_res)
+                (o.status, o.sense, o.data_in_len, o.data_in_staged, dout_res)
             }
             Err(e @ TransportError::DataOutUnderrun { need_bytes, .. }) => (
                 Status::CheckCondition,
                 Some(e.sense()),
                 0,
+                false,
                 residual(out_len, need_bytes as u64),
             ),
         };
-        let din = din.min(done.data_in.len());
+        // Staged data-in is already in the slot's bounce buffer (the backend read it there).
+        let din = if staged {
+            din.min(self.layout.bounce_len as usize)
+        } else {
+            din.min(done.data_in.len())
+        };
         let din_res = residual(in_len, din as u64);
         let moved = (din as u64).min(in_len);
         self.counters.data_in_bytes += moved;
         let base = self.layout.bounce(n);
         let mut writes = Vec::new();
         if moved > 0 {
-            if self
-                .mem
-                .write(base as usize, &done.data_in[..moved as usize])
-                .is_err()
+            if !staged
+                && self
+                    .mem
+                    .write(base as usize, &done.data_in[..moved as usize])
+                    .is_err()
             {
                 return self.teardown(Some("bounce buffer out of range".into()));
             }

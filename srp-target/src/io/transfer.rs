@@ -126,20 +126,20 @@ impl ChannelIo {
     }
 
     pub(super) fn execute(&mut self, n: usize) {
-        // A spare buffer for its data-in, taken before the slot is borrowed (and one for a
-        // data-out, below, only if there is one).
+        // A spare buffer for a data-in that is not staged, taken before the slot is
+        // borrowed (and one for immediate data-out, below, only if there is some).
         let in_buf = self.buffer(0);
-        let has_out = matches!(
+        let has_imm = matches!(
             &self.slots[n],
             Some(Slot {
                 work: Work::Scsi {
-                    data_out: Some(_),
+                    data_out: Some(Buffer::Immediate(_)),
                     ..
                 },
                 ..
             })
         );
-        let mut out_buf = if has_out { self.buffer(0) } else { Vec::new() };
+        let mut out_buf = if has_imm { self.buffer(0) } else { Vec::new() };
         let Some(slot) = &self.slots[n] else {
             return;
         };
@@ -156,27 +156,26 @@ impl ChannelIo {
         else {
             return;
         };
+        // Data-out fetched by RDMA READ stays in the slot's bounce buffer: the backend
+        // writes from there. Otherwise a READ's data-in may land there.
+        let staged_out = match data_out {
+            Some(b @ Buffer::Segments(_)) => Some(b.len() as usize),
+            _ => None,
+        };
         let data_out = match data_out {
             Some(Buffer::Immediate(_)) => {
                 out_buf.extend_from_slice(imm_data);
                 out_buf
             }
-            Some(b @ Buffer::Segments(_)) => {
-                let len = b.len() as usize;
-                out_buf.resize(len, 0);
-                let mut v = out_buf;
-                if self
-                    .mem
-                    .read(self.layout.bounce(n) as usize, &mut v)
-                    .is_err()
-                {
-                    return self.teardown(Some("bounce buffer out of range".into()));
-                }
-                v
-            }
-            _ => Vec::new(),
+            _ => out_buf,
         };
-        self.counters.data_out_bytes += data_out.len() as u64;
+        let staging = Staging {
+            mem: self.mem.clone(),
+            offset: self.layout.bounce(n) as usize,
+            len: self.layout.bounce_len as usize,
+            data_out_len: staged_out,
+        };
+        self.counters.data_out_bytes += staged_out.unwrap_or(data_out.len()) as u64;
         let Some(lu) = self.luns.iter().find(|(l, _)| *l == slot.lun) else {
             // No LUN here: INQUIRY says so (qualifier 011b), REPORT LUNS and REQUEST SENSE
             // work, the rest is LOGICAL UNIT NOT SUPPORTED. No backend I/O, so it runs here.
@@ -196,6 +195,7 @@ impl ChannelIo {
             nexus: self.nexus.clone(),
             cdb: cdb.clone(),
             data_out,
+            staging: Some(staging),
             data_in: in_buf,
             reply: self.done_tx.clone(),
             abort: slot.abort.clone(),

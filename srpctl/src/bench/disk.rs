@@ -21,7 +21,7 @@ use srp::initiator::PortState;
 use srp_hostd::HostConfig;
 use srp_hostd::discover::SrpService;
 use srp_initiator_storport::port::{
-    DataDirection, LuAddress, Port, PortConfig, SrbRequest, SrbResult, SrbStatus,
+    DataBuffer, DataDirection, LuAddress, Port, PortConfig, SrbRequest, SrbResult, SrbStatus,
 };
 use srp_initiator_storport::srp::{RegistrationMode, SrpMiniport};
 use srp_target::config::TargetConfig;
@@ -333,8 +333,9 @@ impl Session {
             32,
         )?;
         ensure!(srb_ok(&r), "READ CAPACITY(16) failed: {:?}", r.status);
-        let last = u64::from_be_bytes(r.data[..8].try_into()?);
-        let block_size = u32::from_be_bytes(r.data[8..12].try_into()?);
+        let cap = r.data.to_vec();
+        let last = u64::from_be_bytes(cap[..8].try_into()?);
+        let block_size = u32::from_be_bytes(cap[8..12].try_into()?);
         ensure!(
             block_size == 512 || block_size == 4096,
             "block size {block_size}"
@@ -414,8 +415,9 @@ impl Job {
         }
     }
 
-    /// Submits the next read into `buf`; its completion routine submits the one after.
-    fn issue(self: &Arc<Job>, buf: Vec<u8>, mut rng: u64) {
+    /// Submits the next read into `buf` (pages of system memory, reused from read to
+    /// read); its completion routine submits the one after.
+    fn issue(self: &Arc<Job>, buf: DataBuffer, mut rng: u64) {
         let Some(port) = self.port.upgrade() else {
             self.fail("the port went away".into());
             return self.retire();
@@ -520,7 +522,8 @@ fn measure(s: &Session, w: Workload, depth: usize, secs: f64, seed: u64) -> Resu
     for i in 0..depth {
         let mut rng = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         next_rand(&mut rng);
-        job.issue(vec![0; bytes as usize], rng);
+        let buf = s.port.buffer(bytes as usize).context("a read buffer")?;
+        job.issue(buf, rng);
     }
     let deadline = start + Duration::from_secs_f64(secs);
     while Instant::now() < deadline && !job.stop.load(Ordering::Relaxed) {
