@@ -19,6 +19,10 @@ macro_rules! daemon_say {
     }};
 }
 
+/// The system allocator with a count, off until `bench disk` measures allocations per I/O.
+#[global_allocator]
+static ALLOCATOR: hca::mem::CountingAlloc = hca::mem::CountingAlloc;
+
 mod bench;
 mod counters;
 mod decode;

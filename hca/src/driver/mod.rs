@@ -154,43 +154,45 @@ impl Shared {
         Time(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
-    /// Sends what the engine produced, per port; what the socket does not take waits.
-    fn send(&self, out: Vec<Transmit>) {
+    /// Sends (and empties) what the engine produced, per port; what the socket does not
+    /// take waits. The buffers of datagrams sent go to `spent`, for the engine to reuse.
+    fn send(&self, out: &mut Vec<Transmit>, spent: &mut Vec<Vec<u8>>) {
         if out.is_empty() {
             return;
         }
         // One port (every daemon's device): the batch as it is, no regrouping.
         if self.ports.len() == 1 && out.iter().all(|t| t.port == 1) {
-            self.send_port(0, out);
+            self.send_port(0, out, spent);
             return;
         }
         let mut by_port: Vec<Vec<Transmit>> = (0..self.ports.len()).map(|_| Vec::new()).collect();
-        for t in out {
+        for t in out.drain(..) {
             if let Some(v) = by_port.get_mut(usize::from(t.port).wrapping_sub(1)) {
                 v.push(t);
             }
         }
-        for (i, batch) in by_port.into_iter().enumerate() {
+        for (i, mut batch) in by_port.into_iter().enumerate() {
             if !batch.is_empty() {
-                self.send_port(i, batch);
+                self.send_port(i, &mut batch, spent);
             }
         }
     }
 
-    /// Sends `batch` on port index `i`, behind what already waits there.
-    fn send_port(&self, i: usize, mut batch: Vec<Transmit>) {
+    /// Sends (and empties) `batch` on port index `i`, behind what already waits there.
+    fn send_port(&self, i: usize, batch: &mut Vec<Transmit>, spent: &mut Vec<Vec<u8>>) {
         let port = &self.ports[i];
         let mut pending = lock(&port.pending);
         if !pending.is_empty() {
-            pending.extend(batch);
+            pending.extend(batch.drain(..));
             let _ = port.waker.wake();
             return;
         }
-        let sent = self.send_counted(port, &mut batch);
+        let sent = self.send_counted(port, batch);
         if sent < batch.len() {
-            pending.extend(batch.into_iter().skip(sent));
+            pending.extend(batch.drain(sent..));
             let _ = port.waker.wake();
         }
+        spent.extend(batch.drain(..).map(|t| t.bytes));
     }
 
     fn send_counted(&self, port: &Port, batch: &mut [Transmit]) -> usize {
@@ -204,8 +206,8 @@ impl Shared {
         sent
     }
 
-    /// Delivers events to the handler and the waiting queue.
-    fn dispatch(&self, events: Vec<Event>) {
+    /// Delivers (and empties) events to the handler and the waiting queue.
+    fn dispatch(&self, events: &mut Vec<Event>) {
         if events.is_empty() {
             return;
         }
@@ -213,9 +215,9 @@ impl Shared {
         // events of their own. With a handler set, events go only to it.
         let handler = lock(&self.handler).clone();
         match handler {
-            Some(h) => events.into_iter().for_each(|e| h(e)),
+            Some(h) => events.drain(..).for_each(|e| h(e)),
             None => {
-                lock(&self.events).extend(events);
+                lock(&self.events).extend(events.drain(..));
                 self.event_cv.notify_all();
             }
         }
@@ -224,22 +226,33 @@ impl Shared {
     /// Runs `f` on the engine, then sends its output and dispatches its events outside the
     /// lock; wakes the port threads if `f` armed an earlier deadline.
     fn with<R>(&self, f: impl FnOnce(&mut Engine, Time) -> R) -> R {
-        let (r, out, events, wake) = {
+        // This thread's lists, taken out while in use: a handler that calls back in (a
+        // nested `with`) gets empty ones of its own.
+        let mut sc = SCRATCH.with_borrow_mut(std::mem::take);
+        let (r, wake) = {
             let mut e = lock(&self.engine);
+            for bytes in sc.spent.drain(..) {
+                e.recycle(bytes);
+            }
             let before = e.poll_timeout();
             let r = f(&mut e, self.now());
             let after = e.poll_timeout();
-            let out: Vec<Transmit> = std::iter::from_fn(|| e.poll_transmit()).collect();
-            let events: Vec<Event> = std::iter::from_fn(|| e.poll_event()).collect();
+            sc.out.extend(std::iter::from_fn(|| e.poll_transmit()));
+            sc.events.extend(std::iter::from_fn(|| e.poll_event()));
             let wake = match (before, after) {
                 (_, None) => false,
                 (None, Some(_)) => true,
                 (Some(b), Some(a)) => a < b,
             };
-            (r, out, events, wake)
+            (r, wake)
         };
-        self.send(out);
-        self.dispatch(events);
+        self.send(&mut sc.out, &mut sc.spent);
+        self.dispatch(&mut sc.events);
+        SCRATCH.with_borrow_mut(|slot| {
+            if slot.out.capacity() <= sc.out.capacity() {
+                *slot = sc;
+            }
+        });
         if wake {
             for p in &self.ports {
                 let _ = p.waker.wake();
@@ -299,13 +312,14 @@ impl Hca {
             io: IoCounters::default(),
         });
         let mut threads = Vec::new();
+        let gro = config.gso;
         for (i, (sock, poll)) in sockets.into_iter().zip(polls).enumerate() {
             let shared = shared.clone();
             let port = (i + 1) as u8;
             let addr = addrs[i];
             let t = std::thread::Builder::new()
                 .name(format!("hca-port{port}"))
-                .spawn(move || port_thread(&shared, port, Receiver::new(sock), poll, addr))
+                .spawn(move || port_thread(&shared, port, Receiver::new(sock, gro), poll, addr))
                 .map_err(DriverError::Poll)?;
             threads.push(t);
         }
@@ -483,7 +497,20 @@ fn flush_pending(shared: &Shared, idx: usize) {
     if pending.is_empty() {
         return;
     }
-    let mut batch: Vec<Transmit> = pending.drain(..).collect();
-    let sent = shared.send_counted(port, &mut batch);
-    pending.extend(batch.into_iter().skip(sent));
+    let sent = shared.send_counted(port, pending.make_contiguous());
+    pending.drain(..sent);
+}
+
+/// A thread's lists for [`Shared::with`], kept between calls so that a call allocates
+/// nothing in the steady state: the engine's output and events, and the buffers of sent
+/// datagrams on their way back to the engine (returned at the thread's next call).
+#[derive(Default)]
+struct Scratch {
+    out: Vec<Transmit>,
+    events: Vec<Event>,
+    spent: Vec<Vec<u8>>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }

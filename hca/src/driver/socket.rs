@@ -6,7 +6,7 @@ use crate::engine::Transmit;
 use crate::wire::IcrcContext;
 use nix::sys::socket::{
     ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg,
-    sendmmsg, sendmsg, sendto, setsockopt, sockopt,
+    sendmmsg, sendto, setsockopt, sockopt,
 };
 use nix::{setsockopt_impl, sockopt_impl};
 use std::io::{self, IoSlice, IoSliceMut};
@@ -66,6 +66,9 @@ pub(crate) struct Receiver {
     socket: Arc<UdpSocket>,
     bufs: Box<[Vec<u8>; BATCH]>,
     hdrs: MultiHeaders<SockaddrStorage>,
+    /// Whether the socket coalesces (UDP GRO): then the headers carry a control buffer
+    /// for the segment size and are built afresh per call (see `fill`).
+    gro: bool,
     got: Vec<(usize, Option<SocketAddr>, usize)>,
 }
 
@@ -77,13 +80,18 @@ impl Receiver {
         self.socket.as_raw_fd()
     }
 
-    pub(crate) fn new(socket: Arc<UdpSocket>) -> Self {
+    pub(crate) fn new(socket: Arc<UdpSocket>, gro: bool) -> Self {
         Receiver {
             socket,
             bufs: Box::new(std::array::from_fn(|_| vec![0u8; MAX_DATAGRAM])),
-            hdrs: MultiHeaders::preallocate(BATCH, Some(nix::cmsg_space!(i32))),
+            hdrs: Self::headers(gro),
+            gro,
             got: Vec::with_capacity(BATCH),
         }
+    }
+
+    fn headers(gro: bool) -> MultiHeaders<SockaddrStorage> {
+        MultiHeaders::preallocate(BATCH, gro.then(|| nix::cmsg_space!(i32)))
     }
 
     /// Receives up to [`BATCH`] datagrams into the buffers (no lock needed); returns how
@@ -93,8 +101,11 @@ impl Receiver {
         self.got.clear();
         // nix's recvmmsg leaves each header's msg_controllen as the previous call's kernel
         // set it (0 when no control message came), which would silently drop the GRO
-        // segment size from then on: fresh headers every call.
-        self.hdrs = MultiHeaders::preallocate(BATCH, Some(nix::cmsg_space!(i32)));
+        // segment size from then on: with GRO, fresh headers every call. Without, the
+        // headers carry no control buffer and are reused (nothing allocated per call).
+        if self.gro {
+            self.hdrs = Self::headers(true);
+        }
         // The I/O vectors live on the stack: nothing allocated per call but nix's headers.
         let mut slices = self.bufs.each_mut().map(|b| [IoSliceMut::new(b)]);
         match recvmmsg(
@@ -142,10 +153,25 @@ impl Receiver {
     }
 }
 
-/// The send side of a port, shared (behind a lock) by every thread that posts. The
-/// `mmsghdr` array holds raw pointers (not `Send`), so it is built per call.
+/// The send side of a port, shared (behind a lock) by every thread that posts.
 pub(crate) struct Sender {
     socket: Arc<UdpSocket>,
+}
+
+/// A thread's `mmsghdr` arrays for `sendmmsg`, built once: they hold raw pointers (not
+/// `Send`), so they live with the thread rather than in the shared [`Sender`]. `plain`
+/// carries [`BATCH`] headers without control data; `gso` one header with room for the
+/// segment-size control message, which every GSO send encodes afresh.
+struct SendHeaders {
+    plain: MultiHeaders<SockaddrStorage>,
+    gso: MultiHeaders<SockaddrStorage>,
+}
+
+thread_local! {
+    static SEND_HEADERS: std::cell::RefCell<SendHeaders> = std::cell::RefCell::new(SendHeaders {
+        plain: MultiHeaders::preallocate(BATCH, None),
+        gso: MultiHeaders::preallocate(1, Some(nix::cmsg_space!(u16))),
+    });
 }
 
 impl Sender {
@@ -158,9 +184,19 @@ impl Sender {
     /// calls (the rest wait for the socket to drain). With `gso`, runs of equal-size packets
     /// to one destination go out as one UDP GSO send each; the kernel numbers the segments'
     /// IPv4 IDs 0, 1, 2, … so packet `k` of a run gets its ICRC recomputed for ID `k`
-    /// (IPv6 has no ID and needs nothing).
+    /// (IPv6 has no ID and needs nothing). Nothing is allocated: the I/O vectors and
+    /// addresses are on the stack, the headers the thread's own.
     pub(crate) fn send_batch(
         &mut self,
+        out: &mut [Transmit],
+        gso: bool,
+    ) -> io::Result<(usize, u64)> {
+        SEND_HEADERS.with_borrow_mut(|h| self.send_with(h, out, gso))
+    }
+
+    fn send_with(
+        &mut self,
+        hdrs: &mut SendHeaders,
         out: &mut [Transmit],
         gso: bool,
     ) -> io::Result<(usize, u64)> {
@@ -178,16 +214,19 @@ impl Sender {
                         restamp_icrc(t, src, k as u16);
                     }
                 }
-                let iovs: Vec<IoSlice<'_>> = out[sent..sent + run]
-                    .iter()
-                    .map(|t| IoSlice::new(&t.bytes))
-                    .collect();
-                let addr = SockaddrStorage::from(out[sent].dst);
+                let mut iovs = [IoSlice::new(&[]); MAX_GSO_SEGMENTS];
+                for (v, t) in iovs.iter_mut().zip(&out[sent..sent + run]) {
+                    *v = IoSlice::new(&t.bytes);
+                }
+                let addr = [Some(SockaddrStorage::from(out[sent].dst))];
                 let seg16 = seg as u16;
                 let cmsg = [ControlMessage::UdpGsoSegments(&seg16)];
-                match sendmsg(fd, &iovs, &cmsg, MsgFlags::MSG_DONTWAIT, Some(&addr)) {
-                    Ok(_) => sent += run,
-                    Err(nix::errno::Errno::EAGAIN) => {
+                let msg = [&iovs[..run]];
+                let r = sendmmsg(fd, &mut hdrs.gso, &msg, addr, cmsg, MsgFlags::MSG_DONTWAIT)
+                    .map(|r| r.count());
+                match r {
+                    Ok(1..) => sent += run,
+                    Ok(0) | Err(nix::errno::Errno::EAGAIN) => {
                         if src.is_ipv4() {
                             // Restore the ID-0 ICRC: the packets may go out in another run.
                             for t in out[sent..sent + run].iter_mut().skip(1) {
@@ -207,7 +246,7 @@ impl Sender {
                 .last()
                 .map_or(sent + 1, |i| i + 1);
             if end == sent + 1 {
-                // One packet: a plain sendto, with nothing to allocate.
+                // One packet: a plain sendto.
                 let t = &out[sent];
                 let addr = SockaddrStorage::from(t.dst);
                 match sendto(fd, &t.bytes, &addr, MsgFlags::MSG_DONTWAIT) {
@@ -218,14 +257,14 @@ impl Sender {
                 continue;
             }
             let chunk = &out[sent..end];
-            let mut hdrs = MultiHeaders::<SockaddrStorage>::preallocate(chunk.len(), None);
-            let iovs: Vec<[IoSlice<'_>; 1]> =
-                chunk.iter().map(|t| [IoSlice::new(&t.bytes)]).collect();
-            let addrs: Vec<Option<SockaddrStorage>> = chunk
-                .iter()
-                .map(|t| Some(SockaddrStorage::from(t.dst)))
-                .collect();
-            match sendmmsg(fd, &mut hdrs, &iovs, &addrs, [], MsgFlags::MSG_DONTWAIT) {
+            let mut iovs = [[IoSlice::new(&[])]; BATCH];
+            let mut addrs = [None; BATCH];
+            for ((v, a), t) in iovs.iter_mut().zip(addrs.iter_mut()).zip(chunk) {
+                *v = [IoSlice::new(&t.bytes)];
+                *a = Some(SockaddrStorage::from(t.dst));
+            }
+            let n = chunk.len();
+            match sendmmsg(fd, &mut hdrs.plain, &iovs[..n], &addrs[..n], [], MsgFlags::MSG_DONTWAIT) {
                 Ok(results) => {
                     let n = results.count();
                     if n == 0 {

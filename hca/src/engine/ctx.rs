@@ -17,6 +17,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) cqs: &'a mut Slab<Cq>,
     pub(crate) srqs: &'a mut Slab<Srq>,
     pub(crate) out: &'a mut VecDeque<Transmit>,
+    /// Datagram buffers sent and handed back ([`super::Engine::recycle`]): a packet is
+    /// built in one of these when there is one, so the steady state allocates none.
+    pub(crate) spare: &'a mut Vec<Vec<u8>>,
     pub(crate) events: &'a mut VecDeque<Event>,
     pub(crate) port_ips: &'a [IpAddr],
     pub(crate) stats: &'a mut StatsTable,
@@ -78,7 +81,9 @@ impl Ctx<'_> {
         };
         let dst_ip = dst.to_ip();
         let ctx = IcrcContext::new(src, dst_ip, ROCE_V2_UDP_PORT);
-        let mut bytes = vec![0u8; pkt.buffer_len_with(payload_len)];
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.resize(pkt.buffer_len_with(payload_len), 0);
         match pkt.emit_with(&mut bytes, payload_len, fill, &ctx) {
             Ok(n) => {
                 bytes.truncate(n);

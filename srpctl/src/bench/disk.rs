@@ -498,6 +498,8 @@ struct Sample {
     lat_us: f64,
     cpu_us_per_io: f64,
     lo_per_byte: f64,
+    /// Heap allocations per I/O, target and initiator together (the counting allocator).
+    allocs_per_io: f64,
 }
 
 fn measure(s: &Session, w: Workload, depth: usize, secs: f64, seed: u64) -> Result<Sample> {
@@ -518,6 +520,8 @@ fn measure(s: &Session, w: Workload, depth: usize, secs: f64, seed: u64) -> Resu
         error: Mutex::new(None),
     });
     let (lo0, cpu0) = (lo_bytes(), cpu_secs());
+    hca::mem::counting(true);
+    let allocs0 = hca::mem::allocations();
     let start = Instant::now();
     for i in 0..depth {
         let mut rng = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -537,6 +541,8 @@ fn measure(s: &Session, w: Workload, depth: usize, secs: f64, seed: u64) -> Resu
     let elapsed = start.elapsed().as_secs_f64();
     let (lo1, cpu1) = (lo_bytes(), cpu_secs());
     let ios = job.ios.load(Ordering::Relaxed);
+    let allocs = hca::mem::allocations().since(allocs0);
+    hca::mem::counting(false);
     let lat_ns = job.lat_ns.load(Ordering::Relaxed);
     {
         let end = Instant::now() + Duration::from_secs(60);
@@ -571,6 +577,7 @@ fn measure(s: &Session, w: Workload, depth: usize, secs: f64, seed: u64) -> Resu
         lat_us: lat_ns as f64 / ios as f64 / 1e3,
         cpu_us_per_io: (cpu1 - cpu0) * 1e6 / ios as f64,
         lo_per_byte: lo1.saturating_sub(lo0) as f64 / data,
+        allocs_per_io: allocs.allocations as f64 / ios as f64,
     })
 }
 
@@ -694,9 +701,11 @@ pub(crate) fn run(o: &Options) -> Result<()> {
                     "lat_avg_us": p.med(|s| s.lat_us),
                     "cpu_us_per_io": p.med(|s| s.cpu_us_per_io),
                     "lo_bytes_per_data_byte": p.med(|s| s.lo_per_byte),
+                    "allocs_per_io": p.med(|s| s.allocs_per_io),
                     "rounds": p.rounds.iter().map(|s| serde_json::json!({
                         "iops": s.iops, "mib_s": s.mib_s, "lat_avg_us": s.lat_us,
                         "cpu_us_per_io": s.cpu_us_per_io, "lo_bytes_per_data_byte": s.lo_per_byte,
+                        "allocs_per_io": s.allocs_per_io,
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -715,7 +724,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
         return Ok(());
     }
     println!(
-        "\n{:<18}  {:<12}  {:>12}  {:<6}  {:>10}  {:>9}  {:>10}  {:>10}  {:>8}",
+        "\n{:<18}  {:<12}  {:>12}  {:<6}  {:>10}  {:>9}  {:>10}  {:>10}  {:>8}  {:>9}",
         "workload",
         "registration",
         "median",
@@ -724,12 +733,13 @@ pub(crate) fn run(o: &Options) -> Result<()> {
         "MiB/s",
         "avg lat µs",
         "CPU µs/IO",
-        "lo B/B"
+        "lo B/B",
+        "allocs/IO"
     );
     for p in &points {
         let (v, unit) = p.headline();
         println!(
-            "{:<18}  {:<12}  {:>12.1}  {:<6}  {:>10.0}  {:>9.1}  {:>10.1}  {:>10.1}  {:>8.2}",
+            "{:<18}  {:<12}  {:>12.1}  {:<6}  {:>10.0}  {:>9.1}  {:>10.1}  {:>10.1}  {:>8.2}  {:>9.1}",
             p.workload.name(o.depth),
             p.registration,
             v,
@@ -738,7 +748,8 @@ pub(crate) fn run(o: &Options) -> Result<()> {
             p.med(|s| s.mib_s),
             p.med(|s| s.lat_us),
             p.med(|s| s.cpu_us_per_io),
-            p.med(|s| s.lo_per_byte)
+            p.med(|s| s.lo_per_byte),
+            p.med(|s| s.allocs_per_io)
         );
     }
     if o.registration == Registration::Both {
@@ -766,7 +777,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
         }
     }
     println!(
-        "\nCPU µs/IO: this process (target and initiator together) per I/O; lo B/B: bytes received on loopback per data byte read"
+        "\nCPU µs/IO: this process (target and initiator together) per I/O; lo B/B: bytes received on loopback per data byte read;\nallocs/IO: heap allocations per I/O, target and initiator together (counting allocator)"
     );
     Ok(())
 }

@@ -19,6 +19,13 @@
 //! Byte `i` of a block is byte `i % 8` of word `i / 8` in little-endian order, on every host.
 //!
 //! Every access is bounds-checked with checked arithmetic; errors carry the offending range.
+//!
+//! [`CountingAlloc`] (in `counting`) is the other memory-owning piece: the system allocator
+//! with a count, to prove what the data path allocates per I/O.
+
+mod counting;
+
+pub use counting::{AllocCount, CountingAlloc, allocations, counting};
 
 use core::ops::Range;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
