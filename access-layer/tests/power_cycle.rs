@@ -280,7 +280,7 @@ fn a_post_the_provider_refuses_on_replay_completes_here_with_an_error() {
     let domain = PowerDomain::new(ca.clone());
     wait(domain.power_down().expect("start"), "power down");
     ca.post_send(qp, send(7)).expect("queued while down");
-    ca.post_send_list(qp, vec![send(8), send(9)])
+    ca.post_send_list(qp, &mut vec![send(8), send(9)])
         .expect("queued while down");
     wait(domain.power_up().expect("start"), "power up");
     let wcs = poll_n(&ca, cq, 3);

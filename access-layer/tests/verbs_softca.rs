@@ -268,7 +268,7 @@ fn rc_send_recv_through_the_trait_with_notification_at_dispatch() {
             .fill(off as usize, LEN as usize, 0x40 + i as u8)
             .expect("fill");
     }
-    let sends = (0..MSGS)
+    let mut sends: Vec<_> = (0..MSGS)
         .map(|i| SendWr {
             wr_id: i,
             op: SendOp::Send,
@@ -277,7 +277,7 @@ fn rc_send_recv_through_the_trait_with_notification_at_dispatch() {
             ud: None,
         })
         .collect();
-    a.ca.post_send_list(a.qp, sends).expect("post_send_list");
+    a.ca.post_send_list(a.qp, &mut sends).expect("post_send_list");
 
     // Receives arrive through the notification handler.
     let end = Instant::now() + DEADLINE;

@@ -1,23 +1,50 @@
 //! [`InlineOne`]: a list that holds one element inline and more on the heap — the shape of
-//! a work request's scatter/gather list and of its resolved spans, which nearly always
-//! have one entry, so building one allocates nothing.
+//! a work request's scatter/gather list and of its resolved spans, and of an SRP command's
+//! data descriptors, which nearly always have one entry, so building one allocates nothing.
 
-/// A list read as a slice: empty, one element inline, or several in a `Vec`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) enum InlineOne<T> {
+/// A list read as a slice: empty, one element inline, or several in a `Vec`. Lists with
+/// the same elements are equal whatever their shape.
+#[derive(Clone, Debug, Default)]
+pub enum InlineOne<T> {
+    /// No element.
     #[default]
     Empty,
+    /// One element, inline.
     One(T),
+    /// Two or more (or any number, when built from a `Vec`).
     Many(Vec<T>),
 }
 
 impl<T> InlineOne<T> {
-    pub(crate) fn as_slice(&self) -> &[T] {
+    /// The elements.
+    pub fn as_slice(&self) -> &[T] {
         match self {
             InlineOne::Empty => &[],
             InlineOne::One(x) => std::slice::from_ref(x),
             InlineOne::Many(v) => v,
         }
+    }
+}
+
+impl<T> core::ops::Deref for InlineOne<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        self.as_slice()
+    }
+}
+
+impl<T: PartialEq> PartialEq for InlineOne<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<T: Eq> Eq for InlineOne<T> {}
+
+impl<T> From<Vec<T>> for InlineOne<T> {
+    fn from(v: Vec<T>) -> Self {
+        InlineOne::Many(v)
     }
 }
 
@@ -46,6 +73,7 @@ mod tests {
         );
         for v in [vec![], vec![7], vec![1, 2, 3]] {
             assert_eq!(InlineOne::from_iter(v.clone()).as_slice(), v.as_slice());
+            assert_eq!(InlineOne::from(v.clone()), InlineOne::from_iter(v), "shape-blind");
         }
         // Collecting results stops at the first error, as for a Vec.
         let r: Result<InlineOne<u8>, u8> = [Ok(1), Err(9), Ok(2)].into_iter().collect();

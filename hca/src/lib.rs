@@ -11,7 +11,7 @@
 pub mod driver;
 pub mod engine;
 pub mod ids;
-mod inline_one;
+pub mod inline_one;
 pub mod mem;
 pub mod mr;
 pub mod qp;

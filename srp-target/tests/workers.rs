@@ -113,7 +113,7 @@ fn job(token: u64, lu: &Arc<LogicalUnit>, nexus: &Arc<NexusInfo>, reply: &Sender
         token,
         lu: lu.clone(),
         nexus: nexus.clone(),
-        cdb: read10(0, 1).to_vec(),
+        cdb: read10(0, 1).as_slice().into(),
         data_out: Vec::new(),
         staging: None,
         data_in: Vec::new(),

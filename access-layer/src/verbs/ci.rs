@@ -132,9 +132,10 @@ pub trait ChannelInterface: Send + Sync {
     /// Posts a send work request.
     fn post_send(&self, qp: QpId, wr: SendWr) -> Result<(), VerbsError>;
 
-    /// Posts a chain of send work requests; on an error, those before the refused one
-    /// ([`VerbsError::PostList`] names it) stay posted.
-    fn post_send_list(&self, qp: QpId, wrs: Vec<SendWr>) -> Result<(), VerbsError>;
+    /// Posts a chain of send work requests, emptying `wrs` (the caller keeps the list's
+    /// memory for the next chain); on an error, those before the refused one
+    /// ([`VerbsError::PostList`] names it) stay posted and the rest are dropped.
+    fn post_send_list(&self, qp: QpId, wrs: &mut Vec<SendWr>) -> Result<(), VerbsError>;
 
     /// Posts a receive work request.
     fn post_recv(&self, qp: QpId, wr: RecvWr) -> Result<(), VerbsError>;

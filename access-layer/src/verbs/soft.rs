@@ -409,10 +409,13 @@ impl ChannelInterface for SoftCa {
         self.direct(|e, now| e.post_send(now, qp, wr))
     }
 
-    fn post_send_list(&self, qp: QpId, wrs: Vec<SendWr>) -> Result<(), VerbsError> {
-        self.check_open()?;
+    fn post_send_list(&self, qp: QpId, wrs: &mut Vec<SendWr>) -> Result<(), VerbsError> {
+        if let Err(e) = self.check_open() {
+            wrs.clear();
+            return Err(e);
+        }
         self.hca
-            .with(|e, now| e.post_send_list(now, qp, wrs))
+            .with(|e, now| e.post_send_list(now, qp, wrs.drain(..)))
             .map_err(|(index, source)| VerbsError::PostList { index, source })
     }
 

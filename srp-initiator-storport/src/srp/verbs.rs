@@ -238,20 +238,20 @@ impl Adapter {
             flags: SendFlags::SIGNALED,
             ud: None,
         });
-        if self.ca.post_send_list(qp, wrs).is_err() {
+        if self.ca.post_send_list(qp, &mut wrs).is_err() {
             s.qp_failed = true;
         }
     }
 
     /// Posts work requests of the registration (LOCAL_INVs); without a QP they count as
     /// flushed, so the pool retries them on the next connection.
-    pub(crate) fn post_reg(&self, s: &mut Inner, wrs: Vec<SendWr>) {
+    pub(crate) fn post_reg(&self, s: &mut Inner, mut wrs: Vec<SendWr>) {
         if wrs.is_empty() {
             return;
         }
         let ids: Vec<u64> = wrs.iter().map(|w| w.wr_id).collect();
         let posted = match s.qp {
-            Some((qp, _)) if !s.qp_failed => self.ca.post_send_list(qp, wrs).is_ok(),
+            Some((qp, _)) if !s.qp_failed => self.ca.post_send_list(qp, &mut wrs).is_ok(),
             _ => false,
         };
         if posted {

@@ -203,7 +203,8 @@ impl ChannelIo {
             ud: None,
         };
         self.cred_in_flight = true;
-        self.post_or_die(vec![wr]);
+        self.wrs.push(wr);
+        self.post_or_die();
     }
 }
 

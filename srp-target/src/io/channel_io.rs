@@ -160,6 +160,11 @@ pub struct ChannelIo {
     /// The completion array and the received-IU copy, kept between polls.
     wcs: Vec<Wc>,
     iu_buf: Vec<u8>,
+    /// The send chain being built (transfers, then the response), posted and emptied by
+    /// [`ChannelIo::post`]: its memory is kept, so a command posts without allocating.
+    wrs: Vec<SendWr>,
+    /// The SRP_RSP being built, kept between responses.
+    rsp_buf: Vec<u8>,
 }
 
 impl std::fmt::Debug for ChannelIo {
@@ -258,6 +263,8 @@ impl ChannelIo {
             cred_in_flight: false,
             wcs: Vec::with_capacity(POLL_BATCH),
             iu_buf: Vec::new(),
+            wrs: Vec::new(),
+            rsp_buf: Vec::new(),
         })
     }
 
@@ -380,8 +387,9 @@ impl ChannelIo {
         self.ca.post_recv(qp, wr)
     }
 
-    fn post(&self, wrs: Vec<SendWr>) -> Result<(), VerbsError> {
-        self.ca.post_send_list(self.qp, wrs)
+    /// Posts the chain in [`ChannelIo::wrs`] (emptied either way).
+    fn post(&mut self) -> Result<(), VerbsError> {
+        self.ca.post_send_list(self.qp, &mut self.wrs)
     }
 
     fn lkey(&self) -> hca::ids::Lkey {
@@ -484,14 +492,18 @@ impl ChannelIo {
     }
 
     fn start(&mut self, n: usize, slot: Slot) {
-        let work = slot.work.clone();
+        let tmf = match slot.work {
+            Work::Tmf { function, task_tag } => Some((function, task_tag)),
+            _ => None,
+        };
+        let bad = matches!(slot.work, Work::Bad(_));
         self.slots[n] = Some(slot);
-        match work {
+        match tmf {
+            Some((function, task_tag)) => self.tmf(n, function, task_tag),
             // A per-command descriptor check failed (transfer or table too long): ILLEGAL
             // REQUEST, INVALID FIELD IN CDB, as ib_srpt answers an oversized transfer.
-            Work::Bad(_) => self.check(n, Sense::new(SenseCode::INVALID_FIELD_IN_CDB)),
-            Work::Tmf { function, task_tag } => self.tmf(n, function, task_tag),
-            Work::Scsi { .. } => self.advance(n),
+            None if bad => self.check(n, Sense::new(SenseCode::INVALID_FIELD_IN_CDB)),
+            None => self.advance(n),
         }
     }
 
@@ -538,7 +550,8 @@ impl ChannelIo {
         };
         self.state = IoState::LoggingOut;
         self.waiting.clear();
-        if self.post(vec![wr]).is_err() {
+        self.wrs.push(wr);
+        if self.post().is_err() {
             self.teardown(None);
         }
     }

@@ -80,7 +80,7 @@ pub enum Work {
     /// A SCSI command.
     Scsi {
         /// The CDB.
-        cdb: Vec<u8>,
+        cdb: srp::channel::CdbBytes,
         /// Data-out plan.
         data_out: Option<Buffer>,
         /// Data-in plan.

@@ -27,10 +27,6 @@ impl ChannelIo {
             return self.free(n);
         }
         let out_len = data_out.as_ref().map_or(0, Buffer::len);
-        let segs_in = match data_in {
-            Some(Buffer::Segments(s)) => s.clone(),
-            _ => Vec::new(),
-        };
         let in_len = data_in.as_ref().map_or(0, Buffer::len);
         let (status, sense, din, staged, dout_res) = match done.result {
             Ok(o) => {
@@ -59,7 +55,6 @@ impl ChannelIo {
         let moved = (din as u64).min(in_len);
         self.counters.data_in_bytes += moved;
         let base = self.layout.bounce(n);
-        let mut writes = Vec::new();
         if moved > 0 {
             if !staged
                 && self
@@ -71,23 +66,33 @@ impl ChannelIo {
             }
             let din = std::mem::take(&mut done.data_in);
             self.recycle(din);
-            writes = rdma_ops(&segs_in, moved, MAX_RDMA_OP)
-                .into_iter()
-                .map(|op| self.rdma(WrKind::DataIn(n), base, op, false))
-                .collect();
+            let lkey = self.lkey();
+            if let Some(Some(Slot {
+                work: Work::Scsi {
+                    data_in: Some(Buffer::Segments(segs)),
+                    ..
+                },
+                ..
+            })) = self.slots.get(n)
+            {
+                let writes = rdma_ops(segs, moved, MAX_RDMA_OP)
+                    .map(|op| transfer::rdma_wr(lkey, WrKind::DataIn(n), base, op, false));
+                self.wrs.extend(writes);
+            }
         }
         let sense_bytes = sense.map(|s| sense_bytes(&s)).unwrap_or_default();
-        self.respond(n, status, &sense_bytes, dout_res, din_res, writes);
+        self.respond(n, status, &sense_bytes, dout_res, din_res);
     }
 
     pub(super) fn check(&mut self, n: usize, sense: Sense) {
         let bytes = sense_bytes(&sense);
         let st = Status::CheckCondition;
-        self.respond(n, st, &bytes, Residual::None, Residual::None, vec![]);
+        self.respond(n, st, &bytes, Residual::None, Residual::None);
     }
 
-    /// Builds slot `n`'s SRP_RSP and posts `writes` then the SEND in one chain; an aborted
-    /// command (its tag gone, or reused by a newer command) sends nothing and frees its slot.
+    /// Builds slot `n`'s SRP_RSP and posts the chain already in [`ChannelIo::wrs`] (its
+    /// data-in WRITEs) then the SEND; an aborted command (its tag gone, or reused by a newer
+    /// command) sends nothing and frees its slot.
     pub(super) fn respond(
         &mut self,
         n: usize,
@@ -95,26 +100,35 @@ impl ChannelIo {
         sense: &[u8],
         dout: Residual,
         din: Residual,
-        mut writes: Vec<SendWr>,
     ) {
         let Some((tag, aborted)) = self.slots[n].as_ref().map(|s| (s.tag, s.abort.is_set())) else {
+            self.wrs.clear();
             return;
         };
         if aborted {
+            self.wrs.clear();
             return self.free(n);
         }
-        let mut buf = vec![0u8; self.layout.send_len as usize];
-        match self
+        let mut buf = std::mem::take(&mut self.rsp_buf);
+        buf.clear();
+        buf.resize(self.layout.send_len as usize, 0);
+        let built = self
             .channel
-            .respond(tag, status, sense, dout, din, &mut buf)
-        {
+            .respond(tag, status, sense, dout, din, &mut buf);
+        match built {
             Some(len) => {
                 self.counters.response(status);
-                writes.push(self.send_rsp(n, &buf[..len]));
+                let wr = self.send_rsp(n, &buf[..len]);
+                self.rsp_buf = buf;
+                self.wrs.push(wr);
                 self.set_phase(n, Phase::Responding);
-                self.post_or_die(writes);
+                self.post_or_die();
             }
-            None => self.free(n),
+            None => {
+                self.rsp_buf = buf;
+                self.wrs.clear();
+                self.free(n);
+            }
         }
     }
 
@@ -191,7 +205,8 @@ impl ChannelIo {
             Some(len) => {
                 let wr = self.send_rsp(n, &buf[..len]);
                 self.set_phase(n, Phase::Responding);
-                self.post_or_die(vec![wr]);
+                self.wrs.push(wr);
+                self.post_or_die();
             }
             None => self.free(n),
         }
@@ -230,7 +245,7 @@ fn shared_rkey(out: Option<&Buffer>, din: Option<&Buffer>) -> Option<hca::ids::R
     for b in [out, din].into_iter().flatten() {
         match b {
             Buffer::Segments(segs) => {
-                for s in segs {
+                for s in segs.iter() {
                     let k = s.rkey();
                     if key.is_some_and(|x| x != k) {
                         return None;

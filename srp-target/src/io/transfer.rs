@@ -7,6 +7,7 @@ use super::*;
 impl ChannelIo {
     /// The next step of a SCSI command: fetch a table, read data-out, or execute.
     pub(super) fn advance(&mut self, n: usize) {
+        let lkey = self.lkey();
         let Some(Slot {
             work: Work::Scsi {
                 data_out, data_in, ..
@@ -16,39 +17,45 @@ impl ChannelIo {
         else {
             return;
         };
-        let (out, inn) = (data_out.clone(), data_in.clone());
-        for (is_out, buf) in [(true, &out), (false, &inn)] {
-            if let Some(Buffer::FetchTable { table, .. }) = buf {
-                let op = RdmaOp {
-                    remote_va: table.va(),
-                    rkey: table.rkey(),
-                    len: table.len(),
-                    local_offset: 0,
-                };
-                let wr = self.rdma(WrKind::Table(n), self.layout.table(n), op, true);
-                self.set_phase(n, Phase::FetchTable { out: is_out });
-                return self.post_or_die(vec![wr]);
-            }
+        // A table to fetch first (the data-out's, then the data-in's).
+        let table = [(true, data_out), (false, data_in)]
+            .into_iter()
+            .find_map(|(is_out, b)| match b {
+                Some(Buffer::FetchTable { table, .. }) => Some((is_out, *table)),
+                _ => None,
+            });
+        if let Some((is_out, table)) = table {
+            let op = RdmaOp {
+                remote_va: table.va(),
+                rkey: table.rkey(),
+                len: table.len(),
+                local_offset: 0,
+            };
+            let wr = rdma_wr(lkey, WrKind::Table(n), self.layout.table(n), op, true);
+            self.set_phase(n, Phase::FetchTable { out: is_out });
+            self.wrs.push(wr);
+            return self.post_or_die();
         }
-        if let Some(Buffer::Segments(segs)) = &out {
-            let len = out.as_ref().map_or(0, Buffer::len);
-            let ops = rdma_ops(segs, len, MAX_RDMA_OP);
-            if !ops.is_empty() {
-                let base = self.layout.bounce(n);
-                let wrs: Vec<SendWr> = ops
-                    .iter()
-                    .map(|op| self.rdma(WrKind::DataOut(n), base, *op, true))
-                    .collect();
-                self.set_phase(n, Phase::Reading { pending: wrs.len() });
-                return self.post_or_die(wrs);
+        if let Some(b @ Buffer::Segments(segs)) = data_out {
+            let base = self.layout.bounce(n);
+            let reads = rdma_ops(segs, b.len(), MAX_RDMA_OP)
+                .map(|op| rdma_wr(lkey, WrKind::DataOut(n), base, op, true));
+            self.wrs.extend(reads);
+            if !self.wrs.is_empty() {
+                let pending = self.wrs.len();
+                self.set_phase(n, Phase::Reading { pending });
+                return self.post_or_die();
             }
         }
         self.execute(n);
     }
+}
 
-    /// An RDMA READ (`read`) or WRITE for `op`, the local side at `base` of the region.
-    pub(super) fn rdma(&self, kind: WrKind, base: u64, op: RdmaOp, read: bool) -> SendWr {
-        let local = sge(self.lkey(), base + op.local_offset, op.len);
+/// An RDMA READ (`read`) or WRITE for `op`, the local side at `base` of the channel's region
+/// under `lkey`.
+pub(super) fn rdma_wr(lkey: hca::ids::Lkey, kind: WrKind, base: u64, op: RdmaOp, read: bool) -> SendWr {
+    {
+        let local = sge(lkey, base + op.local_offset, op.len);
         let (op, flags) = if read {
             let op = SendOp::Read {
                 remote_addr: op.remote_va,
@@ -71,8 +78,12 @@ impl ChannelIo {
         }
     }
 
-    pub(super) fn post_or_die(&mut self, wrs: Vec<SendWr>) {
-        if let Err(e) = self.post(wrs) {
+}
+
+impl ChannelIo {
+    /// Posts [`ChannelIo::wrs`]; a refusal tears the channel down.
+    pub(super) fn post_or_die(&mut self) {
+        if let Err(e) = self.post() {
             self.teardown(Some(format!("post send: {e}")));
         }
     }
@@ -203,7 +214,7 @@ impl ChannelIo {
         self.set_phase(n, Phase::Executing);
         if self.executor.submit(job).is_err() {
             // The backend queue is full: BUSY, the initiator retries (SAM-5 5.3.1).
-            self.respond(n, Status::Busy, &[], Residual::None, Residual::None, vec![]);
+            self.respond(n, Status::Busy, &[], Residual::None, Residual::None);
         }
     }
 }

@@ -8,6 +8,7 @@
 //! operations no larger than the HCA's limit, and [`residual`] says what to report in the
 //! SRP_RSP when the command moved more or less than was described.
 
+use hca::inline_one::InlineOne;
 use super::ChannelError;
 use crate::wire::cmd::Cmd;
 use crate::wire::desc::{DataDesc, DirectBuf};
@@ -34,8 +35,9 @@ pub struct DataLimits {
 pub enum Buffer {
     /// In the SRP_CMD itself: this many bytes of immediate data (data-out only).
     Immediate(u32),
-    /// In initiator memory: the complete list of segments, in transfer order.
-    Segments(Vec<DirectBuf>),
+    /// In initiator memory: the complete list of segments, in transfer order (one, the
+    /// common case, held inline).
+    Segments(InlineOne<DirectBuf>),
     /// The inline list is partial: RDMA READ `table` (the whole descriptor table), then call
     /// [`Buffer::complete_table`] with the bytes.
     FetchTable {
@@ -93,7 +95,7 @@ impl Buffer {
                 "descriptor lengths do not sum to the total length",
             ));
         }
-        Ok(Buffer::Segments(segs.to_vec()))
+        Ok(Buffer::Segments(segs.iter().copied().collect()))
     }
 }
 
@@ -137,7 +139,7 @@ fn plan(
             if !limits.formats.contains(BufFormats::DIRECT) {
                 return Err(not_negotiated("direct"));
             }
-            Buffer::Segments(vec![*d])
+            Buffer::Segments(InlineOne::One(*d))
         }
         DataDesc::Indirect(ind) => {
             if !limits.formats.contains(BufFormats::INDIRECT) {
@@ -157,7 +159,7 @@ fn plan(
                     inline: ind.inline.to_vec(),
                 }
             } else {
-                Buffer::Segments(ind.inline.to_vec())
+                Buffer::Segments(ind.inline.iter().copied().collect())
             }
         }
         DataDesc::Immediate => {
@@ -187,31 +189,34 @@ pub struct RdmaOp {
 
 /// Splits the first `len` bytes of a local contiguous buffer across `segs` (in order) into
 /// operations of at most `max_op` bytes (0: unlimited). Moves `min(len, described)` bytes;
-/// empty segments produce no operation.
-pub fn rdma_ops(segs: &[DirectBuf], len: u64, max_op: u32) -> Vec<RdmaOp> {
+/// empty segments produce no operation. Computed as the caller iterates: nothing allocated.
+pub fn rdma_ops(segs: &[DirectBuf], len: u64, max_op: u32) -> impl Iterator<Item = RdmaOp> + '_ {
     let max_op = if max_op == 0 { u32::MAX } else { max_op };
-    let mut ops = Vec::new();
     let mut done: u64 = 0;
-    for seg in segs {
-        let mut at: u32 = 0;
-        while at < seg.len() && done < len {
+    let mut i = 0;
+    let mut at: u32 = 0;
+    std::iter::from_fn(move || {
+        while done < len {
+            let seg = segs.get(i)?;
+            if at >= seg.len() {
+                (i, at) = (i + 1, 0);
+                continue;
+            }
             let n = (seg.len() - at)
                 .min(max_op)
                 .min(u32::try_from(len - done).unwrap_or(u32::MAX));
-            ops.push(RdmaOp {
+            let op = RdmaOp {
                 remote_va: seg.va().wrapping_add(u64::from(at)),
                 rkey: seg.rkey(),
                 len: n,
                 local_offset: done,
-            });
+            };
             at += n;
             done += u64::from(n);
+            return Some(op);
         }
-        if done >= len {
-            break;
-        }
-    }
-    ops
+        None
+    })
 }
 
 /// The residual to report when a direction described `described` bytes and the command

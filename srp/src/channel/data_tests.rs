@@ -41,7 +41,7 @@ fn direct_data_in_is_one_segment() {
     let c = cmd(DataDesc::None, DataDesc::Direct(seg(0x1000, 4096)), &[]);
     let p = DataPlan::from_cmd(&c, &limits()).expect("valid");
     assert_eq!(p.data_out, None);
-    assert_eq!(p.data_in, Some(Buffer::Segments(vec![seg(0x1000, 4096)])));
+    assert_eq!(p.data_in, Some(Buffer::Segments(vec![seg(0x1000, 4096)].into())));
     assert_eq!(p.data_in.as_ref().map(Buffer::len), Some(4096));
 }
 
@@ -65,7 +65,7 @@ fn complete_indirect_list_is_its_segments() {
     };
     let c = cmd(DataDesc::Indirect(ind), DataDesc::None, &[]);
     let p = DataPlan::from_cmd(&c, &limits()).expect("valid");
-    assert_eq!(p.data_out, Some(Buffer::Segments(list.to_vec())));
+    assert_eq!(p.data_out, Some(Buffer::Segments(list.to_vec().into())));
 }
 
 #[test]
@@ -86,7 +86,7 @@ fn partial_list_fetches_the_table_and_checks_it() {
     let bytes = full.as_bytes();
     assert_eq!(
         fetch.clone().complete_table(bytes),
-        Ok(Buffer::Segments(full.to_vec()))
+        Ok(Buffer::Segments(full.to_vec().into()))
     );
     // Short fetch, table disagreeing with the inline prefix, wrong total.
     assert_eq!(
@@ -112,7 +112,7 @@ fn partial_list_fetches_the_table_and_checks_it() {
         ))
     );
     // A non-table buffer passes through.
-    let direct = Buffer::Segments(vec![seg(1, 1)]);
+    let direct = Buffer::Segments(vec![seg(1, 1)].into());
     assert_eq!(direct.clone().complete_table(&[]), Ok(direct));
 }
 
@@ -178,7 +178,7 @@ fn refusals_name_the_direction_and_limit() {
 #[test]
 fn ops_split_at_segment_and_size_limits() {
     let segs = [seg(0x1000, 10_000), seg(0x9000, 3000)];
-    let ops = rdma_ops(&segs, 13_000, 4096);
+    let ops = rdma_ops(&segs, 13_000, 4096).collect::<Vec<_>>();
     let lens: Vec<u32> = ops.iter().map(|o| o.len).collect();
     assert_eq!(lens, vec![4096, 4096, 1808, 3000]);
     assert_eq!(ops[1].remote_va, 0x1000 + 4096);
@@ -197,7 +197,7 @@ fn ops_split_at_segment_and_size_limits() {
 #[test]
 fn ops_stop_at_the_shorter_of_data_and_descriptors() {
     let segs = [seg(0x1000, 512), seg(0, 0), seg(0x2000, 512)];
-    let short = rdma_ops(&segs, 600, 0);
+    let short = rdma_ops(&segs, 600, 0).collect::<Vec<_>>();
     assert_eq!(
         short
             .iter()
@@ -205,9 +205,9 @@ fn ops_stop_at_the_shorter_of_data_and_descriptors() {
             .collect::<Vec<_>>(),
         vec![(0x1000, 512), (0x2000, 88)]
     );
-    let long = rdma_ops(&segs, 5000, 0);
+    let long = rdma_ops(&segs, 5000, 0).collect::<Vec<_>>();
     assert_eq!(long.iter().map(|o| u64::from(o.len)).sum::<u64>(), 1024);
-    assert!(rdma_ops(&segs, 0, 0).is_empty());
+    assert!(rdma_ops(&segs, 0, 0).next().is_none());
 }
 
 #[test]

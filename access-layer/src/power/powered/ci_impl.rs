@@ -151,16 +151,17 @@ impl<C: ChannelInterface + PowerSwitch + 'static> ChannelInterface for PoweredCa
         )
     }
 
-    fn post_send_list(&self, qp: QpId, wrs: Vec<SendWr>) -> Result<(), VerbsError> {
+    fn post_send_list(&self, qp: QpId, wrs: &mut Vec<SendWr>) -> Result<(), VerbsError> {
+        // Held for a replay while powered down: the list is moved, not borrowed.
         self.post(
-            wrs,
-            |inner, wrs| inner.post_send_list(qp, wrs),
+            std::mem::take(wrs),
+            |inner, mut wrs| inner.post_send_list(qp, &mut wrs),
             |wrs| {
                 Box::new(move |r| {
                     let wcs: Vec<(u64, WcOpcode)> =
                         wrs.iter().map(|w| (w.wr_id, send_opcode(&w.op))).collect();
                     match r {
-                        Replay::Run(s) => match s.inner.post_send_list(qp, wrs) {
+                        Replay::Run(s) => match s.inner.post_send_list(qp, &mut { wrs }) {
                             Ok(()) => {}
                             // Those before `index` are posted; the rest never will be.
                             Err(VerbsError::PostList { index, .. }) => {
