@@ -136,6 +136,11 @@ pub struct ChannelIo {
     cq: CqId,
     qp: QpId,
     slots: Vec<Option<Slot>>,
+    /// Each slot's abort flag, renewed for each command the slot starts.
+    flags: Vec<super::executor::AbortFlag>,
+    /// The flag of a command still waiting for a slot (never set: aborting a waiting
+    /// command forgets it).
+    unstarted: super::executor::AbortFlag,
     waiting: VecDeque<Slot>,
     luns: Vec<(Lun, Arc<LogicalUnit>)>,
     nexus: Arc<NexusInfo>,
@@ -247,6 +252,8 @@ impl ChannelIo {
             cq,
             qp,
             slots: vec![None; layout.window],
+            flags: (0..layout.window).map(|_| Default::default()).collect(),
+            unstarted: Default::default(),
             waiting: VecDeque::new(),
             luns: config.luns,
             nexus: config.nexus,
@@ -483,7 +490,7 @@ impl ChannelIo {
             lun,
             work,
             phase: Phase::Executing,
-            abort: super::executor::AbortFlag::default(),
+            abort: self.unstarted.clone(),
         };
         match self.slots.iter().position(Option::is_none) {
             Some(n) => self.start(n, slot),
@@ -491,7 +498,10 @@ impl ChannelIo {
         }
     }
 
-    fn start(&mut self, n: usize, slot: Slot) {
+    fn start(&mut self, n: usize, mut slot: Slot) {
+        if let Some(flag) = self.flags.get_mut(n) {
+            slot.abort = flag.renew();
+        }
         let tmf = match slot.work {
             Work::Tmf { function, task_tag } => Some((function, task_tag)),
             _ => None,

@@ -54,6 +54,17 @@ impl AbortFlag {
     pub fn is_set(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }
+
+    /// A clear flag for the next task, this one's memory reused when nothing else holds it
+    /// (its job finished): starting a command then allocates nothing.
+    pub fn renew(&mut self) -> AbortFlag {
+        if Arc::strong_count(&self.0) == 1 {
+            self.0.store(false, Ordering::Release);
+        } else {
+            *self = AbortFlag::default();
+        }
+        self.clone()
+    }
 }
 
 /// A command slot's registered memory (its bounce buffer, the one its RDMA READs fill and
