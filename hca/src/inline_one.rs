@@ -26,6 +26,79 @@ impl<T> InlineOne<T> {
     }
 }
 
+impl<T> InlineOne<T> {
+    /// The last element, to change it.
+    pub fn last_mut(&mut self) -> Option<&mut T> {
+        match self {
+            InlineOne::Empty => None,
+            InlineOne::One(x) => Some(x),
+            InlineOne::Many(v) => v.last_mut(),
+        }
+    }
+
+    /// Appends `x` (the second element moves the list to the heap).
+    pub fn push(&mut self, x: T) {
+        *self = match core::mem::take(self) {
+            InlineOne::Empty => InlineOne::One(x),
+            InlineOne::One(a) => InlineOne::Many(vec![a, x]),
+            InlineOne::Many(mut v) => {
+                v.push(x);
+                InlineOne::Many(v)
+            }
+        };
+    }
+}
+
+impl<'a, T> IntoIterator for &'a InlineOne<T> {
+    type Item = &'a T;
+    type IntoIter = core::slice::Iter<'a, T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl<T> Extend<T> for InlineOne<T> {
+    fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
+        for x in iter {
+            self.push(x);
+        }
+    }
+}
+
+impl<T> IntoIterator for InlineOne<T> {
+    type Item = T;
+    type IntoIter = InlineIter<T>;
+
+    fn into_iter(self) -> InlineIter<T> {
+        match self {
+            InlineOne::Empty => InlineIter::One(None),
+            InlineOne::One(x) => InlineIter::One(Some(x)),
+            InlineOne::Many(v) => InlineIter::Many(v.into_iter()),
+        }
+    }
+}
+
+/// The elements of an [`InlineOne`], by value.
+#[derive(Debug)]
+pub enum InlineIter<T> {
+    /// Of an empty or one-element list.
+    One(Option<T>),
+    /// Of a list on the heap.
+    Many(std::vec::IntoIter<T>),
+}
+
+impl<T> Iterator for InlineIter<T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        match self {
+            InlineIter::One(x) => x.take(),
+            InlineIter::Many(it) => it.next(),
+        }
+    }
+}
+
 impl<T> core::ops::Deref for InlineOne<T> {
     type Target = [T];
 
@@ -75,6 +148,13 @@ mod tests {
             assert_eq!(InlineOne::from_iter(v.clone()).as_slice(), v.as_slice());
             assert_eq!(InlineOne::from(v.clone()), InlineOne::from_iter(v), "shape-blind");
         }
+        let mut l = InlineOne::Empty;
+        for x in [4, 5, 6] {
+            l.push(x);
+        }
+        assert_eq!(l.as_slice(), [4, 5, 6]);
+        assert_eq!(l.into_iter().collect::<Vec<_>>(), [4, 5, 6]);
+        assert_eq!(InlineOne::One(9).into_iter().collect::<Vec<_>>(), [9]);
         // Collecting results stops at the first error, as for a Vec.
         let r: Result<InlineOne<u8>, u8> = [Ok(1), Err(9), Ok(2)].into_iter().collect();
         assert_eq!(r, Err(9));

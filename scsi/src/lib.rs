@@ -12,6 +12,7 @@
 //! - [`status`]: SAM [`Status`];
 //! - [`sense`]: sense keys, [`SenseCode`] constants tested against SPC-4 Annex D, fixed and
 //!   descriptor sense data ([`Sense`]);
+//! - [`cdb_bytes`]: [`CdbBytes`], a CDB held inline (up to 32 bytes) as transports pass it;
 //! - [`cdb`]: the [`OPCODES`] table, [`Command`] parse/emit with [`CdbError`] naming the
 //!   sense to return, and REPORT SUPPORTED OPERATION CODES parameter data.
 #![deny(unsafe_code)]
@@ -49,12 +50,14 @@ macro_rules! wire_tests {
 }
 
 pub mod cdb;
+pub mod cdb_bytes;
 pub mod lun;
 pub mod sense;
 pub mod status;
 pub mod units;
 
 pub use cdb::{CdbError, Command, OPCODES, OpcodeInfo};
+pub use cdb_bytes::CdbBytes;
 pub use lun::{Lun, LunError};
 pub use sense::{Sense, SenseCode, SenseError, SenseKey};
 pub use status::Status;

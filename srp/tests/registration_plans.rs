@@ -34,7 +34,11 @@ fn segs(w: &World, list: &[(u64, u32)]) -> Vec<Segment> {
 
 /// Posts the REG_MRs on the main link, then the target RDMA-READs every descriptor; returns
 /// the bytes it got, in descriptor order.
-fn register_and_fetch(w: &mut World, wrs: Vec<hca::verbs::SendWr>, descs: &[DirectBuf]) -> Vec<u8> {
+fn register_and_fetch(
+    w: &mut World,
+    wrs: impl IntoIterator<Item = hca::verbs::SendWr>,
+    descs: &[DirectBuf],
+) -> Vec<u8> {
     let link = w.link;
     w.host_post(link.host, wrs);
     w.settle();

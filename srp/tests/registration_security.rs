@@ -44,7 +44,7 @@ fn frmr_registration(w: &mut World) -> Registration {
 fn send_cmd(w: &mut World, dir: DataDir, len: u32, mapping: &Mapping) -> (Vec<DirectBuf>, bool) {
     let mut cmd = Command {
         lun: Lun([0; 8]),
-        cdb: vec![0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0],
+        cdb: vec![0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0].into(),
         task_attr: TaskAttr::Simple,
         dir,
         data_len: len,

@@ -8,9 +8,9 @@ use crate::mem::{MemBlock, MemError};
 
 /// The page list of a fast-registered MR: byte `x` of the region is at
 /// `first_byte_offset + x` in the concatenation of the pages.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct PageList {
-    pub(super) pages: Box<[(Arc<MemBlock>, usize)]>,
+    pub(super) pages: Vec<(Arc<MemBlock>, usize)>,
     pub(super) page_shift: u32,
     pub(super) first_byte_offset: u64,
 }

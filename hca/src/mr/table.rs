@@ -91,6 +91,9 @@ enum MrKind {
     FastReg {
         max_pages: usize,
         pages: Option<Arc<PageList>>,
+        /// The last page list, kept after invalidation: the next REG_MR refills it in place
+        /// when no span holds it any more, so a registration allocates nothing.
+        spare: Option<Arc<PageList>>,
     },
 }
 
@@ -199,6 +202,7 @@ impl MrTable {
         let kind = MrKind::FastReg {
             max_pages,
             pages: None,
+            spare: None,
         };
         let keys = self.insert(pd, Access::empty(), MrState::Free, 0, 0, kind)?;
         let key = MrKey::from(keys.lkey);
@@ -224,7 +228,12 @@ impl MrTable {
         if wr.key.index() != mr {
             return Err(MrError::KeyIndexChanged { mr, key: wr.key });
         }
-        let MrKind::FastReg { max_pages, pages } = &mut entry.kind else {
+        let MrKind::FastReg {
+            max_pages,
+            pages,
+            spare,
+        } = &mut entry.kind
+        else {
             return Err(MrError::NotFastReg {
                 op,
                 key: entry.lkey,
@@ -247,9 +256,16 @@ impl MrTable {
                 max_pages: *max_pages,
             });
         }
-        let list = page_list(wr)?;
+        let mut list = match spare.take() {
+            Some(old) if Arc::strong_count(&old) == 1 => old,
+            _ => Arc::new(PageList::default()),
+        };
+        match Arc::get_mut(&mut list) {
+            Some(l) => fill_page_list(wr, l)?,
+            None => return Err(MrError::NotFree { mr }),
+        }
         check_iova(op, wr.iova, wr.length)?;
-        *pages = Some(Arc::new(list));
+        *pages = Some(list);
         entry.lkey = wr.key;
         entry.rkey = access.is_remote().then_some(wr.key);
         entry.access = access;
@@ -294,10 +310,10 @@ impl MrTable {
                 mr_pd: entry.pd,
             });
         }
-        let MrKind::FastReg { pages, .. } = &mut entry.kind else {
+        let MrKind::FastReg { pages, spare, .. } = &mut entry.kind else {
             return Err(MrError::NotFastReg { op, key });
         };
-        *pages = None;
+        *spare = pages.take();
         entry.state = MrState::Free;
         Ok(())
     }
@@ -468,7 +484,8 @@ fn check_iova(op: MrOp, iova: u64, len: u64) -> Result<(), MrError> {
 }
 
 /// Validates the page layout of a REG_MR and builds its page list.
-fn page_list(wr: &FastRegWr<'_>) -> Result<PageList, MrError> {
+/// Checks `wr`'s page list and writes it into `list` (its memory reused).
+fn fill_page_list(wr: &FastRegWr<'_>, list: &mut PageList) -> Result<(), MrError> {
     let ps = wr.page_size;
     if !ps.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&ps) {
         return Err(MrError::BadPageSize { page_size: ps });
@@ -488,7 +505,7 @@ fn page_list(wr: &FastRegWr<'_>) -> Result<PageList, MrError> {
         _ => return Err(bad_layout()),
     }
     let page_len = usize::try_from(ps).map_err(|_| bad_layout())?;
-    let mut pages = Vec::with_capacity(wr.pages.len());
+    // Every page is checked before the list changes: a refused REG_MR leaves it as it was.
     for (page, (block, offset)) in wr.pages.iter().enumerate() {
         let out = || MrError::PageOutOfBlock {
             page,
@@ -498,11 +515,13 @@ fn page_list(wr: &FastRegWr<'_>) -> Result<PageList, MrError> {
         };
         let start = usize::try_from(*offset).map_err(|_| out())?;
         block.check_range(start, page_len).map_err(|_| out())?;
-        pages.push((Arc::clone(block), start));
     }
-    Ok(PageList {
-        pages: pages.into_boxed_slice(),
-        page_shift: ps.trailing_zeros(),
-        first_byte_offset: wr.first_byte_offset,
-    })
+    list.pages.clear();
+    // In range: checked just above.
+    list.pages.extend(
+        (wr.pages.iter()).map(|(block, offset)| (Arc::clone(block), *offset as usize)),
+    );
+    list.page_shift = ps.trailing_zeros();
+    list.first_byte_offset = wr.first_byte_offset;
+    Ok(())
 }

@@ -202,7 +202,7 @@ impl Qp {
                 let key = MrKey(*key);
                 let wr = FastRegWr {
                     key,
-                    pages: &pages.pages,
+                    pages: pages.pages.as_slice(),
                     page_size: pages.page_size,
                     first_byte_offset: pages.first_byte_offset,
                     iova: pages.iova,

@@ -79,8 +79,8 @@ pub struct UdDest {
 /// The page list of a fast-registration work request (`IB_WR_REG_MR`).
 #[derive(Clone, Debug)]
 pub struct FastRegPages {
-    /// The pages: block and byte offset of each page's start.
-    pub pages: Vec<(Arc<MemBlock>, u64)>,
+    /// The pages: block and byte offset of each page's start (one held inline).
+    pub pages: crate::inline_one::InlineOne<(Arc<MemBlock>, u64)>,
     /// Page size in bytes (a power of two).
     pub page_size: u64,
     /// Offset of the region's first byte within the first page.

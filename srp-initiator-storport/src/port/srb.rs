@@ -111,7 +111,7 @@ pub struct SrbRequest {
     /// Where it goes.
     pub address: LuAddress,
     /// The CDB (1 to 16 bytes for EXECUTE_SCSI).
-    pub cdb: Vec<u8>,
+    pub cdb: scsi::CdbBytes,
     /// The data direction.
     pub direction: DataDirection,
     /// The data: the bytes to write, or a buffer of the transfer length to read into.
@@ -138,7 +138,7 @@ impl SrbRequest {
         SrbRequest {
             function: SrbFunction::ExecuteScsi,
             address,
-            cdb: cdb.to_vec(),
+            cdb: cdb.into(),
             direction,
             data: data.into(),
             sense_len: 18,
@@ -151,7 +151,7 @@ impl SrbRequest {
     pub fn management(function: SrbFunction, address: LuAddress) -> Self {
         SrbRequest {
             function,
-            cdb: Vec::new(),
+            cdb: scsi::CdbBytes::default(),
             ..SrbRequest::scsi(address, &[], DataDirection::None, DataBuffer::empty())
         }
     }

@@ -30,6 +30,7 @@ use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, QpId};
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKey, MrKeys, PdId};
+use hca::inline_one::InlineOne;
 use hca::verbs::SendWr;
 use hca::wire::PathMtu;
 use hca::{Gid, Lkey, Qpn};
@@ -101,7 +102,12 @@ pub(crate) struct Inner {
     /// Management SRBs by the core's TMF id.
     pub(crate) mgmt: HashMap<TmfId, Mgmt>,
     /// REG_MRs of mapped commands not sent yet, by command.
-    pub(crate) pending_reg: HashMap<CmdId, Vec<SendWr>>,
+    pub(crate) pending_reg: HashMap<CmdId, InlineOne<SendWr>>,
+    /// The send chain being built (REG_MRs, then the SEND; or LOCAL_INVs), kept between
+    /// posts so that posting allocates nothing.
+    pub(crate) chain: Vec<SendWr>,
+    /// The ids of a LOCAL_INV chain, kept alike.
+    pub(crate) chain_ids: Vec<u64>,
     pub(crate) send_free: Vec<usize>,
     /// LOCAL_INVs posted and not completed (reported flushed if the QP goes).
     pub(crate) inflight_inv: HashSet<u64>,
@@ -243,6 +249,8 @@ impl Adapter {
             cmds: HashMap::new(),
             mgmt: HashMap::new(),
             pending_reg: HashMap::new(),
+            chain: Vec::new(),
+            chain_ids: Vec::new(),
             send_free: (0..SEND_SLOTS).rev().collect(),
             inflight_inv: HashSet::new(),
             paused: false,

@@ -33,7 +33,7 @@ pub(crate) const LOGOUT_LINGER: Duration = Duration::from_secs(1);
 impl Adapter {
     /// StartIo of ABORT_COMMAND, RESET_LOGICAL_UNIT and RESET_DEVICE.
     pub(crate) fn start_management(&self, port: &PortServices<SrpMiniport>, srb: Srb<SrbExt>) {
-        let mut done = dpc::Done::new();
+        let mut done = dpc::done_list();
         {
             let mut s = self.lock();
             let now = self.now();
@@ -98,7 +98,7 @@ impl Adapter {
 
     /// HwAdapterControl(StopAdapter): see the module doc.
     pub(crate) fn stop(&self, port: &PortServices<SrpMiniport>) {
-        let mut done = dpc::Done::new();
+        let mut done = dpc::done_list();
         {
             let mut s = self.lock();
             self.flush_held(&mut s, SrbStatus::REQUEST_FLUSHED, &mut done);
@@ -120,7 +120,7 @@ impl Adapter {
     /// HwAdapterControl(RestartAdapter): what is left of the old channel goes, a fresh core
     /// logs in.
     pub(crate) fn restart(&self, port: &PortServices<SrpMiniport>) {
-        let mut done = dpc::Done::new();
+        let mut done = dpc::done_list();
         {
             let mut s = self.lock();
             self.teardown(&mut s);

@@ -17,11 +17,22 @@ use srp::initiator::{Action, Completion, Event};
 /// SRBs to complete once the adapter lock is dropped.
 pub(crate) type Done = Vec<Srb<SrbExt>>;
 
+thread_local! {
+    /// This thread's list of SRBs to complete, kept between rounds (taken while in use: a
+    /// completion routine that re-enters the miniport gets a list of its own).
+    static DONE_SPARE: std::cell::RefCell<Done> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty list of SRBs to complete, with memory from an earlier round.
+pub(crate) fn done_list() -> Done {
+    DONE_SPARE.with_borrow_mut(std::mem::take)
+}
+
 impl Adapter {
     /// One DPC round; returns how much it did (MADs, CM events, completions, timers fired,
     /// core actions): 0 means there was nothing to do.
     pub(crate) fn round(&self, port: &PortServices<super::SrpMiniport>) -> usize {
-        let mut done = Done::new();
+        let mut done = done_list();
         let mut n;
         {
             let mut s = self.lock();
@@ -218,7 +229,10 @@ impl Adapter {
             n += 1;
             match a {
                 Action::Connect { private_data, .. } => self.start_connect(s, private_data),
-                Action::Send { iu, cmd } => self.post_iu(s, &iu, cmd),
+                Action::Send { iu, cmd } => {
+                    self.post_iu(s, &iu, cmd);
+                    s.channel.recycle_iu(iu);
+                }
                 Action::Remap(id) => self.remap(s, id),
                 Action::Disconnect => self.teardown(s),
                 Action::Complete(c) => self.finish(s, c, done),
@@ -334,8 +348,13 @@ impl Adapter {
 }
 
 /// RequestComplete for each (outside the adapter lock).
-pub(crate) fn complete_all(port: &PortServices<super::SrpMiniport>, done: Done) {
-    for srb in done {
+pub(crate) fn complete_all(port: &PortServices<super::SrpMiniport>, mut done: Done) {
+    for srb in done.drain(..) {
         port.request_complete(&srb);
     }
+    DONE_SPARE.with_borrow_mut(|spare| {
+        if spare.capacity() < done.capacity() {
+            *spare = done;
+        }
+    });
 }

@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering;
 pub(crate) struct Prepared {
     pub(crate) cmd: Command,
     pub(crate) handle: srp::initiator::registration::MapHandle,
-    pub(crate) pre_wrs: Vec<hca::verbs::SendWr>,
+    pub(crate) pre_wrs: hca::inline_one::InlineOne<hca::verbs::SendWr>,
     pub(crate) dir: DataDir,
     pub(crate) segments: Vec<Segment>,
 }
@@ -78,7 +78,7 @@ impl Adapter {
         };
         let mut cmd = Command {
             lun,
-            cdb: srb.cdb().to_vec(),
+            cdb: srb.cdb().into(),
             task_attr: TaskAttr::Simple,
             dir,
             data_len: u32::try_from(srb.data_transfer_length()).unwrap_or(u32::MAX),
@@ -122,7 +122,7 @@ impl Adapter {
             finish_now(port, &srb, SrbStatus::ERROR);
             return true;
         };
-        let mut done = dpc::Done::new();
+        let mut done = dpc::done_list();
         {
             let mut s = self.lock();
             let now = self.now();
@@ -155,7 +155,7 @@ impl Adapter {
     }
 
     pub(crate) fn reset_bus(&self, port: &PortServices<SrpMiniport>) -> bool {
-        let mut done = dpc::Done::new();
+        let mut done = dpc::done_list();
         {
             let mut s = self.lock();
             self.teardown(&mut s);

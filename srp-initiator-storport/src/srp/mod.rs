@@ -302,7 +302,7 @@ impl Miniport for SrpMiniport {
         for lun in 0..a.cfg.max_luns {
             port.set_device_queue_depth(crate::port::LuAddress::new(0, 0, lun), a.cfg.queue_depth);
         }
-        let mut done = dpc::Done::new();
+        let mut done = dpc::done_list();
         {
             let mut s = a.lock();
             s.paused = true;

@@ -228,40 +228,52 @@ impl Adapter {
             s.qp_failed = true;
             return;
         }
-        let mut wrs = cmd
-            .and_then(|id| s.pending_reg.remove(&id))
-            .unwrap_or_default();
-        wrs.push(SendWr {
+        let mut chain = std::mem::take(&mut s.chain);
+        chain.clear();
+        if let Some(regs) = cmd.and_then(|id| s.pending_reg.remove(&id)) {
+            chain.extend(regs);
+        }
+        chain.push(SendWr {
             wr_id: SEND_WR | slot as u64,
             op: SendOp::Send,
             sg_list: [self.sge(off, iu.len() as u32)].into(),
             flags: SendFlags::SIGNALED,
             ud: None,
         });
-        if self.ca.post_send_list(qp, &mut wrs).is_err() {
+        if self.ca.post_send_list(qp, &mut chain).is_err() {
             s.qp_failed = true;
         }
+        s.chain = chain;
     }
 
     /// Posts work requests of the registration (LOCAL_INVs); without a QP they count as
     /// flushed, so the pool retries them on the next connection.
-    pub(crate) fn post_reg(&self, s: &mut Inner, mut wrs: Vec<SendWr>) {
-        if wrs.is_empty() {
+    pub(crate) fn post_reg(&self, s: &mut Inner, wrs: impl IntoIterator<Item = SendWr>) {
+        let mut chain = std::mem::take(&mut s.chain);
+        chain.clear();
+        chain.extend(wrs);
+        if chain.is_empty() {
+            s.chain = chain;
             return;
         }
-        let ids: Vec<u64> = wrs.iter().map(|w| w.wr_id).collect();
+        let mut ids = std::mem::take(&mut s.chain_ids);
+        ids.clear();
+        ids.extend(chain.iter().map(|w| w.wr_id));
         let posted = match s.qp {
-            Some((qp, _)) if !s.qp_failed => self.ca.post_send_list(qp, &mut wrs).is_ok(),
+            Some((qp, _)) if !s.qp_failed => self.ca.post_send_list(qp, &mut chain).is_ok(),
             _ => false,
         };
         if posted {
-            s.inflight_inv.extend(ids);
+            s.inflight_inv.extend(ids.iter().copied());
         } else {
             let mut reg = self.reg();
-            for id in ids {
+            for &id in &ids {
                 let _ = reg.handle_send_done(id, WcStatus::WrFlushErr);
             }
         }
+        chain.clear();
+        s.chain = chain;
+        s.chain_ids = ids;
     }
 
     /// `Action::Disconnect` (and before a new login): DREQ, destroy the QP (its flushed

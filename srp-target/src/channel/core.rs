@@ -30,7 +30,7 @@ pub enum Request {
         /// SAM task attribute.
         task_attr: TaskAttr,
         /// The whole CDB (16 bytes plus any additional CDB).
-        cdb: srp::channel::CdbBytes,
+        cdb: scsi::CdbBytes,
         /// Where its data is.
         plan: DataPlan,
         /// Immediate data-out, when `plan.data_out` is immediate.

@@ -80,7 +80,7 @@ pub enum Work {
     /// A SCSI command.
     Scsi {
         /// The CDB.
-        cdb: srp::channel::CdbBytes,
+        cdb: scsi::CdbBytes,
         /// Data-out plan.
         data_out: Option<Buffer>,
         /// Data-in plan.

@@ -91,7 +91,7 @@ pub struct Job {
     /// The I_T nexus it came through.
     pub nexus: Arc<NexusInfo>,
     /// The CDB.
-    pub cdb: srp::channel::CdbBytes,
+    pub cdb: scsi::CdbBytes,
     /// The data-out, already fetched (empty when it lies in `staging`).
     pub data_out: Vec<u8>,
     /// The slot's registered memory, if the transport has some (see [`Staging`]).

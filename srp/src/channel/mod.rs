@@ -6,17 +6,15 @@
 //! received and the negotiated login parameters, and get back decisions (accept, reject with a
 //! [`ChannelError`], the REQUEST LIMIT DELTA to put in a response, the RDMA operations to post).
 //!
-//! Files: [`cdb`] (a CDB held inline), [`credits`] (target and initiator views of the request limit), [`tags`] (the
+//! Files: [`credits`] (target and initiator views of the request limit), [`tags`] (the
 //! outstanding-tag table), [`data`] (descriptor validation, external descriptor tables, RDMA
 //! operation splitting, residuals), `error` ([`ChannelError`]).
 
-pub mod cdb;
 pub mod credits;
 pub mod data;
 mod error;
 pub mod tags;
 
-pub use cdb::CdbBytes;
 pub use credits::{InitiatorCredits, Spend, TargetCredits};
 pub use data::{Buffer, DataLimits, DataPlan, RdmaOp};
 pub use error::ChannelError;

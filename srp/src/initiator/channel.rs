@@ -239,9 +239,22 @@ pub struct InitiatorChannel {
     pub(super) next_tmf: u64,
     pub(super) actions: VecDeque<Action>,
     pub(super) events: VecDeque<Event>,
+    /// IU buffers the driver handed back ([`InitiatorChannel::recycle_iu`]), for the next
+    /// SRP_CMDs: encoding a command allocates nothing in the steady state.
+    pub(super) spare_ius: Vec<Vec<u8>>,
 }
 
+/// IU buffers kept for reuse: a window's worth.
+const SPARE_IUS: usize = 256;
+
 impl InitiatorChannel {
+    /// Hands back an [`Action::Send`]'s IU once it is copied out, for a later SRP_CMD.
+    pub fn recycle_iu(&mut self, iu: Vec<u8>) {
+        if self.spare_ius.len() < SPARE_IUS && iu.capacity() > 0 {
+            self.spare_ius.push(iu);
+        }
+    }
+
     /// A channel that has not logged in yet; call [`InitiatorChannel::connect`].
     pub fn new(cfg: InitiatorConfig) -> InitiatorChannel {
         InitiatorChannel {
@@ -262,6 +275,7 @@ impl InitiatorChannel {
             next_id: 0,
             next_tmf: 0,
             actions: VecDeque::new(),
+            spare_ius: Vec::new(),
             events: VecDeque::new(),
         }
     }
@@ -339,10 +353,13 @@ impl InitiatorChannel {
             PortState::FailFast => Some(Outcome::TransportFailFast),
             PortState::Lost => Some(Outcome::NoConnect),
         };
-        if let Link::Up(s) = &self.link
-            && let Err(e) = cmd.encode(Tag(0), &s.neg)
-        {
-            return refuse(e, cmd);
+        if let Link::Up(s) = &self.link {
+            let mut scratch = self.spare_ius.pop().unwrap_or_default();
+            let encodable = cmd.encode_into(Tag(0), &s.neg, &mut scratch);
+            self.spare_ius.push(scratch);
+            if let Err(e) = encodable {
+                return refuse(e, cmd);
+            }
         }
         let id = CmdId(self.next_id);
         if let Some(outcome) = fail_now {
@@ -417,8 +434,9 @@ impl InitiatorChannel {
             }
             Err(Entry::Tmf(_)) => return,
         };
+        let mut bytes = self.spare_ius.pop().unwrap_or_default();
         let encoded = match self.tags.get(tag) {
-            Some(Entry::Cmd(o)) => o.cmd.encode(tag, &neg),
+            Some(Entry::Cmd(o)) => o.cmd.encode_into(tag, &neg, &mut bytes).map(|()| bytes),
             _ => Err(InitiatorError::SendAccounting),
         };
         match encoded {

@@ -3,7 +3,6 @@
 
 use super::InitiatorError;
 use super::alloc::boxed::Box;
-use super::alloc::vec;
 use super::alloc::vec::Vec;
 use super::login::Negotiated;
 use crate::wire::cmd::{Cmd, MAX_ADD_CDB_LEN, TaskAttr};
@@ -53,8 +52,8 @@ pub enum DataDescriptors {
 pub struct Command {
     /// The logical unit.
     pub lun: Lun,
-    /// The CDB, up to 16 + 252 bytes.
-    pub cdb: Vec<u8>,
+    /// The CDB, up to 16 + 252 bytes (up to 32 held inline).
+    pub cdb: scsi::CdbBytes,
     /// SAM task attribute.
     pub task_attr: TaskAttr,
     /// Data direction.
@@ -85,6 +84,18 @@ impl Command {
 
     /// The SRP_CMD IU for this command under `tag`.
     pub fn encode(&self, tag: Tag, neg: &Negotiated) -> Result<Vec<u8>, InitiatorError> {
+        let mut buf = Vec::new();
+        self.encode_into(tag, neg, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// [`Command::encode`] into `buf` (replacing what it held; its memory is reused).
+    pub fn encode_into(
+        &self,
+        tag: Tag,
+        neg: &Negotiated,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), InitiatorError> {
         let bad = |value: usize, why| {
             InitiatorError::BadCommand(WireError::BadField {
                 iu: "SRP_CMD",
@@ -141,10 +152,11 @@ impl Command {
                 have: neg.max_it_iu_len as usize,
             }));
         }
-        let mut buf = vec![0; len];
-        cmd.emit_with(&mut buf, neg.imm_data_offset)
+        buf.clear();
+        buf.resize(len, 0);
+        cmd.emit_with(buf, neg.imm_data_offset)
             .map_err(InitiatorError::BadCommand)?;
-        Ok(buf)
+        Ok(())
     }
 }
 

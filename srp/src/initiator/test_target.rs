@@ -126,7 +126,7 @@ pub(super) fn lun(n: u32) -> Lun {
 pub(super) fn read_cmd(l: u32) -> Command {
     Command {
         lun: lun(l),
-        cdb: vec![0x28, 0, 0, 0, 0, 0x10, 0, 0, 8, 0],
+        cdb: vec![0x28, 0, 0, 0, 0, 0x10, 0, 0, 8, 0].into(),
         task_attr: TaskAttr::Simple,
         dir: DataDir::Read,
         data_len: 4096,
@@ -141,7 +141,7 @@ pub(super) fn read_cmd(l: u32) -> Command {
 pub(super) fn write_cmd(len: u32) -> Command {
     Command {
         lun: lun(0),
-        cdb: vec![0x2a, 0, 0, 0, 0, 0x20, 0, 0, (len / 512) as u8, 0],
+        cdb: vec![0x2a, 0, 0, 0, 0, 0x20, 0, 0, (len / 512) as u8, 0].into(),
         task_attr: TaskAttr::Simple,
         dir: DataDir::Write,
         data_len: len,

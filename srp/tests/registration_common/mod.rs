@@ -173,7 +173,7 @@ impl World {
             .run_until(std::time::Duration::from_secs(1), |_| false);
     }
 
-    pub fn host_post(&mut self, qp: QpId, wrs: Vec<SendWr>) {
+    pub fn host_post(&mut self, qp: QpId, wrs: impl IntoIterator<Item = SendWr>) {
         let now = self.f.now();
         self.f
             .hca(self.host.hca)

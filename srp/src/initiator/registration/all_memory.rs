@@ -9,7 +9,6 @@ use super::super::DataDescriptors;
 use super::super::alloc::format;
 use super::super::alloc::string::String;
 use super::super::alloc::sync::Arc;
-use super::super::alloc::vec::Vec;
 use super::plan::{Segment, check_segments, coalesce};
 use super::{RegError, no_table};
 use crate::wire::desc::DirectBuf;
@@ -92,7 +91,7 @@ impl AllMemoryStrategy {
         {
             return Err(RegError::ForeignBlock { index });
         }
-        let descs: Vec<DirectBuf> = coalesce(segments)
+        let descs: hca::inline_one::InlineOne<DirectBuf> = coalesce(segments)
             .iter()
             .map(|s| DirectBuf::new(self.iova.wrapping_add(s.offset), self.rkey, s.len))
             .collect();
@@ -102,12 +101,12 @@ impl AllMemoryStrategy {
                 max: self.max_descriptors,
             });
         }
-        Ok(match descs.as_slice() {
-            [one] => DataDescriptors::Direct(*one),
-            _ => DataDescriptors::Indirect {
+        Ok(match descs {
+            hca::inline_one::InlineOne::One(one) => DataDescriptors::Direct(one),
+            descs => DataDescriptors::Indirect {
                 table: no_table(descs.len()),
                 total_len: descs.iter().map(|d| d.len()).sum(),
-                inline: descs,
+                inline: descs.into_iter().collect(),
             },
         })
     }

@@ -5,6 +5,7 @@
 //! Rights follow the direction, narrower than ib_srp (which grants both): a data-in buffer
 //! is registered remote-write only, a data-out buffer remote-read only.
 
+use hca::inline_one::InlineOne;
 use super::super::alloc::vec::Vec;
 use super::super::{DataDescriptors, DataDir};
 use super::plan::{RegionPlan, Segment, plan_regions};
@@ -119,9 +120,9 @@ pub struct FrmrStrategy {
 
 /// A mapped buffer, before it is wrapped for the caller.
 pub(super) struct FrmrMapped {
-    pub(super) wrs: Vec<SendWr>,
+    pub(super) wrs: InlineOne<SendWr>,
     pub(super) data: DataDescriptors,
-    pub(super) keys: Vec<MrKey>,
+    pub(super) keys: InlineOne<MrKey>,
 }
 
 impl FrmrStrategy {
@@ -192,23 +193,23 @@ impl FrmrStrategy {
             DataDir::Read => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
             _ => Access::REMOTE_READ,
         };
-        let mut wrs = Vec::with_capacity(plans.len());
-        let mut descs = Vec::with_capacity(plans.len());
-        for (plan, &key) in plans.into_iter().zip(&keys) {
+        let mut wrs = InlineOne::Empty;
+        let mut descs = InlineOne::Empty;
+        for (plan, &key) in plans.into_iter().zip(keys.iter()) {
             let iova = c.iova_base.wrapping_add(plan.first_byte());
             // check_segments bounded the total to 32 bits, so each region fits.
             let len = u32::try_from(plan.length).unwrap_or(u32::MAX);
             descs.push(DirectBuf::new(iova, Rkey(key.0), len));
             wrs.push(self.reg_wr(key, access, iova, plan));
         }
-        let data = match descs.as_slice() {
-            [one] => DataDescriptors::Direct(*one),
-            _ => {
+        let data = match descs {
+            InlineOne::One(one) => DataDescriptors::Direct(one),
+            descs => {
                 let total_len = descs.iter().map(|d| d.len()).sum();
                 DataDescriptors::Indirect {
                     table: no_table(descs.len()),
                     total_len,
-                    inline: descs,
+                    inline: descs.into_iter().collect(),
                 }
             }
         };
@@ -253,7 +254,7 @@ impl FrmrStrategy {
         &mut self,
         keys: &[MrKey],
         invalidated: Option<Rkey>,
-    ) -> Result<Vec<SendWr>, RegError> {
+    ) -> Result<InlineOne<SendWr>, RegError> {
         let inv = self.pool.release(keys, invalidated.map(MrKey::from))?;
         Ok(inv.into_iter().map(|k| self.local_inv_wr(k)).collect())
     }

@@ -52,6 +52,7 @@ use super::login::Negotiated;
 use super::{Command, DataDescriptors, DataDir};
 use crate::wire::desc::DirectBuf;
 use hca::Rkey;
+use hca::inline_one::InlineOne;
 use hca::mr::MrKey;
 use hca::verbs::{SendWr, WcStatus};
 
@@ -92,8 +93,9 @@ pub struct Mapping {
     pub handle: MapHandle,
     /// What was used.
     pub kind: MappingKind,
-    /// Post these, in order, right before the SRP_CMD SEND in the same chain.
-    pub pre_wrs: Vec<SendWr>,
+    /// Post these, in order, right before the SRP_CMD SEND in the same chain (one, the
+    /// common case, held inline).
+    pub pre_wrs: InlineOne<SendWr>,
     /// The command's descriptors.
     pub data: DataDescriptors,
     /// The command's immediate bytes (empty unless `kind` is `Immediate`).
@@ -123,7 +125,7 @@ impl Mapping {
 /// A command's hold on registered regions; not `Clone`, so it is unmapped once.
 #[derive(Debug, PartialEq, Eq)]
 pub struct MapHandle {
-    keys: Vec<MrKey>,
+    keys: InlineOne<MrKey>,
 }
 
 impl MapHandle {
@@ -164,9 +166,11 @@ impl Registration {
     pub fn map(&mut self, dir: DataDir, segments: &[Segment]) -> Result<Mapping, RegError> {
         let total = plan::check_segments(segments)?;
         let bare = |kind, data, imm_data| Mapping {
-            handle: MapHandle { keys: Vec::new() },
+            handle: MapHandle {
+                keys: InlineOne::Empty,
+            },
             kind,
-            pre_wrs: Vec::new(),
+            pre_wrs: InlineOne::Empty,
             data,
             imm_data,
             remote_invalidate: false,
@@ -204,9 +208,9 @@ impl Registration {
         &mut self,
         handle: MapHandle,
         invalidated: Option<Rkey>,
-    ) -> Result<Vec<SendWr>, RegError> {
+    ) -> Result<InlineOne<SendWr>, RegError> {
         match &mut self.strategy {
-            _ if handle.keys.is_empty() => Ok(Vec::new()),
+            _ if handle.keys.is_empty() => Ok(InlineOne::Empty),
             Strategy::PerIo(frmr) => frmr.unmap(&handle.keys, invalidated),
             Strategy::TrustTarget(_) => Err(RegError::StaleHandle {
                 key: handle.keys[0],

@@ -6,8 +6,8 @@
 //! page boundary and the segment starts on one; otherwise a new region begins. A region
 //! also ends when it holds `max_pages` pages. Adjacent segments of one block are merged first.
 
+use hca::inline_one::InlineOne;
 use super::super::alloc::sync::Arc;
-use super::super::alloc::vec::Vec;
 use super::RegError;
 use hca::mem::MemBlock;
 
@@ -37,8 +37,8 @@ impl Segment {
 /// access rights and I/O address the pool chooses.
 #[derive(Clone, Debug)]
 pub struct RegionPlan {
-    /// Page starts, in region order.
-    pub pages: Vec<(Arc<MemBlock>, u64)>,
+    /// Page starts, in region order (one held inline).
+    pub pages: InlineOne<(Arc<MemBlock>, u64)>,
     /// Offset of the region's first byte in its first page.
     pub first_byte_offset: u64,
     /// Bytes in the region.
@@ -84,9 +84,9 @@ pub fn check_segments(segments: &[Segment]) -> Result<u32, RegError> {
     u32::try_from(total).map_err(|_| RegError::TooLong { total })
 }
 
-/// Merges segments that continue each other in the same block.
-pub fn coalesce(segments: &[Segment]) -> Vec<Segment> {
-    let mut out: Vec<Segment> = Vec::with_capacity(segments.len());
+/// Merges segments that continue each other in the same block (a single run held inline).
+pub fn coalesce(segments: &[Segment]) -> InlineOne<Segment> {
+    let mut out: InlineOne<Segment> = InlineOne::Empty;
     for s in segments {
         if let Some(last) = out.last_mut() {
             let joined = u64::from(last.len) + u64::from(s.len);
@@ -110,9 +110,9 @@ pub fn plan_regions(
     segments: &[Segment],
     page_size: u64,
     max_pages: usize,
-) -> Result<Vec<RegionPlan>, RegError> {
+) -> Result<InlineOne<RegionPlan>, RegError> {
     check_segments(segments)?;
-    let mut regions: Vec<RegionPlan> = Vec::new();
+    let mut regions: InlineOne<RegionPlan> = InlineOne::Empty;
     for s in coalesce(segments) {
         let end = s.offset + u64::from(s.len);
         let mut at = s.offset;
@@ -136,7 +136,7 @@ pub fn plan_regions(
                     r.length += chunk;
                 }
                 None => regions.push(RegionPlan {
-                    pages: Vec::from([(Arc::clone(&s.block), page)]),
+                    pages: InlineOne::One((Arc::clone(&s.block), page)),
                     first_byte_offset: at - page,
                     length: chunk,
                 }),

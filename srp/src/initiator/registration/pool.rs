@@ -8,6 +8,7 @@
 //! registration. Free regions are reused oldest first, which spreads the 256 key variants
 //! over the whole pool before any key value comes back.
 
+use hca::inline_one::InlineOne;
 use super::super::alloc::collections::{BTreeMap, VecDeque};
 use super::super::alloc::vec::Vec;
 use super::RegError;
@@ -115,14 +116,14 @@ impl KeyPool {
     }
 
     /// Takes `n` free regions for one command, each under a new key variant; all or none.
-    pub fn take(&mut self, n: usize) -> Result<Vec<MrKey>, RegError> {
+    pub fn take(&mut self, n: usize) -> Result<InlineOne<MrKey>, RegError> {
         if self.free.len() < n {
             return Err(RegError::Busy {
                 needed: n,
                 free: self.free.len(),
             });
         }
-        let mut keys = Vec::with_capacity(n);
+        let mut keys = InlineOne::Empty;
         for _ in 0..n {
             let Some(i) = self.free.pop_front() else {
                 break; // unreachable: counted above
@@ -157,11 +158,11 @@ impl KeyPool {
         &mut self,
         keys: &[MrKey],
         invalidated: Option<MrKey>,
-    ) -> Result<Vec<MrKey>, RegError> {
+    ) -> Result<InlineOne<MrKey>, RegError> {
         for &key in keys {
             self.slot_of(key, SlotState::Mapped)?;
         }
-        let mut to_invalidate = Vec::new();
+        let mut to_invalidate = InlineOne::Empty;
         for &key in keys {
             let i = self.slot_of(key, SlotState::Mapped)?;
             if invalidated == Some(key) {

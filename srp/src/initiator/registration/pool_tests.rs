@@ -16,7 +16,7 @@ fn every_take_rolls_the_key() {
         let k = p.take(1).expect("free")[0];
         assert!(!seen.contains(&k), "key {k} reused");
         seen.push(k);
-        assert_eq!(p.release(&[k], Some(k)), Ok(vec![]));
+        assert_eq!(p.release(&[k], Some(k)), Ok(vec![].into()));
     }
     assert_eq!(
         seen.iter().map(|k| k.variant()).collect::<Vec<_>>(),
@@ -44,7 +44,7 @@ fn a_region_is_free_only_after_its_invalidation() {
     let keys = p.take(2).expect("two");
     // The target invalidated the first only; the second needs a LOCAL_INV.
     let inv = p.release(&keys, Some(keys[0])).expect("release");
-    assert_eq!(inv, [keys[1]]);
+    assert_eq!(inv.as_slice(), [keys[1]]);
     let c = p.counts();
     assert_eq!((c.free, c.invalidating), (1, 1));
     // A flushed LOCAL_INV does not free it; it must be posted again.
@@ -67,7 +67,7 @@ fn a_foreign_invalidated_key_frees_nothing() {
     let mut p = pool(1);
     let k = p.take(1).expect("free")[0];
     // The completion names another variant of the same region: not proof of invalidity.
-    assert_eq!(p.release(&[k], Some(k.next_variant())), Ok(vec![k]));
+    assert_eq!(p.release(&[k], Some(k.next_variant())), Ok(vec![k].into()));
     assert_eq!(p.counts().invalidating, 1);
 }
 
@@ -75,7 +75,7 @@ fn a_foreign_invalidated_key_frees_nothing() {
 fn stale_handles_and_completions_are_refused() {
     let mut p = pool(1);
     let k = p.take(1).expect("free")[0];
-    assert_eq!(p.release(&[k], Some(k)), Ok(vec![]));
+    assert_eq!(p.release(&[k], Some(k)), Ok(vec![].into()));
     assert_eq!(
         p.release(&[k], Some(k)),
         Err(RegError::StaleHandle { key: k })

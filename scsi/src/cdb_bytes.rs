@@ -1,6 +1,6 @@
-//! [`CdbBytes`]: a command's CDB as the channel hands it on — held inline up to
+//! [`CdbBytes`]: a command's CDB as a transport carries it — held inline up to
 //! [`CdbBytes::INLINE`] bytes (the 16 of every common command, with room for a short
-//! additional CDB), so receiving a command allocates nothing; longer ones on the heap.
+//! additional CDB), so passing a command on allocates nothing; longer ones on the heap.
 
 use core::fmt;
 use core::ops::Deref;
@@ -15,7 +15,7 @@ pub enum CdbBytes {
         /// The bytes.
         bytes: [u8; CdbBytes::INLINE],
     },
-    /// A longer CDB (SRP's additional CDB can add up to 252 bytes).
+    /// A longer CDB (SRP's additional CDB, variable-length CDBs).
     Heap(Vec<u8>),
 }
 
@@ -47,6 +47,16 @@ impl Deref for CdbBytes {
 impl From<&[u8]> for CdbBytes {
     fn from(cdb: &[u8]) -> Self {
         cdb.iter().copied().collect()
+    }
+}
+
+impl From<Vec<u8>> for CdbBytes {
+    fn from(cdb: Vec<u8>) -> Self {
+        if cdb.len() <= CdbBytes::INLINE {
+            cdb.into_iter().collect()
+        } else {
+            CdbBytes::Heap(cdb)
+        }
     }
 }
 
