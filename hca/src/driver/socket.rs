@@ -6,7 +6,7 @@ use crate::engine::Transmit;
 use crate::wire::IcrcContext;
 use nix::sys::socket::{
     ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg,
-    sendmmsg, sendto, setsockopt, sockopt,
+    recvmsg, sendmmsg, sendto, setsockopt, sockopt,
 };
 use nix::{setsockopt_impl, sockopt_impl};
 use std::io::{self, IoSlice, IoSliceMut};
@@ -62,30 +62,48 @@ pub(crate) fn bind(ip: IpAddr, port: u16, gro: bool) -> io::Result<Arc<UdpSocket
 }
 
 /// The receive side of a port, owned by its thread.
+///
+/// Two ways to receive, chosen by the load: one `recvmsg` per call (a GRO buffer still
+/// brings a whole GSO run in one call) while datagrams come one at a time, and `recvmmsg`
+/// batches of up to [`BATCH`] once two calls in a row found one. Single calls allocate
+/// nothing; a batch needs fresh headers after a productive batch (see [`Receiver::batch`]),
+/// so batches are kept for a backlog, where their cost is shared by many datagrams.
 pub(crate) struct Receiver {
     socket: Arc<UdpSocket>,
     bufs: Box<[Vec<u8>; BATCH]>,
     hdrs: MultiHeaders<SockaddrStorage>,
-    /// Whether the socket coalesces (UDP GRO): then the headers carry a control buffer
-    /// for the segment size and are built afresh per call (see `fill`).
+    /// Whether `hdrs` were used by a call that received something (see [`Receiver::batch`]).
+    hdrs_used: bool,
+    /// The control buffer of single calls: room for the GRO segment size.
+    cmsg: Vec<u8>,
+    /// Whether the socket coalesces (UDP GRO): then headers carry a control buffer.
     gro: bool,
+    /// Receiving in batches (a backlog was seen).
+    batching: bool,
+    /// Productive single calls in a row.
+    streak: u32,
     got: Vec<(usize, Option<SocketAddr>, usize)>,
 }
 
 impl Receiver {
-    /// Receive buffers for `socket`.
     /// The socket's descriptor (for readiness registration).
     pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
         use std::os::fd::AsRawFd;
         self.socket.as_raw_fd()
     }
 
+    /// Receive buffers for `socket`.
     pub(crate) fn new(socket: Arc<UdpSocket>, gro: bool) -> Self {
+        let space = if gro { nix::cmsg_space!(i32).capacity() } else { 0 };
         Receiver {
             socket,
             bufs: Box::new(std::array::from_fn(|_| vec![0u8; MAX_DATAGRAM])),
             hdrs: Self::headers(gro),
+            hdrs_used: false,
+            cmsg: vec![0u8; space],
             gro,
+            batching: false,
+            streak: 0,
             got: Vec::with_capacity(BATCH),
         }
     }
@@ -94,19 +112,62 @@ impl Receiver {
         MultiHeaders::preallocate(BATCH, gro.then(|| nix::cmsg_space!(i32)))
     }
 
-    /// Receives up to [`BATCH`] datagrams into the buffers (no lock needed); returns how
-    /// many arrived (0 when none were waiting). [`Receiver::datagrams`] hands them out.
+    /// Receives what is waiting into the buffers (no lock needed): one datagram, or a batch
+    /// under load; returns how many arrived (0 when none were waiting).
+    /// [`Receiver::datagrams`] hands them out.
     pub(crate) fn fill(&mut self) -> io::Result<usize> {
-        let fd = self.socket.as_raw_fd();
         self.got.clear();
+        if self.batching {
+            self.batch()?;
+        } else {
+            self.one()?;
+        }
+        let n = self.got.len();
+        if self.batching {
+            self.batching = n >= 2;
+            self.streak = 0;
+        } else if n == 1 {
+            self.streak += 1;
+            self.batching = self.streak >= 2;
+        } else {
+            self.streak = 0;
+        }
+        Ok(n)
+    }
+
+    /// One `recvmsg` into the first buffer.
+    fn one(&mut self) -> io::Result<()> {
+        let fd = self.socket.as_raw_fd();
+        let mut iov = [IoSliceMut::new(&mut self.bufs[0])];
+        let cmsg = if self.gro {
+            Some(self.cmsg.as_mut_slice())
+        } else {
+            None
+        };
+        match recvmsg::<SockaddrStorage>(fd, &mut iov, cmsg, MsgFlags::MSG_DONTWAIT) {
+            Ok(r) => {
+                let src = r.address.and_then(|a| to_std(&a));
+                let seg = gro_segment(r.cmsgs().ok()).unwrap_or(r.bytes.max(1));
+                self.got.push((r.bytes, src, seg));
+                Ok(())
+            }
+            Err(nix::errno::Errno::EAGAIN) => Ok(()),
+            Err(e) => Err(io::Error::from(e)),
+        }
+    }
+
+    /// One `recvmmsg` of up to [`BATCH`] datagrams.
+    fn batch(&mut self) -> io::Result<()> {
+        let fd = self.socket.as_raw_fd();
         // nix's recvmmsg leaves each header's msg_controllen as the previous call's kernel
         // set it (0 when no control message came), which would silently drop the GRO
-        // segment size from then on: with GRO, fresh headers every call. Without, the
-        // headers carry no control buffer and are reused (nothing allocated per call).
-        if self.gro {
+        // segment size from then on: with GRO, headers a productive call used are built
+        // afresh. Without GRO they carry no control buffer and are always reused.
+        if self.gro && self.hdrs_used {
             self.hdrs = Self::headers(true);
+            self.hdrs_used = false;
         }
-        // The I/O vectors live on the stack: nothing allocated per call but nix's headers.
+        // The I/O vectors live on the stack.
         let mut slices = self.bufs.each_mut().map(|b| [IoSliceMut::new(b)]);
         match recvmmsg(
             fd,
@@ -119,24 +180,15 @@ impl Receiver {
                 for r in results {
                     let src = r.address.and_then(|a: SockaddrStorage| to_std(&a));
                     // A GRO buffer says the size of its segments; a plain datagram is one.
-                    let seg = r
-                        .cmsgs()
-                        .ok()
-                        .and_then(|mut c| {
-                            c.find_map(|m| match m {
-                                ControlMessageOwned::UdpGroSegments(n) => usize::try_from(n).ok(),
-                                _ => None,
-                            })
-                        })
-                        .filter(|&n| n > 0)
-                        .unwrap_or(r.bytes.max(1));
+                    let seg = gro_segment(r.cmsgs().ok()).unwrap_or(r.bytes.max(1));
                     self.got.push((r.bytes, src, seg));
                 }
+                self.hdrs_used = !self.got.is_empty();
+                Ok(())
             }
-            Err(nix::errno::Errno::EAGAIN) => {}
-            Err(e) => return Err(io::Error::from(e)),
+            Err(nix::errno::Errno::EAGAIN) => Ok(()),
+            Err(e) => Err(io::Error::from(e)),
         }
-        Ok(self.got.len())
     }
 
     /// The packets the last [`Receiver::fill`] received: each GRO buffer split into its
@@ -151,6 +203,16 @@ impl Receiver {
                     .filter_map(move |pkt| src.map(|s| (s, pkt)))
             })
     }
+}
+
+/// The segment size a GRO buffer's control message gives, if any.
+fn gro_segment<'a>(cmsgs: Option<impl Iterator<Item = ControlMessageOwned> + 'a>) -> Option<usize> {
+    cmsgs?
+        .find_map(|m| match m {
+            ControlMessageOwned::UdpGroSegments(n) => usize::try_from(n).ok(),
+            _ => None,
+        })
+        .filter(|&n| n > 0)
 }
 
 /// The send side of a port, shared (behind a lock) by every thread that posts.
