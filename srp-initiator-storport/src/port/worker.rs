@@ -14,14 +14,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// What one pass of the DPC found to do.
-struct Pass<T> {
-    done: T,
+struct Pass {
     dpc: bool,
     timer: bool,
 }
 
 /// The DPC thread, until the port shuts down.
 pub(crate) fn run_dpc<M: Miniport>(shared: Arc<Shared<M>>) {
+    // Completions are swapped out of the port's list into this one, which goes back empty
+    // with its memory: delivering them allocates nothing.
+    let mut done = Vec::new();
     loop {
         let pass = {
             let mut s = shared.lock();
@@ -59,13 +61,13 @@ pub(crate) fn run_dpc<M: Miniport>(shared: Arc<Shared<M>>) {
             }
             // A bugchecked port calls the miniport no more.
             let live = s.run != RunState::BugChecked;
+            std::mem::swap(&mut done, &mut s.done);
             Pass {
-                done: std::mem::take(&mut s.done),
                 dpc: std::mem::take(&mut s.dpc_queued) && live,
                 timer: timer && live,
             }
         };
-        for (completer, result) in pass.done {
+        for (completer, result) in done.drain(..) {
             completer.complete(Ok(result));
         }
         let port = shared.services();
@@ -83,15 +85,13 @@ pub(crate) fn run_dpc<M: Miniport>(shared: Arc<Shared<M>>) {
         }
         // What the miniport's DPC completed goes back now, on this thread (unless a bus
         // reset began meanwhile: then at the end of it).
-        let done = {
+        {
             let mut s = shared.lock();
-            if s.queues.resetting > 0 {
-                Vec::new()
-            } else {
-                std::mem::take(&mut s.done)
+            if s.queues.resetting == 0 {
+                std::mem::swap(&mut done, &mut s.done);
             }
-        };
-        for (completer, result) in done {
+        }
+        for (completer, result) in done.drain(..) {
             completer.complete(Ok(result));
         }
         shared.pump();

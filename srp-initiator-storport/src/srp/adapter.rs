@@ -73,7 +73,7 @@ pub(crate) struct Active {
     pub(crate) handle: MapHandle,
     /// Direction and the SRB's segments, to register the buffer again after a reconnect.
     pub(crate) dir: DataDir,
-    pub(crate) segments: Vec<Segment>,
+    pub(crate) segments: InlineOne<Segment>,
 }
 
 /// A management SRB (ABORT_COMMAND, RESET_LOGICAL_UNIT) waiting for its TMF's answer.

@@ -31,7 +31,7 @@ pub(crate) struct Prepared {
     pub(crate) handle: srp::initiator::registration::MapHandle,
     pub(crate) pre_wrs: hca::inline_one::InlineOne<hca::verbs::SendWr>,
     pub(crate) dir: DataDir,
-    pub(crate) segments: Vec<Segment>,
+    pub(crate) segments: hca::inline_one::InlineOne<Segment>,
 }
 
 fn finish_now(port: &PortServices<SrpMiniport>, srb: &Srb<SrbExt>, status: SrbStatus) -> bool {
@@ -55,7 +55,7 @@ impl Adapter {
         };
         let sg = port.get_scatter_gather_list(srb);
         let block = self.memory.block();
-        let segments: Vec<Segment> = sg
+        let segments: hca::inline_one::InlineOne<Segment> = sg
             .elements()
             .map(|e| Segment::new(block, e.physical_address, e.length))
             .collect();
@@ -89,7 +89,7 @@ impl Adapter {
         };
         m.apply(&mut cmd);
         let segments = if m.kind == MappingKind::Immediate {
-            Vec::new()
+            hca::inline_one::InlineOne::Empty
         } else {
             segments
         };
