@@ -36,6 +36,22 @@ impl<T> InlineOne<T> {
         }
     }
 
+    /// Room for `additional` more elements (moving one inline element to the heap).
+    pub fn reserve(&mut self, additional: usize) {
+        *self = match core::mem::take(self) {
+            InlineOne::One(a) if additional > 0 => {
+                let mut v = Vec::with_capacity(additional + 1);
+                v.push(a);
+                InlineOne::Many(v)
+            }
+            InlineOne::Many(mut v) => {
+                v.reserve(additional);
+                InlineOne::Many(v)
+            }
+            other => other,
+        };
+    }
+
     /// Appends `x` (the second element moves the list to the heap).
     pub fn push(&mut self, x: T) {
         *self = match core::mem::take(self) {

@@ -6,6 +6,7 @@
 //! page boundary and the segment starts on one; otherwise a new region begins. A region
 //! also ends when it holds `max_pages` pages. Adjacent segments of one block are merged first.
 
+use std::borrow::Cow;
 use hca::inline_one::InlineOne;
 use super::super::alloc::sync::Arc;
 use super::RegError;
@@ -84,23 +85,30 @@ pub fn check_segments(segments: &[Segment]) -> Result<u32, RegError> {
     u32::try_from(total).map_err(|_| RegError::TooLong { total })
 }
 
-/// Merges segments that continue each other in the same block (a single run held inline).
-pub fn coalesce(segments: &[Segment]) -> InlineOne<Segment> {
-    let mut out: InlineOne<Segment> = InlineOne::Empty;
+/// Whether `b` continues `a` in the same block (and the two fit one segment).
+fn continues(a: &Segment, b: &Segment) -> bool {
+    Arc::ptr_eq(&a.block, &b.block)
+        && a.offset + u64::from(a.len) == b.offset
+        && u32::try_from(u64::from(a.len) + u64::from(b.len)).is_ok()
+}
+
+/// Merges segments that continue each other in the same block. Nothing is copied when no
+/// two merge (the usual case: one segment, or the scattered pages of a buffer).
+pub fn coalesce(segments: &[Segment]) -> Cow<'_, [Segment]> {
+    if !segments.windows(2).any(|w| continues(&w[0], &w[1])) {
+        return Cow::Borrowed(segments);
+    }
+    let mut out: Vec<Segment> = Vec::with_capacity(segments.len());
     for s in segments {
-        if let Some(last) = out.last_mut() {
-            let joined = u64::from(last.len) + u64::from(s.len);
-            if Arc::ptr_eq(&last.block, &s.block)
-                && last.offset + u64::from(last.len) == s.offset
-                && let Ok(len) = u32::try_from(joined)
-            {
-                last.len = len;
-                continue;
-            }
+        if let Some(last) = out.last_mut()
+            && continues(last, s)
+        {
+            last.len += s.len;
+            continue;
         }
         out.push(s.clone());
     }
-    out
+    Cow::Owned(out)
 }
 
 /// The fewest regions of at most `max_pages` pages of `page_size` bytes that describe
@@ -113,7 +121,13 @@ pub fn plan_regions(
 ) -> Result<InlineOne<RegionPlan>, RegError> {
     check_segments(segments)?;
     let mut regions: InlineOne<RegionPlan> = InlineOne::Empty;
-    for s in coalesce(segments) {
+    // Pages all the segments touch at most: a region's page list is sized once.
+    let most_pages: usize = segments
+        .iter()
+        .map(|s| ((s.offset % page_size + u64::from(s.len)).div_ceil(page_size)) as usize)
+        .sum::<usize>()
+        .min(max_pages);
+    for s in coalesce(segments).iter() {
         let end = s.offset + u64::from(s.len);
         let mut at = s.offset;
         while at < end {
@@ -132,6 +146,9 @@ pub fn plan_regions(
             });
             match open {
                 Some(r) => {
+                    if r.pages.len() == 1 {
+                        r.pages.reserve(most_pages - 1);
+                    }
                     r.pages.push((Arc::clone(&s.block), page));
                     r.length += chunk;
                 }
