@@ -56,6 +56,17 @@ struct Inner<T> {
 }
 
 impl<T> Inner<T> {
+    fn new() -> Arc<Inner<T>> {
+        Arc::new(Inner {
+            state: Mutex::new(State {
+                slot: Slot::Pending,
+                routine: None,
+                wakers: Vec::new(),
+            }),
+            done: Condvar::new(),
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, State<T>> {
         // Routines never run under this lock, so a poisoned lock only means a panic in
         // this module's own short critical sections; the state is still consistent.
@@ -105,6 +116,76 @@ pub struct Completion<T> {
 /// it with [`VerbsError::Abandoned`], so no consumer waits forever.
 pub struct Completer<T> {
     inner: Option<Arc<Inner<T>>>,
+    /// Where the completed object goes for reuse, if it came from a pool.
+    pool: Option<Arc<CompletionPool<T>>>,
+}
+
+/// Completion objects kept for reuse, as IRPs come from a lookaside list: one is handed
+/// out again once its result was delivered and every handle to it is gone, so an
+/// operation started through [`CompletionPool::pair`] allocates nothing in the steady
+/// state. A pool is per user (a port, a channel), shared by its threads.
+pub struct CompletionPool<T> {
+    retired: Mutex<Vec<Arc<Inner<T>>>>,
+}
+
+/// Completed objects a pool keeps at most.
+const POOL_DEPTH: usize = 256;
+/// Retired objects one `pair` looks at (the oldest are likeliest to be free).
+const POOL_SCAN: usize = 8;
+
+impl<T> fmt::Debug for CompletionPool<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompletionPool").finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + 'static> CompletionPool<T> {
+    /// An empty pool.
+    pub fn new() -> Arc<CompletionPool<T>> {
+        Arc::new(CompletionPool {
+            retired: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// [`Completion::pair`], reusing a completed object when one is free.
+    pub fn pair(self: &Arc<Self>) -> (Completer<T>, Completion<T>) {
+        let reused = {
+            let mut r = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+            let free = r
+                .iter()
+                .take(POOL_SCAN)
+                .position(|a| Arc::strong_count(a) == 1);
+            free.map(|i| r.swap_remove(i))
+        };
+        let inner = match reused {
+            Some(mut inner) => {
+                if let Some(i) = Arc::get_mut(&mut inner) {
+                    let s = i.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+                    s.slot = Slot::Pending;
+                    s.routine = None;
+                    s.wakers.clear();
+                }
+                inner
+            }
+            None => Inner::new(),
+        };
+        (
+            Completer {
+                inner: Some(inner.clone()),
+                pool: Some(self.clone()),
+            },
+            Completion { inner },
+        )
+    }
+}
+
+impl<T> CompletionPool<T> {
+    fn retire(&self, inner: Arc<Inner<T>>) {
+        let mut r = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        if r.len() < POOL_DEPTH {
+            r.push(inner);
+        }
+    }
 }
 
 impl<T> Clone for Completion<T> {
@@ -136,17 +217,11 @@ impl<T: Send + 'static> Completion<T> {
     /// A new pending operation: the provider keeps the [`Completer`], the consumer gets the
     /// [`Completion`].
     pub fn pair() -> (Completer<T>, Completion<T>) {
-        let inner = Arc::new(Inner {
-            state: Mutex::new(State {
-                slot: Slot::Pending,
-                routine: None,
-                wakers: Vec::new(),
-            }),
-            done: Condvar::new(),
-        });
+        let inner = Inner::new();
         (
             Completer {
                 inner: Some(inner.clone()),
+                pool: None,
             },
             Completion { inner },
         )
@@ -256,6 +331,9 @@ impl<T> Completer<T> {
     pub fn complete(mut self, result: Result<T, VerbsError>) {
         if let Some(inner) = self.inner.take() {
             inner.complete(result);
+            if let Some(pool) = self.pool.take() {
+                pool.retire(inner);
+            }
         }
     }
 }

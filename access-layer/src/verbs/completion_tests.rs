@@ -200,3 +200,30 @@ fn blocking_wait_at_dispatch_is_trapped_and_leaves_the_result() {
     done.complete(Ok(9));
     assert_eq!(c.wait(), Ok(9), "passive level may wait");
 }
+
+#[test]
+fn a_pool_reuses_an_object_only_once_every_handle_is_gone() {
+    let pool = CompletionPool::<u32>::new();
+    let (done, c) = pool.pair();
+    let first = Arc::clone(&c.inner);
+    done.complete(Ok(1));
+    // The consumer still holds it: a new pair gets a fresh object.
+    let (done2, c2) = pool.pair();
+    assert!(!Arc::ptr_eq(&first, &c2.inner));
+    let addrs = [Arc::as_ptr(&first), Arc::as_ptr(&c2.inner)];
+    assert_eq!(c.wait(), Ok(1));
+    drop((c, first));
+    done2.complete(Ok(2));
+    assert_eq!(c2.try_take(), Some(Ok(2)));
+    drop(c2);
+    // Both are free now: the next pairs reuse them, pending again and unclaimed.
+    let (done3, c3) = pool.pair();
+    assert!(addrs.contains(&Arc::as_ptr(&c3.inner)), "reused");
+    assert!(!c3.is_complete());
+    let (hit, routine_result) = (Arc::new(Mutex::new(None)), 3);
+    let seen = hit.clone();
+    c3.on_complete(move |r| *seen.lock().expect("lock") = Some(r));
+    done3.complete(Ok(routine_result));
+    assert_eq!(*hit.lock().expect("lock"), Some(Ok(3)));
+    assert_eq!(pool.retired.lock().expect("lock").len(), 2);
+}

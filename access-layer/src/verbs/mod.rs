@@ -29,7 +29,7 @@ pub mod sync;
 pub mod verifier;
 
 pub use ci::{CaAttr, ChannelInterface, EventHandler, MrSpec, PortAttr};
-pub use completion::{Completer, Completion};
+pub use completion::{Completer, Completion, CompletionPool};
 pub use dispatch::{DispatchGuard, at_dispatch, in_dispatch};
 pub use doorbell::Doorbell;
 pub use soft::{CaStats, SoftCa};

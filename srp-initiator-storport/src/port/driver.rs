@@ -165,8 +165,8 @@ impl<M: Miniport> Port<M> {
             SrbData::Bytes(v) => sh.memory.alloc_from(&v)?,
         };
         let management = request.function.is_management();
-        let srb: Srb<M::SrbExtension> = Srb::new(sh.next_id(), request, data);
-        let (completer, completion) = Completion::pair();
+        let srb: Srb<M::SrbExtension> = Srb::new(&sh.lookaside, sh.next_id(), request, data);
+        let (completer, completion) = sh.completions.pair();
         {
             let mut s = sh.lock();
             if s.run == RunState::BugChecked {

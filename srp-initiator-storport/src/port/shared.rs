@@ -73,6 +73,10 @@ pub(crate) struct Shared<M: Miniport> {
     pub(crate) config: PortConfig,
     /// The machine's memory: request buffers live in it.
     pub(crate) memory: std::sync::Arc<super::SystemMemory>,
+    /// Completed SRBs, for new requests.
+    pub(crate) lookaside: super::srb::Lookaside<M::SrbExtension>,
+    /// Completion objects of finished requests, for new ones.
+    pub(crate) completions: std::sync::Arc<access_layer::verbs::CompletionPool<super::SrbResult>>,
     pub(crate) state: Mutex<State<M::SrbExtension>>,
     /// Wakes the worker.
     pub(crate) kick: Condvar,
@@ -122,6 +126,8 @@ impl<M: Miniport> Shared<M> {
             miniport,
             context,
             memory,
+            lookaside: Default::default(),
+            completions: access_layer::verbs::CompletionPool::new(),
             state: Mutex::new(State {
                 run: RunState::Stopped,
                 queues: Queues::new(config.lu_queue_depth, config.busy_retry),
@@ -249,17 +255,17 @@ impl<M: Miniport> Shared<M> {
         }
         let busy = status.code() == SrbStatus::BUSY;
         // BUSY: StorPort discards the SRB and issues a new one (windows.md §2.4).
-        let reissue = busy.then(|| srb.reissue());
+        let reissue = busy.then(|| srb.reissue(&self.lookaside));
         let result = (!busy).then(|| srb.take_result(None, false));
         let mut s = self.lock();
         if s.run == RunState::BugChecked {
             return;
         }
-        if s.owned.remove(&srb.id()).is_none() {
+        let Some(owned) = s.owned.remove(&srb.id()) else {
             drop(s);
             self.bugcheck(Violation::NotOwned { id: srb.id() });
             return;
-        }
+        };
         s.queues.completed(srb.address());
         if let Some(again) = reissue {
             s.queues
@@ -268,6 +274,7 @@ impl<M: Miniport> Shared<M> {
             s.done.push((c, result));
         }
         drop(s);
+        self.lookaside.retire(owned.srb);
         self.kick.notify_all();
     }
 

@@ -284,25 +284,83 @@ impl<X> Clone for Srb<X> {
     }
 }
 
+impl<X: Default> Inner<X> {
+    fn fresh(id: SrbId, request: SrbRequest, data: DataBuffer) -> Inner<X> {
+        Inner {
+            id,
+            sg: data.sg_list(),
+            io: Mutex::new(SrbIo {
+                data_transfer_length: data.len(),
+                data,
+                status: SrbStatus::PENDING,
+                scsi_status: 0,
+                sense: Vec::new(),
+                extension: X::default(),
+            }),
+            completed: AtomicBool::new(false),
+            request,
+        }
+    }
+}
+
+/// SRBs the port completed, kept for new requests (StorPort draws SRBs and IRPs from
+/// lookaside lists likewise): one is reused once nothing else holds it — the miniport let
+/// go of its handles — so a request allocates no SRB in the steady state.
+pub(crate) struct Lookaside<X> {
+    retired: Mutex<Vec<Arc<Inner<X>>>>,
+}
+
+/// SRBs a lookaside list keeps at most.
+const LOOKASIDE_DEPTH: usize = 256;
+/// Retired SRBs one allocation looks at (the oldest are likeliest to be free).
+const LOOKASIDE_SCAN: usize = 8;
+
+impl<X> Default for Lookaside<X> {
+    fn default() -> Self {
+        Lookaside {
+            retired: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<X: Default> Lookaside<X> {
+    /// Keeps a completed SRB's memory for a later request.
+    pub(crate) fn retire(&self, srb: Srb<X>) {
+        let mut r = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        if r.len() < LOOKASIDE_DEPTH {
+            r.push(srb.inner);
+        }
+    }
+
+    /// A retired SRB nothing else holds any more, if one is near the front.
+    fn take_free(&self) -> Option<Arc<Inner<X>>> {
+        let mut r = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        let i = r
+            .iter()
+            .take(LOOKASIDE_SCAN)
+            .position(|a| Arc::strong_count(a) == 1)?;
+        Some(r.swap_remove(i))
+    }
+}
+
 impl<X: Default> Srb<X> {
     /// The SRB for `request` with its buffer `data` (the request's own, placed in system
-    /// memory), mapped by the buffer's scatter-gather list.
-    pub(crate) fn new(id: SrbId, request: SrbRequest, data: DataBuffer) -> Srb<X> {
+    /// memory), mapped by the buffer's scatter-gather list; from `lookaside` when it holds
+    /// a free one.
+    pub(crate) fn new(
+        lookaside: &Lookaside<X>,
+        id: SrbId,
+        request: SrbRequest,
+        data: DataBuffer,
+    ) -> Srb<X> {
+        if let Some(mut inner) = lookaside.take_free()
+            && let Some(slot) = Arc::get_mut(&mut inner)
+        {
+            *slot = Inner::fresh(id, request, data);
+            return Srb { inner };
+        }
         Srb {
-            inner: Arc::new(Inner {
-                id,
-                sg: data.sg_list(),
-                io: Mutex::new(SrbIo {
-                    data_transfer_length: data.len(),
-                    data,
-                    status: SrbStatus::PENDING,
-                    scsi_status: 0,
-                    sense: Vec::new(),
-                    extension: X::default(),
-                }),
-                completed: AtomicBool::new(false),
-                request,
-            }),
+            inner: Arc::new(Inner::fresh(id, request, data)),
         }
     }
 }
@@ -310,9 +368,9 @@ impl<X: Default> Srb<X> {
 impl<X: Default> Srb<X> {
     /// A fresh SRB for the same request (same id, same buffer, zeroed extension): how the
     /// port re-issues a request the miniport completed with `SRB_STATUS_BUSY`.
-    pub(crate) fn reissue(&self) -> Srb<X> {
+    pub(crate) fn reissue(&self, lookaside: &Lookaside<X>) -> Srb<X> {
         let data = std::mem::take(&mut self.io().data);
-        Srb::new(self.inner.id, self.inner.request.again(), data)
+        Srb::new(lookaside, self.inner.id, self.inner.request.again(), data)
     }
 }
 
