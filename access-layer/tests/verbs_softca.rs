@@ -277,7 +277,8 @@ fn rc_send_recv_through_the_trait_with_notification_at_dispatch() {
             ud: None,
         })
         .collect();
-    a.ca.post_send_list(a.qp, &mut sends).expect("post_send_list");
+    a.ca.post_send_list(a.qp, &mut sends)
+        .expect("post_send_list");
 
     // Receives arrive through the notification handler.
     let end = Instant::now() + DEADLINE;

@@ -162,7 +162,11 @@ mod tests {
         );
         for v in [vec![], vec![7], vec![1, 2, 3]] {
             assert_eq!(InlineOne::from_iter(v.clone()).as_slice(), v.as_slice());
-            assert_eq!(InlineOne::from(v.clone()), InlineOne::from_iter(v), "shape-blind");
+            assert_eq!(
+                InlineOne::from(v.clone()),
+                InlineOne::from_iter(v),
+                "shape-blind"
+            );
         }
         let mut l = InlineOne::Empty;
         for x in [4, 5, 6] {

@@ -103,6 +103,9 @@ mod tests {
         assert!(matches!(long, CdbBytes::Heap(_)));
         assert_eq!(&*long, (0..40u8).collect::<Vec<_>>().as_slice());
         assert!(CdbBytes::default().is_empty());
-        assert_eq!(format!("{ten:?}"), "[28, 00, 00, 00, 00, 07, 00, 00, 01, 00]");
+        assert_eq!(
+            format!("{ten:?}"),
+            "[28, 00, 00, 00, 00, 07, 00, 00, 01, 00]"
+        );
     }
 }

@@ -94,7 +94,11 @@ impl Receiver {
 
     /// Receive buffers for `socket`.
     pub(crate) fn new(socket: Arc<UdpSocket>, gro: bool) -> Self {
-        let space = if gro { nix::cmsg_space!(i32).capacity() } else { 0 };
+        let space = if gro {
+            nix::cmsg_space!(i32).capacity()
+        } else {
+            0
+        };
         Receiver {
             socket,
             bufs: Box::new(std::array::from_fn(|_| vec![0u8; MAX_DATAGRAM])),
@@ -326,7 +330,14 @@ impl Sender {
                 *a = Some(SockaddrStorage::from(t.dst));
             }
             let n = chunk.len();
-            match sendmmsg(fd, &mut hdrs.plain, &iovs[..n], &addrs[..n], [], MsgFlags::MSG_DONTWAIT) {
+            match sendmmsg(
+                fd,
+                &mut hdrs.plain,
+                &iovs[..n],
+                &addrs[..n],
+                [],
+                MsgFlags::MSG_DONTWAIT,
+            ) {
                 Ok(results) => {
                     let n = results.count();
                     if n == 0 {

@@ -518,9 +518,8 @@ fn fill_page_list(wr: &FastRegWr<'_>, list: &mut PageList) -> Result<(), MrError
     }
     list.pages.clear();
     // In range: checked just above.
-    list.pages.extend(
-        (wr.pages.iter()).map(|(block, offset)| (Arc::clone(block), *offset as usize)),
-    );
+    list.pages
+        .extend((wr.pages.iter()).map(|(block, offset)| (Arc::clone(block), *offset as usize)));
     list.page_shift = ps.trailing_zeros();
     list.first_byte_offset = wr.first_byte_offset;
     Ok(())

@@ -28,14 +28,14 @@ use access_layer::mad::cm::CmRep;
 use access_layer::verbs::{ChannelInterface, MrSpec, SoftCa, SyncCa};
 use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, QpId};
+use hca::inline_one::InlineOne;
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKey, MrKeys, PdId};
-use hca::inline_one::InlineOne;
 use hca::verbs::SendWr;
 use hca::wire::PathMtu;
 use hca::{Gid, Lkey, Qpn};
 use srp::initiator::registration::{
-    AllMemoryStrategy, FrmrConfig, FrmrStrategy, MapHandle, Registration, Segment, Strategy,
+    AllMemoryStrategy, FrmrConfig, FrmrStrategy, MapHandle, Registration, Strategy,
 };
 use srp::initiator::{CmdId, DataDir, InitiatorChannel, InitiatorConfig, LoginParams, TmfId};
 use srp::wire::IoClass;
@@ -71,9 +71,8 @@ pub(crate) const RECV_WR: u64 = 2 << 32;
 pub(crate) struct Active {
     pub(crate) srb: crate::port::Srb<super::SrbExt>,
     pub(crate) handle: MapHandle,
-    /// Direction and the SRB's segments, to register the buffer again after a reconnect.
+    /// Direction, to register the SRB's pages again after a reconnect.
     pub(crate) dir: DataDir,
-    pub(crate) segments: InlineOne<Segment>,
 }
 
 /// A management SRB (ABORT_COMMAND, RESET_LOGICAL_UNIT) waiting for its TMF's answer.

@@ -275,7 +275,7 @@ impl Adapter {
             s.channel.handle_remapped(now, id, Remapped::Unchanged);
             return;
         }
-        let mapped = self.reg().map(a.dir, &a.segments);
+        let mapped = self.map_srb(&a.srb, a.dir);
         let Ok(m) = mapped else {
             // finish() discards the old mapping when the core reports the reset.
             s.channel.handle_remapped(now, id, Remapped::Failed);

@@ -19,7 +19,7 @@
 use super::adapter::{Active, Adapter, Inner};
 use super::{SrbExt, SrpMiniport, dpc};
 use crate::port::{DataDirection, PortServices, Srb, SrbFunction, SrbStatus};
-use srp::initiator::registration::{MappingKind, RegError, Segment};
+use srp::initiator::registration::{Mapping, MappingKind, RegError, Segment};
 use srp::initiator::{Command, DataDescriptors, DataDir, InitiatorChannel};
 use srp::wire::cmd::TaskAttr;
 use std::sync::atomic::Ordering;
@@ -31,7 +31,6 @@ pub(crate) struct Prepared {
     pub(crate) handle: srp::initiator::registration::MapHandle,
     pub(crate) pre_wrs: hca::inline_one::InlineOne<hca::verbs::SendWr>,
     pub(crate) dir: DataDir,
-    pub(crate) segments: hca::inline_one::InlineOne<Segment>,
 }
 
 fn finish_now(port: &PortServices<SrpMiniport>, srb: &Srb<SrbExt>, status: SrbStatus) -> bool {
@@ -40,7 +39,29 @@ fn finish_now(port: &PortServices<SrpMiniport>, srb: &Srb<SrbExt>, status: SrbSt
     false
 }
 
+thread_local! {
+    /// This thread's segment list for mapping an SRB (BuildIo runs on many threads at
+    /// once), kept between calls: mapping allocates no list.
+    static SEGMENTS: std::cell::RefCell<Vec<Segment>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl Adapter {
+    /// Maps the SRB's own pages — its scatter-gather elements, physical addresses in
+    /// system memory — through the registration for `dir`.
+    pub(crate) fn map_srb(&self, srb: &Srb<SrbExt>, dir: DataDir) -> Result<Mapping, RegError> {
+        let block = self.memory.block();
+        SEGMENTS.with_borrow_mut(|segments| {
+            segments.clear();
+            segments.extend(
+                (srb.scatter_gather_list().elements())
+                    .map(|e| Segment::new(block, e.physical_address, e.length)),
+            );
+            let mapped = self.reg().map(dir, segments);
+            segments.clear();
+            mapped
+        })
+    }
+
     pub(crate) fn build_io(&self, port: &PortServices<SrpMiniport>, srb: &Srb<SrbExt>) -> bool {
         if srb.function() != SrbFunction::ExecuteScsi {
             return true;
@@ -53,13 +74,7 @@ impl Adapter {
             DataDirection::In => DataDir::Read,
             DataDirection::Out => DataDir::Write,
         };
-        let sg = port.get_scatter_gather_list(srb);
-        let block = self.memory.block();
-        let segments: hca::inline_one::InlineOne<Segment> = sg
-            .elements()
-            .map(|e| Segment::new(block, e.physical_address, e.length))
-            .collect();
-        let mapped = self.reg().map(dir, &segments);
+        let mapped = self.map_srb(srb, dir);
         let m = match mapped {
             Ok(m) => m,
             Err(e) => {
@@ -88,17 +103,11 @@ impl Adapter {
             timeout: None,
         };
         m.apply(&mut cmd);
-        let segments = if m.kind == MappingKind::Immediate {
-            hca::inline_one::InlineOne::Empty
-        } else {
-            segments
-        };
         let prepared = Prepared {
             cmd,
             handle: m.handle,
             pre_wrs: m.pre_wrs,
             dir,
-            segments,
         };
         srb.with_extension(|x| x.prepared = Some(prepared));
         true
@@ -137,7 +146,6 @@ impl Adapter {
                             srb: srb.clone(),
                             handle: p.handle,
                             dir: p.dir,
-                            segments: p.segments,
                         },
                     );
                 }

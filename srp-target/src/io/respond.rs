@@ -68,10 +68,11 @@ impl ChannelIo {
             self.recycle(din);
             let lkey = self.lkey();
             if let Some(Some(Slot {
-                work: Work::Scsi {
-                    data_in: Some(Buffer::Segments(segs)),
-                    ..
-                },
+                work:
+                    Work::Scsi {
+                        data_in: Some(Buffer::Segments(segs)),
+                        ..
+                    },
                 ..
             })) = self.slots.get(n)
             {

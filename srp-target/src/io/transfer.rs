@@ -18,12 +18,13 @@ impl ChannelIo {
             return;
         };
         // A table to fetch first (the data-out's, then the data-in's).
-        let table = [(true, data_out), (false, data_in)]
-            .into_iter()
-            .find_map(|(is_out, b)| match b {
-                Some(Buffer::FetchTable { table, .. }) => Some((is_out, *table)),
-                _ => None,
-            });
+        let table =
+            [(true, data_out), (false, data_in)]
+                .into_iter()
+                .find_map(|(is_out, b)| match b {
+                    Some(Buffer::FetchTable { table, .. }) => Some((is_out, *table)),
+                    _ => None,
+                });
         if let Some((is_out, table)) = table {
             let op = RdmaOp {
                 remote_va: table.va(),
@@ -53,7 +54,13 @@ impl ChannelIo {
 
 /// An RDMA READ (`read`) or WRITE for `op`, the local side at `base` of the channel's region
 /// under `lkey`.
-pub(super) fn rdma_wr(lkey: hca::ids::Lkey, kind: WrKind, base: u64, op: RdmaOp, read: bool) -> SendWr {
+pub(super) fn rdma_wr(
+    lkey: hca::ids::Lkey,
+    kind: WrKind,
+    base: u64,
+    op: RdmaOp,
+    read: bool,
+) -> SendWr {
     {
         let local = sge(lkey, base + op.local_offset, op.len);
         let (op, flags) = if read {
@@ -77,7 +84,6 @@ pub(super) fn rdma_wr(lkey: hca::ids::Lkey, kind: WrKind, base: u64, op: RdmaOp,
             ud: None,
         }
     }
-
 }
 
 impl ChannelIo {

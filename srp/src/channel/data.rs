@@ -8,13 +8,13 @@
 //! operations no larger than the HCA's limit, and [`residual`] says what to report in the
 //! SRP_RSP when the command moved more or less than was described.
 
-use hca::inline_one::InlineOne;
 use super::ChannelError;
 use crate::wire::cmd::Cmd;
 use crate::wire::desc::{DataDesc, DirectBuf};
 use crate::wire::login::BufFormats;
 use crate::wire::rsp::Residual;
 use hca::ids::Rkey;
+use hca::inline_one::InlineOne;
 use zerocopy::FromBytes;
 
 /// What the login negotiated and what the target accepts per command.

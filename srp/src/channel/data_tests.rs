@@ -41,7 +41,10 @@ fn direct_data_in_is_one_segment() {
     let c = cmd(DataDesc::None, DataDesc::Direct(seg(0x1000, 4096)), &[]);
     let p = DataPlan::from_cmd(&c, &limits()).expect("valid");
     assert_eq!(p.data_out, None);
-    assert_eq!(p.data_in, Some(Buffer::Segments(vec![seg(0x1000, 4096)].into())));
+    assert_eq!(
+        p.data_in,
+        Some(Buffer::Segments(vec![seg(0x1000, 4096)].into()))
+    );
     assert_eq!(p.data_in.as_ref().map(Buffer::len), Some(4096));
 }
 

@@ -5,7 +5,6 @@
 //! Rights follow the direction, narrower than ib_srp (which grants both): a data-in buffer
 //! is registered remote-write only, a data-out buffer remote-read only.
 
-use hca::inline_one::InlineOne;
 use super::super::alloc::vec::Vec;
 use super::super::{DataDescriptors, DataDir};
 use super::plan::{RegionPlan, Segment, plan_regions};
@@ -13,6 +12,7 @@ use super::pool::{KeyPool, PoolCounts};
 use super::{RegError, no_table};
 use crate::wire::desc::DirectBuf;
 use hca::Rkey;
+use hca::inline_one::InlineOne;
 use hca::mr::{Access, MAX_FAST_REG_PAGES, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MrKey};
 use hca::verbs::{FastRegPages, SendFlags, SendOp, SendWr};
 

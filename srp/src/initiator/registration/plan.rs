@@ -6,11 +6,11 @@
 //! page boundary and the segment starts on one; otherwise a new region begins. A region
 //! also ends when it holds `max_pages` pages. Adjacent segments of one block are merged first.
 
-use std::borrow::Cow;
-use hca::inline_one::InlineOne;
 use super::super::alloc::sync::Arc;
 use super::RegError;
+use hca::inline_one::InlineOne;
 use hca::mem::MemBlock;
+use std::borrow::Cow;
 
 /// One piece of an I/O buffer: `len` bytes at `offset` of `block` (a StorPort SG element).
 #[derive(Clone, Debug)]

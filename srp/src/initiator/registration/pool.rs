@@ -8,10 +8,10 @@
 //! registration. Free regions are reused oldest first, which spreads the 256 key variants
 //! over the whole pool before any key value comes back.
 
-use hca::inline_one::InlineOne;
 use super::super::alloc::collections::{BTreeMap, VecDeque};
 use super::super::alloc::vec::Vec;
 use super::RegError;
+use hca::inline_one::InlineOne;
 use hca::mr::MrKey;
 
 /// Where one region is in its life.
