@@ -11,6 +11,7 @@
 
 use crate::command::{Outcome, TransportKind, execute, finish, finish_read, submit};
 use crate::scan::{LunInfo, cdb};
+use wirekit::WireRepr;
 use mpio::{PathDevice, Transport};
 use scsi::cdb::{Command, LongCdb, ReadWrite, RwCdb, SynchronizeCache};
 use scsi::{BlockCount, Lba};
@@ -93,8 +94,8 @@ impl SrpDisk {
         }
     }
 
-    /// The READ(16)/WRITE(16) CDB of one piece.
-    fn rw_cdb(&self, read: bool, lba: u64, blocks: u32, fua: bool) -> Vec<u8> {
+    /// The READ(16)/WRITE(16) CDB of one piece (built on the stack: nothing allocated).
+    fn rw_cdb(&self, read: bool, lba: u64, blocks: u32, fua: bool) -> scsi::CdbBytes {
         let rw = ReadWrite {
             cdb: RwCdb::Sixteen,
             lba: Lba(lba),
@@ -102,11 +103,15 @@ impl SrpDisk {
             dpo: false,
             fua,
         };
-        cdb(if read {
+        let c = if read {
             Command::Read(rw)
         } else {
             Command::Write(rw)
-        })
+        };
+        let mut b = [0u8; 16];
+        // A READ(16)/WRITE(16) always fits its 16 bytes.
+        let n = c.emit(&mut b).unwrap_or(0);
+        b[..n].into()
     }
 
     /// Runs one transfer as pieces of at most the maximum transfer, submitted together.

@@ -15,7 +15,7 @@
 //!   `SRB_STATUS_SELECTION_TIMEOUT` at fast_io_fail, measured from the first loss, even
 //!   though every re-login succeeds; the port stays usable and its resources come back.
 //!
-//! After each case: no verifier violation, no bugcheck, the DMA arena and the FRMR pool
+//! After each case: no verifier violation, no bugcheck, every page of system memory and the FRMR pool
 //! back to idle. Every wait is bounded; the port drops before the target, also on panic.
 
 mod common;

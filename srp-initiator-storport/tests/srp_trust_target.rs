@@ -1,4 +1,4 @@
-//! The SRP miniport's opt-in `TrustTarget` registration (one region over the DMA arena, the
+//! The SRP miniport's opt-in `TrustTarget` registration (one region over all of system memory, the
 //! 2005 model) and its status report, under the emulated StorPort against a real target
 //! daemon (a RAM LUN, window 16, max transfer 256 KiB) on loopback 127.0.133.x:
 //! - data integrity of 4 KiB..256 KiB scattered buffers with no FRMR region used;

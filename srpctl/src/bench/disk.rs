@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 pub(crate) enum Registration {
     /// Per-I/O fast registration (FRMR), the secure default.
     PerIo,
-    /// One region over the whole DMA arena (the 2005 model).
+    /// One region over all of the host's system memory (the 2005 model).
     TrustTarget,
     /// Both, as two sessions measured interleaved (the FRMR-cost goal).
     Both,
