@@ -95,7 +95,8 @@ pub struct IoStats {
     pub send_calls: u64,
     /// Datagrams those calls sent.
     pub datagrams_sent: u64,
-    /// `recvmmsg` calls that returned data.
+    /// Receive batches that returned data (each a `recvmsg` per datagram until the socket
+    /// was empty or the batch full).
     pub recv_calls: u64,
     /// Datagrams those calls received.
     pub datagrams_received: u64,
@@ -476,6 +477,9 @@ fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll, addr
                 .fetch_add(n as u64, Ordering::Relaxed);
             // One batch: the ACKs it asks for are coalesced per QP.
             shared.with(|e, now| e.handle_datagrams(now, port, rx.datagrams()));
+            if rx.drained() {
+                break;
+            }
         }
         let stats = shared.with(|e, now| {
             if e.poll_timeout().is_some_and(|t| t <= now) {

@@ -1,12 +1,13 @@
-//! The UDP side of a port: a non-blocking socket on `ip:4791` with batched send and receive
-//! (`sendmmsg`/`recvmmsg`, through nix's safe wrappers), sized buffers, and DF set so the
+//! The UDP side of a port: a non-blocking socket on `ip:4791` with batched send
+//! (`sendmmsg`, GSO) and receive (`recvmsg` until empty, GRO) through nix's safe
+//! wrappers, sized buffers, and DF set so the
 //! kernel writes IP ID 0 (what the ICRC assumes for IPv4; see `wire::icrc`).
 
 use crate::engine::Transmit;
 use crate::wire::IcrcContext;
 use nix::sys::socket::{
-    ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg,
-    recvmsg, sendmmsg, sendto, setsockopt, sockopt,
+    ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmsg,
+    sendmmsg, sendto, setsockopt, sockopt,
 };
 use nix::{setsockopt_impl, sockopt_impl};
 use std::io::{self, IoSlice, IoSliceMut};
@@ -61,27 +62,22 @@ pub(crate) fn bind(ip: IpAddr, port: u16, gro: bool) -> io::Result<Arc<UdpSocket
     Ok(Arc::new(socket))
 }
 
-/// The receive side of a port, owned by its thread.
-///
-/// Two ways to receive, chosen by the load: one `recvmsg` per call (a GRO buffer still
-/// brings a whole GSO run in one call) while datagrams come one at a time, and `recvmmsg`
-/// batches of up to [`BATCH`] once two calls in a row found one. Single calls allocate
-/// nothing; a batch needs fresh headers after a productive batch (see [`Receiver::batch`]),
-/// so batches are kept for a backlog, where their cost is shared by many datagrams.
+/// The receive side of a port, owned by its thread: `recvmsg` calls into its buffers until
+/// the socket is empty or [`BATCH`] arrived, handed to the engine as one batch (its ACKs are
+/// coalesced per batch). A call per datagram (a GRO buffer brings a whole GSO run in one),
+/// and nothing allocated: nix's `recvmmsg` would save calls under load but rebuilds its
+/// headers after every productive call (it leaves each `msg_controllen` as the kernel set
+/// it, 0 after a datagram without GRO) — 4 allocations a batch — and measured no faster
+/// (docs/hca.md, "Performance").
 pub(crate) struct Receiver {
     socket: Arc<UdpSocket>,
     bufs: Box<[Vec<u8>; BATCH]>,
-    hdrs: MultiHeaders<SockaddrStorage>,
-    /// Whether `hdrs` were used by a call that received something (see [`Receiver::batch`]).
-    hdrs_used: bool,
-    /// The control buffer of single calls: room for the GRO segment size.
+    /// The control buffer: room for the GRO segment size.
     cmsg: Vec<u8>,
-    /// Whether the socket coalesces (UDP GRO): then headers carry a control buffer.
+    /// Whether the socket coalesces (UDP GRO).
     gro: bool,
-    /// Receiving in batches (a backlog was seen).
-    batching: bool,
-    /// Productive single calls in a row.
-    streak: u32,
+    /// The last fill stopped because the socket had nothing more.
+    drained: bool,
     got: Vec<(usize, Option<SocketAddr>, usize)>,
 }
 
@@ -94,55 +90,44 @@ impl Receiver {
 
     /// Receive buffers for `socket`.
     pub(crate) fn new(socket: Arc<UdpSocket>, gro: bool) -> Self {
-        let space = if gro {
-            nix::cmsg_space!(i32).capacity()
-        } else {
-            0
-        };
+        let space = if gro { nix::cmsg_space!(i32).capacity() } else { 0 };
         Receiver {
             socket,
             bufs: Box::new(std::array::from_fn(|_| vec![0u8; MAX_DATAGRAM])),
-            hdrs: Self::headers(gro),
-            hdrs_used: false,
             cmsg: vec![0u8; space],
             gro,
-            batching: false,
-            streak: 0,
+            drained: false,
             got: Vec::with_capacity(BATCH),
         }
     }
 
-    fn headers(gro: bool) -> MultiHeaders<SockaddrStorage> {
-        MultiHeaders::preallocate(BATCH, gro.then(|| nix::cmsg_space!(i32)))
-    }
-
-    /// Receives what is waiting into the buffers (no lock needed): one datagram, or a batch
-    /// under load; returns how many arrived (0 when none were waiting).
-    /// [`Receiver::datagrams`] hands them out.
+    /// Receives what is waiting, up to [`BATCH`] datagrams, into the buffers (no lock
+    /// needed); returns how many arrived (0 when none were waiting).
+    /// [`Receiver::datagrams`] hands them out; [`Receiver::drained`] says whether the
+    /// socket is empty now.
     pub(crate) fn fill(&mut self) -> io::Result<usize> {
         self.got.clear();
-        if self.batching {
-            self.batch()?;
-        } else {
-            self.one()?;
+        self.drained = false;
+        while self.got.len() < BATCH {
+            if !self.one()? {
+                self.drained = true;
+                break;
+            }
         }
-        let n = self.got.len();
-        if self.batching {
-            self.batching = n >= 2;
-            self.streak = 0;
-        } else if n == 1 {
-            self.streak += 1;
-            self.batching = self.streak >= 2;
-        } else {
-            self.streak = 0;
-        }
-        Ok(n)
+        Ok(self.got.len())
     }
 
-    /// One `recvmsg` into the first buffer.
-    fn one(&mut self) -> io::Result<()> {
+    /// Whether the last [`Receiver::fill`] emptied the socket (no need to call it again
+    /// before the next readiness event).
+    pub(crate) fn drained(&self) -> bool {
+        self.drained
+    }
+
+    /// One `recvmsg` into the next buffer; false when nothing was waiting.
+    fn one(&mut self) -> io::Result<bool> {
         let fd = self.socket.as_raw_fd();
-        let mut iov = [IoSliceMut::new(&mut self.bufs[0])];
+        let k = self.got.len();
+        let mut iov = [IoSliceMut::new(&mut self.bufs[k])];
         let cmsg = if self.gro {
             Some(self.cmsg.as_mut_slice())
         } else {
@@ -151,46 +136,12 @@ impl Receiver {
         match recvmsg::<SockaddrStorage>(fd, &mut iov, cmsg, MsgFlags::MSG_DONTWAIT) {
             Ok(r) => {
                 let src = r.address.and_then(|a| to_std(&a));
+                // A GRO buffer says the size of its segments; a plain datagram is one.
                 let seg = gro_segment(r.cmsgs().ok()).unwrap_or(r.bytes.max(1));
                 self.got.push((r.bytes, src, seg));
-                Ok(())
+                Ok(true)
             }
-            Err(nix::errno::Errno::EAGAIN) => Ok(()),
-            Err(e) => Err(io::Error::from(e)),
-        }
-    }
-
-    /// One `recvmmsg` of up to [`BATCH`] datagrams.
-    fn batch(&mut self) -> io::Result<()> {
-        let fd = self.socket.as_raw_fd();
-        // nix's recvmmsg leaves each header's msg_controllen as the previous call's kernel
-        // set it (0 when no control message came), which would silently drop the GRO
-        // segment size from then on: with GRO, headers a productive call used are built
-        // afresh. Without GRO they carry no control buffer and are always reused.
-        if self.gro && self.hdrs_used {
-            self.hdrs = Self::headers(true);
-            self.hdrs_used = false;
-        }
-        // The I/O vectors live on the stack.
-        let mut slices = self.bufs.each_mut().map(|b| [IoSliceMut::new(b)]);
-        match recvmmsg(
-            fd,
-            &mut self.hdrs,
-            slices.iter_mut(),
-            MsgFlags::MSG_DONTWAIT,
-            None,
-        ) {
-            Ok(results) => {
-                for r in results {
-                    let src = r.address.and_then(|a: SockaddrStorage| to_std(&a));
-                    // A GRO buffer says the size of its segments; a plain datagram is one.
-                    let seg = gro_segment(r.cmsgs().ok()).unwrap_or(r.bytes.max(1));
-                    self.got.push((r.bytes, src, seg));
-                }
-                self.hdrs_used = !self.got.is_empty();
-                Ok(())
-            }
-            Err(nix::errno::Errno::EAGAIN) => Ok(()),
+            Err(nix::errno::Errno::EAGAIN) => Ok(false),
             Err(e) => Err(io::Error::from(e)),
         }
     }

@@ -468,7 +468,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     };
     println!("\nwhere the time goes (this side):");
     println!(
-        "  sent {} packets in {} send calls (GSO sendmsg or sendmmsg; {:.1} per call); received {} datagrams (GRO buffers) in {} recvmmsg calls ({:.1} per call); {} port-thread wake-ups",
+        "  sent {} packets in {} send calls (GSO runs or sendmmsg; {:.1} per call); received {} datagrams (GRO buffers) in {} receive batches ({:.1} per batch, one recvmsg each); {} port-thread wake-ups",
         io.datagrams_sent,
         io.send_calls,
         per_call(io.datagrams_sent, io.send_calls),
