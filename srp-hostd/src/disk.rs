@@ -11,7 +11,6 @@
 
 use crate::command::{Outcome, TransportKind, execute, finish, finish_read, submit};
 use crate::scan::{LunInfo, cdb};
-use wirekit::WireRepr;
 use mpio::{PathDevice, Transport};
 use scsi::cdb::{Command, LongCdb, ReadWrite, RwCdb, SynchronizeCache};
 use scsi::{BlockCount, Lba};
@@ -21,6 +20,7 @@ use srp_initiator_storport::srp::SrpMiniport;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
+use wirekit::WireRepr;
 
 /// A LUN of a login.
 pub struct SrpDisk {
@@ -145,7 +145,7 @@ impl SrpDisk {
             let cdb = self.rw_cdb(read, lba.0 + done, n, fua);
             // The SRB's buffer: pages of system memory the HCA reads or fills directly.
             let data = match &io {
-                Io::Read(_) => port.buffer(len),
+                Io::Read(_) => port.read_buffer(len),
                 Io::Write(d, _) => port.buffer_from(&d[off..off + len]),
             };
             let sent = match data {

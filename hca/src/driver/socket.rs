@@ -90,7 +90,11 @@ impl Receiver {
 
     /// Receive buffers for `socket`.
     pub(crate) fn new(socket: Arc<UdpSocket>, gro: bool) -> Self {
-        let space = if gro { nix::cmsg_space!(i32).capacity() } else { 0 };
+        let space = if gro {
+            nix::cmsg_space!(i32).capacity()
+        } else {
+            0
+        };
         Receiver {
             socket,
             bufs: Box::new(std::array::from_fn(|_| vec![0u8; MAX_DATAGRAM])),

@@ -199,6 +199,12 @@ impl<M: Miniport> Port<M> {
         self.shared.memory.alloc(len)
     }
 
+    /// A buffer for a read of `len` bytes in the port's memory, not zeroed
+    /// ([`super::SystemMemory::alloc_for_read`]).
+    pub fn read_buffer(&self, len: usize) -> Result<super::DataBuffer, super::MemoryError> {
+        self.shared.memory.alloc_for_read(len)
+    }
+
     /// A buffer holding `bytes` in the port's memory (as [`Port::buffer`]).
     pub fn buffer_from(&self, bytes: &[u8]) -> Result<super::DataBuffer, super::MemoryError> {
         self.shared.memory.alloc_from(bytes)

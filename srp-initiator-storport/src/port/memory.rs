@@ -195,12 +195,25 @@ impl SystemMemory {
             free: f.free,
         })?;
         drop(f);
-        Ok(self.buffer(first, pages, len))
+        Ok(self.buffer(first, pages, len, true))
     }
 
     /// A zeroed buffer of `len` bytes, waiting for pages while others hold them (never at
     /// dispatch level: there it is [`MemoryError::AtDispatch`] when it would wait).
     pub fn alloc(self: &Arc<Self>, len: usize) -> Result<DataBuffer, MemoryError> {
+        self.alloc_with(len, true)
+    }
+
+    /// [`SystemMemory::alloc`] without the zeroing: the contents are whatever the pages
+    /// last held (this process's own data). For a buffer the device fills — a read's,
+    /// whose caller takes only the bytes the request transferred — so a read does not pay
+    /// a `memset` of its whole buffer first. Under per-I/O registration the target can only
+    /// write such a buffer, never read it.
+    pub fn alloc_for_read(self: &Arc<Self>, len: usize) -> Result<DataBuffer, MemoryError> {
+        self.alloc_with(len, false)
+    }
+
+    fn alloc_with(self: &Arc<Self>, len: usize, zero: bool) -> Result<DataBuffer, MemoryError> {
         let pages = self.pages_for(len)?;
         if pages == 0 {
             return Ok(DataBuffer::empty());
@@ -209,7 +222,7 @@ impl SystemMemory {
         loop {
             if let Some(first) = f.take(pages) {
                 drop(f);
-                return Ok(self.buffer(first, pages, len));
+                return Ok(self.buffer(first, pages, len, zero));
             }
             if access_layer::verbs::verifier::may_block("SystemMemory::alloc").is_err() {
                 return Err(MemoryError::AtDispatch);
@@ -218,17 +231,19 @@ impl SystemMemory {
         }
     }
 
-    /// A buffer holding a copy of `bytes` ([`SystemMemory::alloc`]'s rules).
+    /// A buffer holding a copy of `bytes` ([`SystemMemory::alloc`]'s rules; every byte is
+    /// written, so nothing is zeroed first).
     pub fn alloc_from(self: &Arc<Self>, bytes: &[u8]) -> Result<DataBuffer, MemoryError> {
-        let b = self.alloc(bytes.len())?;
+        let b = self.alloc_with(bytes.len(), false)?;
         b.write(0, bytes)?;
         Ok(b)
     }
 
-    fn buffer(self: &Arc<Self>, first: usize, pages: usize, len: usize) -> DataBuffer {
-        // Zeroed: a read's buffer must not show the previous owner's data to the target
-        // (or to the submitter, on a short read).
-        let _ = self.block.fill(first * PAGE_SIZE, pages * PAGE_SIZE, 0);
+    fn buffer(self: &Arc<Self>, first: usize, pages: usize, len: usize, zero: bool) -> DataBuffer {
+        if zero {
+            // In range: the frames are ours.
+            let _ = self.block.fill(first * PAGE_SIZE, pages * PAGE_SIZE, 0);
+        }
         DataBuffer {
             memory: Some(Arc::clone(self)),
             first,
@@ -427,6 +442,11 @@ mod tests {
         let b = m.try_alloc(4 * PAGE_SIZE).expect("all free again");
         assert!(b.to_vec().iter().all(|&x| x == 0), "no stale data");
         assert!(m.try_alloc(0).expect("empty").is_empty());
+        b.write(0, &[0x5a; 4 * PAGE_SIZE]).expect("in range");
+        drop(b);
+        // A read's buffer is not zeroed first (the device fills it).
+        let r = m.alloc_for_read(4 * PAGE_SIZE).expect("fits");
+        assert!(r.to_vec().iter().all(|&x| x == 0x5a), "left as it was");
     }
 
     #[test]
