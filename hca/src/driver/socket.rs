@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 
-/// Datagrams per `sendmmsg`/`recvmmsg` call.
+/// Datagrams per `sendmmsg` call and per receive batch.
 pub(crate) const BATCH: usize = 32;
 /// Largest receive: a GRO super-datagram (64 KiB) holding several packets.
 pub(crate) const MAX_DATAGRAM: usize = 65_536;
