@@ -41,7 +41,12 @@ fn frmr_registration(w: &mut World) -> Registration {
 
 /// The host sends an SRP_CMD for `mapping` on the main link (REG_MRs first, same chain);
 /// returns the descriptors the target parsed out of it and its remote-invalidate bit.
-fn send_cmd(w: &mut World, dir: DataDir, len: u32, mapping: &Mapping) -> (Vec<DirectBuf>, bool) {
+fn send_cmd(
+    w: &mut World,
+    dir: DataDir,
+    len: u32,
+    mapping: &mut Mapping,
+) -> (Vec<DirectBuf>, bool) {
     let mut cmd = Command {
         lun: Lun([0; 8]),
         cdb: vec![0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0].into(),
@@ -184,11 +189,11 @@ fn a_hostile_target_reaches_only_the_current_io() {
 
     // I/O 1: a data-in (READ) buffer, one region; the target answers with SEND WITH INV.
     let seg1 = (5 * PAGE + 256, 2 * PAGE as u32);
-    let m1 = reg
+    let mut m1 = reg
         .map(DataDir::Read, &[Segment::new(&w.data, seg1.0, seg1.1)])
         .expect("map I/O 1");
     assert_eq!(m1.kind, MappingKind::Frmr);
-    let (d1, inv_bit) = send_cmd(&mut w, DataDir::Read, seg1.1, &m1);
+    let (d1, inv_bit) = send_cmd(&mut w, DataDir::Read, seg1.1, &mut m1);
     assert!(inv_bit, "one region: remote invalidation asked for");
     let [d1] = d1[..] else {
         panic!("direct: {d1:?}")
@@ -229,14 +234,14 @@ fn a_hostile_target_reaches_only_the_current_io() {
         .map(|&(o, l)| Segment::new(&w.data, o, l))
         .collect();
     let total: u32 = segs2.iter().map(|s| s.1).sum();
-    let m2 = reg.map(DataDir::Write, &sg).expect("map I/O 2");
+    let mut m2 = reg.map(DataDir::Write, &sg).expect("map I/O 2");
     assert_eq!(m2.pre_wrs.len(), 2);
     let keys2 = m2.handle.keys().to_vec();
     assert!(
         keys2.contains(&MrKey(d1.rkey().0).next_variant()),
         "I/O 1's region is reused under the next key: {keys2:?}"
     );
-    let (d2, inv_bit) = send_cmd(&mut w, DataDir::Write, total, &m2);
+    let (d2, inv_bit) = send_cmd(&mut w, DataDir::Write, total, &mut m2);
     assert!(!inv_bit, "two regions: no remote invalidation");
     assert_eq!(d2.len(), 2);
     // The legitimate transfers: the target reads the data-out bytes.
@@ -309,12 +314,12 @@ fn with_the_all_memory_region_the_same_out_of_range_write_succeeds() {
     pattern(&w.data, 0, HOST_MEM, 0x5a);
     let before = read(&w.data, 0, HOST_MEM);
     let seg = (5 * PAGE + 256, 2 * PAGE as u32);
-    let m = reg
+    let mut m = reg
         .map(DataDir::Read, &[Segment::new(&w.data, seg.0, seg.1)])
         .expect("map");
     assert_eq!(m.kind, MappingKind::AllMemory);
     assert!(m.pre_wrs.is_empty() && !m.remote_invalidate);
-    let (d, _) = send_cmd(&mut w, DataDir::Read, seg.1, &m);
+    let (d, _) = send_cmd(&mut w, DataDir::Read, seg.1, &mut m);
     let d = d[0];
     // The out-of-range WRITE from the FRMR test: 64 bytes before the buffer. It lands.
     let st = w.attack(true, d.va() - 64, d.rkey(), 64);

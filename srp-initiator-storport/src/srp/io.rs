@@ -75,7 +75,7 @@ impl Adapter {
             DataDirection::Out => DataDir::Write,
         };
         let mapped = self.map_srb(srb, dir);
-        let m = match mapped {
+        let mut m = match mapped {
             Ok(m) => m,
             Err(e) => {
                 let status = match e {

@@ -114,10 +114,12 @@ impl Mapping {
         }
     }
 
-    /// Puts the descriptors, immediate bytes and remote-invalidate request into `cmd`.
-    pub fn apply(&self, cmd: &mut Command) {
-        cmd.data = self.data.clone();
-        cmd.imm_data = self.imm_data.clone();
+    /// Moves the descriptors and immediate bytes into `cmd` (leaving none here: an
+    /// indirect list or immediate data is not copied) and sets its remote-invalidate
+    /// request.
+    pub fn apply(&mut self, cmd: &mut Command) {
+        cmd.data = core::mem::replace(&mut self.data, DataDescriptors::None);
+        cmd.imm_data = core::mem::take(&mut self.imm_data);
         cmd.remote_invalidate = self.remote_invalidate;
     }
 }
