@@ -163,31 +163,6 @@ fn only_memory_backends_say_they_never_block() {
     }
 }
 
-/// A backend that implements only the byte interface: the default direct transfers.
-#[derive(Debug)]
-struct BytesOnly(RamBackend);
-
-impl Backend for BytesOnly {
-    fn block_size(&self) -> BlockSize {
-        self.0.block_size()
-    }
-    fn blocks(&self) -> u64 {
-        self.0.blocks()
-    }
-    fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError> {
-        self.0.read_at(lba, buf)
-    }
-    fn write_at(&self, lba: Lba, buf: &[u8], fua: bool) -> Result<(), BackendError> {
-        self.0.write_at(lba, buf, fua)
-    }
-    fn flush(&self) -> Result<(), BackendError> {
-        self.0.flush()
-    }
-    fn unmap(&self, lba: Lba, blocks: BlockCount) -> Result<(), BackendError> {
-        self.0.unmap(lba, blocks)
-    }
-}
-
 #[test]
 fn direct_transfers_with_registered_memory_match_the_byte_interface() {
     let dir = TempDir::new("direct");
@@ -195,7 +170,7 @@ fn direct_transfers_with_registered_memory_match_the_byte_interface() {
     let file =
         FileBackend::create(dir.path().join("lun"), blocks * 512, BlockSize::B512).expect("create");
     let ram = RamBackend::new(blocks, BlockSize::B512).expect("ram");
-    let bytes_only = BytesOnly(RamBackend::new(blocks, BlockSize::B512).expect("ram"));
+    let bytes_only = common::ByteRam::new(blocks, BlockSize::B512);
     let backends: [(&str, &dyn Backend); 3] =
         [("file", &file), ("ram", &ram), ("default", &bytes_only)];
     // 40 KiB: more than one step of the default path; at an odd offset of the memory.

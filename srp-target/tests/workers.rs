@@ -77,36 +77,6 @@ impl Backend for Gated {
     }
 }
 
-/// A RAM disk that does not say it never blocks: its jobs go to the workers.
-#[derive(Debug)]
-struct Slowish(RamBackend);
-
-impl Slowish {
-    fn new() -> Slowish {
-        Slowish(RamBackend::new(64, BlockSize::B512).expect("ram"))
-    }
-}
-
-impl Backend for Slowish {
-    fn block_size(&self) -> BlockSize {
-        self.0.block_size()
-    }
-    fn blocks(&self) -> u64 {
-        self.0.blocks()
-    }
-    fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError> {
-        self.0.read_at(lba, buf)
-    }
-    fn write_at(&self, lba: Lba, buf: &[u8], fua: bool) -> Result<(), BackendError> {
-        self.0.write_at(lba, buf, fua)
-    }
-    fn flush(&self) -> Result<(), BackendError> {
-        self.0.flush()
-    }
-    fn unmap(&self, lba: Lba, blocks: scsi::BlockCount) -> Result<(), BackendError> {
-        self.0.unmap(lba, blocks)
-    }
-}
 
 fn job(token: u64, lu: &Arc<LogicalUnit>, nexus: &Arc<NexusInfo>, reply: &Sender<Done>) -> Job {
     Job {
@@ -154,7 +124,7 @@ fn a_stuck_disk_holds_only_its_share_and_other_luns_keep_running() {
         LuConfig::new(identity("slow")),
     ));
     let fast = Arc::new(LogicalUnit::new(
-        Box::new(Slowish::new()),
+        Box::new(common::ByteRam::new(64, BlockSize::B512)),
         LuConfig::new(identity("fast")),
     ));
     let nexus = Arc::new(nexus_data(0));
@@ -216,7 +186,7 @@ fn a_stuck_disk_holds_only_its_share_and_other_luns_keep_running() {
 #[test]
 fn dropping_the_pool_finishes_queued_jobs() {
     let lu = Arc::new(LogicalUnit::new(
-        Box::new(Slowish::new()),
+        Box::new(common::ByteRam::new(64, BlockSize::B512)),
         LuConfig::new(identity("drain")),
     ));
     let nexus = Arc::new(nexus_data(0));
@@ -265,7 +235,7 @@ fn a_memory_lu_runs_on_the_submitting_thread_not_a_worker() {
         assert_eq!(d.result.expect("no transport error").status, Status::Good);
     }
     assert!(
-        !Slowish::new().never_blocks(),
+        !common::ByteRam::new(64, BlockSize::B512).never_blocks(),
         "a backend blocks unless it says otherwise"
     );
 }

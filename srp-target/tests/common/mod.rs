@@ -291,3 +291,46 @@ pub fn tmf_iu(tag: u64, lun: Lun, function: TaskMgmtFunction, task_tag: u64) -> 
     t.emit(&mut buf).expect("fits");
     buf
 }
+
+/// A RAM disk through the byte interface only: it says nothing of `never_blocks` (so its
+/// jobs go to the workers) and takes the default `read_into`/`write_from` (a stack buffer
+/// between its bytes and registered memory).
+#[derive(Debug)]
+pub struct ByteRam(pub srp_target::RamBackend);
+
+impl ByteRam {
+    /// `blocks` blocks of `bs`.
+    pub fn new(blocks: u64, bs: srp_target::BlockSize) -> ByteRam {
+        ByteRam(srp_target::RamBackend::new(blocks, bs).expect("ram"))
+    }
+}
+
+impl srp_target::Backend for ByteRam {
+    fn block_size(&self) -> srp_target::BlockSize {
+        self.0.block_size()
+    }
+    fn blocks(&self) -> u64 {
+        self.0.blocks()
+    }
+    fn read_at(&self, lba: scsi::Lba, buf: &mut [u8]) -> Result<(), srp_target::BackendError> {
+        self.0.read_at(lba, buf)
+    }
+    fn write_at(
+        &self,
+        lba: scsi::Lba,
+        buf: &[u8],
+        fua: bool,
+    ) -> Result<(), srp_target::BackendError> {
+        self.0.write_at(lba, buf, fua)
+    }
+    fn flush(&self) -> Result<(), srp_target::BackendError> {
+        self.0.flush()
+    }
+    fn unmap(
+        &self,
+        lba: scsi::Lba,
+        blocks: scsi::BlockCount,
+    ) -> Result<(), srp_target::BackendError> {
+        self.0.unmap(lba, blocks)
+    }
+}
