@@ -4,7 +4,7 @@
 //! (another thread) copies packet payloads in and out of the same blocks concurrently. Memory
 //! regions ([`crate::mr`]) name spans of blocks; the engine reaches blocks only through them.
 //!
-//! # Why atomics, and the one `unsafe`
+//! # Why atomics, and where `unsafe` is
 //! The backing store is `Box<[AtomicU64]>`. Bulk copies are relaxed word loads/stores over the
 //! aligned middle and a compare-and-swap read-modify-write for the partial words at either end, so
 //! concurrent access from any number of threads is never undefined behaviour. Racing writers to the
@@ -12,16 +12,17 @@
 //! pointer or a data race in the Rust sense. Relaxed word copies compile to plain moves on x86-64
 //! and aarch64. Measured (release, `copy_speed` test, 4 KiB..1 MiB): 18-23 GB/s read or write,
 //! against 24-37 GB/s for `copy_from_slice` on the same machine, so no `unsafe` is needed for
-//! copies. The one `unsafe` of the crate is here: [`MemBlock::read_file`] and
-//! [`MemBlock::write_file`] hand the kernel a raw pointer into the words, so a file's bytes
-//! move between the page cache and registered memory with no copy in between.
+//! copies. The crate's `unsafe` lives in this module and nowhere else: [`MemBlock::read_file`]
+//! and [`MemBlock::write_file`] hand the kernel a raw pointer into the words, so a file's
+//! bytes move between the page cache and registered memory with no copy in between; and
+//! [`CountingAlloc`] forwards to the system allocator (`GlobalAlloc` is an unsafe trait).
 //!
 //! Byte `i` of a block is byte `i % 8` of word `i / 8` in little-endian order, on every host.
 //!
 //! Every access is bounds-checked with checked arithmetic; errors carry the offending range.
 //!
-//! [`CountingAlloc`] (in `counting`) is the other memory-owning piece: the system allocator
-//! with a count, to prove what the data path allocates per I/O.
+//! [`CountingAlloc`] (in `counting`): the system allocator with a count, to prove what the
+//! data path allocates per I/O.
 
 mod counting;
 
@@ -243,24 +244,7 @@ impl MemBlock {
             self.write_words(range.start, &buf);
             return Ok(());
         }
-        let mut done = 0;
-        while done < len {
-            let n = self.sys_transfer(
-                range.start + done,
-                len - done,
-                file,
-                file_offset,
-                done,
-                true,
-            )?;
-            if n == 0 {
-                return Err(FileIoError::ShortFile {
-                    missing_bytes: len - done,
-                });
-            }
-            done += n;
-        }
-        Ok(())
+        self.transfer_all(range.start, len, file, file_offset, true)
     }
 
     /// Writes `len` bytes of the block at `offset` to `file` at `file_offset`.
@@ -278,18 +262,30 @@ impl MemBlock {
             std::os::unix::fs::FileExt::write_all_at(file, &buf, file_offset)?;
             return Ok(());
         }
+        self.transfer_all(range.start, len, file, file_offset, false)
+    }
+
+    /// `pread`s (`read`) or `pwrite`s until `len` bytes moved between block byte `start`
+    /// and file byte `file_offset`; the range is already checked.
+    fn transfer_all(
+        &self,
+        start: usize,
+        len: usize,
+        file: &std::fs::File,
+        file_offset: u64,
+        read: bool,
+    ) -> Result<(), FileIoError> {
         let mut done = 0;
         while done < len {
-            let n = self.sys_transfer(
-                range.start + done,
-                len - done,
-                file,
-                file_offset,
-                done,
-                false,
-            )?;
+            let n = self.sys_transfer(start + done, len - done, file, file_offset, done, read)?;
             if n == 0 {
-                return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
+                return Err(if read {
+                    FileIoError::ShortFile {
+                        missing_bytes: len - done,
+                    }
+                } else {
+                    std::io::Error::from(std::io::ErrorKind::WriteZero).into()
+                });
             }
             done += n;
         }
