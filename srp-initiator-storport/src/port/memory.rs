@@ -454,10 +454,19 @@ mod tests {
         let m = SystemMemory::new(2);
         let a = m.alloc(2 * PAGE_SIZE).expect("fits");
         let m2 = Arc::clone(&m);
-        let t = std::thread::spawn(move || m2.alloc(PAGE_SIZE).map(|b| b.len()));
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(m2.alloc(PAGE_SIZE).map(|b| b.len()));
+        });
+        // Nothing while every page is held (it waits, it does not fail or spin out)...
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(50)).is_err(),
+            "no pages: the allocation waits"
+        );
+        // ...and the page given back wakes it.
         drop(a);
-        assert_eq!(t.join().expect("joins"), Ok(PAGE_SIZE));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(got, Ok(Ok(PAGE_SIZE)), "woken by the free");
     }
 
     #[test]
