@@ -77,7 +77,6 @@ impl Backend for Gated {
     }
 }
 
-
 fn job(token: u64, lu: &Arc<LogicalUnit>, nexus: &Arc<NexusInfo>, reply: &Sender<Done>) -> Job {
     Job {
         token,

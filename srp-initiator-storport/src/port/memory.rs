@@ -460,7 +460,8 @@ mod tests {
         });
         // Nothing while every page is held (it waits, it does not fail or spin out)...
         assert!(
-            rx.recv_timeout(std::time::Duration::from_millis(50)).is_err(),
+            rx.recv_timeout(std::time::Duration::from_millis(50))
+                .is_err(),
             "no pages: the allocation waits"
         );
         // ...and the page given back wakes it.
