@@ -336,6 +336,11 @@ enum BenchWhat {
         /// Send every packet as its own datagram (no UDP GSO/GRO).
         #[arg(long)]
         no_gso: bool,
+        /// The SRP-shaped ceiling's peer reads each answer's data from this file first
+        /// (sequentially, straight into registered memory): the ceiling of a target serving
+        /// a file, as `bench disk`'s target and nbdkit's file plugin do.
+        #[arg(long)]
+        backend_file: Option<std::path::PathBuf>,
     },
     /// Block I/O at library level: a target daemon with a /dev/shm file LUN and the SRP
     /// miniport's port driven directly, in process: 4k random read QD32 (IOPS), 128k
@@ -402,6 +407,7 @@ fn main() -> Result<()> {
                     peer,
                     no_iperf,
                     no_gso,
+                    backend_file,
                 },
         } => {
             let mtu = hca::wire::PathMtu::for_link_mtu(mtu + 80)
@@ -417,6 +423,7 @@ fn main() -> Result<()> {
                 depth,
                 iperf: !no_iperf,
                 gso: !no_gso,
+                backend_file,
             };
             bench::hca::run(&o)
         }

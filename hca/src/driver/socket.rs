@@ -4,7 +4,6 @@
 //! kernel writes IP ID 0 (what the ICRC assumes for IPv4; see `wire::icrc`).
 
 use crate::engine::Transmit;
-use crate::wire::IcrcContext;
 use nix::sys::socket::{
     ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockaddrStorage, recvmsg,
     sendmmsg, sendto, setsockopt, sockopt,
@@ -232,7 +231,7 @@ impl Sender {
                 let seg = out[sent].bytes.len();
                 if src.is_ipv4() {
                     for (k, t) in out[sent..sent + run].iter_mut().enumerate().skip(1) {
-                        restamp_icrc(t, src, k as u16);
+                        restamp_icrc(t, 0, k as u16);
                     }
                 }
                 let mut iovs = [IoSlice::new(&[]); MAX_GSO_SEGMENTS];
@@ -250,8 +249,8 @@ impl Sender {
                     Ok(0) | Err(nix::errno::Errno::EAGAIN) => {
                         if src.is_ipv4() {
                             // Restore the ID-0 ICRC: the packets may go out in another run.
-                            for t in out[sent..sent + run].iter_mut().skip(1) {
-                                restamp_icrc(t, src, 0);
+                            for (k, t) in out[sent..sent + run].iter_mut().enumerate().skip(1) {
+                                restamp_icrc(t, k as u16, 0);
                             }
                         }
                         break;
@@ -332,17 +331,10 @@ fn gso_run(out: &[Transmit]) -> usize {
     n
 }
 
-/// Recomputes a packet's ICRC for IPv4 ID `id`.
-fn restamp_icrc(t: &mut Transmit, src: IpAddr, id: u16) {
-    let ctx = IcrcContext {
-        ipv4_id: id,
-        ..IcrcContext::new(src, t.dst.ip(), crate::wire::ROCE_V2_UDP_PORT)
-    };
-    let Some(body) = t.bytes.len().checked_sub(crate::wire::ICRC_LEN) else {
-        return;
-    };
-    let crc = crate::wire::icrc::compute(&ctx, &t.bytes[..body]);
-    t.bytes[body..].copy_from_slice(&crc.to_le_bytes());
+/// Rewrites a packet's ICRC, computed for IPv4 ID `from`, for ID `to` (no pass over the
+/// packet: `wire::icrc::restamp_ipv4_id`).
+fn restamp_icrc(t: &mut Transmit, from: u16, to: u16) {
+    crate::wire::icrc::restamp_ipv4_id(&mut t.bytes, from, to);
 }
 
 fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {

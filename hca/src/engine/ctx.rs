@@ -82,7 +82,9 @@ impl Ctx<'_> {
         let dst_ip = dst.to_ip();
         let ctx = IcrcContext::new(src, dst_ip, ROCE_V2_UDP_PORT);
         let mut bytes = self.spare.pop().unwrap_or_default();
-        bytes.clear();
+        // No clearing: `emit_with` writes every byte of the packet (headers, `fill`'s
+        // payload — each `fill` zeroes what it cannot read — pad, ICRC), so a recycled
+        // buffer is only grown, never zeroed first.
         bytes.resize(pkt.buffer_len_with(payload_len), 0);
         match pkt.emit_with(&mut bytes, payload_len, fill, &ctx) {
             Ok(n) => {

@@ -321,9 +321,10 @@ impl Qp {
         }
         let sgl = wqe.sgl.as_ref();
         ctx.transmit(self.port, self.dest_gid, &pkt, len, |buf| {
-            if let Some(sgl) = sgl {
-                let ok = sgl.read(offset, buf).is_ok();
-                debug_assert!(ok, "resolved SGL covers the message");
+            let ok = sgl.is_some_and(|sgl| sgl.read(offset, buf).is_ok());
+            debug_assert!(ok || buf.is_empty(), "resolved SGL covers the message");
+            if !ok {
+                buf.fill(0); // never another packet's bytes
             }
         });
         self.req.noack = if ack_req { 0 } else { self.req.noack + 1 };

@@ -413,6 +413,9 @@ impl Qp {
             ctx.transmit(self.port, self.dest_gid, &pkt, len, |buf| {
                 let ok = span.read(offset, buf).is_ok();
                 debug_assert!(ok, "read span covers the response");
+                if !ok {
+                    buf.fill(0); // never another packet's bytes
+                }
             });
         }
     }

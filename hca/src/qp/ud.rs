@@ -119,6 +119,9 @@ impl Qp {
         ctx.transmit(self.port, dest.gid, &pkt, len, |buf| {
             let ok = sgl.read(0, buf).is_ok();
             debug_assert!(ok, "resolved SGL covers the datagram");
+            if !ok {
+                buf.fill(0); // never another packet's bytes
+            }
         });
         if signaled {
             ctx.complete(

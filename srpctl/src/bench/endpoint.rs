@@ -82,6 +82,20 @@ impl Endpoint {
             .map_err(|e| anyhow!("write registered memory: {e:?}"))
     }
 
+    /// Reads `len` bytes of `file` at `file_offset` into the registered memory at `offset`
+    /// (one `pread` straight into it, as the target's backend reads a READ's data).
+    pub(crate) fn read_file(
+        &self,
+        offset: u64,
+        len: usize,
+        file: &std::fs::File,
+        file_offset: u64,
+    ) -> Result<()> {
+        self._mem
+            .read_file(offset as usize, len, file, file_offset)
+            .map_err(|e| anyhow!("read the backend file into registered memory: {e}"))
+    }
+
     /// The remote key of the memory.
     pub(crate) fn rkey(&self) -> Rkey {
         self.mr.rkey.unwrap_or_default()

@@ -27,6 +27,9 @@ pub(crate) struct Options {
     pub(crate) depth: usize,
     pub(crate) iperf: bool,
     pub(crate) gso: bool,
+    /// The SRP-shaped ceiling's peer reads each answer's data from this file first (the
+    /// target's backend read, which nbdkit's file plugin does too).
+    pub(crate) backend_file: Option<std::path::PathBuf>,
 }
 
 const MEM: usize = 64 << 20;
@@ -188,13 +191,16 @@ fn ping_pong(ep: &Endpoint, peer: &mut Peer, n: u64, size: u32) -> Result<Vec<f6
 /// 64-byte SEND (an SRP_CMD's size without descriptors' worth of difference) answered by
 /// the peer with an RDMA WRITE of `data` bytes and a 64-byte SEND (an SRP_RSP) — and returns
 /// (operations per second, average µs per operation). What the soft HCA alone allows an SRP
-/// read on this machine: no SCSI, SRP, port or registration work on either side.
+/// read on this machine: no SCSI, SRP, port or registration work on either side. With
+/// `backend` (a file path) the peer reads each answer's data from it first, sequentially,
+/// into a buffer of the answer's own: the ceiling of a target that serves a file.
 fn srp_shape(
     ep: &Endpoint,
     peer: &mut Peer,
     data: u32,
     depth: usize,
     secs: f64,
+    backend: Option<&str>,
 ) -> Result<(f64, f64)> {
     const CMD: u32 = 64;
     const RSP: u32 = 64;
@@ -202,7 +208,11 @@ fn srp_shape(
     const RSPS: u64 = 5 << 20;
     ensure!(depth <= 255, "serve mode names a slot in one byte");
     let said = peer.ask(
-        &format!("SERVE {} {data} {CMD} {RSP}", ep.rkey().0),
+        &format!(
+            "SERVE {} {data} {CMD} {RSP} {}",
+            ep.rkey().0,
+            backend.unwrap_or("")
+        ),
         Duration::from_secs(10),
     )?;
     ensure!(
@@ -380,6 +390,17 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     let mut tcp = Vec::new();
     let mut lat = Vec::new();
     let mut srp: Vec<Vec<(f64, f64)>> = vec![Vec::new(); SRP_POINTS.len()];
+    let backend = match &o.backend_file {
+        Some(p) => {
+            let p = p
+                .to_str()
+                .filter(|p| !p.is_empty() && !p.contains(char::is_whitespace))
+                .ok_or_else(|| anyhow!("--backend-file: a path without spaces, please"))?;
+            std::fs::File::open(p).with_context(|| format!("--backend-file {p}"))?;
+            Some(p)
+        }
+        None => None,
+    };
     let io_before = ep.hca.io_stats();
     let stats_before = ep.hca.with(|e, _| e.stats());
     for round in 0..o.rounds {
@@ -395,7 +416,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
         }
         lat.extend(ping_pong(&ep, &mut peer, 2000, 64)?);
         for (i, &(data, depth)) in SRP_POINTS.iter().enumerate() {
-            srp[i].push(srp_shape(&ep, &mut peer, data, depth, o.seconds)?);
+            srp[i].push(srp_shape(&ep, &mut peer, data, depth, o.seconds, backend)?);
         }
         eprintln!("round {}/{} done", round + 1, o.rounds);
     }
@@ -445,6 +466,11 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     println!(
         "\nSRP-shaped transport ceiling (SEND 64 B -> the peer's RDMA WRITE of the data + SEND 64 B; no SCSI, SRP or port work; medians):"
     );
+    if let Some(b) = backend {
+        println!(
+            "  (the peer reads each answer's data from {b} first, sequentially, as a target's backend does)"
+        );
+    }
     for (i, &(data, depth)) in SRP_POINTS.iter().enumerate() {
         let mut ops: Vec<f64> = srp[i].iter().map(|s| s.0).collect();
         let mut us: Vec<f64> = srp[i].iter().map(|s| s.1).collect();

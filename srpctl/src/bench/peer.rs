@@ -5,7 +5,7 @@
 
 use super::endpoint::Endpoint;
 use super::endpoint::IOVA;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use hca::ids::{Qpn, Rkey};
 use hca::verbs::{SendOp, WcOpcode, WcStatus};
 use hca::wire::PathMtu;
@@ -34,13 +34,22 @@ pub(crate) fn run(ip: IpAddr, mem_bytes: usize, gso: bool) -> Result<()> {
                 pong(&ep, n.parse()?, size.parse()?, || say("PONGING".into()))?;
                 say("PONGED".into())?;
             }
-            ["SERVE", rkey, data, cmd_len, rsp_len] => {
+            ["SERVE", rkey, data, cmd_len, rsp_len, backend @ ..] => {
+                let backend = match backend {
+                    [] => None,
+                    [path] => Some(Backend::open(path)?),
+                    _ => bail!("SERVE takes at most one backend file"),
+                };
                 let served = serve(
                     &ep,
-                    Rkey(rkey.parse()?),
-                    data.parse()?,
-                    cmd_len.parse()?,
-                    rsp_len.parse()?,
+                    mem_bytes,
+                    Serve {
+                        rkey: Rkey(rkey.parse()?),
+                        data: data.parse()?,
+                        cmd_len: cmd_len.parse()?,
+                        rsp_len: rsp_len.parse()?,
+                        backend,
+                    },
                     || say("SERVING".into()),
                 )?;
                 say(format!("SERVED {served}"))?;
@@ -89,20 +98,69 @@ const SERVE_RECVS: usize = 256;
 const SERVE_RSP: u64 = 1 << 20;
 const SERVE_SOURCE: u64 = 2 << 20;
 
+/// A file the serve mode reads each answer's data from, sequentially, wrapping at its end.
+struct Backend {
+    file: std::fs::File,
+    len: u64,
+    at: u64,
+}
+
+impl Backend {
+    fn open(path: &str) -> Result<Backend> {
+        let file = std::fs::File::open(path).with_context(|| format!("open {path}"))?;
+        let len = file.metadata()?.len();
+        Ok(Backend { file, len, at: 0 })
+    }
+
+    /// Reads the next `data` bytes of the file into our memory at `offset`.
+    fn read_next(&mut self, ep: &Endpoint, offset: u64, data: u32) -> Result<()> {
+        let data64 = u64::from(data);
+        ensure!(
+            self.len >= data64,
+            "the backend file ({} bytes) is smaller than one answer ({data} bytes)",
+            self.len
+        );
+        if self.at + data64 > self.len {
+            self.at = 0;
+        }
+        ep.read_file(offset, data as usize, &self.file, self.at)?;
+        self.at += data64;
+        Ok(())
+    }
+}
+
+/// What serve mode answers with.
+struct Serve {
+    /// The initiator's memory key.
+    rkey: Rkey,
+    /// Data bytes per answer.
+    data: u32,
+    /// Bytes of a command SEND.
+    cmd_len: u32,
+    /// Bytes of a response SEND.
+    rsp_len: u32,
+    /// With a backend file, each answer's data is read from it first into the answer's own
+    /// source buffer (a target's backend read); without, every answer sends the same bytes.
+    backend: Option<Backend>,
+}
+
 /// Serve mode: each SEND (`cmd_len` bytes; its first byte names the initiator's data slot,
 /// 0xff ends the mode) is answered by an RDMA WRITE of `data` bytes into that slot of the
 /// initiator's memory (`rkey`) and a SEND of `rsp_len` bytes: an SRP READ's traffic with no
-/// SCSI, SRP or port work. Waits on CQ notifications, as the target's loop does. Returns
-/// how many it answered.
+/// SCSI, SRP or port work (with a backend file: plus the backend's read). Waits on CQ
+/// notifications, as the target's loop does. Returns how many it answered.
 /// `ready` is called once the receives are posted (the driver starts sending then).
 fn serve(
     ep: &Endpoint,
-    rkey: Rkey,
-    data: u32,
-    cmd_len: u32,
-    rsp_len: u32,
+    mem_bytes: usize,
+    mut s: Serve,
     ready: impl FnOnce() -> Result<()>,
 ) -> Result<u64> {
+    let (data, cmd_len) = (s.data, s.cmd_len);
+    ensure!(
+        SERVE_SOURCE + 256 * u64::from(data) <= mem_bytes as u64,
+        "answers of {data} bytes do not fit the peer's memory"
+    );
     let recv = |i: u64| ep.post_recv(i, ep.sge(i * u64::from(cmd_len), cmd_len));
     for i in 0..SERVE_RECVS as u64 {
         recv(i)?;
@@ -126,13 +184,25 @@ fn serve(
             }
             recv(wc.wr_id).context("repost receive")?;
             let remote_addr = IOVA + SERVE_DATA + u64::from(slot) * u64::from(data);
+            // A slot is reused only after its response came back, after its WRITE.
+            let source = match &mut s.backend {
+                Some(b) => {
+                    let at = SERVE_SOURCE + u64::from(slot) * u64::from(data);
+                    b.read_next(ep, at, data)?;
+                    at
+                }
+                None => SERVE_SOURCE,
+            };
             ep.post_chain(vec![
                 (
                     served,
-                    SendOp::Write { remote_addr, rkey },
-                    ep.sge(SERVE_SOURCE, data),
+                    SendOp::Write {
+                        remote_addr,
+                        rkey: s.rkey,
+                    },
+                    ep.sge(source, data),
                 ),
-                (served, SendOp::Send, ep.sge(SERVE_RSP, rsp_len)),
+                (served, SendOp::Send, ep.sge(SERVE_RSP, s.rsp_len)),
             ])?;
             served += 1;
         }

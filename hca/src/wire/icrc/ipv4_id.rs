@@ -71,6 +71,8 @@ fn delta(id: u16, after: usize) -> u32 {
 /// `after` bytes after the ID field.
 #[derive(Clone, Copy)]
 pub(super) struct IdBasis {
+    /// `cols[i]`: the CRC change of flipping ID bit `i` (`delta(1 << i, after)`).
+    cols: [u32; 16],
     /// `rows[b]`: a combination of ID bits whose CRC change has its highest set bit at `b`.
     rows: [Option<(u32, u16)>; 32],
 }
@@ -79,9 +81,11 @@ impl IdBasis {
     /// Gaussian elimination over GF(2) of the 16 columns `delta(1 << i, after)`.
     pub(super) fn new(after: usize) -> Self {
         let shift = x_pow_8n(after as u64);
+        let cols: [u32; 16] =
+            std::array::from_fn(|bit| mul_mod(shift, raw_crc(&(1u16 << bit).to_be_bytes())));
         let mut rows: [Option<(u32, u16)>; 32] = [None; 32];
-        for bit in 0..16 {
-            let mut v = mul_mod(shift, raw_crc(&(1u16 << bit).to_be_bytes()));
+        for (bit, &col) in cols.iter().enumerate() {
+            let mut v = col;
             let mut m = 1u16 << bit;
             // v never reduces to 0: CRC-32 tells every 16-bit change apart.
             while v != 0 {
@@ -98,31 +102,46 @@ impl IdBasis {
                 }
             }
         }
-        IdBasis { rows }
+        IdBasis { cols, rows }
     }
 
-    /// [`IdBasis::new`] for `after`, from this thread's cache of the last few lengths: a
-    /// stream of packets repeats a handful of sizes (full MTU segments above all), and a
-    /// basis costs about 2 000 word operations to build, its use about 30.
-    pub(super) fn cached(after: usize) -> IdBasis {
+    /// `f` applied to [`IdBasis::new`] for `after`, from this thread's cache of the last few
+    /// lengths: a stream of packets repeats a handful of sizes (full MTU segments above all,
+    /// FIRST packets 16 bytes longer with their RETH), and a basis costs about 2 000 word
+    /// operations to build, its use about 30. The cache is searched whole (eight lengths)
+    /// and refilled round-robin, so lengths that differ by a multiple of the slot count
+    /// cannot evict each other on every packet.
+    pub(super) fn with_cached<R>(after: usize, f: impl FnOnce(&IdBasis) -> R) -> R {
         use std::cell::RefCell;
         const SLOTS: usize = 8;
+        struct Cache {
+            slots: [Option<(usize, IdBasis)>; SLOTS],
+            next: usize,
+        }
         thread_local! {
-            static CACHE: RefCell<[Option<(usize, IdBasis)>; SLOTS]> =
-                const { RefCell::new([None; SLOTS]) };
+            static CACHE: RefCell<Cache> =
+                const { RefCell::new(Cache { slots: [None; SLOTS], next: 0 }) };
         }
         CACHE.with(|c| {
             let mut c = c.borrow_mut();
-            let slot = after % SLOTS;
-            match c[slot] {
-                Some((a, b)) if a == after => b,
-                _ => {
-                    let b = IdBasis::new(after);
-                    c[slot] = Some((after, b));
-                    b
-                }
+            if let Some((_, b)) = c.slots.iter().flatten().find(|(a, _)| *a == after) {
+                return f(b);
             }
+            let at = c.next;
+            c.next = (at + 1) % SLOTS;
+            let (_, b) = c.slots[at].insert((after, IdBasis::new(after)));
+            f(b)
         })
+    }
+
+    /// The CRC change of flipping the ID bits `id`: what turns the ICRC computed with one
+    /// ID into the one for `old ^ id`.
+    pub(super) fn delta(&self, id: u16) -> u32 {
+        self.cols
+            .iter()
+            .enumerate()
+            .filter(|&(bit, _)| id & (1 << bit) != 0)
+            .fold(0, |d, (_, &c)| d ^ c)
     }
 
     /// The ID whose change explains the CRC difference `diff`; `None` when none does.
@@ -186,9 +205,24 @@ mod tests {
 
     #[test]
     fn the_cache_gives_the_basis_of_the_length_asked() {
-        for after in [22usize, 30, 22, 1058, 4118, 1058, 22] {
+        // 4118 and 4134 differ by a RETH (16 bytes, twice the slot count): they alternate.
+        for after in [22usize, 30, 22, 1058, 4118, 4134, 4118, 4134, 1058, 22] {
             let id = (after as u16).wrapping_mul(0x9e37);
-            assert_eq!(IdBasis::cached(after).solve(delta(id, after)), Some(id));
+            let solved = IdBasis::with_cached(after, |b| b.solve(delta(id, after)));
+            assert_eq!(solved, Some(id));
+        }
+        for after in 0..40 {
+            IdBasis::with_cached(after, |b| assert_eq!(b.delta(0x1234), delta(0x1234, after)));
+        }
+    }
+
+    #[test]
+    fn the_basis_delta_is_the_direct_one() {
+        for after in [0usize, 22, 4118] {
+            let basis = IdBasis::new(after);
+            for id in (0..=u16::MAX).step_by(97).chain([0xffff]) {
+                assert_eq!(basis.delta(id), delta(id, after), "id {id} after {after}");
+            }
         }
     }
 

@@ -181,12 +181,34 @@ pub fn verify_received(ctx: &IcrcContext, udp_payload: &[u8]) -> Received {
         return Received::Verified { ipv4_id: 0 };
     }
     if let (IpAddr::V4(_), IpAddr::V4(_)) = (ctx.src, ctx.dst) {
-        let after = 8 + IPV4_HDR_LEN + UDP_HDR_LEN + covered.len() - IPV4_ID_AT - IPV4_ID_LEN;
-        if let Some(ipv4_id) = ipv4_id::IdBasis::cached(after).solve(expected ^ got) {
+        let after = bytes_after_ipv4_id(covered.len());
+        if let Some(ipv4_id) = ipv4_id::IdBasis::with_cached(after, |b| b.solve(expected ^ got)) {
             return Received::Verified { ipv4_id };
         }
     }
     Received::Mismatch { expected, got }
+}
+
+/// Bytes of the covered stream after the IPv4 ID, for a packet whose ICRC covers `covered`
+/// bytes of the UDP payload.
+fn bytes_after_ipv4_id(covered: usize) -> usize {
+    8 + IPV4_HDR_LEN + UDP_HDR_LEN + covered - IPV4_ID_AT - IPV4_ID_LEN
+}
+
+/// Rewrites the ICRC at the end of an IPv4 packet's `udp_payload`, computed for IPv4 ID
+/// `from`, to the one for ID `to` — without a pass over the packet: the CRC changes by a
+/// value that depends only on `from ^ to` and the packet's length (`ipv4_id.rs`). A GSO
+/// send needs it: the kernel numbers a run's segments 0, 1, 2, … Does nothing to a
+/// payload shorter than an ICRC.
+pub fn restamp_ipv4_id(udp_payload: &mut [u8], from: u16, to: u16) {
+    let Some(at) = udp_payload.len().checked_sub(ICRC_LEN) else {
+        return;
+    };
+    let after = bytes_after_ipv4_id(at);
+    let delta = ipv4_id::IdBasis::with_cached(after, |b| b.delta(from ^ to));
+    let icrc = &mut udp_payload[at..];
+    let old = u32::from_le_bytes([icrc[0], icrc[1], icrc[2], icrc[3]]);
+    icrc.copy_from_slice(&(old ^ delta).to_le_bytes());
 }
 
 #[cfg(test)]
@@ -324,6 +346,41 @@ pub(super) mod tests {
             Received::Verified { ipv4_id: 0 }
         );
         assert_eq!(verify_received(&ours, &b[..3]), Received::Truncated);
+    }
+
+    #[test]
+    fn a_restamped_icrc_is_the_one_computed_with_the_new_id() {
+        let dgram = hex(GOLDEN_WRITE);
+        let (ctx, udp) = from_ipv4_udp(&dgram);
+        let mut pkt = udp.to_vec();
+        let (covered, _) = split(udp).expect("long enough");
+        for (from, to) in [
+            (0x1234u16, 0u16),
+            (0, 1),
+            (1, 63),
+            (63, 0x1234),
+            (0x1234, 0xffff),
+        ] {
+            let want_from = compute(
+                &IcrcContext {
+                    ipv4_id: from,
+                    ..ctx
+                },
+                covered,
+            );
+            let at = pkt.len() - ICRC_LEN;
+            pkt[at..].copy_from_slice(&want_from.to_le_bytes());
+            restamp_ipv4_id(&mut pkt, from, to);
+            let want = compute(&IcrcContext { ipv4_id: to, ..ctx }, covered);
+            assert_eq!(
+                split(&pkt).expect("long enough").1,
+                want,
+                "{from:#x} -> {to:#x}"
+            );
+        }
+        let mut short = [1u8, 2, 3];
+        restamp_ipv4_id(&mut short, 0, 5);
+        assert_eq!(short, [1, 2, 3]);
     }
 
     #[test]
