@@ -21,7 +21,8 @@
 #   --pinned        also measure the QD1 latency with everything on vCPU 0 (taskset -c 0)
 #   --no-user-level skip the block-file row (it needs root and /dev/fuse)
 #   --no-tgt        skip the tgtd peer
-# Installs fio, nbdkit, tgt and libiscsi-bin with apt-get when missing. Cleans up (servers, files) on exit.
+# Also: TCP loopback (iperf3, one stream) each round, and the daemons' idle CPU (10 s, logged in).
+# Installs fio, nbdkit, tgt, libiscsi-bin and iperf3 with apt-get when missing. Cleans up (servers, files) on exit.
 set -euo pipefail
 
 SECS=10
@@ -49,8 +50,9 @@ while [ $# -gt 0 ]; do
 done
 
 . "$ROOT/scripts/lib/daemons.sh"
-HAVE_FIO=1; HAVE_NBDKIT=1
+HAVE_FIO=1; HAVE_NBDKIT=1; HAVE_IPERF=1
 need fio || HAVE_FIO=0
+need iperf3 || HAVE_IPERF=0
 need nbdkit || HAVE_NBDKIT=0
 command -v jq >/dev/null 2>&1 || need jq
 [ "$HAVE_FIO" = 1 ] && ! fio --enghelp 2>/dev/null | grep -qw nbd && HAVE_NBDKIT=0
@@ -67,8 +69,11 @@ TGT_CTL=7   # tgtd's control socket number: apart from a system tgtd's (0)
 TGT_IQN=iqn.2026-11.org.srp-stack:bench-disk
 TGT_PID=
 TARGET_PID=
+IPERF_PORT=5211
+IPERF_PID=
 DAEMONS=()
 cleanup() {
+    if [ -n "$IPERF_PID" ]; then kill "$IPERF_PID" 2>/dev/null || true; wait "$IPERF_PID" 2>/dev/null || true; fi
     if [ -n "$NBD_PID" ]; then kill "$NBD_PID" 2>/dev/null || true; wait "$NBD_PID" 2>/dev/null || true; fi
     # tgtd ignores SIGTERM while it serves a target.
     if [ -n "$TGT_PID" ]; then kill -KILL "$TGT_PID" 2>/dev/null || true; wait "$TGT_PID" 2>/dev/null || true; fi
@@ -90,6 +95,21 @@ if [ "$HAVE_NBDKIT" = 1 ]; then
         sleep 0.1
     done
 fi
+
+# tcp_point : one iperf3 single-stream TCP run on loopback, MiB/s (a server per run): the
+# reference of the 128k goal (>= 70 % of TCP loopback).
+tcp_point() {
+    timeout $((SECS + 30)) iperf3 -s -1 -B 127.0.0.1 -p $IPERF_PORT >/dev/null 2>&1 &
+    IPERF_PID=$!
+    local mib=
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        mib=$(iperf3 -c 127.0.0.1 -p $IPERF_PORT -t "$SECS" -J 2>/dev/null |
+            jq -r '.end.sum_received.bits_per_second / 8 / 1048576' 2>/dev/null) && [ -n "$mib" ] && break
+        sleep 0.2
+    done
+    wait "$IPERF_PID" 2>/dev/null || true; IPERF_PID=
+    echo "$mib"
+}
 
 # tgtd serving the file as LUN 1 of one iSCSI target on 127.0.0.1:$TGT_PORT (backing store
 # rdwr: pread/pwrite, as nbdkit's file plugin). HAVE_TGT=0 with a reason if it will not.
@@ -253,13 +273,29 @@ run_ours() { # pin
 
 PIN_CMD=
 FAILED=()
+TCP=
 [ "$USER_LEVEL" = 1 ] && start_user_level
+# Idle daemons (issue #13: ~0 % CPU): both logged in, no I/O, IDLE_SECS seconds.
+IDLE_SECS=10
+if [ "$USER_LEVEL" = 1 ]; then
+    sleep 1
+    idle_t0=(); for p in "${DAEMONS[@]}"; do idle_t0+=("$(cpu_ticks "$p")"); done
+    sleep "$IDLE_SECS"
+    i=0; IDLE_LINE="idle (logged in, no I/O, ${IDLE_SECS} s), % of one CPU:"
+    for who in target host; do
+        t=$(( $(cpu_ticks "${DAEMONS[$i]}") - ${idle_t0[$i]} ))
+        IDLE_LINE+=" $who $(awk -v t="$t" -v s="$IDLE_SECS" 'BEGIN { printf "%.1f", t / s }')"
+        i=$((i + 1))
+    done
+    echo "$IDLE_LINE" >&2
+fi
 for round in $(seq "$ROUNDS"); do
     [ "$HAVE_FIO" = 1 ] && run_fio_peer local 0
     [ "$HAVE_NBDKIT" = 1 ] && run_fio_peer nbdkit 0
     [ "$HAVE_TGT" = 1 ] && run_fio_peer tgtd 0
     run_ours 0
     [ "$USER_LEVEL" = 1 ] && run_fio_peer host 0
+    if [ "$HAVE_IPERF" = 1 ]; then t=$(tcp_point); [ -n "$t" ] && TCP+=" $t"; fi
     if [ "$PINNED" = 1 ]; then
         if [ "$HAVE_NBDKIT" = 1 ]; then   # the server too: restart nbdkit on vCPU 0
             kill "$NBD_PID"; wait "$NBD_PID" 2>/dev/null || true
@@ -326,6 +362,15 @@ if [ ${#C[@]} -gt 0 ]; then
     done
     echo "each server at the load its own client gives it (nbdkit: fio nbd; tgtd: iscsi-perf; srpctl target: the host daemon's block file under fio)"
 fi
+if [ -n "$TCP" ]; then
+    tcp=$(echo "$TCP" | med)
+    ours=$(echo "${R["srpctl (per-io)|1"]:-${R["srpctl (trust-target)|1"]:-}}" | med)
+    echo
+    printf 'TCP loopback (iperf3, one stream, median of the rounds): %.1f MiB/s' "$tcp"
+    [ -n "$ours" ] && awk -v o="$ours" -v t="$tcp" 'BEGIN { printf "; 128k seqread QD32 of srpctl = %.0f %% of it", 100 * o / t }'
+    echo
+fi
+[ -n "${IDLE_LINE:-}" ] && { echo; echo "$IDLE_LINE"; }
 for f in "${FAILED[@]}"; do echo "srpctl bench disk failed in $f"; done
 [ "$HAVE_FIO" = 1 ] || echo "fio missing: peers not measured"
 [ "$HAVE_NBDKIT" = 1 ] || echo "nbdkit (or fio's nbd engine) missing: no NBD peer"

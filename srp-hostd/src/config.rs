@@ -7,6 +7,7 @@
 //! initiator_ext = "0x0"              # the initiator port ID's high half (ib_srp initiator_ext)
 //! disks_dir = "/run/srp-host/srp-host/disks"
 //! control_socket = "/run/srp-host/srp-host.sock"
+//! control_group = "srpadmin"         # optional: its members may use the socket (else root only)
 //! registration = "per-io"            # or "trust-target" (the 2005 all-memory region)
 //! queue_depth = 32                   # per LU
 //! max_transfer = "256KiB"
@@ -160,6 +161,9 @@ pub struct HostConfig {
     pub disks_dir: PathBuf,
     /// The control socket.
     pub control_socket: PathBuf,
+    /// A group (its ID) whose members may use the control socket too (mode 0660); without
+    /// one, root and the daemon's user only (0600).
+    pub control_group: Option<u32>,
     /// Memory registration.
     pub registration: RegistrationMode,
     /// Per-LU queue depth.
@@ -219,6 +223,7 @@ struct RawHost {
     initiator_ext: Option<String>,
     disks_dir: Option<PathBuf>,
     control_socket: Option<PathBuf>,
+    control_group: Option<String>,
     registration: Option<String>,
     queue_depth: Option<i64>,
     max_transfer: Option<toml::Value>,
@@ -335,6 +340,7 @@ impl HostConfig {
             initiator_ext: 0,
             disks_dir: PathBuf::from(format!("/run/srp-host/{name}/disks")),
             control_socket: default_socket(name),
+            control_group: None,
             registration: RegistrationMode::default(),
             queue_depth: 32,
             max_transfer: 256 << 10,
@@ -406,6 +412,18 @@ impl HostConfig {
                 ));
             } else {
                 c.control_socket = s;
+            }
+        }
+        if let Some(g) = h.control_group {
+            let found = match g.parse::<u32>() {
+                Ok(gid) => nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)),
+                Err(_) => nix::unistd::Group::from_name(&g),
+            };
+            match found {
+                Ok(Some(group)) => c.control_group = Some(group.gid.as_raw()),
+                _ => p.push(format!(
+                    "host.control_group {g:?}: no such group on this host (a group name or numeric ID)"
+                )),
             }
         }
         match h.registration.as_deref() {
@@ -673,6 +691,25 @@ weight = 3
         assert_eq!(c.portals[0].local.len(), 2);
         assert_eq!(c.portals[0].iocs, vec![Guid(0x0002_c903_00a1_b401)]);
         assert_eq!(c.control_socket, PathBuf::from("/run/srp-host/h1.sock"));
+    }
+
+    #[test]
+    fn a_control_group_is_resolved_or_reported() {
+        let portal = "[[portal]]\naddress = \"127.0.0.1\"\n";
+        for g in ["root", "0"] {
+            let text = format!("[host]\ncontrol_group = \"{g}\"\n{portal}");
+            let c = HostConfig::from_str(&text, "h.toml").expect("root's group exists");
+            assert_eq!(c.control_group, Some(0), "{g}");
+        }
+        let c = HostConfig::from_str(portal, "h.toml").expect("valid");
+        assert_eq!(c.control_group, None);
+        let text = format!("[host]\ncontrol_group = \"no-such-group-here\"\n{portal}");
+        let e = HostConfig::from_str(&text, "h.toml").expect_err("unknown group");
+        assert!(
+            e.to_string()
+                .contains("host.control_group \"no-such-group-here\": no such group"),
+            "{e}"
+        );
     }
 
     #[test]

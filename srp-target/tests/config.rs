@@ -119,6 +119,7 @@ fn example_parses_to_expected_values() {
             rdma_cm_port: 5555,
             login_forms: LoginForms::default(),
             control_socket: "/run/srp-target/array-1.sock".into(),
+            control_group: None,
         },
         ports: vec![
             PortConfig {
@@ -255,7 +256,7 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &edit("[target]", "[target]\nnode = 1"),
-        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port, login_forms, control_socket",
+        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port, login_forms, control_socket, control_group",
     );
     fails(
         &edit(
@@ -586,6 +587,13 @@ fn identifiers_addresses_and_names() {
         );
     }
     fails(
+        &edit(
+            "[target]",
+            "[target]\ncontrol_group = \"no-such-group-here\"",
+        ),
+        "target.toml: target.control_group: control group \"no-such-group-here\" does not exist on this host (a group name or numeric ID)",
+    );
+    fails(
         &edit("[target]", "[target]\noui = 0x1000000"),
         "target.toml: target.oui: invalid OUI 16777216: expected a 24-bit IEEE company ID, as 0x001405 or \"00:14:05\"",
     );
@@ -699,5 +707,23 @@ fn operators_guide_shows_the_example_verbatim() {
     assert!(
         guide.contains(example.trim_end()),
         "docs/target.md must quote srp-target/examples/target.toml unchanged"
+    );
+}
+
+#[test]
+fn a_control_group_is_resolved_by_name_or_number() {
+    for g in ["root", "0"] {
+        let text = edit("[target]", &format!("[target]\ncontrol_group = \"{g}\""));
+        let c = TargetConfig::from_str(&text, "target.toml")
+            .expect("root's group exists")
+            .config;
+        assert_eq!(c.target.control_group, Some(0), "{g}");
+    }
+    let c = TargetConfig::from_str(BASE, "target.toml")
+        .expect("base")
+        .config;
+    assert_eq!(
+        c.target.control_group, None,
+        "root and the daemon's user only"
     );
 }

@@ -39,6 +39,10 @@ pub(crate) fn run(
     let options = DaemonOptions {
         rdma_cm_port,
         control_socket: Some(socket),
+        control_access: access_layer::ctl::CtlAccess {
+            group: loaded.config.target.control_group,
+            ..access_layer::ctl::CtlAccess::default()
+        },
         ..DaemonOptions::default()
     };
     let daemon = Daemon::start(loaded.config, options)

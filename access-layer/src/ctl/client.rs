@@ -75,7 +75,9 @@ impl CtlClient {
         let id = self.next_id;
         self.next_id += 1;
         let (op, body) = req.encode()?;
-        write_message(&mut self.stream, self.version, id, op, &body)?;
+        if let Err(e) = write_message(&mut self.stream, self.version, id, op, &body) {
+            return Err(refusal_or(&mut self.stream, e));
+        }
         let (h, body) = read_message(&mut self.stream, &|| true).map_err(|e| match e {
             ReadError::Io(e) => CtlError::Io(e),
             ReadError::Closed | ReadError::Truncated => CtlError::Closed,
@@ -137,6 +139,20 @@ impl CtlClient {
             Reply::QueryPort(p) => Ok(p),
             other => Err(CtlError::Unexpected(Box::new(other))),
         }
+    }
+}
+
+/// After a request could not be written: a server that refused the connection (peer
+/// credentials, too many connections) answered with an error reply and closed it — that
+/// refusal, if it is there to read, so the caller learns why rather than "broken pipe";
+/// else the write's own error.
+pub fn refusal_or(stream: &mut UnixStream, write_error: io::Error) -> CtlError {
+    match read_message(stream, &|| true) {
+        Ok((h, body)) => match Reply::decode(&h, &body) {
+            Ok(Reply::Error(r)) => CtlError::Refused(r),
+            _ => CtlError::Io(write_error),
+        },
+        Err(_) => CtlError::Io(write_error),
     }
 }
 

@@ -13,6 +13,10 @@
 //!   serving. After a framing error (bad magic, oversized, truncated) it closes that
 //!   connection, since the stream cannot be resynchronised; other connections go on.
 //! - [`CtlClient`] blocks: it is for srpctl and tests, never for dispatch contexts.
+//! - Access ([`CtlAccess`]): the socket file has its final mode from the moment it can be
+//!   reached (0600; 0660 and group-owned with a group), peer credentials are checked on
+//!   every connection (root, the daemon's user, the group's members), and connections are
+//!   bounded; a refused one gets an error reply (PermissionDenied, Busy) and is closed.
 //!
 //! Modules: [`wire`] (formats), [`frame`] (typed requests and replies, framing on a
 //! stream), [`server`] and [`client`].
@@ -22,9 +26,11 @@ pub mod frame;
 pub mod server;
 pub mod wire;
 
-pub use client::{CtlClient, CtlError};
+pub use client::{CtlClient, CtlError, refusal_or};
 pub use frame::{Reply, Request};
-pub use server::{CaDirectory, CaSocket, CtlServer, CtlService, DirectoryEntry};
+pub use server::{
+    CaDirectory, CaSocket, CtlAccess, CtlServer, CtlServerStats, CtlService, DirectoryEntry,
+};
 
 /// Why bytes are not a valid control message, or why one could not be written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

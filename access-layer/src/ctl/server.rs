@@ -1,6 +1,15 @@
 //! [`CtlServer`]: a thread per socket and per connection, answering requests through a
 //! [`CtlService`]; and the two services, [`CaDirectory`] (the generic socket) and
 //! [`CaSocket`] (a CA's socket).
+//!
+//! Who may connect ([`CtlAccess`]) is enforced twice: the socket file is created with its
+//! final mode (0600, or 0660 and group-owned when a group is configured) before anyone can
+//! reach it — bound inside a fresh 0700 directory, then linked into place — and each
+//! connection's peer credentials (`SO_PEERCRED`) must be root's, the daemon's own user's,
+//! or a member's of the configured group. At most [`CtlAccess::max_connections`] are
+//! served at once. Every refusal is answered with an error reply naming why
+//! ([`CtlStatus::PermissionDenied`], [`CtlStatus::Busy`]), counted ([`CtlServerStats`]) and
+//! logged.
 
 use super::frame::{ReadError, Reply, Request, read_message, write_message};
 use super::wire::{
@@ -9,9 +18,10 @@ use super::wire::{
 };
 use crate::verbs::ChannelInterface;
 use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -143,27 +153,86 @@ impl CtlService for CaSocket {
     }
 }
 
+/// Who may use a control socket, and how many at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtlAccess {
+    /// A group whose members may use the socket too (mode 0660, group-owned); `None`:
+    /// root and the daemon's own user only (mode 0600).
+    pub group: Option<u32>,
+    /// Most connections served at once; one more is refused with [`CtlStatus::Busy`].
+    pub max_connections: usize,
+}
+
+impl Default for CtlAccess {
+    fn default() -> Self {
+        CtlAccess {
+            group: None,
+            max_connections: 16,
+        }
+    }
+}
+
+/// What a control socket accepted and refused, counted since it was bound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtlServerStats {
+    /// Connections served.
+    pub accepted: u64,
+    /// Connections refused: the peer's credentials are not allowed.
+    pub refused_credentials: u64,
+    /// Connections refused: as many were being served as allowed.
+    pub refused_busy: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    accepted: AtomicU64,
+    refused_credentials: AtomicU64,
+    refused_busy: AtomicU64,
+}
+
 /// A control socket being served. Dropping it stops the threads and removes the socket.
 #[derive(Debug)]
 pub struct CtlServer {
     path: PathBuf,
     stop: Arc<AtomicBool>,
+    counters: Arc<Counters>,
     acceptor: Option<JoinHandle<()>>,
 }
 
 impl CtlServer {
-    /// Binds a Unix socket at `path` (which must not exist) and serves it with `service`.
+    /// Binds a Unix socket at `path` (which must not exist) and serves it with `service`,
+    /// for root and the daemon's own user (mode 0600), 16 connections at most.
     pub fn bind(path: impl AsRef<Path>, service: Arc<dyn CtlService>) -> io::Result<CtlServer> {
+        CtlServer::bind_with(path, service, CtlAccess::default())
+    }
+
+    /// [`CtlServer::bind`] with the access rules `access`.
+    pub fn bind_with(
+        path: impl AsRef<Path>,
+        service: Arc<dyn CtlService>,
+        access: CtlAccess,
+    ) -> io::Result<CtlServer> {
         let path = path.as_ref().to_path_buf();
-        let listener = UnixListener::bind(&path)?;
+        let listener = bind_private(&path, access.group)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
+        let counters = Arc::new(Counters::default());
+        let (s, c, shown) = (stop.clone(), counters.clone(), path.clone());
         let acceptor = std::thread::Builder::new()
             .name("ctl-accept".into())
-            .spawn(move || accept_loop(&listener, &service, &s))?;
+            .spawn(move || {
+                let a = Acceptor {
+                    path: &shown,
+                    service: &service,
+                    stop: &s,
+                    counters: &c,
+                    access,
+                };
+                a.run(&listener);
+            })?;
         Ok(CtlServer {
             path,
             stop,
+            counters,
             acceptor: Some(acceptor),
         })
     }
@@ -171,6 +240,16 @@ impl CtlServer {
     /// The socket's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What the socket accepted and refused so far.
+    pub fn stats(&self) -> CtlServerStats {
+        let c = &self.counters;
+        CtlServerStats {
+            accepted: c.accepted.load(Ordering::Relaxed),
+            refused_credentials: c.refused_credentials.load(Ordering::Relaxed),
+            refused_busy: c.refused_busy.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -186,25 +265,169 @@ impl Drop for CtlServer {
     }
 }
 
-fn accept_loop(listener: &UnixListener, service: &Arc<dyn CtlService>, stop: &Arc<AtomicBool>) {
-    let mut conns: Vec<JoinHandle<()>> = Vec::new();
-    for stream in listener.incoming() {
-        if stop.load(Ordering::Acquire) {
-            break;
+/// Binds the socket where no one else can reach it — in a fresh directory of mode 0700
+/// beside `path` — gives it its final owner group and mode, then hard-links it to `path`
+/// (which fails if `path` exists) and removes the directory: the socket is never reachable
+/// with the permissions the umask would have given it.
+fn bind_private(path: &Path, group: Option<u32>) -> io::Result<UnixListener> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if path.file_name().is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: a socket path must name a file", path.display()),
+        ));
+    }
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let private = dir.join(format!(".ctl-{}-{n}", std::process::id()));
+    // The mode is masked by the umask, which only takes bits away.
+    std::fs::DirBuilder::new().mode(0o700).create(&private)?;
+    let bound = (|| {
+        let held = std::fs::File::open(&private)?;
+        let direct = private.join("s");
+        // A socket address holds 107 bytes of path: bind through the directory's
+        // descriptor when the direct path is longer.
+        let tmp = if direct.as_os_str().len() < 100 {
+            direct.clone()
+        } else {
+            use std::os::fd::AsRawFd;
+            PathBuf::from(format!("/proc/self/fd/{}/s", held.as_raw_fd()))
+        };
+        let listener = UnixListener::bind(&tmp)?;
+        if let Some(gid) = group {
+            std::os::unix::fs::chown(&direct, None, Some(gid))?;
         }
-        let Ok(stream) = stream else { continue };
-        conns.retain(|c| !c.is_finished());
-        let (service, stop) = (service.clone(), stop.clone());
-        let spawned = std::thread::Builder::new()
-            .name("ctl-conn".into())
-            .spawn(move || serve(stream, &*service, &stop));
-        if let Ok(t) = spawned {
-            conns.push(t);
+        let mode = if group.is_some() { 0o660 } else { 0o600 };
+        std::fs::set_permissions(&direct, std::fs::Permissions::from_mode(mode))?;
+        std::fs::hard_link(&direct, path)?;
+        Ok(listener)
+    })();
+    let _ = std::fs::remove_file(private.join("s"));
+    let _ = std::fs::remove_dir(&private);
+    bound
+}
+
+/// The accepting thread's state.
+struct Acceptor<'a> {
+    path: &'a Path,
+    service: &'a Arc<dyn CtlService>,
+    stop: &'a Arc<AtomicBool>,
+    counters: &'a Arc<Counters>,
+    access: CtlAccess,
+}
+
+impl Acceptor<'_> {
+    fn run(&self, listener: &UnixListener) {
+        let mut conns: Vec<JoinHandle<()>> = Vec::new();
+        for stream in listener.incoming() {
+            if self.stop.load(Ordering::Acquire) {
+                break;
+            }
+            let Ok(stream) = stream else { continue };
+            if let Err(why) = self.admit(&stream) {
+                refuse(stream, why);
+                continue;
+            }
+            conns.retain(|c| !c.is_finished());
+            if conns.len() >= self.access.max_connections {
+                self.counters.refused_busy.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    socket = %self.path.display(),
+                    limit = self.access.max_connections,
+                    "control socket: connection refused: as many connections as allowed are open"
+                );
+                refuse(stream, CtlStatus::Busy);
+                continue;
+            }
+            let (service, stop) = (self.service.clone(), self.stop.clone());
+            let spawned = std::thread::Builder::new()
+                .name("ctl-conn".into())
+                .spawn(move || serve(stream, &*service, &stop));
+            match spawned {
+                Ok(t) => {
+                    self.counters.accepted.fetch_add(1, Ordering::Relaxed);
+                    conns.push(t);
+                }
+                Err(e) => tracing::warn!(
+                    socket = %self.path.display(),
+                    "control socket: connection dropped: no thread for it: {e}"
+                ),
+            }
+        }
+        for c in conns {
+            let _ = c.join();
         }
     }
-    for c in conns {
-        let _ = c.join();
+
+    /// Whether the peer may use the socket: root, the daemon's own user, or a member of
+    /// the configured group (its primary group or one of its supplementary groups).
+    fn admit(&self, stream: &UnixStream) -> Result<(), CtlStatus> {
+        use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+        let cred = match getsockopt(stream, PeerCredentials) {
+            Ok(c) => c,
+            Err(e) => {
+                self.counters
+                    .refused_credentials
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    socket = %self.path.display(),
+                    "control socket: connection refused: its peer credentials are unreadable: {e}"
+                );
+                return Err(CtlStatus::PermissionDenied);
+            }
+        };
+        let uid = cred.uid();
+        let allowed = uid == 0
+            || uid == nix::unistd::geteuid().as_raw()
+            || self
+                .access
+                .group
+                .is_some_and(|g| cred.gid() == g || supplementary_groups(cred.pid()).contains(&g));
+        if allowed {
+            return Ok(());
+        }
+        self.counters
+            .refused_credentials
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            socket = %self.path.display(),
+            uid,
+            gid = cred.gid(),
+            pid = cred.pid(),
+            group = ?self.access.group,
+            "control socket: connection refused: the peer is not root, not the daemon's user \
+             and not in the socket's group"
+        );
+        Err(CtlStatus::PermissionDenied)
     }
+}
+
+/// The supplementary groups of process `pid` (`Groups:` of its `/proc` status); empty if
+/// it is gone.
+fn supplementary_groups(pid: i32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                g.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// Answers a refused connection with an error reply (request id 0: before any request)
+/// and closes it. Bounded: a peer that does not read cannot hold the acceptor.
+fn refuse(mut stream: UnixStream, why: CtlStatus) {
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+    if let Ok((op, body)) = error(why).encode() {
+        let _ = write_message(&mut stream, VERSION_MAX, 0, op, &body);
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
 /// Answers requests on one connection until it closes, errs in framing, or the server stops.

@@ -175,6 +175,12 @@ wirekit::open_enum! {
         Internal = 9,
         /// The request names an object the daemon does not have (a service's IOC, port).
         NotFound = 10,
+        /// The connecting process is not allowed to use this socket (its peer credentials:
+        /// not root, not the daemon's user, not in the configured group); the connection
+        /// closes.
+        PermissionDenied = 11,
+        /// The socket serves as many connections as it allows; the connection closes.
+        Busy = 12,
     }
 }
 

@@ -95,7 +95,9 @@ impl HostClient {
         let id = self.next_id;
         self.next_id += 1;
         let (op, body) = req.encode()?;
-        write_message(&mut self.stream, self.version, id, op, &body)?;
+        if let Err(e) = write_message(&mut self.stream, self.version, id, op, &body) {
+            return Err(access_layer::ctl::refusal_or(&mut self.stream, e));
+        }
         let deadline = Instant::now() + wait;
         let give_up = || Instant::now() >= deadline;
         let (h, body) = read_message(&mut self.stream, &give_up).map_err(|e| match e {

@@ -23,7 +23,7 @@
 use crate::config::HostConfig;
 use crate::control::{DiskInfo, HostControl, HostService, SessionInfo};
 use crate::session::Session;
-use access_layer::ctl::CtlServer;
+use access_layer::ctl::{CtlAccess, CtlServer};
 use mpio::{Dsm, MultipathDisk, SrpDsm};
 use srp_host::{BlockFiles, MountError, MountOptions, Mounted};
 use srp_initiator_storport::port::SystemMemory;
@@ -127,7 +127,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Binds `path` as a control socket: its directory is created (mode 0700 when new); a
 /// stale socket file (no daemon behind it) is replaced; a live one is refused.
-fn bind_socket(path: &Path, service: Arc<HostService>) -> Result<CtlServer, HostError> {
+fn bind_socket(
+    path: &Path,
+    service: Arc<HostService>,
+    access: CtlAccess,
+) -> Result<CtlServer, HostError> {
     let fail = |source| HostError::Socket {
         path: path.to_owned(),
         source,
@@ -148,10 +152,9 @@ fn bind_socket(path: &Path, service: Arc<HostService>) -> Result<CtlServer, Host
         }
         std::fs::remove_file(path).map_err(fail)?;
     }
-    let server = CtlServer::bind(path, service).map_err(fail)?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(fail)?;
-    Ok(server)
+    // Root, the daemon's user and the configured group only, with that mode from the moment
+    // the socket exists (`CtlServer::bind_with`).
+    CtlServer::bind_with(path, service, access).map_err(fail)
 }
 
 impl HostDaemon {
@@ -173,10 +176,14 @@ impl HostDaemon {
         })?;
         let files = mounted.files().clone();
         let socket = config.control_socket.clone();
+        let access = CtlAccess {
+            group: config.control_group,
+            ..CtlAccess::default()
+        };
         let mut daemon = HostDaemon::launch(config, Exposure::Files(files));
         daemon.mounted = Some(mounted);
         let service = Arc::new(HostService::new(daemon.control()));
-        daemon.server = Some(bind_socket(&socket, service)?);
+        daemon.server = Some(bind_socket(&socket, service, access)?);
         daemon.first_sweep();
         Ok(daemon)
     }

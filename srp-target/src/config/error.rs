@@ -207,6 +207,9 @@ pub enum ConfigErrorKind {
     /// A control socket path that is relative or longer than a Unix socket address holds.
     #[error("control socket path {0:?} must be absolute and at most 107 bytes")]
     BadSocketPath(String),
+    /// A control group this host does not have.
+    #[error("control group {0:?} does not exist on this host (a group name or numeric ID)")]
+    UnknownGroup(String),
     /// Two LUNs on one file or device.
     #[error("backing {path:?} is already used by {first}")]
     DuplicateBacking {

@@ -31,6 +31,7 @@ pub(super) struct RawTarget {
     pub(super) rdma_cm_port: Option<i64>,
     pub(super) login_forms: Option<Vec<String>>,
     pub(super) control_socket: Option<String>,
+    pub(super) control_group: Option<String>,
 }
 
 /// `[[port]]`.

@@ -30,6 +30,7 @@
 //! login_forms = ["ib-cm", "rdma-cm"] # the login forms served (default both); Linux
 //!                                    # ib_srpt on RoCE serves only "rdma-cm"
 //! control_socket = "/run/srp-target/array-1.sock"  # default: from the name
+//! control_group = "srpadmin"   # optional: its members may use the socket (else root only)
 //!
 //! [[port]]
 //! name = "p0"
@@ -119,6 +120,9 @@ pub struct TargetSettings {
     /// Where the daemon serves its control socket; default
     /// `/run/srp-target/<name>.sock` (`target.sock` without a name).
     pub control_socket: PathBuf,
+    /// A group (its ID, resolved from `control_group`) whose members may use the control
+    /// socket too (mode 0660); without one, root and the daemon's user only (0600).
+    pub control_group: Option<u32>,
 }
 
 /// Which login forms the target serves (architecture decision 5).

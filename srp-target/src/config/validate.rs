@@ -234,6 +234,10 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         None => Path::new(DEFAULT_CONTROL_DIR)
             .join(format!("{}.sock", name.as_deref().unwrap_or("target"))),
     };
+    let control_group = match &e.raw.control_group {
+        Some(g) => Some(sink.check(&path.key("control_group"), values::group(g))?),
+        None => None,
+    };
     (e.bad.is_empty()).then_some(())?;
     Some(TargetSettings {
         node_guid: node_guid?,
@@ -242,6 +246,7 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         rdma_cm_port,
         login_forms,
         control_socket,
+        control_group,
     })
 }
 

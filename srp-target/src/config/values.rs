@@ -191,6 +191,18 @@ pub(super) fn socket_path(text: &str) -> Result<PathBuf, E> {
     }
 }
 
+/// `control_group`: a group name or numeric ID that exists on this host, as its ID.
+pub(super) fn group(text: &str) -> Result<u32, E> {
+    let found = match text.parse::<u32>() {
+        Ok(gid) => nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)),
+        Err(_) => nix::unistd::Group::from_name(text),
+    };
+    match found {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        _ => Err(E::UnknownGroup(text.to_owned())),
+    }
+}
+
 /// An ALUA state an operator may configure (SPC-4 table 163; transitioning is transient,
 /// the target's to report, not a configuration).
 pub(super) fn alua(text: &str) -> Result<AluaState, E> {

@@ -36,7 +36,7 @@ use crate::config::TargetConfig;
 use crate::control::TargetService;
 use crate::control::handle::ControlHandle;
 use crate::control::model::{ControlAnswer, ControlError, ControlRequest};
-use access_layer::ctl::CtlServer;
+use access_layer::ctl::{CtlAccess, CtlServer};
 use access_layer::verbs::Doorbell;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -78,6 +78,9 @@ pub struct DaemonOptions {
     /// Where to serve the control socket ([`crate::control`]); none when `None`. A stale
     /// socket file (its daemon gone) is replaced; a live one is an error.
     pub control_socket: Option<PathBuf>,
+    /// Who may use the control socket and how many at once (default: root and the
+    /// daemon's user, 16 connections).
+    pub control_access: CtlAccess,
 }
 
 impl Default for DaemonOptions {
@@ -94,6 +97,7 @@ impl Default for DaemonOptions {
             queue: 256,
             shutdown_step: Duration::from_secs(2),
             control_socket: None,
+            control_access: CtlAccess::default(),
         }
     }
 }
@@ -189,6 +193,7 @@ impl Daemon {
         let bell = Arc::new(Doorbell::new());
         let (control, control_rx) = ControlHandle::pair_with_bell(Some(bell.clone()));
         let socket = options.control_socket.clone();
+        let access = options.control_access;
         let flag = stop.clone();
         let loop_bell = bell.clone();
         let thread = std::thread::Builder::new()
@@ -217,7 +222,7 @@ impl Daemon {
                 };
                 if let Some(path) = socket {
                     // On error the daemon drops here and shuts down: nothing half-started.
-                    daemon.server = Some(serve_control(&path, daemon.control())?);
+                    daemon.server = Some(serve_control(&path, daemon.control(), access)?);
                 }
                 Ok(daemon)
             }
@@ -292,7 +297,11 @@ impl Drop for Daemon {
 }
 
 /// Binds the control socket at `path`, replacing a stale file whose daemon is gone.
-fn serve_control(path: &std::path::Path, handle: ControlHandle) -> Result<CtlServer, DaemonError> {
+fn serve_control(
+    path: &std::path::Path,
+    handle: ControlHandle,
+    access: CtlAccess,
+) -> Result<CtlServer, DaemonError> {
     let fail = |reason: String| DaemonError::Control {
         path: path.to_path_buf(),
         reason,
@@ -308,10 +317,8 @@ fn serve_control(path: &std::path::Path, handle: ControlHandle) -> Result<CtlSer
         std::fs::create_dir_all(dir)
             .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
     }
-    let server = CtlServer::bind(path, Arc::new(TargetService::new(handle)))
-        .map_err(|e| fail(e.to_string()))?;
-    // The socket turns IOCs and ports off: its owner (root, for a daemon) only.
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .map_err(|e| fail(format!("cannot restrict its permissions: {e}")))?;
-    Ok(server)
+    // The socket turns IOCs and ports off: root, the daemon's user and the configured group
+    // only, with that mode from the moment it exists (`CtlServer::bind_with`).
+    CtlServer::bind_with(path, Arc::new(TargetService::new(handle)), access)
+        .map_err(|e| fail(e.to_string()))
 }

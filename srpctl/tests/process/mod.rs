@@ -185,6 +185,11 @@ impl TargetProcess {
 }
 
 impl HostProcess {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts the host daemon with `cmd`, a command that runs `srpctl` (see
     /// [`TargetProcess::start_command`]), adding `host run -c <config>`; waits for its
     /// control socket line. `disks_dir` is lazily unmounted if it has to be killed.
