@@ -50,6 +50,7 @@ pub mod exec;
 pub mod io;
 pub mod login;
 pub mod lu;
+pub mod state;
 
 pub use backend::{Backend, BackendError, BlockSize, FileBackend, MemSpan, RamBackend};
 pub use exec::pr::ItNexus;

@@ -75,6 +75,7 @@ fn ram_lun(name: &str, size_bytes: u64) -> LunConfig {
         block_size: BlockSize::B512,
         read_only: false,
         write_cache: true,
+        write_cache_changeable: false,
     }
 }
 
@@ -120,6 +121,7 @@ fn example_parses_to_expected_values() {
             login_forms: LoginForms::default(),
             control_socket: "/run/srp-target/array-1.sock".into(),
             control_group: None,
+            state_dir: "/var/lib/srp-target/array-1".into(),
         },
         ports: vec![
             PortConfig {
@@ -176,6 +178,7 @@ fn example_parses_to_expected_values() {
                 block_size: BlockSize::B512,
                 read_only: false,
                 write_cache: true,
+                write_cache_changeable: false,
             },
             LunConfig {
                 name: "db-log".into(),
@@ -185,6 +188,7 @@ fn example_parses_to_expected_values() {
                 block_size: BlockSize::B4096,
                 read_only: false,
                 write_cache: false,
+                write_cache_changeable: false,
             },
             ram_lun("scratch", 1 << 30),
             LunConfig {
@@ -196,6 +200,7 @@ fn example_parses_to_expected_values() {
                 block_size: BlockSize::B512,
                 read_only: true,
                 write_cache: true,
+                write_cache_changeable: false,
             },
         ],
     };
@@ -252,11 +257,11 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &edit("size = \"64MiB\"", "size = \"64MiB\"\nsise = 1"),
-        "target.toml: lun \"vol1\".sise: unknown key; expected one of: name, file, device, ram, size, block_size, read_only, write_cache",
+        "target.toml: lun \"vol1\".sise: unknown key; expected one of: name, file, device, ram, size, block_size, read_only, write_cache, write_cache_changeable",
     );
     fails(
         &edit("[target]", "[target]\nnode = 1"),
-        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port, login_forms, control_socket, control_group",
+        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port, login_forms, control_socket, control_group, state_dir",
     );
     fails(
         &edit(
@@ -690,7 +695,7 @@ fn all_errors_are_reported_together() {
         errors(&text),
         [
             "target.toml: port[1].address: invalid address \"nowhere\": expected an IP address, optionally with :port (host names are not resolved)",
-            "target.toml: lun \"vol1\".colour: unknown key; expected one of: name, file, device, ram, size, block_size, read_only, write_cache",
+            "target.toml: lun \"vol1\".colour: unknown key; expected one of: name, file, device, ram, size, block_size, read_only, write_cache, write_cache_changeable",
             "target.toml: lun \"vol1\".size: size 1000 bytes is not a multiple of the block size 512",
             "target.toml: ioc[0].ports[1]: port \"p7\" is not defined (defined: p0, p1)",
             "target.toml: ioc[0].exports.3: LUN \"vol9\" is not defined (defined: vol1, vol2)",

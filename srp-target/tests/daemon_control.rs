@@ -202,6 +202,17 @@ fn lists_and_counters_describe_the_running_target() {
         c.set_port("p9", false),
         Err(ClientError::NotFound { what: "port", .. })
     ));
+    // No flush has failed: nothing latched, nothing to clear; an unknown LUN is refused.
+    assert!(!ram0.flush_failed);
+    assert_eq!(ram0.counters.flush_errors, 0);
+    assert!(
+        !c.clear_flush_error("ram0").expect("clear"),
+        "nothing was latched"
+    );
+    assert!(matches!(
+        c.clear_flush_error("nope"),
+        Err(ClientError::NotFound { what: "LUN", .. })
+    ));
     drop(host);
     // The host vanished without a word; the operator drops the IOC's sessions.
     assert_eq!(

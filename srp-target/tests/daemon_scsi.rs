@@ -47,17 +47,20 @@ struct Rig {
 fn rig(t: u8, form: Form) -> Rig {
     let dir = TempDir::new("daemon-scsi");
     let text = format!(
-        "[target]\nnode_guid = \"0x0002c90300d5c500\"\nrdma_cm_port = {RDMA_CM_PORT}\n\n\
+        "[target]\nnode_guid = \"0x0002c90300d5c500\"\nrdma_cm_port = {RDMA_CM_PORT}\n\
+         state_dir = \"{}\"\n\n\
          [[port]]\nname = \"p0\"\naddress = \"{}\"\n\n\
          [[lun]]\nname = \"ram512\"\nram = true\nsize = \"1MiB\"\n\n\
          [[lun]]\nname = \"file4k\"\nfile = \"{}\"\nsize = \"1MiB\"\nblock_size = 4096\n\n\
          [[lun]]\nname = \"ro\"\nram = true\nsize = \"64KiB\"\nread_only = true\n\n\
-         [[lun]]\nname = \"file512\"\nfile = \"{}\"\nsize = \"512KiB\"\n\n\
+         [[lun]]\nname = \"file512\"\nfile = \"{}\"\nsize = \"512KiB\"\n\
+         write_cache_changeable = true\n\n\
          [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300d5c501\"\nports = [\"p0\"]\n\
          exports = {{ 0 = \"ram512\", 1 = \"file4k\", 2 = \"ro\", 3 = \"file512\" }}\n\
          allow = [\"any\"]\n\n\
          [[ioc]]\nname = \"ioc-b\"\nguid = \"0x0002c90300d5c502\"\nports = [\"p0\"]\n\
          exports = {{ 5 = \"file4k\" }}\nallow = [\"any\"]\n",
+        dir.path().join("state").display(),
         ip(t),
         dir.path().join("file4k.img").display(),
         dir.path().join("file512.img").display(),
@@ -201,7 +204,8 @@ fn capacity_modes_and_reports(r: &mut Rig) {
     let sense10 = [0x5a, 0x08, 0x08, 0, 0, 0, 0, 0, 255, 0];
     let d = a.good(F512, &sense6, &[], 255);
     assert_eq!((d.len(), d[0], d[3]), (24, 23, 0));
-    assert_eq!((&d[4..6], d[6] & 0x04), (&[0x08, 0x12][..], 0x04));
+    // PS=1: file512's caching page is savable (write_cache_changeable, a state directory).
+    assert_eq!((&d[4..6], d[6] & 0x04), (&[0x88, 0x12][..], 0x04));
     let mut page = vec![0u8; 20];
     (page[0], page[1]) = (0x08, 0x12);
     let list6: Vec<u8> = [vec![0; 4], page.clone()].concat();
@@ -209,7 +213,7 @@ fn capacity_modes_and_reports(r: &mut Rig) {
     let d = a.good(F512, &sense10, &[], 255);
     assert_eq!(
         (d.len(), &d[8..10], d[10] & 0x04),
-        (28, &[0x08, 0x12][..], 0)
+        (28, &[0x88, 0x12][..], 0)
     );
     page[2] = 0x04;
     let list10: Vec<u8> = [vec![0; 8], page].concat();

@@ -163,9 +163,12 @@ fn mode_sense_pages() {
     assert_eq!(&d[13..16], &[0, 2, 0], "block length 512");
     assert_eq!(&d[16..18], &[0x08, 0x12]);
     assert_eq!(&d[36..38], &[0x0a, 0x0a]);
-    // Changeable values: only WCE.
+    // Changeable values: nothing, unless the configuration allows WCE.
     let d = good(&lu, &[0x1a, 0x08, 0x48, 0, 255, 0], &[]);
-    assert_eq!(d[6], 0x04);
+    assert_eq!(d[4], 0x08, "PS 0: not savable");
+    assert!(d[6..].iter().all(|&b| b == 0));
+    let d = good(&changeable_lu(None), &[0x1a, 0x08, 0x48, 0, 255, 0], &[]);
+    assert_eq!(d[6], 0x04, "only WCE");
     assert!(d[7..].iter().all(|&b| b == 0));
     // Saved values: SAVING PARAMETERS NOT SUPPORTED.
     check(
@@ -190,9 +193,84 @@ fn mode_sense_pages() {
     );
 }
 
+/// A RAM LU whose WCE MODE SELECT may change (`[[lun]] write_cache_changeable`), its
+/// caching page saved at `saved` if given.
+fn changeable_lu(saved: Option<std::path::PathBuf>) -> srp_target::LogicalUnit {
+    let b = srp_target::RamBackend::new(16, BlockSize::B512).expect("ram");
+    let wce = saved
+        .as_deref()
+        .and_then(|p| srp_target::exec::mode::load_saved_wce(p).expect("a readable saved page"));
+    let cfg = srp_target::LuConfig {
+        wce_changeable: true,
+        default_write_cache: Some(true),
+        saved_write_cache: wce,
+        write_cache: wce.unwrap_or(true),
+        saved_pages: saved,
+        ..srp_target::LuConfig::new(identity("changeable"))
+    };
+    srp_target::LogicalUnit::new(Box::new(b), cfg)
+}
+
+/// MODE SELECT(6) of the caching page with WCE `on`, SP `sp`.
+fn select_wce(on: bool, sp: bool) -> ([u8; 6], Vec<u8>) {
+    let mut list = vec![0u8; 4];
+    list.extend([0x08, 0x12, if on { 0x04 } else { 0 }]);
+    list.extend([0; 17]);
+    ([0x15, 0x10 | u8::from(sp), 0, 0, list.len() as u8, 0], list)
+}
+
+#[test]
+fn wce_is_the_configurations_unless_it_is_changeable() {
+    let lu = ram_lu(16, BlockSize::B512);
+    let (cdb, list) = select_wce(false, false);
+    let s = check(&lu, &cdb, &list, SenseCode::INVALID_FIELD_IN_PARAMETER_LIST);
+    assert_eq!(field_pointer(&s), Some((6, None, false)), "at WCE's byte");
+    assert!(lu.write_cache(), "unchanged");
+    // The page as it is passes.
+    let (cdb, list) = select_wce(true, false);
+    good(&lu, &cdb, &list);
+}
+
+#[test]
+fn a_saved_caching_page_survives_a_restart() {
+    let dir = TempDir::new("saved-mode");
+    let path = dir.path().join("state").join("lun-vol.mode");
+    let lu = changeable_lu(Some(path.clone()));
+    let d = good(&lu, &[0x1a, 0x08, 0x08, 0, 255, 0], &[]);
+    assert_eq!(d[4], 0x88, "PS 1: savable");
+    // SP=0 changes the current value only.
+    let (cdb, list) = select_wce(false, false);
+    good(&lu, &cdb, &list);
+    assert!(!lu.write_cache());
+    assert!(!path.exists(), "nothing saved");
+    let saved = good(&lu, &[0x1a, 0x08, 0xc8, 0, 255, 0], &[]);
+    assert_eq!(
+        saved[6] & 0x04,
+        0x04,
+        "saved values: the default until one is saved"
+    );
+    // SP=1 saves it (as Linux sd does when PS is set).
+    let (cdb, list) = select_wce(false, true);
+    good(&lu, &cdb, &list);
+    let text = std::fs::read_to_string(&path).expect("saved");
+    assert!(text.contains("wce = false"), "{text}");
+    let saved = good(&lu, &[0x1a, 0x08, 0xc8, 0, 255, 0], &[]);
+    assert_eq!(saved[6] & 0x04, 0);
+    let default = good(&lu, &[0x1a, 0x08, 0x88, 0, 255, 0], &[]);
+    assert_eq!(default[6] & 0x04, 0x04, "the configuration's");
+    // "Restart": a new LU over the same state starts with WCE off.
+    drop(lu);
+    let again = changeable_lu(Some(path.clone()));
+    assert!(!again.write_cache());
+    // A damaged file is an error, not a guess.
+    std::fs::write(&path, "wce = maybe\n").expect("damage");
+    let e = srp_target::exec::mode::load_saved_wce(&path).expect_err("damaged");
+    assert!(e.contains("lun-vol.mode"), "{e}");
+}
+
 #[test]
 fn mode_select_changes_wce() {
-    let lu = ram_lu(16, BlockSize::B512);
+    let lu = changeable_lu(None);
     assert!(lu.write_cache());
     // Header (4) + caching page with WCE=0, PF=1.
     let mut list = vec![0u8; 4];
@@ -214,7 +292,7 @@ fn mode_select_changes_wce() {
         &list10,
     );
     assert!(lu.write_cache());
-    // SP=1: SAVING PARAMETERS NOT SUPPORTED.
+    // SP=1 without a state directory: SAVING PARAMETERS NOT SUPPORTED.
     check(
         &lu,
         &[0x15, 0x11, 0, 0, list.len() as u8, 0],
@@ -254,7 +332,13 @@ fn mode_select_changes_wce() {
 #[test]
 fn write_cache_off_makes_writes_durable() {
     let dir = TempDir::new("wce");
-    let lu = file_lu(&dir, "lun", 8, BlockSize::B512);
+    let path = dir.path().join("lun");
+    let b = srp_target::FileBackend::create(&path, 8 * 512, BlockSize::B512).expect("file");
+    let cfg = srp_target::LuConfig {
+        wce_changeable: true,
+        ..srp_target::LuConfig::new(identity("lun"))
+    };
+    let lu = srp_target::LogicalUnit::new(Box::new(b), cfg);
     let mut list = vec![0u8; 4];
     list.extend([0x08, 0x12]);
     list.extend([0; 18]);

@@ -203,6 +203,23 @@ enum TargetWhat {
         #[command(subcommand)]
         what: PortSwitch,
     },
+    /// Act on a LUN: clear a latched flush error.
+    Lun {
+        #[command(subcommand)]
+        what: LunSwitch,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum LunSwitch {
+    /// After a failed flush the LUN refuses every flush and durable write (data
+    /// acknowledged before it may be lost); once the cause is dealt with, serve them again.
+    ClearFlushError {
+        /// The LUN's name.
+        name: String,
+        #[command(flatten)]
+        at: CtlSocket,
+    },
 }
 
 /// Which target's control socket.
@@ -297,6 +314,9 @@ fn target_command(what: TargetWhat) -> Result<()> {
         TargetWhat::Port {
             what: PortSwitch::Down { name, at },
         } => target_ctl::set_port(&ctl_path(&at)?, &name, false),
+        TargetWhat::Lun {
+            what: LunSwitch::ClearFlushError { name, at },
+        } => target_ctl::clear_flush_error(&ctl_path(&at)?, &name),
     }
 }
 

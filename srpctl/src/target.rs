@@ -145,7 +145,7 @@ fn summary(c: &TargetConfig) -> String {
         let id = LunIdentity::derive(&l.name, c.target.oui);
         let _ = writeln!(
             s,
-            "lun {}: {}, {}-byte blocks{}{}, serial {}",
+            "lun {}: {}, {}-byte blocks{}{}{}, serial {}",
             id,
             backing(&l.backing),
             l.block_size.bytes(),
@@ -154,6 +154,11 @@ fn summary(c: &TargetConfig) -> String {
                 ""
             } else {
                 ", write cache off"
+            },
+            if l.write_cache_changeable {
+                ", write cache changeable (MODE SELECT; saved in the state directory)"
+            } else {
+                ""
             },
             id.serial()
         );

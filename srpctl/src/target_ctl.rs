@@ -115,6 +115,16 @@ pub(crate) fn set_port(path: &Path, name: &str, up: bool) -> Result<()> {
     Ok(())
 }
 
+/// Clears a LUN's latched flush error.
+pub(crate) fn clear_flush_error(path: &Path, name: &str) -> Result<()> {
+    if connect(path)?.clear_flush_error(name)? {
+        println!("lun {name}: flush error cleared; flushes and durable writes are served again");
+    } else {
+        println!("lun {name}: no flush error was latched");
+    }
+    Ok(())
+}
+
 fn ioc_json(i: &IocStatus) -> Value {
     json!({
         "name": i.name, "guid": format!("{:#018x}", i.guid),
@@ -139,11 +149,12 @@ fn lun_json(l: &LunStatus) -> Value {
     let c = &l.counters;
     json!({
         "name": l.name, "naa": to_hex(&l.naa), "blocks": l.blocks, "block_size": l.block_size,
-        "read_only": l.read_only, "write_cache": l.write_cache,
+        "read_only": l.read_only, "write_cache": l.write_cache, "flush_failed": l.flush_failed,
         "counters": {"commands": c.commands, "reads": c.reads, "writes": c.writes,
                      "bytes_read": c.bytes_read, "bytes_written": c.bytes_written,
                      "check_conditions": c.check_conditions,
-                     "reservation_conflicts": c.reservation_conflicts},
+                     "reservation_conflicts": c.reservation_conflicts,
+                     "flush_errors": c.flush_errors},
     })
 }
 
@@ -243,14 +254,16 @@ fn luns_table(v: &[LunStatus]) -> String {
                 to_hex(&l.naa),
                 format!("{}x{}", l.blocks, l.block_size),
                 format!(
-                    "{}{}",
+                    "{}{}{}",
                     if l.read_only { "ro" } else { "rw" },
-                    if l.write_cache { ",wce" } else { "" }
+                    if l.write_cache { ",wce" } else { "" },
+                    if l.flush_failed { ",FLUSH-FAILED" } else { "" }
                 ),
                 c.commands.to_string(),
                 format!("{}/{}", c.reads, c.bytes_read),
                 format!("{}/{}", c.writes, c.bytes_written),
                 format!("{}/{}", c.check_conditions, c.reservation_conflicts),
+                c.flush_errors.to_string(),
             ]
         })
         .collect();
@@ -264,6 +277,7 @@ fn luns_table(v: &[LunStatus]) -> String {
             "READS/BYTES",
             "WRITES/BYTES",
             "CHECK/CONFLICT",
+            "FLUSH-ERR",
         ],
         rows,
     )

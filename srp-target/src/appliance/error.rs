@@ -15,6 +15,15 @@ pub enum StartError {
         /// What the backend said (names the path and the operation).
         source: BackendError,
     },
+    /// The LUN's saved state (its saved mode page) is unreadable: it does not start on a
+    /// guess.
+    #[error("lun \"{lun}\": saved state: {reason}; repair or remove the file")]
+    SavedState {
+        /// The LUN's name.
+        lun: String,
+        /// What is wrong, naming the file.
+        reason: String,
+    },
     /// More IOCs than relative port numbers (65535).
     #[error("{0} IOCs: at most 65535 fit the relative target port space")]
     TooManyIocs(usize),

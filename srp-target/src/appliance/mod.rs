@@ -95,7 +95,12 @@ fn open_backend(l: &LunConfig) -> Result<Box<dyn Backend>, crate::backend::Backe
     })
 }
 
-fn open_lun(l: &LunConfig, oui: Oui, limits: &ChannelLimits) -> Result<LogicalUnit, StartError> {
+fn open_lun(
+    l: &LunConfig,
+    oui: Oui,
+    limits: &ChannelLimits,
+    state_dir: &std::path::Path,
+) -> Result<LogicalUnit, StartError> {
     let backend = open_backend(l).map_err(|source| StartError::Backend {
         lun: l.name.clone(),
         source,
@@ -103,6 +108,20 @@ fn open_lun(l: &LunConfig, oui: Oui, limits: &ChannelLimits) -> Result<LogicalUn
     let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
     lu.read_only = l.read_only;
     lu.write_cache = l.write_cache;
+    if l.write_cache_changeable {
+        // The caching page is savable: start from the saved one, if any.
+        let saved = state_dir.join(format!("lun-{}.mode", l.name));
+        let wce =
+            crate::exec::mode::load_saved_wce(&saved).map_err(|reason| StartError::SavedState {
+                lun: l.name.clone(),
+                reason,
+            })?;
+        lu.wce_changeable = true;
+        lu.default_write_cache = Some(l.write_cache);
+        lu.saved_write_cache = wce;
+        lu.write_cache = wce.unwrap_or(l.write_cache);
+        lu.saved_pages = Some(saved);
+    }
     // VPD B0h tells hosts what one channel accepts per command.
     lu.max_transfer_bytes = u32::try_from(limits.max_transfer).unwrap_or(u32::MAX);
     Ok(LogicalUnit::new(backend, lu))
@@ -115,7 +134,7 @@ impl Appliance {
         let mut errors = Vec::new();
         let mut luns = BTreeMap::new();
         for l in &config.luns {
-            match open_lun(l, config.target.oui, &limits) {
+            match open_lun(l, config.target.oui, &limits, &config.target.state_dir) {
                 Ok(lu) => {
                     luns.insert(l.name.clone(), Arc::new(lu));
                 }

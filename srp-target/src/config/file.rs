@@ -32,6 +32,7 @@ pub(super) struct RawTarget {
     pub(super) login_forms: Option<Vec<String>>,
     pub(super) control_socket: Option<String>,
     pub(super) control_group: Option<String>,
+    pub(super) state_dir: Option<String>,
 }
 
 /// `[[port]]`.
@@ -78,6 +79,7 @@ pub(super) struct RawLun {
     pub(super) block_size: Option<i64>,
     pub(super) read_only: Option<bool>,
     pub(super) write_cache: Option<bool>,
+    pub(super) write_cache_changeable: Option<bool>,
 }
 
 /// A value written either as a TOML integer or as a string (`size = 4096` or `"64MiB"`,
@@ -229,7 +231,7 @@ mod tests {
     fn probe_sees_every_field() {
         assert_eq!(fields_of::<RawPort>(), ["name", "address"]);
         assert_eq!(fields_of::<RawFile>(), ["target", "port", "ioc", "lun"]);
-        assert_eq!(fields_of::<RawLun>().len(), 8);
+        assert_eq!(fields_of::<RawLun>().len(), 9);
     }
 
     #[test]

@@ -31,6 +31,7 @@
 //!                                    # ib_srpt on RoCE serves only "rdma-cm"
 //! control_socket = "/run/srp-target/array-1.sock"  # default: from the name
 //! control_group = "srpadmin"   # optional: its members may use the socket (else root only)
+//! state_dir = "/var/lib/srp-target/array-1"         # default: from the name
 //!
 //! [[port]]
 //! name = "p0"
@@ -123,6 +124,9 @@ pub struct TargetSettings {
     /// A group (its ID, resolved from `control_group`) whose members may use the control
     /// socket too (mode 0660); without one, root and the daemon's user only (0600).
     pub control_group: Option<u32>,
+    /// Where the target keeps state that must survive a restart (saved mode pages); default
+    /// `/var/lib/srp-target/<name>` (`target` without a name).
+    pub state_dir: PathBuf,
 }
 
 /// Which login forms the target serves (architecture decision 5).
@@ -143,6 +147,9 @@ impl Default for LoginForms {
         }
     }
 }
+
+/// The state directory's parent unless `[target] state_dir` says otherwise.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/srp-target";
 
 /// The control socket's directory unless `[target] control_socket` says otherwise.
 pub const DEFAULT_CONTROL_DIR: &str = "/run/srp-target";
@@ -205,6 +212,9 @@ pub struct LunConfig {
     pub read_only: bool,
     /// Initial WCE; off makes every write durable before status.
     pub write_cache: bool,
+    /// Whether an initiator may change WCE with MODE SELECT (saved across restarts in the
+    /// state directory when it does so with SP=1); default off: WCE is the configuration's.
+    pub write_cache_changeable: bool,
 }
 
 /// A LUN's backing store. Sizes are whole blocks of the LUN's block size.

@@ -5,8 +5,9 @@
 use super::error::{ConfigErrorKind as E, ConfigErrors, KeyPath, Location, Sink, WarningKind};
 use super::file::{self, RawExport, RawFile, RawIoc, RawLun, RawPort, RawTarget};
 use super::{
-    Acl, Backing, DEFAULT_CONTROL_DIR, DEFAULT_OUI, DEFAULT_RDMA_CM_PORT, IocConfig, Loaded,
-    LoginForms, LunConfig, PortConfig, TargetConfig, TargetSettings, acl, unique, values,
+    Acl, Backing, DEFAULT_CONTROL_DIR, DEFAULT_OUI, DEFAULT_RDMA_CM_PORT, DEFAULT_STATE_DIR,
+    IocConfig, Loaded, LoginForms, LunConfig, PortConfig, TargetConfig, TargetSettings, acl,
+    unique, values,
 };
 use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
@@ -234,6 +235,10 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         None => Path::new(DEFAULT_CONTROL_DIR)
             .join(format!("{}.sock", name.as_deref().unwrap_or("target"))),
     };
+    let state_dir = match &e.raw.state_dir {
+        Some(p) => sink.check(&path.key("state_dir"), values::absolute_dir(p))?,
+        None => Path::new(DEFAULT_STATE_DIR).join(name.as_deref().unwrap_or("target")),
+    };
     let control_group = match &e.raw.control_group {
         Some(g) => Some(sink.check(&path.key("control_group"), values::group(g))?),
         None => None,
@@ -247,6 +252,7 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         login_forms,
         control_socket,
         control_group,
+        state_dir,
     })
 }
 
@@ -304,6 +310,7 @@ fn lun(table: &toml::Table, path: &KeyPath, sink: &mut Sink) -> Option<LunConfig
         block_size: block_size?,
         read_only: r.read_only.unwrap_or(false),
         write_cache: r.write_cache.unwrap_or(true),
+        write_cache_changeable: r.write_cache_changeable.unwrap_or(false),
     })
 }
 

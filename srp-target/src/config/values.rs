@@ -191,6 +191,16 @@ pub(super) fn socket_path(text: &str) -> Result<PathBuf, E> {
     }
 }
 
+/// `state_dir`: an absolute path.
+pub(super) fn absolute_dir(text: &str) -> Result<PathBuf, E> {
+    let p = Path::new(text);
+    if p.is_absolute() && !text.contains('\0') {
+        Ok(p.to_path_buf())
+    } else {
+        Err(E::RelativePath(text.to_owned()))
+    }
+}
+
 /// `control_group`: a group name or numeric ID that exists on this host, as its ID.
 pub(super) fn group(text: &str) -> Result<u32, E> {
     let found = match text.parse::<u32>() {

@@ -3,8 +3,8 @@
 
 use super::model::{DisableMode, IocStatus, LunStatus, PortStatus, SessionStatus};
 use super::wire::{
-    Done, Fixed, LIST_IOCS, LIST_LUNS, LIST_PORTS, LIST_SESSIONS, ListPage, Page, SET_IOC,
-    SET_PORT, SetIoc, SetPort,
+    Done, Fixed, LIST_IOCS, LIST_LUNS, LIST_PORTS, LIST_SESSIONS, ListPage, Page, SET_IOC, SET_LUN,
+    SET_PORT, SetIoc, SetLun, SetPort,
 };
 use access_layer::ctl::wire::CtlStatus;
 use access_layer::ctl::{CtlClient, CtlError, WireError};
@@ -131,5 +131,14 @@ impl TargetClient {
             enabled,
         })?;
         self.switch(SET_PORT, body, "port", name)
+    }
+
+    /// Clears LUN `name`'s latched flush error; returns whether one was latched.
+    pub fn clear_flush_error(&mut self, name: &str) -> Result<bool, ClientError> {
+        let body = encode(&SetLun {
+            name: name.to_string(),
+            clear_flush_error: true,
+        })?;
+        Ok(self.switch(SET_LUN, body, "LUN", name)? != 0)
     }
 }

@@ -60,6 +60,8 @@ pub struct LunStatus {
     pub read_only: bool,
     /// The caching page's WCE now.
     pub write_cache: bool,
+    /// A flush failed and is latched: flushes and durable writes are refused until cleared.
+    pub flush_failed: bool,
     /// What it has executed.
     pub counters: LuCountersSnapshot,
 }
@@ -146,6 +148,11 @@ pub enum ControlRequest {
         /// Up or down.
         enabled: bool,
     },
+    /// Clears a LUN's latched flush error (the operator has dealt with its cause).
+    ClearFlushError {
+        /// The LUN's name.
+        name: String,
+    },
 }
 
 /// The answer to a [`ControlRequest`].
@@ -159,7 +166,8 @@ pub enum ControlAnswer {
     Luns(Vec<LunStatus>),
     /// To ListSessions.
     Sessions(Vec<SessionStatus>),
-    /// To SetIoc and SetPort: how many sessions were ended.
+    /// To SetIoc and SetPort: how many sessions were ended; to ClearFlushError: 1 if a
+    /// flush error was latched, else 0.
     Done {
         /// Sessions ended.
         sessions_ended: u32,
@@ -175,6 +183,9 @@ pub enum ControlError {
     /// No port has that name.
     #[error("no port named {0:?}")]
     NoSuchPort(String),
+    /// No LUN has that name.
+    #[error("no LUN named {0:?}")]
+    NoSuchLun(String),
     /// The daemon is stopping or stopped.
     #[error("the daemon is not running")]
     Stopped,

@@ -5,8 +5,8 @@
 use super::handle::ControlHandle;
 use super::model::{ControlAnswer, ControlError, ControlRequest};
 use super::wire::{
-    Done, LIST_IOCS, LIST_LUNS, LIST_PORTS, LIST_SESSIONS, ListPage, Page, SET_IOC, SET_PORT,
-    SetIoc, SetPort,
+    Done, LIST_IOCS, LIST_LUNS, LIST_PORTS, LIST_SESSIONS, ListPage, Page, SET_IOC, SET_LUN,
+    SET_PORT, SetIoc, SetLun, SetPort,
 };
 use access_layer::ctl::wire::{CtlStatus, ErrorReply, REPLY_BIT};
 use access_layer::ctl::{CtlService, Reply, Request};
@@ -84,6 +84,14 @@ impl CtlService for TargetService {
                 ),
                 Err(_) => return error(CtlStatus::Malformed),
             },
+            SET_LUN => match SetLun::parse(body) {
+                Ok(SetLun {
+                    name,
+                    clear_flush_error: true,
+                }) => (ControlRequest::ClearFlushError { name }, 0),
+                // Nothing asked: a list of what a LUN can be told grows here.
+                Ok(_) | Err(_) => return error(CtlStatus::Malformed),
+            },
             _ => return error(CtlStatus::UnknownOpcode),
         };
         match self.handle.call(request) {
@@ -92,9 +100,11 @@ impl CtlService for TargetService {
             Ok(ControlAnswer::Luns(v)) => encode(opcode, &Page::of(v, start)),
             Ok(ControlAnswer::Sessions(v)) => encode(opcode, &Page::of(v, start)),
             Ok(ControlAnswer::Done { sessions_ended }) => encode(opcode, &Done { sessions_ended }),
-            Err(ControlError::NoSuchIoc(_) | ControlError::NoSuchPort(_)) => {
-                error(CtlStatus::NotFound)
-            }
+            Err(
+                ControlError::NoSuchIoc(_)
+                | ControlError::NoSuchPort(_)
+                | ControlError::NoSuchLun(_),
+            ) => error(CtlStatus::NotFound),
             Err(ControlError::Stopped | ControlError::Timeout(_)) => error(CtlStatus::Internal),
         }
     }

@@ -28,6 +28,9 @@ pub const LIST_SESSIONS: u16 = 0x0204;
 pub const SET_IOC: u16 = 0x0210;
 /// Bring a port up or down ([`SetPort`] → [`Done`]).
 pub const SET_PORT: u16 = 0x0211;
+/// Act on a LUN: clear its latched flush error ([`SetLun`] → [`Done`], the count being 1
+/// if one was latched).
+pub const SET_LUN: u16 = 0x0212;
 
 /// Bytes of a name field.
 pub const NAME_LEN: usize = 64;
@@ -357,21 +360,23 @@ pub struct LunEntryRaw {
     pub blocks: U64,
     /// Block size in bytes.
     pub block_size: U32,
-    /// Bit 0: read-only; bit 1: write cache on; others reserved, zero.
+    /// Bit 0: read-only; bit 1: write cache on; bit 2: a failed flush is latched (flushes
+    /// and durable writes refused); others reserved, zero.
     pub flags: u8,
     /// Reserved, zero.
     pub reserved: [u8; 3],
     /// Counters: commands, reads, writes, bytes read, bytes written, CHECK CONDITIONs,
-    /// RESERVATION CONFLICTs.
-    pub counters: [U64; 7],
+    /// RESERVATION CONFLICTs, failed flushes.
+    pub counters: [U64; 8],
 }
 
 const LUN_READ_ONLY: u8 = 1;
 const LUN_WRITE_CACHE: u8 = 2;
+const LUN_FLUSH_FAILED: u8 = 4;
 
 impl LunStatus {
     fn from_raw(r: &LunEntryRaw) -> Result<Self, WireError> {
-        if r.flags & !(LUN_READ_ONLY | LUN_WRITE_CACHE) != 0 {
+        if r.flags & !(LUN_READ_ONLY | LUN_WRITE_CACHE | LUN_FLUSH_FAILED) != 0 {
             return Err(bad(
                 "LunEntry",
                 "flags",
@@ -387,6 +392,7 @@ impl LunStatus {
             block_size: r.block_size.get(),
             read_only: r.flags & LUN_READ_ONLY != 0,
             write_cache: r.flags & LUN_WRITE_CACHE != 0,
+            flush_failed: r.flags & LUN_FLUSH_FAILED != 0,
             counters: LuCountersSnapshot {
                 commands: c[0],
                 reads: c[1],
@@ -395,13 +401,19 @@ impl LunStatus {
                 bytes_written: c[4],
                 check_conditions: c[5],
                 reservation_conflicts: c[6],
+                flush_errors: c[7],
             },
         })
     }
     fn to_raw(&self) -> Result<LunEntryRaw, WireError> {
         let c = &self.counters;
         let flags = if self.read_only { LUN_READ_ONLY } else { 0 }
-            | if self.write_cache { LUN_WRITE_CACHE } else { 0 };
+            | if self.write_cache { LUN_WRITE_CACHE } else { 0 }
+            | if self.flush_failed {
+                LUN_FLUSH_FAILED
+            } else {
+                0
+            };
         Ok(LunEntryRaw {
             name: pad_filled("LunEntry", "name", &self.name)?,
             naa: self.naa,
@@ -417,12 +429,13 @@ impl LunStatus {
                 c.bytes_written,
                 c.check_conditions,
                 c.reservation_conflicts,
+                c.flush_errors,
             ]
             .map(U64::new),
         })
     }
 }
-fixed!(LunStatus, LunEntryRaw, 152, "LunEntry");
+fixed!(LunStatus, LunEntryRaw, 160, "LunEntry");
 
 /// A session entry as laid out on the wire.
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
@@ -604,6 +617,47 @@ impl SetPort {
 }
 fixed!(SetPort, SetPortRaw, 72, "SetPort");
 
+/// SetLun as laid out on the wire.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[repr(C)]
+pub struct SetLunRaw {
+    /// The LUN's name.
+    pub name: [u8; NAME_LEN],
+    /// 1: clear a latched flush error; 0: nothing.
+    pub clear_flush_error: u8,
+    /// Reserved, zero.
+    pub reserved: [u8; 7],
+}
+
+/// Act on a LUN.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetLun {
+    /// The LUN's name.
+    pub name: String,
+    /// Clear its latched flush error (the operator has dealt with the cause).
+    pub clear_flush_error: bool,
+}
+
+impl SetLun {
+    fn from_raw(r: &SetLunRaw) -> Result<Self, WireError> {
+        if r.reserved != [0; 7] {
+            return Err(bad("SetLun", "reserved", 0, "not zero"));
+        }
+        Ok(SetLun {
+            name: name("SetLun", "name", &r.name)?,
+            clear_flush_error: flag("SetLun", "clear_flush_error", r.clear_flush_error)?,
+        })
+    }
+    fn to_raw(&self) -> Result<SetLunRaw, WireError> {
+        Ok(SetLunRaw {
+            name: pad_filled("SetLun", "name", &self.name)?,
+            clear_flush_error: self.clear_flush_error.into(),
+            reserved: [0; 7],
+        })
+    }
+}
+fixed!(SetLun, SetLunRaw, 72, "SetLun");
+
 /// Done as laid out on the wire.
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
 #[repr(C)]
@@ -614,10 +668,11 @@ pub struct DoneRaw {
     pub reserved: [u8; 4],
 }
 
-/// The reply to SetIoc and SetPort.
+/// The reply to SetIoc, SetPort and SetLun.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Done {
-    /// Sessions the switch ended.
+    /// What the request ended: sessions for SetIoc and SetPort, latched flush errors (0 or
+    /// 1) for SetLun.
     pub sessions_ended: u32,
 }
 

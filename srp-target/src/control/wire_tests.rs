@@ -101,7 +101,7 @@ fn lun() -> (Vec<u8>, LunStatus) {
         naa.to_vec(),
         be64(131_072),
         be32(512),
-        vec![LUN_WRITE_CACHE, 0, 0, 0],
+        vec![LUN_WRITE_CACHE | LUN_FLUSH_FAILED, 0, 0, 0],
         be64(10),
         be64(4),
         be64(3),
@@ -109,6 +109,7 @@ fn lun() -> (Vec<u8>, LunStatus) {
         be64(1536),
         be64(2),
         be64(1),
+        be64(7),
     ]
     .concat();
     let v = LunStatus {
@@ -118,6 +119,7 @@ fn lun() -> (Vec<u8>, LunStatus) {
         block_size: 512,
         read_only: false,
         write_cache: true,
+        flush_failed: true,
         counters: LuCountersSnapshot {
             commands: 10,
             reads: 4,
@@ -126,6 +128,7 @@ fn lun() -> (Vec<u8>, LunStatus) {
             bytes_written: 1536,
             check_conditions: 2,
             reservation_conflicts: 1,
+            flush_errors: 7,
         },
     };
     (bytes, v)
@@ -185,6 +188,15 @@ fn set_port() -> (Vec<u8>, SetPort) {
     let v = SetPort {
         name: "p0".into(),
         enabled: true,
+    };
+    (bytes, v)
+}
+
+fn set_lun() -> (Vec<u8>, SetLun) {
+    let bytes = [name_field("vol1"), vec![1, 0, 0, 0, 0, 0, 0, 0]].concat();
+    let v = SetLun {
+        name: "vol1".into(),
+        clear_flush_error: true,
     };
     (bytes, v)
 }
@@ -252,6 +264,7 @@ four!(lun_entry, lun, LunStatus);
 four!(session_entry, session, SessionStatus);
 four!(set_ioc_msg, set_ioc, SetIoc);
 four!(set_port_msg, set_port, SetPort);
+four!(set_lun_msg, set_lun, SetLun);
 four!(done_msg, done, Done);
 four!(page_msg, ioc_page, Page<IocStatus>);
 
@@ -293,6 +306,14 @@ fn bad_fields_are_named() {
             .to_string()
             .contains("empty")
     );
+    let (mut b, _) = set_lun();
+    b[NAME_LEN] = 2;
+    let e = SetLun::parse(&b).expect_err("flag 2");
+    assert!(e.to_string().contains("clear_flush_error"), "{e}");
+    let (mut b, _) = set_lun();
+    b[NAME_LEN + 3] = 1;
+    let e = SetLun::parse(&b).expect_err("reserved");
+    assert!(e.to_string().contains("reserved"), "{e}");
     let long = SetPort {
         name: "x".repeat(NAME_LEN + 1),
         enabled: true,

@@ -23,6 +23,17 @@ impl Loop {
                 mode,
             } => self.set_ioc(&name, enabled, mode)?,
             ControlRequest::SetPort { name, enabled } => self.set_port(&name, enabled)?,
+            ControlRequest::ClearFlushError { name } => {
+                let lu = self
+                    .app
+                    .luns()
+                    .find(|(n, _)| **n == *name)
+                    .map(|(_, lu)| lu)
+                    .ok_or(ControlError::NoSuchLun(name))?;
+                ControlAnswer::Done {
+                    sessions_ended: u32::from(lu.clear_flush_error().is_some()),
+                }
+            }
         })
     }
 
@@ -82,6 +93,7 @@ impl Loop {
                 block_size: lu.backend().block_size().bytes(),
                 read_only: lu.read_only(),
                 write_cache: lu.write_cache(),
+                flush_failed: lu.flush_error().is_some(),
                 counters: lu.counters(),
             })
             .collect()

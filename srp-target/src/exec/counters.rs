@@ -53,6 +53,8 @@ pub struct LuCountersSnapshot {
     pub check_conditions: u64,
     /// Commands answered RESERVATION CONFLICT.
     pub reservation_conflicts: u64,
+    /// Flushes the backend failed (each latches the LU's flush error; `durability.rs`).
+    pub flush_errors: u64,
 }
 
 impl LuCounters {
@@ -92,6 +94,7 @@ impl LuCounters {
             bytes_written: get(&self.bytes_written),
             check_conditions: get(&self.check_conditions),
             reservation_conflicts: get(&self.reservation_conflicts),
+            flush_errors: 0,
         }
     }
 }
@@ -127,6 +130,7 @@ mod tests {
                 bytes_written: 512,
                 check_conditions: 1,
                 reservation_conflicts: 1,
+                flush_errors: 0,
             }
         );
     }

@@ -121,9 +121,7 @@ pub(crate) fn write_staged(lu: &LogicalUnit, rw: &ReadWrite, src: MemSpan<'_>) -
     }
     if need > 0 {
         let _order = lu.write_order();
-        lu.backend
-            .write_from(rw.lba, src.head(need), lu.durable(rw.fua))
-            .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, rw.lba))?;
+        lu.write_from_durably(rw.lba, src.head(need), lu.durable(rw.fua))?;
     }
     Ok(CmdOutput {
         data_out_len: need,
@@ -140,9 +138,7 @@ pub(crate) fn write(lu: &LogicalUnit, rw: &ReadWrite, dout: &[u8]) -> Exec {
     let buf = data_out(dout, need)?;
     if need > 0 {
         let _order = lu.write_order();
-        lu.backend
-            .write_at(rw.lba, buf, lu.durable(rw.fua))
-            .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, rw.lba))?;
+        lu.write_durably(rw.lba, buf, lu.durable(rw.fua))?;
     }
     Ok(CmdOutput {
         data_out_len: need,
@@ -216,9 +212,7 @@ pub(crate) fn compare_and_write(lu: &LogicalUnit, c: &CompareAndWrite, dout: &[u
     if let Some(off) = first_difference(&medium, verify) {
         return Err(miscompare(off));
     }
-    lu.backend
-        .write_at(c.lba, write, lu.durable(c.fua))
-        .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, c.lba))?;
+    lu.write_durably(c.lba, write, lu.durable(c.fua))?;
     Ok(done)
 }
 
@@ -230,9 +224,7 @@ pub(crate) fn synchronize_cache(lu: &LogicalUnit, s: &SynchronizeCache) -> Exec 
         return Err(SenseCode::LBA_OUT_OF_RANGE.into());
     }
     lu.check_range(s.lba, s.blocks)?;
-    lu.backend
-        .flush()
-        .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, s.lba))?;
+    lu.flush(s.lba)?;
     Ok(CmdOutput::good(0))
 }
 

@@ -19,6 +19,7 @@
 //! attention conditions, checked before everything else).
 
 pub mod counters;
+mod durability;
 pub mod inquiry;
 pub mod io;
 pub mod mode;
@@ -169,6 +170,17 @@ pub struct LuConfig {
     pub read_only: bool,
     /// Initial WCE. Off: every write is durable before status, as with FUA.
     pub write_cache: bool,
+    /// Whether MODE SELECT may change WCE (`[[lun]] write_cache_changeable`); when not, a
+    /// MODE SELECT that changes it is refused.
+    pub wce_changeable: bool,
+    /// WCE as configured, when `write_cache` was taken from a saved page (the caching
+    /// page's default values); `None`: `write_cache`.
+    pub default_write_cache: Option<bool>,
+    /// Where the caching page is saved (MODE SELECT with SP=1): a changeable LU's file in
+    /// the target's state directory; `None`: not savable.
+    pub saved_pages: Option<std::path::PathBuf>,
+    /// The WCE a saved page held at start (`mode::load_saved_wce`), if any.
+    pub saved_write_cache: Option<bool>,
     /// INQUIRY PRODUCT IDENTIFICATION (ASCII, at most 16 bytes; longer is cut).
     pub product: String,
     /// Largest READ/WRITE in bytes (VPD B0h MAXIMUM TRANSFER LENGTH): what the transport's
@@ -183,6 +195,10 @@ impl LuConfig {
             identity,
             read_only: false,
             write_cache: true,
+            wce_changeable: false,
+            default_write_cache: None,
+            saved_pages: None,
+            saved_write_cache: None,
             product: "SRP LUN".to_owned(),
             max_transfer_bytes: io::MAX_TRANSFER_BYTES,
         }
@@ -205,6 +221,10 @@ pub struct LogicalUnit {
     pr: RwLock<pr::PrState>,
     /// What the control socket reports ([`counters`]).
     counters: counters::LuCounters,
+    /// Failed flushes, latched (`durability.rs`).
+    flush_latch: durability::FlushLatch,
+    /// Whether the caching page may change, and where it is saved ([`mode`]).
+    mode: mode::ModeState,
     /// Unit attention conditions per I_T nexus ([`ua`]).
     ua: Mutex<ua::UaState>,
 }
@@ -322,6 +342,13 @@ impl LogicalUnit {
             io_order: RwLock::new(()),
             pr: RwLock::new(pr::PrState::default()),
             counters: counters::LuCounters::default(),
+            flush_latch: durability::FlushLatch::default(),
+            mode: mode::ModeState {
+                wce_changeable: config.wce_changeable,
+                default_wce: config.default_write_cache.unwrap_or(config.write_cache),
+                saved_at: config.saved_pages.clone(),
+                saved: Mutex::new(config.saved_pages.as_ref().and(config.saved_write_cache)),
+            },
             ua: Mutex::new(ua::UaState::default()),
         }
     }
@@ -429,7 +456,10 @@ impl LogicalUnit {
 
     /// The LUN's command counters.
     pub fn counters(&self) -> counters::LuCountersSnapshot {
-        self.counters.snapshot()
+        counters::LuCountersSnapshot {
+            flush_errors: self.flush_errors(),
+            ..self.counters.snapshot()
+        }
     }
 
     fn dispatch(&self, nexus: &Nexus<'_>, cmd: Command, dout: &[u8], din: &mut Vec<u8>) -> Exec {

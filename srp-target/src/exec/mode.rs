@@ -1,5 +1,13 @@
-//! MODE SENSE(6/10) and MODE SELECT(6/10) (SPC-4 6.11-6.14): the caching page (08h, WCE
-//! changeable) and the control page (0Ah, nothing changeable). Saving is not supported.
+//! MODE SENSE(6/10) and MODE SELECT(6/10) (SPC-4 6.11-6.14): the caching page (08h) and the
+//! control page (0Ah, nothing changeable).
+//!
+//! WCE is changeable only where the configuration allows it (`[[lun]]
+//! write_cache_changeable`); elsewhere it is the configuration's, the changeable mask says
+//! so, and a MODE SELECT that changes it is INVALID FIELD IN PARAMETER LIST. Where it is
+//! changeable the caching page is also savable (PS=1): MODE SELECT with SP=1 — which Linux
+//! sd sends when PS is set — writes the page to the target's state directory atomically
+//! (`crate::state`) before changing it, the LU starts from the saved page, and MODE SENSE
+//! reports it as the saved values. SP=0 changes the current value only.
 
 use super::ua::To;
 use super::{CmdOutput, Exec, LogicalUnit, Nexus, Stop, data_out, good_data};
@@ -15,18 +23,85 @@ const WCE: u8 = 0x04;
 const WP: u8 = 0x80;
 const DPOFUA: u8 = 0x10;
 
+/// PS in byte 0 of a page: the page is savable.
+const PS: u8 = 0x80;
+
 /// The caching page for `pc`.
 fn caching_page(lu: &LogicalUnit, pc: PageControl) -> [u8; 20] {
     let mut p = [0u8; 20];
-    p[0] = CACHING;
+    p[0] = CACHING | if lu.mode.savable() { PS } else { 0 };
     p[1] = 0x12;
-    p[2] = match pc {
-        PageControl::Changeable => WCE,
-        PageControl::Default => WCE,
-        PageControl::Current | PageControl::Saved if lu.write_cache() => WCE,
-        PageControl::Current | PageControl::Saved => 0,
+    let wce = match pc {
+        PageControl::Changeable => lu.mode.wce_changeable,
+        PageControl::Default => lu.mode.default_wce,
+        PageControl::Current => lu.write_cache(),
+        PageControl::Saved => lu.mode.saved_wce().unwrap_or(lu.mode.default_wce),
     };
+    p[2] = if wce { WCE } else { 0 };
     p
+}
+
+/// How a logical unit's caching page may change, and where it is saved.
+#[derive(Debug)]
+pub(crate) struct ModeState {
+    /// MODE SELECT may change WCE.
+    pub(crate) wce_changeable: bool,
+    /// WCE as configured (the default values).
+    pub(crate) default_wce: bool,
+    /// Where the page is saved (changeable LUs with a state directory).
+    pub(crate) saved_at: Option<std::path::PathBuf>,
+    /// The saved WCE, once a page has been saved (or was found at start).
+    pub(crate) saved: std::sync::Mutex<Option<bool>>,
+}
+
+impl ModeState {
+    fn savable(&self) -> bool {
+        self.wce_changeable && self.saved_at.is_some()
+    }
+
+    fn saved_wce(&self) -> Option<bool> {
+        *self
+            .saved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Saves WCE `on` (atomically and durably), then remembers it as the saved value.
+    fn save(&self, on: bool) -> std::io::Result<()> {
+        let Some(path) = &self.saved_at else {
+            return Ok(());
+        };
+        crate::state::write_atomically(path, saved_page_text(on).as_bytes())?;
+        *self
+            .saved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(on);
+        Ok(())
+    }
+}
+
+/// A saved caching page as its file holds it.
+fn saved_page_text(wce: bool) -> String {
+    format!("# srp-target saved mode page: caching (08h)\nwce = {wce}\n")
+}
+
+/// Reads a saved caching page: its WCE, `None` if none was saved; an error names what is
+/// wrong with the file (the LUN does not start on a page it cannot read).
+pub fn load_saved_wce(path: &std::path::Path) -> Result<Option<bool>, String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Saved {
+        wce: bool,
+    }
+    let Some(bytes) = crate::state::read_if_present(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+    else {
+        return Ok(None);
+    };
+    let text = std::str::from_utf8(&bytes).map_err(|_| format!("{}: not UTF-8", path.display()))?;
+    toml::from_str::<Saved>(text)
+        .map(|s| Some(s.wce))
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The control page for `pc`: QUEUE ALGORITHM MODIFIER 1 (unrestricted reordering),
@@ -43,7 +118,7 @@ fn control_page(pc: PageControl) -> [u8; 12] {
 
 /// MODE SENSE(6/10).
 pub(crate) fn mode_sense(lu: &LogicalUnit, m: &ModeSense, din: &mut Vec<u8>) -> Exec {
-    if m.pc == PageControl::Saved {
+    if m.pc == PageControl::Saved && !lu.mode.savable() {
         return Err(SenseCode::SAVING_PARAMETERS_NOT_SUPPORTED.into());
     }
     // Subpages: only 00h, or FFh with all pages.
@@ -100,7 +175,7 @@ pub(crate) fn mode_select(
     m: &ModeSelect,
     dout: &[u8],
 ) -> Exec {
-    if m.sp {
+    if m.sp && !lu.mode.savable() {
         return Err(SenseCode::SAVING_PARAMETERS_NOT_SUPPORTED.into());
     }
     let len = usize::from(m.param_len);
@@ -142,7 +217,9 @@ pub(crate) fn mode_select(
                 if plen != cur.len() - 2 {
                     return Err(field(1).into());
                 }
-                if let Some(i) = (2..cur.len()).find(|&i| (page[i] ^ cur[i]) & !mask(i) != 0) {
+                let changeable = caching_page(lu, PageControl::Changeable);
+                if let Some(i) = (2..cur.len()).find(|&i| (page[i] ^ cur[i]) & !changeable[i] != 0)
+                {
                     return Err(field(i).into());
                 }
                 wce = Some(page[2] & WCE != 0);
@@ -160,8 +237,19 @@ pub(crate) fn mode_select(
         }
         at += 2 + plen;
     }
-    // Applied only once the whole list is valid; a change is news to every other I_T
-    // nexus (SPC-4: MODE PARAMETERS CHANGED).
+    // Applied only once the whole list is valid; with SP=1 saved first (a page that cannot
+    // be saved changes nothing); a change is news to every other I_T nexus (SPC-4: MODE
+    // PARAMETERS CHANGED).
+    if let (Some(on), true) = (wce, m.sp) {
+        lu.mode.save(on).map_err(|e| {
+            tracing::error!(
+                lun = %lu.identity().unique_name(),
+                error = %e,
+                "MODE SELECT: the caching page could not be saved; nothing changed"
+            );
+            Stop::from(SenseCode::INTERNAL_TARGET_FAILURE)
+        })?;
+    }
     if let Some(on) = wce {
         if on != lu.write_cache() {
             lu.set_write_cache(on);
@@ -173,11 +261,6 @@ pub(crate) fn mode_select(
         data_out_len: len,
         ..CmdOutput::good(0)
     })
-}
-
-/// Changeable bits of caching page byte `i`.
-fn mask(i: usize) -> u8 {
-    if i == 2 { WCE } else { 0 }
 }
 
 fn dout_byte(dout: &[u8], i: usize) -> Option<u8> {

@@ -47,24 +47,29 @@ pub(crate) fn write_same(lu: &LogicalUnit, w: &WriteSame, dout: &[u8]) -> Exec {
         ..CmdOutput::good(0)
     };
     let _order = lu.write_order();
+    // Write cache off: durable before GOOD, by one flush after the whole range.
+    let durable = lu.durable(false);
+    if durable {
+        lu.check_flushable()?;
+    }
     if w.unmap && block.iter().all(|&b| b == 0) {
         lu.backend
             .unmap(w.lba, w.blocks)
             .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, w.lba))?;
-        return Ok(done);
+    } else {
+        let per_chunk = (WRITE_SAME_CHUNK_BYTES / bs).max(1);
+        let chunk = block.repeat(per_chunk);
+        let (mut lba, mut left) = (w.lba.0, u64::from(w.blocks.0));
+        while left > 0 {
+            // min() with a usize bound.
+            let n = left.min(per_chunk as u64) as usize;
+            lu.write_durably(Lba(lba), &chunk[..n * bs], false)?;
+            lba += n as u64;
+            left -= n as u64;
+        }
     }
-    let per_chunk = (WRITE_SAME_CHUNK_BYTES / bs).max(1);
-    let chunk = block.repeat(per_chunk);
-    let durable = lu.durable(false);
-    let (mut lba, mut left) = (w.lba.0, u64::from(w.blocks.0));
-    while left > 0 {
-        // min() with a usize bound.
-        let n = left.min(per_chunk as u64) as usize;
-        lu.backend
-            .write_at(Lba(lba), &chunk[..n * bs], durable)
-            .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, Lba(lba)))?;
-        lba += n as u64;
-        left -= n as u64;
+    if durable {
+        lu.flush(w.lba)?;
     }
     Ok(done)
 }
@@ -138,10 +143,21 @@ pub(crate) fn unmap(lu: &LogicalUnit, u: &Unmap, dout: &[u8]) -> Exec {
     let list = data_out(dout, param_len)?;
     let extents = unmap_extents(lu, list)?;
     let _order = lu.write_order();
+    // Write cache off: the deallocation is durable before GOOD (a hole punched, or zeros
+    // written, is as volatile as any write until flushed).
+    let durable = lu.durable(false);
+    if durable {
+        lu.check_flushable()?;
+    }
+    let mut first = None;
     for e in extents.iter().filter(|e| !e.blocks.is_zero()) {
+        first.get_or_insert(e.lba);
         lu.backend
             .unmap(e.lba, e.blocks)
             .map_err(|err| backend_sense(&err, SenseCode::WRITE_ERROR, e.lba))?;
+    }
+    if let (true, Some(lba)) = (durable, first) {
+        lu.flush(lba)?;
     }
     Ok(CmdOutput {
         data_out_len: param_len,

@@ -1,0 +1,149 @@
+//! Durability of a logical unit's writes. Every flush — SYNCHRONIZE CACHE, a FUA write, any
+//! write, WRITE SAME or UNMAP while the write cache is off — goes through
+//! [`LogicalUnit::flush`]; a write that must be durable is written and then flushed
+//! ([`LogicalUnit::write_durably`]).
+//!
+//! A flush that fails is **latched**. After a failed `fdatasync` Linux may have dropped the
+//! dirty pages it could not write and marked them clean, so the next `fdatasync` succeeds
+//! although the data is lost (the PostgreSQL "fsyncgate" of 2018). So once a flush has
+//! failed, every later flush and every write that must be durable is answered MEDIUM ERROR,
+//! WRITE ERROR (03h/0Ch/00h) without touching the backend, until an operator, having dealt
+//! with the cause, clears it (`srpctl target lun clear-flush-error NAME`). Writes the
+//! initiator did not ask to be durable (write cache on, no FUA) still complete: nothing was
+//! promised about them, and the next flush will fail. Each failed flush is counted and
+//! logged; the latch and its reason show in `srpctl target luns`.
+
+use super::{LogicalUnit, Stop, backend_sense};
+use crate::backend::{BackendError, MemSpan};
+use scsi::{Lba, Sense, SenseCode};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+/// A logical unit's flush state.
+#[derive(Debug, Default)]
+pub(crate) struct FlushLatch {
+    /// Why the first failed flush since the last clear failed; `None` while none has.
+    failed: Mutex<Option<String>>,
+    /// Failed flushes since the LU was built (not reset by a clear).
+    errors: AtomicU64,
+}
+
+impl FlushLatch {
+    fn reason(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The sense of a flush refused by the latch.
+fn latched() -> Stop {
+    Stop::Check(Sense::new(SenseCode::WRITE_ERROR))
+}
+
+impl LogicalUnit {
+    /// Makes every completed write durable, or fails with MEDIUM ERROR, WRITE ERROR: when
+    /// the backend's flush fails (latched from then on) or a flush failed before.
+    pub(crate) fn flush(&self, lba: Lba) -> Result<(), Stop> {
+        self.check_flushable()?;
+        self.backend.flush().map_err(|e| {
+            self.latch(&e);
+            backend_sense(&e, SenseCode::WRITE_ERROR, lba)
+        })
+    }
+
+    /// Fails as a flush would if one failed before (latched); for a durable write, before
+    /// it touches the medium.
+    pub(crate) fn check_flushable(&self) -> Result<(), Stop> {
+        match self.flush_latch.failed.lock() {
+            Ok(g) if g.is_none() => Ok(()),
+            Ok(_) => Err(latched()),
+            Err(p) if p.get_ref().is_none() => Ok(()),
+            Err(_) => Err(latched()),
+        }
+    }
+
+    /// Writes `buf` at `lba`, then, if `durable`, flushes; a latched flush error refuses a
+    /// durable write before it is written.
+    pub(crate) fn write_durably(&self, lba: Lba, buf: &[u8], durable: bool) -> Result<(), Stop> {
+        if durable {
+            self.check_flushable()?;
+        }
+        self.backend
+            .write_at(lba, buf, false)
+            .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba))?;
+        if durable {
+            self.flush(lba)?;
+        }
+        Ok(())
+    }
+
+    /// [`LogicalUnit::write_durably`] from registered memory.
+    pub(crate) fn write_from_durably(
+        &self,
+        lba: Lba,
+        src: MemSpan<'_>,
+        durable: bool,
+    ) -> Result<(), Stop> {
+        if durable {
+            self.check_flushable()?;
+        }
+        self.backend
+            .write_from(lba, src, false)
+            .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba))?;
+        if durable {
+            self.flush(lba)?;
+        }
+        Ok(())
+    }
+
+    fn latch(&self, e: &BackendError) {
+        self.flush_latch.errors.fetch_add(1, Ordering::Relaxed);
+        let mut failed = self
+            .flush_latch
+            .failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let first = failed.is_none();
+        if first {
+            *failed = Some(e.to_string());
+        }
+        drop(failed);
+        tracing::error!(
+            lun = %self.identity.unique_name(),
+            error = %e,
+            "a flush failed: writes acknowledged before it may be lost; every flush and durable \
+             write now fails until an operator clears it (srpctl target lun clear-flush-error NAME)"
+        );
+    }
+
+    /// Why flushes are refused, while a failed flush is latched.
+    pub fn flush_error(&self) -> Option<String> {
+        self.flush_latch.reason()
+    }
+
+    /// Failed flushes since the LU was built.
+    pub fn flush_errors(&self) -> u64 {
+        self.flush_latch.errors.load(Ordering::Relaxed)
+    }
+
+    /// Clears a latched flush error (the operator has dealt with its cause); returns the
+    /// reason that was latched, if any.
+    pub fn clear_flush_error(&self) -> Option<String> {
+        let was = self
+            .flush_latch
+            .failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(why) = &was {
+            tracing::warn!(
+                lun = %self.identity.unique_name(),
+                was = %why,
+                "flush error cleared by the operator: flushes and durable writes are served again"
+            );
+        }
+        was
+    }
+}
