@@ -219,3 +219,15 @@ fn direct_transfers_with_registered_memory_match_the_byte_interface() {
         );
     }
 }
+
+#[test]
+fn a_ram_lun_larger_than_memory_is_an_error_not_an_abort() {
+    // 2^40 blocks of 4 KiB: 4 PiB, far beyond any machine this runs on.
+    let e = srp_target::RamBackend::new(1 << 40, BlockSize::B4096).expect_err("too large");
+    assert!(e.to_string().contains("memory"), "{e}");
+    // A small one is zero-filled and usable.
+    let small = srp_target::RamBackend::new(8, BlockSize::B512).expect("small");
+    let mut b = [1u8; 512];
+    small.read_at(scsi::Lba(7), &mut b).expect("read");
+    assert_eq!(b, [0; 512]);
+}

@@ -480,7 +480,7 @@ fn sizes_and_block_sizes() {
         ("4096", 4096u64),
         ("\"64MiB\"", 64 << 20),
         ("\"1GiB\"", 1 << 30),
-        ("\"2TB\"", 2_000_000_000_000),
+        ("\"512KB\"", 512_000),
         ("\"1 GB\"", 1_000_000_000),
     ] {
         let c = TargetConfig::from_str(&size(&format!("size = {text}")), "t").expect(text);
@@ -730,5 +730,20 @@ fn a_control_group_is_resolved_by_name_or_number() {
     assert_eq!(
         c.target.control_group, None,
         "root and the daemon's user only"
+    );
+}
+
+#[test]
+fn a_ram_lun_larger_than_the_machine_is_refused_by_check() {
+    let text = BASE.replacen(
+        "[[ioc]]",
+        "[[lun]]\nname = \"huge\"\nram = true\nsize = \"1048576TiB\"\n\n[[ioc]]",
+        1,
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("target.toml: lun \"huge\".size: a RAM LUN of 1152921504606846976 bytes is larger than this machine's memory"),
+        "{e:?}"
     );
 }

@@ -68,8 +68,14 @@ impl Node {
     }
 }
 
+/// A RAM LU whose WCE MODE SELECT may change (`write_cache_changeable`).
 fn lu() -> LogicalUnit {
-    ram_lu(64, BlockSize::B512)
+    let b = srp_target::RamBackend::new(64, BlockSize::B512).expect("ram");
+    let cfg = srp_target::LuConfig {
+        wce_changeable: true,
+        ..srp_target::LuConfig::new(identity("ua"))
+    };
+    LogicalUnit::new(Box::new(b), cfg)
 }
 
 /// REQUEST SENSE(6) with DESC `desc`, 252 bytes.

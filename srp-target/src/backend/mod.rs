@@ -279,3 +279,26 @@ pub(crate) fn check_range(
         }),
     }
 }
+
+/// A `/proc/meminfo` field in bytes (Linux); `None` elsewhere or if absent.
+fn meminfo(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    let kib: u64 = line[field.len()..]
+        .trim_start_matches(':')
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The machine's memory (MemTotal), if known.
+pub fn memory_total() -> Option<u64> {
+    meminfo("MemTotal")
+}
+
+/// The memory available for new allocations now (MemAvailable), if known.
+pub fn memory_available() -> Option<u64> {
+    meminfo("MemAvailable")
+}

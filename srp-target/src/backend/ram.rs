@@ -29,10 +29,27 @@ impl RamBackend {
                 size_bytes: blocks.saturating_mul(block_size.bytes().into()),
                 why: "zero, or larger than memory can address",
             })?;
+        let too_large = |why| BackendError::BadSize {
+            op: Op::Open,
+            path: RAM.into(),
+            size_bytes: size as u64,
+            why,
+        };
+        // More than the memory available now would be killed when touched, or abort the
+        // process when refused: an error at start instead.
+        if super::memory_available().is_some_and(|avail| size as u64 > avail) {
+            return Err(too_large(
+                "larger than the memory available now (MemAvailable)",
+            ));
+        }
+        let mut data = Vec::new();
+        data.try_reserve_exact(size)
+            .map_err(|_| too_large("the memory for it could not be allocated"))?;
+        data.resize(size, 0);
         Ok(RamBackend {
             block_size,
             blocks,
-            data: RwLock::new(vec![0; size]),
+            data: RwLock::new(data),
         })
     }
 

@@ -239,6 +239,16 @@ pub enum ConfigErrorKind {
         /// The block size.
         block_size: u32,
     },
+    /// A RAM LUN larger than the machine's memory.
+    #[error(
+        "a RAM LUN of {size_bytes} bytes is larger than this machine's memory ({memory_bytes} bytes)"
+    )]
+    RamTooLarge {
+        /// The LUN's size.
+        size_bytes: u64,
+        /// MemTotal.
+        memory_bytes: u64,
+    },
     /// A block size other than 512 or 4096.
     #[error("block size {0} is not supported: expected 512 or 4096")]
     BadBlockSize(i64),

@@ -380,7 +380,21 @@ fn backing(
                 "; a RAM LUN needs a size, as size = \"1GiB\"",
                 sink,
             )?;
-            Some(Backing::Ram { size_bytes: size? })
+            let size_bytes = size?;
+            // Larger than the machine's memory can never start: said now, not at start.
+            if let Some(total) = crate::backend::memory_total() {
+                if size_bytes > total {
+                    sink.key(
+                        &path.key("size"),
+                        E::RamTooLarge {
+                            size_bytes,
+                            memory_bytes: total,
+                        },
+                    );
+                    return None;
+                }
+            }
+            Some(Backing::Ram { size_bytes })
         }
     }
 }
