@@ -7,9 +7,11 @@
 //! the REP). Our target and initiator once read it the other way round, and Linux NAKed the
 //! first SRP_CMD with a PSN sequence error (linux-interop.md).
 
-use access_layer::cm::QpPsns;
-use access_layer::mad::{CmMessage, MadBody, parse_any};
-use hca::Psn;
+use access_layer::cm::{CmConfig, CmEndpoint, CmEvent, QpPsns};
+use access_layer::mad::cm::CmRejReason;
+use access_layer::mad::{CmMessage, MadAddress, MadBody, parse_any};
+use hca::time::Time;
+use hca::{Gid, Guid, Psn};
 
 /// Linux's REQ: the whole IPv4 datagram (IP 20, UDP 8, BTH 12, DETH 8, MAD 256, ICRC 4).
 const LINUX_REQ: &str = "45000134298040004011f3e8c0a84d01c0a84dfed87212b7012000006400ffff0000000180000000800100000000\
@@ -76,4 +78,67 @@ fn each_side_sends_from_the_psn_the_other_side_offered() {
     let ours = QpPsns::passive(&req, rep.starting_psn);
     assert_eq!(ours.sq_psn, req.starting_psn);
     assert_eq!(ours.rq_psn, bth_psn(&first));
+}
+
+/// Our passive CM listening on the captured REQ's service, fed that REQ as if from `src`.
+fn feed_linux_req(src: std::net::Ipv4Addr) -> (Vec<CmEvent>, Vec<CmMessage>) {
+    let dgram = hex(LINUX_REQ);
+    let CmMessage::Req(req) = mad(&dgram) else {
+        panic!("not a REQ")
+    };
+    let mut cm = CmEndpoint::new(CmConfig {
+        local_ca_guid: Guid(0x0002_c903_00c0_ff01),
+        local_gid: Gid::from_ip(std::net::Ipv4Addr::new(192, 168, 77, 254).into()),
+        port: 1,
+        time_wait: std::time::Duration::from_secs(1),
+        agent_id: 1,
+        first_comm_id: 0x100,
+    });
+    cm.listen(req.service_id).expect("listen");
+    let from = MadAddress::gsi(1, Gid::from_ip(src.into()));
+    cm.handle_mad(
+        Time(0),
+        from,
+        &dgram[20 + 8 + 12 + 8..20 + 8 + 12 + 8 + 256],
+    );
+    let events: Vec<CmEvent> = std::iter::from_fn(|| cm.poll_event()).collect();
+    let sent: Vec<CmMessage> = std::iter::from_fn(|| cm.poll_transmit())
+        .map(
+            |m| match parse_any(m.mad.as_bytes()).expect("our MAD").body {
+                MadBody::Cm(c) => c,
+                other => panic!("not CM: {other:?}"),
+            },
+        )
+        .collect();
+    (events, sent)
+}
+
+#[test]
+fn a_req_must_name_the_address_it_came_from() {
+    // Linux's REQ names its own address (192.168.77.1, the datagram's source) as the
+    // primary path's local GID: from there it is taken to the consumer.
+    let dgram = hex(LINUX_REQ);
+    assert_eq!(&dgram[12..16], &[192, 168, 77, 1], "the IPv4 source");
+    let (events, sent) = feed_linux_req(std::net::Ipv4Addr::new(192, 168, 77, 1));
+    assert!(
+        matches!(events.as_slice(), [CmEvent::ReqReceived { .. }]),
+        "{events:?}"
+    );
+    assert!(sent.is_empty(), "nothing sent before the consumer decides");
+    // The same REQ sent from another address: refused on the wire and reported.
+    let (events, sent) = feed_linux_req(std::net::Ipv4Addr::new(192, 168, 77, 66));
+    assert!(
+        matches!(
+            events.as_slice(),
+            [CmEvent::ReqRefused {
+                reason: CmRejReason::InvalidGid,
+                ..
+            }]
+        ),
+        "{events:?}"
+    );
+    match sent.as_slice() {
+        [CmMessage::Rej(rej)] => assert_eq!(rej.reason, CmRejReason::InvalidGid),
+        other => panic!("no REJ: {other:?}"),
+    }
 }

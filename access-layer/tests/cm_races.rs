@@ -252,7 +252,7 @@ fn communication_ids_start_where_the_driver_says() {
     let mut net = Net::new(2);
     net.eps[0] = CmEndpoint::new(CmConfig {
         first_comm_id: 0x5eed_0001,
-        ..config(0)
+        ..config(2) // endpoint 0 is host 2 (Net::new)
     });
     net.eps[1].listen(SERVICE).expect("listen");
     let (_, cb) = establish(&mut net, 0, 1);

@@ -69,19 +69,30 @@ fn connect_as_nobody(dir: &Path, socket: &Path) -> String {
     let exe = dir.join("helper");
     std::fs::copy(std::env::current_exe().expect("exe"), &exe).expect("copy the helper");
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let out = Command::new(&exe)
-        .args([
-            "--ignored",
-            "--exact",
-            "helper_connect_as_another_user",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(HELPER_ENV, socket)
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .output()
-        .expect("run the helper as nobody");
+    // Another test thread forking while this copy was open for writing makes exec fail with
+    // ETXTBSY until that child has exec'd: try again, briefly (bounded).
+    let mut tries = 0;
+    let out = loop {
+        let run = Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "helper_connect_as_another_user",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(HELPER_ENV, socket)
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .output();
+        match run {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other.expect("run the helper as nobody"),
+        }
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     stdout
         .lines()

@@ -600,6 +600,28 @@ impl CmEndpoint {
             });
             return;
         }
+        // The REQ's primary path names the requester's port GID, which the connection's QP
+        // will send to. It must be the address the REQ came from: otherwise anyone could
+        // log in under another host's address (and its initiator port ID), and the target
+        // would aim the channel at a port that never asked. Linux's REQ names its own
+        // address there (cm_linux_psn.rs pins a capture). Refused as Linux's CM refuses a
+        // path it cannot use: REJ reason 12, primary remote port GID rejected.
+        if req.primary_path.local_gid != from.gid {
+            let rej = CmRej::new(
+                CommId(0),
+                req.local_comm_id,
+                RejMessage::Req,
+                CmRejReason::InvalidGid,
+                PrivateData::default(),
+            );
+            let _ = self.emit(from, tid, CmMessage::Rej(rej));
+            self.events.push_back(CmEvent::ReqRefused {
+                from: from.gid,
+                service_id: req.service_id,
+                reason: CmRejReason::InvalidGid,
+            });
+            return;
+        }
         let local_id = self.comm_id();
         let timeout = ack_timeout(req.local_cm_response_timeout).unwrap_or(Duration::from_secs(1));
         self.conns.insert(

@@ -2,6 +2,7 @@
 
 use crate::login::ChannelId;
 use access_layer::mad::ServiceId;
+use access_layer::mad::cm::CmRejReason;
 use srp::wire::PortId;
 use std::fmt;
 use std::net::IpAddr;
@@ -86,6 +87,17 @@ impl fmt::Display for DaemonEvent {
                 }
                 Ok(())
             }
+            DaemonEvent::CmRefused {
+                port,
+                from,
+                service_id,
+                reason,
+            } if *reason == u16::from(CmRejReason::InvalidGid) => write!(
+                f,
+                "CM REQ from {from} on port {port} refused (CM REJ reason {reason}): its primary \
+                 path names another address than the one it came from (forged or misrouted) — \
+                 service ID {service_id:#018x}"
+            ),
             DaemonEvent::CmRefused {
                 port,
                 from,
