@@ -144,6 +144,7 @@ name = "bench-target"
 node_guid = "0x0002c90300b20000"
 rdma_cm_port = 5603
 control_socket = "$WORK/target.sock"
+state_dir = "$WORK/state"
 
 [[port]]
 name = "p0"

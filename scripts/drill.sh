@@ -33,6 +33,7 @@ name = "drill-target"
 node_guid = "0x0002c90300d10000"
 rdma_cm_port = 5602
 control_socket = "$work/target.sock"
+state_dir = "$work/state"
 
 [[port]]
 name = "p0"

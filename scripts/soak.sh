@@ -53,6 +53,7 @@ name = "soak-target"
 node_guid = "0x0002c90300b50000"
 rdma_cm_port = 5605
 control_socket = "$work/target.sock"
+state_dir = "$work/state"
 
 [[port]]
 name = "p0"

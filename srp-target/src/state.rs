@@ -1,5 +1,5 @@
 //! The target's saved state on disk (`[target] state_dir`): what must survive a restart and
-//! is not configuration — saved mode pages today. Every file is replaced atomically and
+//! is not configuration: saved mode pages, persistent reservations under APTPL. Every file is replaced atomically and
 //! durably: written to a temporary file beside it, `fsync`ed, renamed over the old one, and
 //! the directory `fsync`ed, so a crash leaves either the old contents or the new, never a
 //! torn or missing file.
@@ -46,6 +46,19 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// Removes `path` durably (the directory `fsync`ed after); a missing file is fine.
+pub fn remove_durably(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => File::open(dir)?.sync_all(),
+        None => Ok(()),
+    }
 }
 
 /// The contents of `path`, or `None` if it does not exist.

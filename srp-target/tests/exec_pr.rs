@@ -522,3 +522,62 @@ fn racing_reserves_exactly_one_wins() {
         b.attention(&lu, SenseCode::RESERVATIONS_PREEMPTED);
     }
 }
+
+/// A RAM LU whose reservations persist under APTPL at `file` (and start from it).
+fn persisting_lu(file: &std::path::Path) -> LogicalUnit {
+    let b = srp_target::RamBackend::new(64, BlockSize::B512).expect("ram");
+    let cfg = srp_target::LuConfig {
+        pr_file: Some(file.to_path_buf()),
+        saved_pr: srp_target::exec::pr::persist::load(file).expect("readable"),
+        ..srp_target::LuConfig::new(identity("persisting"))
+    };
+    LogicalUnit::new(Box::new(b), cfg)
+}
+
+#[test]
+fn aptpl_keeps_the_state_in_the_lu_file() {
+    let dir = TempDir::new("aptpl-exec");
+    let file = dir.path().join("state").join("lun-x.pr");
+    let lu = persisting_lu(&file);
+    let (a, b) = (Node::new(INITIATOR_A, 0), Node::new(B, 1));
+    // PTPL_C: supported; not activated yet; APTPL=0 writes nothing.
+    assert_eq!(&a.pr_in(&lu, REPORT_CAPABILITIES)[2..4], &[0x05, 0x90]);
+    a.out(&lu, REGISTER, 0, 0, KA, 0);
+    assert!(!file.exists());
+    // APTPL=1: activated, and every later change is in the file before GOOD.
+    b.out(&lu, REGISTER, 0, 0, KB, 0x01);
+    assert_eq!(&a.pr_in(&lu, REPORT_CAPABILITIES)[2..4], &[0x05, 0x91]);
+    a.out(&lu, RESERVE, 5, KA, 0, 0);
+    let again = persisting_lu(&file);
+    assert_eq!(keys(&again, &a), vec![KA, KB]);
+    assert_eq!(reservation(&again, &a), Some((KA, 5)));
+    assert_eq!(generation(&again, &a), 2);
+    assert!(b.may_write(&again), "a registrant writes under WERO");
+    assert!(
+        !Node::new(C, 0).may_write(&again),
+        "enforced after the restart"
+    );
+    // A state that cannot be saved is not acknowledged: undone, INTERNAL TARGET FAILURE.
+    let blocked = dir.path().join("not-a-dir");
+    std::fs::write(&blocked, b"a file where the state directory should be").expect("write");
+    let stuck = LogicalUnit::new(
+        Box::new(srp_target::RamBackend::new(64, BlockSize::B512).expect("ram")),
+        srp_target::LuConfig {
+            pr_file: Some(blocked.join("lun-y.pr")),
+            ..srp_target::LuConfig::new(identity("stuck"))
+        },
+    );
+    let (cdb, list) = pr_out(REGISTER, 0, 0, KA, 0x01);
+    a.check(&stuck, &cdb, &list, SenseCode::INTERNAL_TARGET_FAILURE);
+    assert_eq!(keys(&stuck, &a), Vec::<u64>::new(), "undone");
+    assert_eq!(generation(&stuck, &a), 0);
+    // APTPL=0 in a REGISTER deactivates it: the file goes.
+    b.out(&lu, REGISTER, 0, KB, KB, 0);
+    assert_eq!(&a.pr_in(&lu, REPORT_CAPABILITIES)[2..4], &[0x05, 0x90]);
+    assert!(!file.exists());
+    // A damaged file stops the LU from starting on a guess.
+    std::fs::create_dir_all(file.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&file, "generation = \"seven\"\n").expect("damage");
+    let e = srp_target::exec::pr::persist::load(&file).expect_err("damaged");
+    assert!(e.contains("lun-x.pr"), "{e}");
+}

@@ -108,6 +108,14 @@ fn open_lun(
     let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
     lu.read_only = l.read_only;
     lu.write_cache = l.write_cache;
+    // Persistent reservations persist here under APTPL; a saved state is the LU's state.
+    let pr_file = state_dir.join(format!("lun-{}.pr", l.name));
+    lu.saved_pr =
+        crate::exec::pr::persist::load(&pr_file).map_err(|reason| StartError::SavedState {
+            lun: l.name.clone(),
+            reason,
+        })?;
+    lu.pr_file = Some(pr_file);
     if l.write_cache_changeable {
         // The caching page is savable: start from the saved one, if any.
         let saved = state_dir.join(format!("lun-{}.mode", l.name));

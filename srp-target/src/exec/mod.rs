@@ -181,6 +181,11 @@ pub struct LuConfig {
     pub saved_pages: Option<std::path::PathBuf>,
     /// The WCE a saved page held at start (`mode::load_saved_wce`), if any.
     pub saved_write_cache: Option<bool>,
+    /// Where the persistent reservation state is kept under APTPL; `None`: APTPL=1 is
+    /// refused (PTPL_C=0).
+    pub pr_file: Option<std::path::PathBuf>,
+    /// The reservation state saved at `pr_file` (`pr::persist::load`), to start from.
+    pub saved_pr: Option<pr::persist::SavedPr>,
     /// INQUIRY PRODUCT IDENTIFICATION (ASCII, at most 16 bytes; longer is cut).
     pub product: String,
     /// Largest READ/WRITE in bytes (VPD B0h MAXIMUM TRANSFER LENGTH): what the transport's
@@ -199,6 +204,8 @@ impl LuConfig {
             default_write_cache: None,
             saved_pages: None,
             saved_write_cache: None,
+            pr_file: None,
+            saved_pr: None,
             product: "SRP LUN".to_owned(),
             max_transfer_bytes: io::MAX_TRANSFER_BYTES,
         }
@@ -219,6 +226,9 @@ pub struct LogicalUnit {
     io_order: RwLock<()>,
     /// Persistent reservations ([`pr`]).
     pr: RwLock<pr::PrState>,
+    /// Where the reservation state persists under APTPL ([`pr::persist`]); none: APTPL
+    /// is not supported.
+    pr_file: Option<std::path::PathBuf>,
     /// What the control socket reports ([`counters`]).
     counters: counters::LuCounters,
     /// Failed flushes, latched (`durability.rs`).
@@ -340,7 +350,8 @@ impl LogicalUnit {
             write_cache: AtomicBool::new(config.write_cache),
             product: config.product,
             io_order: RwLock::new(()),
-            pr: RwLock::new(pr::PrState::default()),
+            pr: RwLock::new(config.saved_pr.map(|s| s.0).unwrap_or_default()),
+            pr_file: config.pr_file,
             counters: counters::LuCounters::default(),
             flush_latch: durability::FlushLatch::default(),
             mode: mode::ModeState {

@@ -59,6 +59,7 @@ name = "demo-target"
 node_guid = "0x0002c90300de0000"
 rdma_cm_port = 5599
 control_socket = "{sock}"
+state_dir = "{state}"
 
 [[port]]
 name = "p0"
@@ -88,6 +89,7 @@ exports = {{ 0 = "demo-vol" }}
 allow = ["any"]
 "#,
         sock = dir.join("target.sock").display(),
+        state = dir.join("state").display(),
         file = dir.join("demo-vol.img").display()
     )
 }

@@ -7,9 +7,13 @@ use crate::exec::{Exec, LogicalUnit, good_data};
 use scsi::cdb::{PrIn, PrInAction};
 use srp::wire::PortId;
 
-/// REPORT CAPABILITIES byte 2: ATP_C (ALL_TG_PT supported). CRH, SIP_C, PTPL_C are 0:
-/// no RESERVE(6)/RELEASE(6), no SPEC_I_PT, no persistence through power loss.
+/// REPORT CAPABILITIES byte 2: ATP_C (ALL_TG_PT supported), PTPL_C (persistence through
+/// power loss, on a LU with a state file). CRH and SIP_C are 0: no RESERVE(6)/RELEASE(6),
+/// no SPEC_I_PT.
 const ATP_C: u8 = 0x04;
+const PTPL_C: u8 = 0x01;
+/// Byte 3 bit 0: PTPL_A, persistence activated.
+const PTPL_A: u8 = 0x01;
 /// Byte 3: TMV (the type mask is valid), ALLOW COMMANDS 001b (TEST UNIT READY passes
 /// Write Exclusive and Exclusive Access reservations; as LIO).
 const TMV_ALLOW_COMMANDS: u8 = 0x80 | 0x10;
@@ -31,7 +35,7 @@ pub(crate) fn pr_in(lu: &LogicalUnit, p: &PrIn, din: &mut Vec<u8>) -> Exec {
     match p.action {
         PrInAction::ReadKeys => read_keys(&st, din),
         PrInAction::ReadReservation => read_reservation(&st, din),
-        PrInAction::ReportCapabilities => report_capabilities(din),
+        PrInAction::ReportCapabilities => report_capabilities(&st, lu.pr_file.is_some(), din),
         PrInAction::ReadFullStatus => read_full_status(&st, din),
     }
     drop(st);
@@ -69,9 +73,11 @@ fn read_reservation(st: &PrState, din: &mut Vec<u8>) {
 }
 
 /// REPORT CAPABILITIES (6.15.4).
-fn report_capabilities(din: &mut Vec<u8>) {
+fn report_capabilities(st: &PrState, persists: bool, din: &mut Vec<u8>) {
     din.extend(8u16.to_be_bytes());
-    din.extend([ATP_C, TMV_ALLOW_COMMANDS, TYPE_MASK_4, TYPE_MASK_5, 0, 0]);
+    let byte2 = ATP_C | if persists { PTPL_C } else { 0 };
+    let byte3 = TMV_ALLOW_COMMANDS | if st.ptpl { PTPL_A } else { 0 };
+    din.extend([byte2, byte3, TYPE_MASK_4, TYPE_MASK_5, 0, 0]);
 }
 
 /// The TransportID of an SRP initiator port (SPC-4 7.6.4.5).

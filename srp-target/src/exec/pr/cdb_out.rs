@@ -91,8 +91,8 @@ pub(crate) fn pr_out(lu: &LogicalUnit, nexus: &Nexus<'_>, p: &PrOut, dout: &[u8]
         return Err(SenseCode::PARAMETER_LIST_LENGTH_ERROR.into());
     }
     let registering = matches!(p.action, A::Register | A::RegisterAndIgnoreExistingKey);
-    if registering && params.aptpl {
-        // Not implemented: the state is not kept across power loss (PTPL_C=0).
+    if registering && params.aptpl && lu.pr_file.is_none() {
+        // No state file to keep it in: not kept across power loss (PTPL_C=0).
         return Err(Sense::invalid_field_in_parameter_list(FLAGS_BYTE, Some(0)).into());
     }
     let kind = match p.action {
@@ -113,6 +113,33 @@ pub(crate) fn pr_out(lu: &LogicalUnit, nexus: &Nexus<'_>, p: &PrOut, dout: &[u8]
         (A::RegisterAndMove, _) | (A::Reserve | A::Preempt | A::PreemptAndAbort, None) => {
             Err(Refuse::Check(Sense::invalid_field_in_cdb(1, Some(4))))
         }
+    };
+    // The last successful REGISTER's APTPL decides whether the state persists.
+    let r = match r {
+        Ok(gone) if registering => {
+            st.ptpl = params.aptpl;
+            Ok(gone)
+        }
+        other => other,
+    };
+    // Persisted before GOOD (APTPL): a state that cannot be written is not acknowledged.
+    let r = match (r, &lu.pr_file) {
+        (Ok(gone), Some(path)) => match super::persist::store(path, &before, &st) {
+            Ok(()) => Ok(gone),
+            Err(e) => {
+                tracing::error!(
+                    lun = %lu.identity().unique_name(),
+                    file = %path.display(),
+                    error = %e,
+                    "PERSISTENT RESERVE OUT: the reservation state could not be saved; undone"
+                );
+                *st = before.clone();
+                Err(Refuse::Check(Sense::new(
+                    SenseCode::INTERNAL_TARGET_FAILURE,
+                )))
+            }
+        },
+        (r, _) => r,
     };
     // Established under the PR lock, so no command of a nexus told sees the new state
     // without its unit attention.

@@ -10,9 +10,12 @@
 //! RESERVE OUT), `cdb_in` (PERSISTENT RESERVE IN), `attention` (the unit attentions a
 //! service action establishes, [`super::ua`]).
 //!
+//! - APTPL (`persist`): on a LU with a state file (every LU of a daemon: `[target]
+//!   state_dir`), APTPL=1 in a REGISTER makes the state persist through power loss; REPORT
+//!   CAPABILITIES says PTPL_C=1 and PTPL_A as it stands. Without a state file APTPL=1 is
+//!   INVALID FIELD IN PARAMETER LIST and PTPL_C=0.
+//!
 //! Not here (documented choices):
-//! - APTPL: the state lives in memory only; APTPL=1 is INVALID FIELD IN PARAMETER LIST and
-//!   REPORT CAPABILITIES says PTPL_C=0.
 //! - SPEC_I_PT: INVALID FIELD IN PARAMETER LIST (SIP_C=0).
 //! - REGISTER AND MOVE: not routed (the engine's table drops it), so INVALID FIELD IN CDB
 //!   at the SERVICE ACTION and REPORT SUPPORTED OPERATION CODES says "not supported".
@@ -24,6 +27,7 @@ pub(crate) mod attention;
 pub(crate) mod cdb_in;
 pub(crate) mod cdb_out;
 pub(crate) mod conflict;
+pub mod persist;
 
 use super::{CmdOutput, LogicalUnit, Nexus};
 use crate::lu::RelativePortId;
@@ -128,6 +132,9 @@ pub(crate) struct PrState {
     /// In registration order (READ KEYS and READ FULL STATUS report them so).
     pub(crate) regs: Vec<Registration>,
     pub(crate) res: Option<Reservation>,
+    /// PTPL_A: the last successful REGISTER had APTPL=1; the state is kept in the LU's
+    /// state file ([`persist`]).
+    pub(crate) ptpl: bool,
 }
 
 impl PrState {

@@ -48,7 +48,7 @@ pub fn ours_config(work: &Path, allow: &[String]) -> String {
     let allow = allow.join(", ");
     format!(
         "[target]\nnode_guid = \"0x0002c90300c0ff00\"\nname = \"interop\"\n\
-         control_socket = \"{sock}\"\nrdma_cm_port = 5555\n\n\
+         control_socket = \"{sock}\"\nrdma_cm_port = 5555\nstate_dir = \"{state}\"\n\n\
          [[port]]\nname = \"p0\"\naddress = \"192.168.77.254\"\n\n\
          [[port]]\nname = \"p1\"\naddress = \"192.168.78.254\"\n\n\
          [[lun]]\nname = \"vol0\"\nfile = \"{img}\"\nsize = \"{m0}MiB\"\n\n\
@@ -58,6 +58,7 @@ pub fn ours_config(work: &Path, allow: &[String]) -> String {
          [[ioc]]\nname = \"ioc-b\"\nguid = \"0x{b}\"\nports = [\"p1\"]\n\
          exports = {{ 0 = \"vol0\", 1 = \"vol1\" }}\nallow = [{allow}]\n",
         sock = work.join("target.sock").display(),
+        state = work.join("state").display(),
         img = work.join("vol0.img").display(),
         m0 = LUN_MIB[0],
         m1 = LUN_MIB[1],
