@@ -138,6 +138,11 @@ fn summary(c: &TargetConfig) -> String {
         "target {name}: node GUID {}, RDMA-CM port {}",
         c.target.node_guid, c.target.rdma_cm_port
     );
+    let _ = writeln!(
+        s,
+        "state directory {} (saved mode pages, persistent reservations under APTPL)",
+        c.target.state_dir.display()
+    );
     for p in &c.ports {
         let _ = writeln!(s, "port {}: {}", p.name, p.address);
     }
