@@ -148,6 +148,7 @@ fn example_parses_to_expected_values() {
                     (lun(2), "iso".into()),
                 ]),
                 allow: Acl::Any,
+                nexus_from_any_address: false,
             },
             IocConfig {
                 name: "ioc-b".into(),
@@ -166,6 +167,7 @@ fn example_parses_to_expected_values() {
                     )),
                     AclEntry::Guid(Guid(0x0002_c903_00be_ef02)),
                 ]),
+                nexus_from_any_address: false,
             },
         ],
         luns: vec![
@@ -249,7 +251,7 @@ fn syntax_error_has_line_and_column() {
 fn unknown_keys_are_rejected_everywhere() {
     fails(
         &format!("{BASE}\nfoo = 1"),
-        "target.toml: ioc[0].foo: unknown key; expected one of: name, guid, id_ext, service_id, ports, enabled, alua, exports, allow",
+        "target.toml: ioc[0].foo: unknown key; expected one of: name, guid, id_ext, service_id, ports, enabled, alua, exports, allow, nexus_from_any_address",
     );
     fails(
         &format!("bar = 1\n{BASE}"),

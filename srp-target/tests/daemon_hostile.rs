@@ -97,6 +97,9 @@ struct Rig {
 }
 
 /// A daemon at 127.0.117.`t` (RAM LUN 0, file LUN 1) and the well-behaved node at `t`+1.
+/// Its IOC lets a nexus have channels from several addresses (`nexus_from_any_address`):
+/// the hostile nodes here fill one nexus from four addresses to reach its channel limit;
+/// the one-address rule has its own test (`daemon_identity.rs`).
 fn rig(t: u8) -> Rig {
     let dir = TempDir::new("daemon-hostile");
     let text = format!(
@@ -105,7 +108,8 @@ fn rig(t: u8) -> Rig {
          [[lun]]\nname = \"ram\"\nram = true\nsize = \"1MiB\"\n\n\
          [[lun]]\nname = \"file\"\nfile = \"{}\"\nsize = \"1MiB\"\n\n\
          [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300d7c701\"\nports = [\"p0\"]\n\
-         exports = {{ 0 = \"ram\", 1 = \"file\" }}\nallow = [\"any\"]\n",
+         exports = {{ 0 = \"ram\", 1 = \"file\" }}\nallow = [\"any\"]\n\
+         nexus_from_any_address = true\n",
         ip(t),
         dir.path().join("file.img").display(),
     );

@@ -57,6 +57,7 @@ pub(super) struct RawIoc {
     /// A table `{ 0 = "vol1" }` or an array of [`RawExport`]; shape checked by validation.
     pub(super) exports: Option<toml::Value>,
     pub(super) allow: Option<Vec<String>>,
+    pub(super) nexus_from_any_address: Option<bool>,
 }
 
 /// One element of the array form of `exports`: `{ lun = 0, name = "vol1" }`.

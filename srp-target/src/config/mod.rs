@@ -190,6 +190,11 @@ pub struct IocConfig {
     pub exports: BTreeMap<scsi::Lun, String>,
     /// Who may log in.
     pub allow: Acl,
+    /// Whether a login may join or replace (MULTI-CHANNEL ACTION) the channels of an I_T
+    /// nexus that came from another address; default false: an initiator port ID's
+    /// channels all come from one address, so a host cannot take over another's nexus
+    /// (its reservations included) by claiming its port ID.
+    pub nexus_from_any_address: bool,
 }
 
 impl IocConfig {

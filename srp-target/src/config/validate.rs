@@ -463,6 +463,7 @@ fn ioc(table: &toml::Table, path: &KeyPath, refs: &Refs<'_>, sink: &mut Sink) ->
         alua: alua?,
         exports: exports?,
         allow: allow?,
+        nexus_from_any_address: r.nexus_from_any_address.unwrap_or(false),
     })
 }
 

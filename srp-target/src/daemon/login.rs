@@ -135,7 +135,25 @@ pub fn handle_req(
         initiator: login.req.initiator_port_id,
         target: ioc.config().target_port_id(),
     };
-    let decision = app.decide_login(ioc, &login.req, table.channels(&nexus));
+    // The REQ's primary path names where it came from (the CM checked it against the
+    // packet): a nexus's channels all come from one address unless the IOC says otherwise.
+    let from = req.primary_path.local_gid;
+    let decision = if !ioc.config().nexus_from_any_address
+        && ioc.config().allow.allows(login.req.initiator_port_id)
+        && table.has_channel_from_elsewhere(&nexus, from)
+    {
+        let refusal = LoginRefusal::NexusElsewhere(login.req.initiator_port_id);
+        LoginDecision::Reject {
+            rej: LoginRej {
+                reason: refusal.reason(),
+                tag: login.req.tag,
+                buf_fmt: formats,
+            },
+            refusal,
+        }
+    } else {
+        app.decide_login(ioc, &login.req, table.channels(&nexus))
+    };
     let answer = CmAnswer::from_decision(&decision);
     match decision {
         LoginDecision::Reject { rej, refusal } => reject(

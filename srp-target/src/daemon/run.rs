@@ -307,7 +307,7 @@ impl Loop {
                         );
                     }
                 }
-                self.table.add(nexus, id);
+                self.table.add_from(nexus, id, req.primary_path.local_gid);
                 self.sessions.insert(
                     id,
                     Session {

@@ -95,6 +95,13 @@ pub enum LoginRefusal {
     /// MULTI-CHANNEL ACTION multi on a nexus already at its channel limit.
     #[error("the I_T nexus already has {0} channels (the limit)")]
     ChannelLimit(usize),
+    /// The I_T nexus has channels that logged in from another address, and the IOC does
+    /// not let a login join or replace them from elsewhere (`nexus_from_any_address`).
+    #[error(
+        "initiator port {0} already has channels from another address; a login from here \
+         may not join or replace them"
+    )]
+    NexusElsewhere(PortId),
 }
 
 impl LoginRefusal {
@@ -105,9 +112,9 @@ impl LoginRefusal {
         match self {
             LoginRefusal::ItIuLen { .. } => LoginRejReason::ItIuLenTooLarge,
             LoginRefusal::Disabled => LoginRejReason::InsufficientResources,
-            LoginRefusal::WrongTarget { .. } | LoginRefusal::Denied(_) => {
-                LoginRejReason::UnableToAssociate
-            }
+            LoginRefusal::WrongTarget { .. }
+            | LoginRefusal::Denied(_)
+            | LoginRefusal::NexusElsewhere(_) => LoginRejReason::UnableToAssociate,
             LoginRefusal::BufFormats { .. } => LoginRejReason::UnsupportedBufFormat,
             LoginRefusal::ChannelLimit(_) => LoginRejReason::ChannelLimitReached,
         }

@@ -1,6 +1,7 @@
 //! Channels by I_T nexus: an SRP initiator port and a target port (SRP r16a 3.1: an I_T
 //! nexus may hold several RDMA channels; MULTI-CHANNEL ACTION single replaces them all).
 
+use hca::Gid;
 use srp::wire::PortId;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,6 +30,8 @@ pub struct NexusKey {
 pub struct NexusTable {
     by_nexus: BTreeMap<NexusKey, Vec<ChannelId>>,
     by_channel: BTreeMap<ChannelId, NexusKey>,
+    /// The address each channel logged in from, where known.
+    from: BTreeMap<ChannelId, Gid>,
 }
 
 impl NexusTable {
@@ -55,8 +58,22 @@ impl NexusTable {
         self.by_channel.insert(ch, nexus);
     }
 
+    /// [`NexusTable::add`] for a channel that logged in from `from`.
+    pub fn add_from(&mut self, nexus: NexusKey, ch: ChannelId, from: Gid) {
+        self.add(nexus, ch);
+        self.from.insert(ch, from);
+    }
+
+    /// Whether a live channel of `nexus` logged in from another address than `from`.
+    pub fn has_channel_from_elsewhere(&self, nexus: &NexusKey, from: Gid) -> bool {
+        self.channels(nexus)
+            .iter()
+            .any(|ch| self.from.get(ch).is_some_and(|g| *g != from))
+    }
+
     /// Forgets a closed channel; returns its nexus if it was known.
     pub fn remove(&mut self, ch: ChannelId) -> Option<NexusKey> {
+        self.from.remove(&ch);
         let nexus = self.by_channel.remove(&ch)?;
         if let Some(list) = self.by_nexus.get_mut(&nexus) {
             list.retain(|c| *c != ch);
@@ -112,5 +129,29 @@ mod tests {
         assert!(t.channels(&key(2, 9)).is_empty());
         assert_eq!(t.len(), 1);
         assert!(!t.is_empty());
+    }
+
+    #[test]
+    fn where_a_nexus_logged_in_from_is_known() {
+        let g = |n: u8| Gid::from_ip(std::net::IpAddr::from([127, 0, 0, n]));
+        let mut t = NexusTable::new();
+        assert!(
+            !t.has_channel_from_elsewhere(&key(1, 9), g(2)),
+            "no channel"
+        );
+        t.add_from(key(1, 9), ChannelId(1), g(2));
+        t.add_from(key(1, 9), ChannelId(2), g(2));
+        assert!(!t.has_channel_from_elsewhere(&key(1, 9), g(2)));
+        assert!(t.has_channel_from_elsewhere(&key(1, 9), g(3)));
+        assert!(
+            !t.has_channel_from_elsewhere(&key(2, 9), g(3)),
+            "another nexus"
+        );
+        t.remove(ChannelId(1));
+        t.remove(ChannelId(2));
+        assert!(
+            !t.has_channel_from_elsewhere(&key(1, 9), g(3)),
+            "gone with its channels"
+        );
     }
 }
