@@ -3,8 +3,9 @@
 //! host's channel (MULTI-CHANNEL ACTION single) nor join it (multi) — the login is rejected
 //! with "unable to associate RDMA channel with the specified I_T nexus", logged, and the
 //! victim's channel keeps working; the rightful host re-logging in from its address replaces
-//! its channel as before; `nexus_from_any_address = true` restores the old rule. In-process
-//! daemon on loopback 127.0.121.x.
+//! its channel as before; `nexus_from_any_address = true` restores the old rule. An ACL
+//! entry bound to an address (`guid:...@IP`) admits that identifier from there only.
+//! In-process daemon on loopback 127.0.121.x.
 
 mod common;
 mod host;
@@ -25,12 +26,17 @@ fn ip(host: u8) -> IpAddr {
 }
 
 fn start(any_address: bool, target: u8) -> (Daemon, TargetConfig) {
+    start_with("\"any\"", any_address, target)
+}
+
+/// A daemon whose IOC's `allow` is `allow` (TOML array items).
+fn start_with(allow: &str, any_address: bool, target: u8) -> (Daemon, TargetConfig) {
     let text = format!(
         "[target]\nnode_guid = \"0x0002c90300c8c800\"\nrdma_cm_port = 5571\n\n\
          [[port]]\nname = \"p0\"\naddress = \"{}\"\n\n\
          [[lun]]\nname = \"ram0\"\nram = true\nsize = \"1MiB\"\n\n\
          [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300c8c8a1\"\nports = [\"p0\"]\n\
-         exports = {{ 0 = \"ram0\" }}\nallow = [\"any\"]\nnexus_from_any_address = {any_address}\n",
+         exports = {{ 0 = \"ram0\" }}\nallow = [{allow}]\nnexus_from_any_address = {any_address}\n",
         ip(target)
     );
     let config = TargetConfig::from_str(&text, "identity.toml")
@@ -118,4 +124,22 @@ fn nexus_from_any_address_lets_another_address_take_over() {
     let mut second = Host::open_as(ip(7), ip(5), HOST_GUID + 1);
     let ep = log_in(&mut second, 0, &config, MultiChannelAction::Single).expect("allowed");
     assert!(works(&mut second, &ep, 40));
+}
+
+#[test]
+fn an_acl_entry_bound_to_an_address_admits_it_from_there_only() {
+    let allow = format!("\"guid:{:#018x}@{}\"", HOST_GUID, ip(9));
+    let (daemon, config) = start_with(&allow, false, 8);
+    // The victim's identifier from another address: not admitted.
+    let mut forger = Host::open_as(ip(10), ip(8), HOST_GUID + 1);
+    let Err(code) = log_in(&mut forger, 0, &config, MultiChannelAction::Single) else {
+        panic!("admitted from the wrong address")
+    };
+    assert_eq!(code, u32::from(LoginRejReason::UnableToAssociate));
+    let e = event(&daemon, |e| matches!(e, DaemonEvent::Rejected { .. }));
+    assert!(e.to_string().contains("not admitted"), "{e}");
+    // From its own address: admitted and served.
+    let mut rightful = Host::open(ip(9), ip(8));
+    let ep = log_in(&mut rightful, 0, &config, MultiChannelAction::Single).expect("admitted");
+    assert!(works(&mut rightful, &ep, 50));
 }

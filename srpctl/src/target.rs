@@ -123,6 +123,9 @@ fn acl(a: &Acl) -> String {
             .map(|e| match e {
                 AclEntry::PortId(p) => format!("port {p}"),
                 AclEntry::Guid(g) => format!("guid {g}"),
+                AclEntry::Address(a) => format!("any port from {a}"),
+                AclEntry::PortIdFrom(p, a) => format!("port {p} from {a}"),
+                AclEntry::GuidFrom(g, a) => format!("guid {g} from {a}"),
             })
             .collect::<Vec<_>>()
             .join(", "),

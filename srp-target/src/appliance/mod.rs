@@ -244,7 +244,19 @@ impl Appliance {
         req: &LoginReq,
         nexus_channels: &[ChannelId],
     ) -> LoginDecision {
-        let admits = ioc.config.allow.allows(req.initiator_port_id);
+        self.decide_login_from(ioc, req, nexus_channels, None)
+    }
+
+    /// [`Appliance::decide_login`] for a login from `from` (ACL entries that name an
+    /// address match only it; with `None` they match nothing).
+    pub fn decide_login_from(
+        &self,
+        ioc: &Ioc,
+        req: &LoginReq,
+        nexus_channels: &[ChannelId],
+        from: Option<std::net::IpAddr>,
+    ) -> LoginDecision {
+        let admits = ioc.config.allow.allows_from(req.initiator_port_id, from);
         decide(req, &self.policy(ioc), admits, nexus_channels)
     }
 

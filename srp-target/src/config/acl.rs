@@ -4,10 +4,16 @@
 //! `0x` and 32 hex digits, colons allowed) or, with `guid:`, only its GUID half, which Linux
 //! ib_srp fills with the local port GUID (`initiator_ext ‖ port GUID`, r16a order). A GUID
 //! entry therefore admits that HCA port whatever `initiator_ext` it logs in with.
+//!
+//! An entry may also name where the login comes from — the REQ's source address, which the
+//! CM has checked against the packet: `addr:<IP>` admits any initiator port ID from that
+//! address, and `<port ID or guid:...>@<IP>` admits that identifier only from there, so a
+//! host that claims it from elsewhere is refused.
 
 use super::error::ConfigErrorKind as E;
 use hca::Guid;
 use srp::wire::{IoClass, PortId};
+use std::net::IpAddr;
 
 /// Who may log in to an IOC.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,31 +31,79 @@ pub enum AclEntry {
     PortId(PortId),
     /// Any initiator port identifier whose GUID half (the low 64 bits, r16a) is this GUID.
     Guid(Guid),
+    /// Any initiator port identifier logging in from this address (`addr:<IP>`).
+    Address(IpAddr),
+    /// This initiator port identifier, from this address only (`<port ID>@<IP>`).
+    PortIdFrom(PortId, IpAddr),
+    /// A port identifier with this GUID half, from this address only (`guid:<GUID>@<IP>`).
+    GuidFrom(Guid, IpAddr),
 }
 
 impl AclEntry {
-    /// Whether `initiator` (as received in SRP_LOGIN_REQ) matches this entry. Our IOCs
-    /// advertise IOClass 0x0100 (r16a), so initiators put the GUID second.
-    pub fn matches(&self, initiator: PortId) -> bool {
+    /// Whether `initiator` (as received in SRP_LOGIN_REQ), logging in from `from` (when
+    /// known), matches this entry. Our IOCs advertise IOClass 0x0100 (r16a), so initiators
+    /// put the GUID second. An entry that names an address never matches an unknown one.
+    pub fn matches_from(&self, initiator: PortId, from: Option<IpAddr>) -> bool {
+        let guid_is = |g: Guid| initiator.guid(IoClass::SrpR16a) == g;
         match *self {
             AclEntry::PortId(id) => id == initiator,
-            AclEntry::Guid(guid) => initiator.guid(IoClass::SrpR16a) == guid,
+            AclEntry::Guid(guid) => guid_is(guid),
+            AclEntry::Address(a) => from == Some(a),
+            AclEntry::PortIdFrom(id, a) => id == initiator && from == Some(a),
+            AclEntry::GuidFrom(guid, a) => guid_is(guid) && from == Some(a),
         }
+    }
+
+    /// [`AclEntry::matches_from`] with the address unknown.
+    pub fn matches(&self, initiator: PortId) -> bool {
+        self.matches_from(initiator, None)
     }
 }
 
 impl Acl {
-    /// Whether `initiator` may log in.
-    pub fn allows(&self, initiator: PortId) -> bool {
+    /// Whether `initiator`, logging in from `from` (when known), may log in.
+    pub fn allows_from(&self, initiator: PortId, from: Option<IpAddr>) -> bool {
         match self {
             Acl::Any => true,
-            Acl::Only(entries) => entries.iter().any(|e| e.matches(initiator)),
+            Acl::Only(entries) => entries.iter().any(|e| e.matches_from(initiator, from)),
         }
+    }
+
+    /// [`Acl::allows_from`] with the address unknown (entries naming one do not match).
+    pub fn allows(&self, initiator: PortId) -> bool {
+        self.allows_from(initiator, None)
     }
 }
 
 /// Parses one `allow` entry other than `"any"`.
 pub(super) fn entry(text: &str) -> Result<AclEntry, E> {
+    let bad = |why| E::BadInitiator {
+        text: text.to_owned(),
+        why,
+    };
+    let address = |a: &str| {
+        a.parse::<IpAddr>().map_err(|_| {
+            bad("expected an IP address after \"addr:\" or \"@\", as \"addr:192.0.2.20\"")
+        })
+    };
+    if let Some(a) = text.strip_prefix("addr:") {
+        return address(a).map(AclEntry::Address);
+    }
+    if let Some((who, a)) = text.rsplit_once('@') {
+        let a = address(a)?;
+        return match identity(who)
+            .map_err(|_| bad("expected a port ID or \"guid:...\" before \"@\""))?
+        {
+            AclEntry::PortId(p) => Ok(AclEntry::PortIdFrom(p, a)),
+            AclEntry::Guid(g) => Ok(AclEntry::GuidFrom(g, a)),
+            _ => Err(bad("expected a port ID or \"guid:...\" before \"@\"")),
+        };
+    }
+    identity(text)
+}
+
+/// A port ID or `guid:` entry (no address).
+fn identity(text: &str) -> Result<AclEntry, E> {
     let bad = |why| E::BadInitiator {
         text: text.to_owned(),
         why,
@@ -104,6 +158,11 @@ mod tests {
             "guid:12",
             "zz",
             "0x11223344556677880002c90300010a2b00",
+            "addr:",
+            "addr:not-an-ip",
+            "guid:0002:c903:0001:0a2b@",
+            "guid:0002:c903:0001:0a2b@host.example",
+            "addr:192.0.2.1@192.0.2.2",
         ] {
             assert!(entry(bad).is_err(), "{bad}");
         }
@@ -121,5 +180,44 @@ mod tests {
         assert!(acl.allows(exact));
         assert!(!acl.allows(PortId::new(6, guid, IoClass::SrpR16a)));
         assert!(Acl::Any.allows(PortId::default()));
+    }
+
+    #[test]
+    fn entries_bound_to_an_address() {
+        let guid = Guid(0x0002_c903_0001_0a2b);
+        let id = PortId::new(0, guid, IoClass::SrpR16a);
+        let here: IpAddr = "192.0.2.20".parse().expect("ip");
+        let there: IpAddr = "192.0.2.66".parse().expect("ip");
+        let parse = |t: &str| entry(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+        assert_eq!(parse("addr:192.0.2.20"), AclEntry::Address(here));
+        assert_eq!(
+            parse("guid:0002:c903:0001:0a2b@192.0.2.20"),
+            AclEntry::GuidFrom(guid, here)
+        );
+        assert_eq!(
+            parse("0x00000000000000000002c90300010a2b@192.0.2.20"),
+            AclEntry::PortIdFrom(id, here)
+        );
+        assert_eq!(
+            parse("addr:2001:db8::1"),
+            AclEntry::Address("2001:db8::1".parse().expect("v6"))
+        );
+        for e in [
+            parse("addr:192.0.2.20"),
+            parse("guid:0002:c903:0001:0a2b@192.0.2.20"),
+            parse("0x00000000000000000002c90300010a2b@192.0.2.20"),
+        ] {
+            let acl = Acl::Only(vec![e]);
+            assert!(acl.allows_from(id, Some(here)), "{e:?} from here");
+            assert!(!acl.allows_from(id, Some(there)), "{e:?} from elsewhere");
+            assert!(!acl.allows(id), "{e:?}: an unknown address never matches");
+        }
+        // addr: admits any identifier from there; the bound forms only theirs.
+        let other = PortId::new(0, Guid(7), IoClass::SrpR16a);
+        assert!(Acl::Only(vec![parse("addr:192.0.2.20")]).allows_from(other, Some(here)));
+        assert!(
+            !Acl::Only(vec![parse("guid:0002:c903:0001:0a2b@192.0.2.20")])
+                .allows_from(other, Some(here))
+        );
     }
 }

@@ -138,8 +138,12 @@ pub fn handle_req(
     // The REQ's primary path names where it came from (the CM checked it against the
     // packet): a nexus's channels all come from one address unless the IOC says otherwise.
     let from = req.primary_path.local_gid;
+    let from_ip = Some(from.to_ip());
     let decision = if !ioc.config().nexus_from_any_address
-        && ioc.config().allow.allows(login.req.initiator_port_id)
+        && ioc
+            .config()
+            .allow
+            .allows_from(login.req.initiator_port_id, from_ip)
         && table.has_channel_from_elsewhere(&nexus, from)
     {
         let refusal = LoginRefusal::NexusElsewhere(login.req.initiator_port_id);
@@ -152,7 +156,7 @@ pub fn handle_req(
             refusal,
         }
     } else {
-        app.decide_login(ioc, &login.req, table.channels(&nexus))
+        app.decide_login_from(ioc, &login.req, table.channels(&nexus), from_ip)
     };
     let answer = CmAnswer::from_decision(&decision);
     match decision {
