@@ -142,10 +142,9 @@ fn five_seconds_of_random_verified_io_never_trips_the_verifier() {
     );
     assert_eq!(probe.start_overlaps.load(SeqCst), 0);
     assert_eq!(probe.not_at_dispatch.load(SeqCst), 0);
-    assert!(
-        probe.build_max.load(SeqCst) >= 2,
-        "BuildIo ran concurrently"
-    );
+    // Whether BuildIo calls overlapped here is up to the scheduler (on 2 loaded vCPUs a
+    // run can see none: CI did, 2026-11-26); that they may is proved with a rendezvous by
+    // `port_ram.rs` `build_io_runs_concurrently_and_start_io_never_overlaps`.
     assert!(probe.dpc_completions.load(SeqCst) > 0);
     assert_eq!(port.outstanding(), 0);
 }
