@@ -13,7 +13,8 @@ fn create_then_reopen_same_size_keeps_data() {
     let path = dir.path().join("lun0");
     let b = FileBackend::create(&path, 64 * 4096, BlockSize::B4096).expect("create");
     assert_eq!(b.blocks(), 64);
-    b.write_at(Lba(3), &[0x5a; 4096], true).expect("write");
+    b.write_at(Lba(3), &[0x5a; 4096]).expect("write");
+    b.flush().expect("flush");
     drop(b);
     let b = FileBackend::create(&path, 64 * 4096, BlockSize::B4096).expect("reopen");
     let mut buf = [0u8; 4096];
@@ -44,18 +45,19 @@ fn bad_sizes_and_ranges_are_errors() {
         Err(BackendError::OutOfRange { .. })
     ));
     assert!(matches!(
-        b.write_at(Lba(0), &[0; 100], false),
+        b.write_at(Lba(0), &[0; 100]),
         Err(BackendError::Misaligned { .. })
     ));
 }
 
 #[test]
-fn fua_write_is_visible_through_a_separate_handle() {
+fn a_flushed_write_is_visible_through_a_separate_handle() {
     let dir = TempDir::new("fua");
     let path = dir.path().join("lun");
     let b = FileBackend::create(&path, 16 * 512, BlockSize::B512).expect("create");
     let data = common::pattern(1024, 7);
-    b.write_at(Lba(4), &data, true).expect("fua write");
+    b.write_at(Lba(4), &data).expect("write");
+    b.flush().expect("flush");
     // A separate open file description: sees what reached the file, not a private buffer.
     let f = std::fs::File::open(&path).expect("open");
     let mut got = vec![0u8; 1024];
@@ -85,8 +87,8 @@ fn unmap_punches_holes_and_reads_zeros() {
     let path = dir.path().join("lun");
     let blocks = 256u64; // 1 MiB of 4 KiB blocks
     let b = FileBackend::create(&path, blocks * 4096, BlockSize::B4096).expect("create");
-    b.write_at(Lba(0), &vec![0xee; 1 << 20], true)
-        .expect("fill");
+    b.write_at(Lba(0), &vec![0xee; 1 << 20]).expect("fill");
+    b.flush().expect("flush");
     let before = std::fs::metadata(&path).expect("meta");
     b.unmap(Lba(16), BlockCount(128)).expect("unmap");
     let after = std::fs::metadata(&path).expect("meta");
@@ -116,7 +118,7 @@ fn unmap_punches_holes_and_reads_zeros() {
 #[test]
 fn ram_backend_reads_writes_unmaps() {
     let b = RamBackend::new(8, BlockSize::B512).expect("ram");
-    b.write_at(Lba(1), &[9; 1024], false).expect("write");
+    b.write_at(Lba(1), &[9; 1024]).expect("write");
     let mut buf = [0u8; 1536];
     b.read_at(Lba(0), &mut buf).expect("read");
     assert_eq!(&buf[..512], &[0; 512]);
@@ -184,7 +186,7 @@ fn direct_transfers_with_registered_memory_match_the_byte_interface() {
             offset: 37,
             len,
         };
-        b.write_from(Lba(9), span, true).expect("write_from");
+        b.write_from(Lba(9), span).expect("write_from");
         let mut back = vec![0u8; len];
         b.read_at(Lba(9), &mut back).expect("read_at");
         assert!(back == data, "{name}: write_from lands where read_at reads");

@@ -40,9 +40,8 @@ impl Backend for FlakyFlush {
     fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError> {
         self.ram.read_at(lba, buf)
     }
-    fn write_at(&self, lba: Lba, buf: &[u8], fua: bool) -> Result<(), BackendError> {
-        self.ram.write_at(lba, buf, false)?;
-        if fua { self.flush() } else { Ok(()) }
+    fn write_at(&self, lba: Lba, buf: &[u8]) -> Result<(), BackendError> {
+        self.ram.write_at(lba, buf)
     }
     fn flush(&self) -> Result<(), BackendError> {
         self.knobs.flushes.fetch_add(1, Ordering::SeqCst);

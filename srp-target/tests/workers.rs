@@ -66,8 +66,8 @@ impl Backend for Gated {
         drop(g);
         d.ram.read_at(lba, buf)
     }
-    fn write_at(&self, lba: Lba, buf: &[u8], fua: bool) -> Result<(), BackendError> {
-        self.0.ram.write_at(lba, buf, fua)
+    fn write_at(&self, lba: Lba, buf: &[u8]) -> Result<(), BackendError> {
+        self.0.ram.write_at(lba, buf)
     }
     fn flush(&self) -> Result<(), BackendError> {
         self.0.ram.flush()

@@ -1,7 +1,8 @@
 //! [`FileBackend`]: a regular file or a block device, through `pread`/`pwrite`.
 //!
-//! FUA is a write followed by `fdatasync` (`File::sync_data`), as LIO's fileio does with
-//! write cache emulation; SYNCHRONIZE CACHE is `fdatasync`. UNMAP punches holes with
+//! A flush is `fdatasync` (`File::sync_data`): the logical unit makes a FUA write (or any
+//! write with the write cache off) durable by writing and then flushing, as LIO's fileio
+//! does with write cache emulation (`exec/durability.rs`); SYNCHRONIZE CACHE is a flush. UNMAP punches holes with
 //! `fallocate(PUNCH_HOLE | KEEP_SIZE)` (files and, since Linux 4.9, block devices) and falls
 //! back to writing zeros where the filesystem or device does not support it, remembering the
 //! answer so that the fallback costs one failed syscall, not one per command.
@@ -178,17 +179,12 @@ impl Backend for FileBackend {
             .map_err(self.io_err(Op::Read))
     }
 
-    fn write_at(&self, lba: Lba, buf: &[u8], fua: bool) -> Result<(), BackendError> {
+    fn write_at(&self, lba: Lba, buf: &[u8]) -> Result<(), BackendError> {
         let (bs, n) = (self.block_size, self.blocks);
         let offset = check_range(Op::Write, &self.path, bs, n, lba, buf.len())?;
         self.file
             .write_all_at(buf, offset)
-            .map_err(self.io_err(Op::Write))?;
-        if fua {
-            // Durable before status (SBC FUA): data, and the metadata needed to read it.
-            self.flush()?;
-        }
-        Ok(())
+            .map_err(self.io_err(Op::Write))
     }
 
     fn read_into(&self, lba: Lba, dst: super::MemSpan<'_>) -> Result<(), BackendError> {
@@ -200,17 +196,13 @@ impl Backend for FileBackend {
             .map_err(|e| self.io_err(Op::Read)(file_io(e)))
     }
 
-    fn write_from(&self, lba: Lba, src: super::MemSpan<'_>, fua: bool) -> Result<(), BackendError> {
+    fn write_from(&self, lba: Lba, src: super::MemSpan<'_>) -> Result<(), BackendError> {
         let (bs, n) = (self.block_size, self.blocks);
         let offset = check_range(Op::Write, &self.path, bs, n, lba, src.len)?;
         // pwrite(2) straight from the registered memory the data-out READ filled.
         src.block
             .write_file(src.offset, src.len, &self.file, offset)
-            .map_err(|e| self.io_err(Op::Write)(file_io(e)))?;
-        if fua {
-            self.flush()?;
-        }
-        Ok(())
+            .map_err(|e| self.io_err(Op::Write)(file_io(e)))
     }
 
     fn flush(&self) -> Result<(), BackendError> {

@@ -180,8 +180,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Reads `buf.len() / block_size` blocks starting at `lba` into `buf`.
     fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError>;
 
-    /// Writes `buf` at `lba`; with `fua` the blocks are durable when this returns.
-    fn write_at(&self, lba: Lba, buf: &[u8], fua: bool) -> Result<(), BackendError>;
+    /// Writes `buf` at `lba` (durable only after [`Backend::flush`]: the logical unit
+    /// flushes when a write must be durable, `exec/durability.rs`).
+    fn write_at(&self, lba: Lba, buf: &[u8]) -> Result<(), BackendError>;
 
     /// Reads `dst.len / block_size` blocks at `lba` into registered memory. The default
     /// goes through a stack buffer; backends that can reach the memory directly (a file's
@@ -201,9 +202,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Ok(())
     }
 
-    /// Writes `src` (whole blocks of registered memory) at `lba`, durable with `fua` (the
-    /// default goes through a stack buffer, as [`Backend::read_into`]).
-    fn write_from(&self, lba: Lba, src: MemSpan<'_>, fua: bool) -> Result<(), BackendError> {
+    /// Writes `src` (whole blocks of registered memory) at `lba`, as [`Backend::write_at`]
+    /// (the default goes through a stack buffer, as [`Backend::read_into`]).
+    fn write_from(&self, lba: Lba, src: MemSpan<'_>) -> Result<(), BackendError> {
         let bs = self.block_size().len_bytes();
         let mut step = [0u8; STEP_BYTES];
         let mut done = 0;
@@ -212,8 +213,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
             src.block
                 .read(src.offset + done, &mut step[..n])
                 .map_err(|e| span_error(Op::Write, e))?;
-            let last = done + n == src.len;
-            self.write_at(Lba(lba.0 + (done / bs) as u64), &step[..n], fua && last)?;
+            self.write_at(Lba(lba.0 + (done / bs) as u64), &step[..n])?;
             done += n;
         }
         Ok(())

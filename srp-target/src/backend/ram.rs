@@ -90,12 +90,7 @@ impl Backend for RamBackend {
             .map_err(|e| super::span_error(Op::Read, e))
     }
 
-    fn write_from(
-        &self,
-        lba: Lba,
-        src: super::MemSpan<'_>,
-        _fua: bool,
-    ) -> Result<(), BackendError> {
+    fn write_from(&self, lba: Lba, src: super::MemSpan<'_>) -> Result<(), BackendError> {
         let off = self.range(Op::Write, lba, src.len)?;
         let mut data = self.data.write().unwrap_or_else(PoisonError::into_inner);
         src.block
@@ -103,7 +98,7 @@ impl Backend for RamBackend {
             .map_err(|e| super::span_error(Op::Write, e))
     }
 
-    fn write_at(&self, lba: Lba, buf: &[u8], _fua: bool) -> Result<(), BackendError> {
+    fn write_at(&self, lba: Lba, buf: &[u8]) -> Result<(), BackendError> {
         let off = self.range(Op::Write, lba, buf.len())?;
         let mut data = self.data.write().unwrap_or_else(PoisonError::into_inner);
         data[off..off + buf.len()].copy_from_slice(buf);

@@ -55,28 +55,45 @@ impl LogicalUnit {
 
     /// Fails as a flush would if one failed before (latched); for a durable write, before
     /// it touches the medium.
-    pub(crate) fn check_flushable(&self) -> Result<(), Stop> {
-        match self.flush_latch.failed.lock() {
-            Ok(g) if g.is_none() => Ok(()),
-            Ok(_) => Err(latched()),
-            Err(p) if p.get_ref().is_none() => Ok(()),
-            Err(_) => Err(latched()),
+    fn check_flushable(&self) -> Result<(), Stop> {
+        let failed = self
+            .flush_latch
+            .failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if failed.is_some() {
+            Err(latched())
+        } else {
+            Ok(())
         }
     }
 
-    /// Writes `buf` at `lba`, then, if `durable`, flushes; a latched flush error refuses a
-    /// durable write before it is written.
-    pub(crate) fn write_durably(&self, lba: Lba, buf: &[u8], durable: bool) -> Result<(), Stop> {
+    /// Runs `work` (writes to the medium); if `durable`, refuses first when a flush failed
+    /// before and flushes after (`lba` names the command's medium error). Every write that
+    /// must be durable — FUA, write cache off, WRITE SAME, UNMAP — goes through here.
+    pub(crate) fn durably(
+        &self,
+        lba: Lba,
+        durable: bool,
+        work: impl FnOnce() -> Result<(), Stop>,
+    ) -> Result<(), Stop> {
         if durable {
             self.check_flushable()?;
         }
-        self.backend
-            .write_at(lba, buf, false)
-            .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba))?;
+        work()?;
         if durable {
             self.flush(lba)?;
         }
         Ok(())
+    }
+
+    /// Writes `buf` at `lba`, durably if `durable` ([`LogicalUnit::durably`]).
+    pub(crate) fn write_durably(&self, lba: Lba, buf: &[u8], durable: bool) -> Result<(), Stop> {
+        self.durably(lba, durable, || {
+            self.backend
+                .write_at(lba, buf)
+                .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba))
+        })
     }
 
     /// [`LogicalUnit::write_durably`] from registered memory.
@@ -86,16 +103,11 @@ impl LogicalUnit {
         src: MemSpan<'_>,
         durable: bool,
     ) -> Result<(), Stop> {
-        if durable {
-            self.check_flushable()?;
-        }
-        self.backend
-            .write_from(lba, src, false)
-            .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba))?;
-        if durable {
-            self.flush(lba)?;
-        }
-        Ok(())
+        self.durably(lba, durable, || {
+            self.backend
+                .write_from(lba, src)
+                .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba))
+        })
     }
 
     fn latch(&self, e: &BackendError) {

@@ -48,15 +48,13 @@ pub(crate) fn write_same(lu: &LogicalUnit, w: &WriteSame, dout: &[u8]) -> Exec {
     };
     let _order = lu.write_order();
     // Write cache off: durable before GOOD, by one flush after the whole range.
-    let durable = lu.durable(false);
-    if durable {
-        lu.check_flushable()?;
-    }
-    if w.unmap && block.iter().all(|&b| b == 0) {
-        lu.backend
-            .unmap(w.lba, w.blocks)
-            .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, w.lba))?;
-    } else {
+    lu.durably(w.lba, lu.durable(false), || {
+        if w.unmap && block.iter().all(|&b| b == 0) {
+            return lu
+                .backend
+                .unmap(w.lba, w.blocks)
+                .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, w.lba));
+        }
         let per_chunk = (WRITE_SAME_CHUNK_BYTES / bs).max(1);
         let chunk = block.repeat(per_chunk);
         let (mut lba, mut left) = (w.lba.0, u64::from(w.blocks.0));
@@ -67,10 +65,8 @@ pub(crate) fn write_same(lu: &LogicalUnit, w: &WriteSame, dout: &[u8]) -> Exec {
             lba += n as u64;
             left -= n as u64;
         }
-    }
-    if durable {
-        lu.flush(w.lba)?;
-    }
+        Ok(())
+    })?;
     Ok(done)
 }
 
@@ -145,19 +141,15 @@ pub(crate) fn unmap(lu: &LogicalUnit, u: &Unmap, dout: &[u8]) -> Exec {
     let _order = lu.write_order();
     // Write cache off: the deallocation is durable before GOOD (a hole punched, or zeros
     // written, is as volatile as any write until flushed).
-    let durable = lu.durable(false);
-    if durable {
-        lu.check_flushable()?;
-    }
-    let mut first = None;
-    for e in extents.iter().filter(|e| !e.blocks.is_zero()) {
-        first.get_or_insert(e.lba);
-        lu.backend
-            .unmap(e.lba, e.blocks)
-            .map_err(|err| backend_sense(&err, SenseCode::WRITE_ERROR, e.lba))?;
-    }
-    if let (true, Some(lba)) = (durable, first) {
-        lu.flush(lba)?;
+    let mut todo = extents.iter().filter(|e| !e.blocks.is_zero()).peekable();
+    if let Some(first) = todo.peek().map(|e| e.lba) {
+        lu.durably(first, lu.durable(false), || {
+            todo.try_for_each(|e| {
+                lu.backend
+                    .unmap(e.lba, e.blocks)
+                    .map_err(|err| backend_sense(&err, SenseCode::WRITE_ERROR, e.lba))
+            })
+        })?;
     }
     Ok(CmdOutput {
         data_out_len: param_len,

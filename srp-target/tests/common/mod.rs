@@ -315,13 +315,8 @@ impl srp_target::Backend for ByteRam {
     fn read_at(&self, lba: scsi::Lba, buf: &mut [u8]) -> Result<(), srp_target::BackendError> {
         self.0.read_at(lba, buf)
     }
-    fn write_at(
-        &self,
-        lba: scsi::Lba,
-        buf: &[u8],
-        fua: bool,
-    ) -> Result<(), srp_target::BackendError> {
-        self.0.write_at(lba, buf, fua)
+    fn write_at(&self, lba: scsi::Lba, buf: &[u8]) -> Result<(), srp_target::BackendError> {
+        self.0.write_at(lba, buf)
     }
     fn flush(&self) -> Result<(), srp_target::BackendError> {
         self.0.flush()
