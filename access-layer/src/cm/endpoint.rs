@@ -585,20 +585,7 @@ impl CmEndpoint {
             }
         }
         if !self.listens.contains(&req.service_id) {
-            let rej = CmRej::new(
-                CommId(0),
-                req.local_comm_id,
-                RejMessage::Req,
-                CmRejReason::InvalidServiceId,
-                PrivateData::default(),
-            );
-            let _ = self.emit(from, tid, CmMessage::Rej(rej));
-            self.events.push_back(CmEvent::ReqRefused {
-                from: from.gid,
-                service_id: req.service_id,
-                reason: CmRejReason::InvalidServiceId,
-            });
-            return;
+            return self.refuse_req(from, tid, &req, CmRejReason::InvalidServiceId);
         }
         // The REQ's primary path names the requester's port GID, which the connection's QP
         // will send to. It must be the address the REQ came from: otherwise anyone could
@@ -607,20 +594,7 @@ impl CmEndpoint {
         // address there (cm_linux_psn.rs pins a capture). Refused as Linux's CM refuses a
         // path it cannot use: REJ reason 12, primary remote port GID rejected.
         if req.primary_path.local_gid != from.gid {
-            let rej = CmRej::new(
-                CommId(0),
-                req.local_comm_id,
-                RejMessage::Req,
-                CmRejReason::InvalidGid,
-                PrivateData::default(),
-            );
-            let _ = self.emit(from, tid, CmMessage::Rej(rej));
-            self.events.push_back(CmEvent::ReqRefused {
-                from: from.gid,
-                service_id: req.service_id,
-                reason: CmRejReason::InvalidGid,
-            });
-            return;
+            return self.refuse_req(from, tid, &req, CmRejReason::InvalidGid);
         }
         let local_id = self.comm_id();
         let timeout = ack_timeout(req.local_cm_response_timeout).unwrap_or(Duration::from_secs(1));
@@ -650,6 +624,23 @@ impl CmEndpoint {
             conn: ConnId(local_id),
             from,
             req,
+        });
+    }
+
+    /// Answers a REQ that never became a connection with a REJ for `reason`, and reports it.
+    fn refuse_req(&mut self, from: MadAddress, tid: Tid, req: &CmReq, reason: CmRejReason) {
+        let rej = CmRej::new(
+            CommId(0),
+            req.local_comm_id,
+            RejMessage::Req,
+            reason,
+            PrivateData::default(),
+        );
+        let _ = self.emit(from, tid, CmMessage::Rej(rej));
+        self.events.push_back(CmEvent::ReqRefused {
+            from: from.gid,
+            service_id: req.service_id,
+            reason,
         });
     }
 
