@@ -12,7 +12,7 @@
 
 use super::error::ConfigErrorKind as E;
 use hca::Guid;
-use srp::wire::{IoClass, PortId};
+use srp::wire::{IoClass, PortId, PortIdParseError};
 use std::net::IpAddr;
 
 /// Who may log in to an IOC.
@@ -114,22 +114,13 @@ fn identity(text: &str) -> Result<AclEntry, E> {
             .map(AclEntry::Guid)
             .map_err(|_| bad("expected guid: and 16 hex digits, as \"guid:0x0002c90300a1b2c3\""));
     }
-    let body = text.strip_prefix("0x").unwrap_or(text);
-    let mut bytes = [0u8; 16];
-    let mut digits = 0usize;
-    for c in body.chars().filter(|&c| c != ':') {
-        let d = c.to_digit(16).ok_or_else(|| bad("not hexadecimal"))?;
-        if digits < 32 {
-            bytes[digits / 2] |= (d as u8) << if digits % 2 == 0 { 4 } else { 0 };
-        }
-        digits += 1;
-    }
-    match digits {
-        32 => Ok(AclEntry::PortId(PortId(bytes))),
-        16 => Err(bad(
+    match text.parse::<PortId>() {
+        Ok(p) => Ok(AclEntry::PortId(p)),
+        Err(PortIdParseError::Digits(16)) => Err(bad(
             "16 hex digits is a GUID; write \"guid:...\" to match a port GUID",
         )),
-        _ => Err(bad(
+        Err(PortIdParseError::NotHex) => Err(bad("not hexadecimal")),
+        Err(PortIdParseError::Digits(_)) => Err(bad(
             "expected an initiator port ID of 32 hex digits (\"0x\" and colons allowed), \"guid:\" and a GUID, or \"any\"",
         )),
     }

@@ -25,4 +25,4 @@ pub mod tsk_mgmt;
 
 pub use error::WireError;
 pub use iu::{AnyIu, IuType, SolicitFlags, Tag};
-pub use port_id::{IoClass, PortId};
+pub use port_id::{IoClass, PortId, PortIdParseError};

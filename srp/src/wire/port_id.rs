@@ -73,6 +73,40 @@ impl fmt::Display for PortId {
     }
 }
 
+/// Why text is not a port identifier ([`PortId`]'s `FromStr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PortIdParseError {
+    /// A character other than a hex digit (after an optional `0x`, colons ignored).
+    #[error("not hexadecimal")]
+    NotHex,
+    /// Not 32 hex digits.
+    #[error("{0} hex digits, not 32")]
+    Digits(usize),
+}
+
+/// The [`Display`](fmt::Display) form back: `0x` (optional) and 32 hex digits, colons
+/// allowed anywhere (`1122:3344:…`), as ACLs write them.
+impl core::str::FromStr for PortId {
+    type Err = PortIdParseError;
+
+    fn from_str(text: &str) -> Result<PortId, PortIdParseError> {
+        let body = text.strip_prefix("0x").unwrap_or(text);
+        let mut bytes = [0u8; 16];
+        let mut digits = 0usize;
+        for c in body.chars().filter(|&c| c != ':') {
+            let d = c.to_digit(16).ok_or(PortIdParseError::NotHex)?;
+            if digits < 32 {
+                bytes[digits / 2] |= (d as u8) << if digits % 2 == 0 { 4 } else { 0 };
+            }
+            digits += 1;
+        }
+        match digits {
+            32 => Ok(PortId(bytes)),
+            n => Err(PortIdParseError::Digits(n)),
+        }
+    }
+}
+
 impl fmt::Debug for PortId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "PortId({self})")
@@ -97,6 +131,10 @@ mod tests {
             assert_eq!(id.guid(class), guid);
         }
         assert_eq!(r16a.to_string(), "0x11223344556677880002c90300010a2b");
+        assert_eq!(r16a.to_string().parse(), Ok(r16a), "Display parses back");
+        assert_eq!("1122:3344:5566:7788:0002:c903:0001:0a2b".parse(), Ok(r16a));
+        assert_eq!("0x12".parse::<PortId>(), Err(PortIdParseError::Digits(2)));
+        assert_eq!("zz".parse::<PortId>(), Err(PortIdParseError::NotHex));
         assert_eq!(u16::from(IoClass::SrpR16a), 0x0100);
         assert_eq!(u16::from(IoClass::SrpRev10), 0xff00);
     }

@@ -11,6 +11,7 @@
 
 use super::{ItNexus, PrState, Registration, ResType, Reservation};
 use crate::lu::RelativePortId;
+use scsi::cdb::PrType;
 use serde::{Deserialize, Serialize};
 use srp::wire::PortId;
 use std::path::Path;
@@ -31,7 +32,7 @@ struct File {
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileReg {
-    /// The initiator port identifier, 32 hex digits.
+    /// The initiator port identifier, `0x` and 32 hex digits.
     initiator: String,
     /// The relative target port.
     port: u16,
@@ -49,40 +50,15 @@ struct FileRes {
     r#type: u8,
 }
 
-fn hex(p: &PortId) -> String {
-    p.0.iter().map(|b| format!("{b:02x}")).collect()
-}
-
+/// An identifier as the file holds it: its `Display` form, `0x` and 32 hex digits.
 fn port_id(text: &str) -> Result<PortId, String> {
-    let bytes: Vec<u8> = (0..text.len())
-        .step_by(2)
-        .map(|i| {
-            text.get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        })
-        .collect::<Option<_>>()
-        .ok_or_else(|| format!("initiator {text:?}: not hex"))?;
-    let id: [u8; 16] = bytes
-        .try_into()
-        .map_err(|_| format!("initiator {text:?}: not 32 hex digits"))?;
-    Ok(PortId(id))
+    text.parse().map_err(|e| format!("initiator {text:?}: {e}"))
 }
 
+/// A TYPE code this target supports.
 fn res_type(code: u8) -> Result<ResType, String> {
-    use ResType as R;
-    Ok(match code {
-        0x1 => R::WriteExclusive,
-        0x3 => R::ExclusiveAccess,
-        0x5 => R::WriteExclusiveRegistrantsOnly,
-        0x6 => R::ExclusiveAccessRegistrantsOnly,
-        0x7 => R::WriteExclusiveAllRegistrants,
-        0x8 => R::ExclusiveAccessAllRegistrants,
-        other => {
-            return Err(format!(
-                "reservation type {other:#x} is not one this target uses"
-            ));
-        }
-    })
+    ResType::from_pr(PrType::from(code))
+        .ok_or_else(|| format!("reservation type {code:#x} is not one this target uses"))
 }
 
 /// The file's text for `st`.
@@ -93,14 +69,14 @@ pub(crate) fn to_text(st: &PrState) -> String {
             .regs
             .iter()
             .map(|r| FileReg {
-                initiator: hex(&r.nexus.initiator),
+                initiator: r.nexus.initiator.to_string(),
                 port: r.nexus.port.0,
                 key: format!("{:#018x}", r.key),
                 all_tg_pt: r.all_tg_pt,
             })
             .collect(),
         reservation: st.res.map(|r| FileRes {
-            initiator: hex(&r.holder.initiator),
+            initiator: r.holder.initiator.to_string(),
             port: r.holder.port.0,
             r#type: r.kind as u8,
         }),
@@ -219,7 +195,7 @@ mod tests {
         )
         .expect("write");
         let e = load(&path).expect_err("damaged");
-        assert!(e.contains("not hex") || e.contains("hex digits"), "{e}");
+        assert!(e.contains("hexadecimal"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
