@@ -51,6 +51,7 @@ pub mod io;
 pub mod login;
 pub mod lu;
 pub mod state;
+pub mod writelog;
 
 pub use backend::{Backend, BackendError, BlockSize, FileBackend, MemSpan, RamBackend};
 pub use exec::pr::ItNexus;

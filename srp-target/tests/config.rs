@@ -76,6 +76,7 @@ fn ram_lun(name: &str, size_bytes: u64) -> LunConfig {
         read_only: false,
         write_cache: true,
         write_cache_changeable: false,
+        record_writes: None,
     }
 }
 
@@ -181,6 +182,7 @@ fn example_parses_to_expected_values() {
                 read_only: false,
                 write_cache: true,
                 write_cache_changeable: false,
+                record_writes: None,
             },
             LunConfig {
                 name: "db-log".into(),
@@ -191,6 +193,7 @@ fn example_parses_to_expected_values() {
                 read_only: false,
                 write_cache: false,
                 write_cache_changeable: false,
+                record_writes: None,
             },
             ram_lun("scratch", 1 << 30),
             LunConfig {
@@ -203,6 +206,7 @@ fn example_parses_to_expected_values() {
                 read_only: true,
                 write_cache: true,
                 write_cache_changeable: false,
+                record_writes: None,
             },
         ],
     };

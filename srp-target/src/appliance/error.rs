@@ -15,6 +15,14 @@ pub enum StartError {
         /// What the backend said (names the path and the operation).
         source: BackendError,
     },
+    /// The LUN's write log (`record_writes`) could not be created or continued.
+    #[error("lun \"{lun}\": record_writes: {source}")]
+    WriteLog {
+        /// The LUN's name.
+        lun: String,
+        /// What went wrong (names the log file).
+        source: crate::writelog::WriteLogError,
+    },
     /// The LUN's saved state (its saved mode page) is unreadable: it does not start on a
     /// guess.
     #[error("lun \"{lun}\": saved state: {reason}; repair or remove the file")]

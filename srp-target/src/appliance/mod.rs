@@ -77,22 +77,42 @@ pub struct Appliance {
     limits: ChannelLimits,
 }
 
-fn open_backend(l: &LunConfig) -> Result<Box<dyn Backend>, crate::backend::BackendError> {
-    Ok(match &l.backing {
+fn open_backend(l: &LunConfig) -> Result<Box<dyn Backend>, StartError> {
+    let backend_err = |source| StartError::Backend {
+        lun: l.name.clone(),
+        source,
+    };
+    let file = match &l.backing {
         Backing::File {
             path,
             size_bytes: Some(size),
-        } => Box::new(FileBackend::create(path, *size, l.block_size)?),
+        } => FileBackend::create(path, *size, l.block_size).map_err(backend_err)?,
         Backing::File {
             path,
             size_bytes: None,
         }
-        | Backing::Device { path } => Box::new(FileBackend::open(path, l.block_size, l.read_only)?),
-        Backing::Ram { size_bytes } => Box::new(RamBackend::new(
-            size_bytes / u64::from(l.block_size.bytes()),
-            l.block_size,
-        )?),
-    })
+        | Backing::Device { path } => {
+            FileBackend::open(path, l.block_size, l.read_only).map_err(backend_err)?
+        }
+        Backing::Ram { size_bytes } => {
+            return Ok(Box::new(
+                RamBackend::new(size_bytes / u64::from(l.block_size.bytes()), l.block_size)
+                    .map_err(backend_err)?,
+            ));
+        }
+    };
+    let Some(log) = &l.record_writes else {
+        return Ok(Box::new(file));
+    };
+    let file = file
+        .record_writes(log)
+        .map_err(|source| StartError::WriteLog {
+            lun: l.name.clone(),
+            source,
+        })?;
+    tracing::warn!(lun = %l.name, log = %log.display(),
+        "recording every write, flush and discard of this LUN (record_writes): a diagnostic mode; the log grows with every write");
+    Ok(Box::new(file))
 }
 
 fn open_lun(
@@ -101,10 +121,7 @@ fn open_lun(
     limits: &ChannelLimits,
     state_dir: &std::path::Path,
 ) -> Result<LogicalUnit, StartError> {
-    let backend = open_backend(l).map_err(|source| StartError::Backend {
-        lun: l.name.clone(),
-        source,
-    })?;
+    let backend = open_backend(l)?;
     let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
     lu.read_only = l.read_only;
     lu.write_cache = l.write_cache;

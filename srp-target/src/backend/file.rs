@@ -7,23 +7,24 @@
 //! back to writing zeros where the filesystem or device does not support it, remembering the
 //! answer so that the fallback costs one failed syscall, not one per command.
 
+use super::medium::{FileMedium, Medium};
 use super::{Backend, BackendError, BlockSize, Op, check_range};
 use nix::errno::Errno;
-use nix::fcntl::{FallocateFlags, fallocate};
 use scsi::{BlockCount, Lba};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Zero-fill chunk for the unmap fallback: 1 MiB.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
 
-/// A LUN backed by a regular file or a block device.
+/// A LUN backed by a regular file or a block device. Its system calls go through a
+/// [`Medium`]: the file itself, or a layer beneath the backend
+/// ([`FileBackend::interpose`]: the write log of `writelog`).
 #[derive(Debug)]
 pub struct FileBackend {
-    file: File,
+    medium: Box<dyn Medium>,
     path: PathBuf,
     block_size: BlockSize,
     blocks: u64,
@@ -121,7 +122,7 @@ impl FileBackend {
             && nix::sys::statfs::fstatfs(&file)
                 .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
         Ok(FileBackend {
-            file,
+            medium: Box::new(FileMedium::new(file)),
             path: path.to_path_buf(),
             block_size,
             blocks: size_bytes / bs,
@@ -133,6 +134,30 @@ impl FileBackend {
     /// The backing file or device.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Records every write, flush and discard that reaches the file in the write log at
+    /// `log` (created, or continued after a restart): `record_writes` in the config.
+    pub fn record_writes(self, log: &Path) -> Result<FileBackend, crate::writelog::WriteLogError> {
+        let header = crate::writelog::record::Header {
+            block_size: self.block_size.bytes(),
+            size_bytes: self.blocks * u64::from(self.block_size.bytes()),
+        };
+        let recorded = crate::writelog::Recorded::open(self.medium, log, header)?;
+        Ok(FileBackend {
+            medium: Box::new(recorded),
+            ..self
+        })
+    }
+
+    /// Puts a layer beneath the backend: `layer` receives the current medium and returns
+    /// the one every later system call goes through (the write log wraps the file this
+    /// way; a fault-injection test can drop or fail calls).
+    pub fn interpose(self, layer: impl FnOnce(Box<dyn Medium>) -> Box<dyn Medium>) -> Self {
+        FileBackend {
+            medium: layer(self.medium),
+            ..self
+        }
     }
 
     fn io_err(&self, op: Op) -> impl Fn(io::Error) -> BackendError + '_ {
@@ -148,8 +173,8 @@ impl FileBackend {
         while len > 0 {
             // min() bounds n by ZERO_CHUNK_BYTES, a usize.
             let n = len.min(ZERO_CHUNK_BYTES as u64) as usize;
-            self.file
-                .write_all_at(&zeros[..n], offset)
+            self.medium
+                .write_at(&zeros[..n], offset)
                 .map_err(self.io_err(Op::Unmap))?;
             offset += n as u64;
             len -= n as u64;
@@ -174,16 +199,16 @@ impl Backend for FileBackend {
     fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError> {
         let (bs, n) = (self.block_size, self.blocks);
         let offset = check_range(Op::Read, &self.path, bs, n, lba, buf.len())?;
-        self.file
-            .read_exact_at(buf, offset)
+        self.medium
+            .read_at(buf, offset)
             .map_err(self.io_err(Op::Read))
     }
 
     fn write_at(&self, lba: Lba, buf: &[u8]) -> Result<(), BackendError> {
         let (bs, n) = (self.block_size, self.blocks);
         let offset = check_range(Op::Write, &self.path, bs, n, lba, buf.len())?;
-        self.file
-            .write_all_at(buf, offset)
+        self.medium
+            .write_at(buf, offset)
             .map_err(self.io_err(Op::Write))
     }
 
@@ -191,8 +216,8 @@ impl Backend for FileBackend {
         let (bs, n) = (self.block_size, self.blocks);
         let offset = check_range(Op::Read, &self.path, bs, n, lba, dst.len)?;
         // pread(2) straight into the registered memory the data-in WRITE sends from.
-        dst.block
-            .read_file(dst.offset, dst.len, &self.file, offset)
+        self.medium
+            .read_into(dst, offset)
             .map_err(|e| self.io_err(Op::Read)(file_io(e)))
     }
 
@@ -200,13 +225,13 @@ impl Backend for FileBackend {
         let (bs, n) = (self.block_size, self.blocks);
         let offset = check_range(Op::Write, &self.path, bs, n, lba, src.len)?;
         // pwrite(2) straight from the registered memory the data-out READ filled.
-        src.block
-            .write_file(src.offset, src.len, &self.file, offset)
+        self.medium
+            .write_from(src, offset)
             .map_err(|e| self.io_err(Op::Write)(file_io(e)))
     }
 
     fn flush(&self) -> Result<(), BackendError> {
-        self.file.sync_data().map_err(self.io_err(Op::Flush))
+        self.medium.sync_data().map_err(self.io_err(Op::Flush))
     }
 
     fn unmap(&self, lba: Lba, blocks: BlockCount) -> Result<(), BackendError> {
@@ -224,10 +249,7 @@ impl Backend for FileBackend {
             return Ok(());
         }
         if self.punch_hole.load(Ordering::Relaxed) {
-            let mode = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
-            // Offsets and lengths are below the file size, which fits i64 (off_t).
-            let (off, l) = (offset as i64, len as i64);
-            match fallocate(&self.file, mode, off, l) {
+            match self.medium.punch_hole(offset, len) {
                 Ok(()) => return Ok(()),
                 Err(Errno::EOPNOTSUPP | Errno::ENOSYS | Errno::EINVAL) => {
                     self.punch_hole.store(false, Ordering::Relaxed);

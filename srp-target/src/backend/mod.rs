@@ -8,6 +8,7 @@
 //! Files: [`file`](mod@file) ([`FileBackend`]: regular file or block device), [`ram`] ([`RamBackend`]).
 
 pub mod file;
+pub mod medium;
 pub mod ram;
 
 pub use file::FileBackend;

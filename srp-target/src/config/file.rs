@@ -81,6 +81,7 @@ pub(super) struct RawLun {
     pub(super) read_only: Option<bool>,
     pub(super) write_cache: Option<bool>,
     pub(super) write_cache_changeable: Option<bool>,
+    pub(super) record_writes: Option<String>,
 }
 
 /// A value written either as a TOML integer or as a string (`size = 4096` or `"64MiB"`,

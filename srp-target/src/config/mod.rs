@@ -220,6 +220,9 @@ pub struct LunConfig {
     /// Whether an initiator may change WCE with MODE SELECT (saved across restarts in the
     /// state directory when it does so with SP=1); default off: WCE is the configuration's.
     pub write_cache_changeable: bool,
+    /// A write log recording every write, flush and discard that reaches the backing file
+    /// or device, for crash-consistency checking (`writelog`); `None`: not recorded.
+    pub record_writes: Option<PathBuf>,
 }
 
 /// A LUN's backing store. Sizes are whole blocks of the LUN's block size.

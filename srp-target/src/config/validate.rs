@@ -303,6 +303,22 @@ fn lun(table: &toml::Table, path: &KeyPath, sink: &mut Sink) -> Option<LunConfig
         }
     }
     let backing = backing(&e, path, size, sink);
+    let record_writes = match (&r.record_writes, &backing) {
+        (None, _) => Some(None),
+        (Some(_), Some(Backing::Ram { .. })) => {
+            let why = "record_writes needs a file or device backing (a RAM LUN has nothing to crash-check)";
+            sink.key(&path.key("record_writes"), E::Backing(why));
+            None
+        }
+        (Some(p), _) => {
+            let check = if Path::new(p).is_absolute() {
+                Ok(Some(PathBuf::from(p)))
+            } else {
+                Err(E::RelativePath(p.to_owned()))
+            };
+            sink.check(&path.key("record_writes"), check)
+        }
+    };
     (e.bad.is_empty()).then_some(())?;
     Some(LunConfig {
         name: name?,
@@ -311,6 +327,7 @@ fn lun(table: &toml::Table, path: &KeyPath, sink: &mut Sink) -> Option<LunConfig
         read_only: r.read_only.unwrap_or(false),
         write_cache: r.write_cache.unwrap_or(true),
         write_cache_changeable: r.write_cache_changeable.unwrap_or(false),
+        record_writes: record_writes?,
     })
 }
 

@@ -1,0 +1,95 @@
+//! [`Medium`]: the operating-system calls a [`super::FileBackend`] makes on its file or
+//! device — `pread`, `pwrite`, `fdatasync`, `fallocate(PUNCH_HOLE)` — as one narrow trait,
+//! so that a layer can sit *beneath* the backend, where dm-log-writes sits beneath a
+//! filesystem: [`crate::writelog::Recorded`] logs every write, flush and discard that
+//! reaches the medium for the crash-consistency checker. Whatever the backend or the
+//! logical unit forgets to do (a flush removed) is then missing from the log, not hidden by
+//! a wrapper that saw the request.
+//!
+//! [`FileMedium`] is the plain file. Every method returns the OS error as is; the backend
+//! names the operation and the path.
+
+use crate::backend::MemSpan;
+use hca::mem::FileIoError;
+use nix::errno::Errno;
+use nix::fcntl::{FallocateFlags, fallocate};
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+/// The calls a file backend makes on its storage. `Send + Sync`; every method takes
+/// `&self` (the backend workers call it concurrently). Offsets and lengths are bytes and
+/// already checked against the size by the backend.
+pub trait Medium: Send + Sync + fmt::Debug {
+    /// `pread` of exactly `buf.len()` bytes at `offset`.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// `pread` of `dst.len` bytes at `offset` straight into registered memory.
+    fn read_into(&self, dst: MemSpan<'_>, offset: u64) -> Result<(), FileIoError>;
+
+    /// `pwrite` of all of `buf` at `offset`.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+
+    /// `pwrite` of `src.len` bytes of registered memory at `offset`.
+    fn write_from(&self, src: MemSpan<'_>, offset: u64) -> Result<(), FileIoError>;
+
+    /// `fdatasync`: every write completed before the call is on stable storage when it
+    /// returns `Ok`.
+    fn sync_data(&self) -> io::Result<()>;
+
+    /// `fallocate(PUNCH_HOLE | KEEP_SIZE)` of `len` bytes at `offset`: they read back as
+    /// zeros. The errno comes back as is (the backend falls back to writing zeros on
+    /// EOPNOTSUPP, ENOSYS and EINVAL).
+    fn punch_hole(&self, offset: u64, len: u64) -> Result<(), Errno>;
+}
+
+/// The plain file or block device.
+#[derive(Debug)]
+pub struct FileMedium {
+    file: File,
+}
+
+impl FileMedium {
+    /// The medium over an open file.
+    pub fn new(file: File) -> FileMedium {
+        FileMedium { file }
+    }
+
+    /// The file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+impl Medium for FileMedium {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+
+    fn read_into(&self, dst: MemSpan<'_>, offset: u64) -> Result<(), FileIoError> {
+        dst.block.read_file(dst.offset, dst.len, &self.file, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn write_from(&self, src: MemSpan<'_>, offset: u64) -> Result<(), FileIoError> {
+        src.block
+            .write_file(src.offset, src.len, &self.file, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> Result<(), Errno> {
+        let mode = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
+        let (off, l) = (
+            i64::try_from(offset).map_err(|_| Errno::EFBIG)?,
+            i64::try_from(len).map_err(|_| Errno::EFBIG)?,
+        );
+        fallocate(&self.file, mode, off, l)
+    }
+}
