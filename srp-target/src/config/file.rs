@@ -233,7 +233,7 @@ mod tests {
     fn probe_sees_every_field() {
         assert_eq!(fields_of::<RawPort>(), ["name", "address"]);
         assert_eq!(fields_of::<RawFile>(), ["target", "port", "ioc", "lun"]);
-        assert_eq!(fields_of::<RawLun>().len(), 9);
+        assert_eq!(fields_of::<RawLun>().len(), 10);
     }
 
     #[test]
