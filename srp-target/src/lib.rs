@@ -15,7 +15,8 @@
 //! - [`appliance`]: [`appliance::Appliance`], a validated configuration made real: every LUN
 //!   opened (all failures reported together), IOCs with login policy, ACL and exports.
 //! - [`backend`]: the [`backend::Backend`] trait; [`backend::FileBackend`] (regular file or
-//!   block device, FUA = write + fdatasync, UNMAP = punch hole), [`backend::RamBackend`].
+//!   block device, FUA = write + fdatasync, UNMAP = punch hole; its system calls through a
+//!   [`backend::medium::Medium`]), [`backend::RamBackend`].
 //! - [`config`]: the TOML config file, validated into a plain [`config::TargetConfig`]
 //!   (every error with file, key path and reason; nothing opened).
 //! - [`lu`]: [`lu::identity`] (serial and NAA 6 from the unique name), [`lu::port`]
@@ -36,8 +37,12 @@
 //! - [`exec`]: [`exec::LogicalUnit`] and the command handlers: `inquiry`, `io`,
 //!   `provisioning`, `mode`, `report`, `pr` (persistent reservations per I_T nexus).
 //!
-//! Not yet here: REGISTER AND MOVE, SPEC_I_PT and APTPL of persistent reservations (see
-//! [`exec::pr`]).
+//! - [`writelog`]: crash-consistency testing — a recording layer beneath the file backend
+//!   (every write, flush and discard that reached the file) and the checker that replays it
+//!   to every crash point a power cut allows.
+//!
+//! Not yet here: REGISTER AND MOVE and SPEC_I_PT of persistent reservations (refused with
+//! their exact sense; see [`exec::pr`]).
 #![deny(unsafe_code)]
 
 pub mod appliance;

@@ -5,7 +5,8 @@
 //! logical unit's business (see `exec`), not the backend's. Addresses are in logical blocks
 //! of [`Backend::block_size`]; every buffer is a whole number of blocks.
 //!
-//! Files: [`file`](mod@file) ([`FileBackend`]: regular file or block device), [`ram`] ([`RamBackend`]).
+//! Files: [`file`](mod@file) ([`FileBackend`]: regular file or block device), [`medium`] (the
+//! system calls a file backend makes, where a layer can sit beneath it), [`ram`] ([`RamBackend`]).
 
 pub mod file;
 pub mod medium;
