@@ -263,7 +263,7 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &edit("size = \"64MiB\"", "size = \"64MiB\"\nsise = 1"),
-        "target.toml: lun \"vol1\".sise: unknown key; expected one of: name, file, device, ram, size, block_size, read_only, write_cache, write_cache_changeable",
+        "target.toml: lun \"vol1\".sise: unknown key; expected one of: name, file, device, ram, size, block_size, read_only, write_cache, write_cache_changeable, record_writes",
     );
     fails(
         &edit("[target]", "[target]\nnode = 1"),
@@ -701,7 +701,7 @@ fn all_errors_are_reported_together() {
         errors(&text),
         [
             "target.toml: port[1].address: invalid address \"nowhere\": expected an IP address, optionally with :port (host names are not resolved)",
-            "target.toml: lun \"vol1\".colour: unknown key; expected one of: name, file, device, ram, size, block_size, read_only, write_cache, write_cache_changeable",
+            "target.toml: lun \"vol1\".colour: unknown key; expected one of: name, file, device, ram, size, block_size, read_only, write_cache, write_cache_changeable, record_writes",
             "target.toml: lun \"vol1\".size: size 1000 bytes is not a multiple of the block size 512",
             "target.toml: ioc[0].ports[1]: port \"p7\" is not defined (defined: p0, p1)",
             "target.toml: ioc[0].exports.3: LUN \"vol9\" is not defined (defined: vol1, vol2)",
@@ -751,5 +751,41 @@ fn a_ram_lun_larger_than_the_machine_is_refused_by_check() {
     assert!(
         e[0].starts_with("target.toml: lun \"huge\".size: a RAM LUN of 1152921504606846976 bytes is larger than this machine's memory"),
         "{e:?}"
+    );
+}
+
+#[test]
+fn record_writes_needs_an_absolute_path_and_a_file_or_device() {
+    let c = TargetConfig::from_str(
+        &edit(
+            "file = \"/srv/vol2.img\"",
+            "file = \"/srv/vol2.img\"\nrecord_writes = \"/srv/vol2.wlog\"",
+        ),
+        "target.toml",
+    )
+    .expect("valid");
+    assert_eq!(
+        c.config.luns[1].record_writes.as_deref(),
+        Some(std::path::Path::new("/srv/vol2.wlog"))
+    );
+    assert_eq!(c.config.luns[0].record_writes, None);
+    let relative = errors(&edit(
+        "file = \"/srv/vol2.img\"",
+        "file = \"/srv/vol2.img\"\nrecord_writes = \"vol2.wlog\"",
+    ));
+    assert_eq!(relative.len(), 1, "{relative:?}");
+    assert!(
+        relative[0].starts_with("target.toml: lun \"vol2\".record_writes: ")
+            && relative[0].contains("vol2.wlog"),
+        "{relative:?}"
+    );
+    let ram = errors(&edit(
+        "ram = true",
+        "ram = true\nrecord_writes = \"/srv/vol1.wlog\"",
+    ));
+    assert_eq!(ram.len(), 1, "{ram:?}");
+    assert!(
+        ram[0].contains("record_writes needs a file or device backing"),
+        "{ram:?}"
     );
 }

@@ -1,7 +1,7 @@
 //! Crash-consistency testing of the target, the way dm-log-writes and CrashMonkey do it for
 //! filesystems: a recording layer beneath the file backend logs every write, flush and
 //! discard that reaches the medium ([`Recorded`], a [`crate::backend::medium::Medium`]);
-//! [`check`] replays the log to every flush point and to seeded arbitrary crash points —
+//! [`check()`] replays the log to every flush point and to seeded arbitrary crash points —
 //! writes not covered by a completed flush dropped, reordered or torn at block
 //! granularity — and asserts that every write acknowledged as durable (FUA, before a
 //! SYNCHRONIZE CACHE that returned GOOD, or with the write cache off) is there, whole.
@@ -15,7 +15,7 @@
 //! host, so an initiator's acknowledgement times compare with the log's.
 //!
 //! Files: [`record`] (the file format), [`recorder`] ([`Recorded`]), [`log`] ([`WriteLog`],
-//! reading a log back and replaying it), [`check`] (the crash-point checker).
+//! reading a log back and replaying it), [`check`](mod@check) (the crash-point checker).
 
 pub mod check;
 pub mod log;
