@@ -39,6 +39,29 @@ impl Sub<Time> for Time {
     }
 }
 
+/// A duration as the daemons' config files write it: digits with a unit `ms`, `s`, `m` or
+/// `h` (`"500ms"`, `"15s"`, `"10m"`); the error says what was expected.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| {
+        format!("invalid duration {text:?}: expected e.g. \"500ms\", \"15s\", \"10m\"")
+    })?;
+    let d = match unit.trim() {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "h" => Duration::from_secs(n.saturating_mul(3600)),
+        _ => {
+            return Err(format!(
+                "invalid duration {text:?}: the unit must be ms, s, m or h"
+            ));
+        }
+    };
+    Ok(d)
+}
+
 /// The IBTA local ACK timeout and CM response timeout encoding: 4.096 µs × 2^value
 /// (0 disables the timer; values above 31 are clamped).
 pub fn ack_timeout(code: u8) -> Option<Duration> {

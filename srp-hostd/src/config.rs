@@ -265,27 +265,8 @@ pub fn default_socket(name: &str) -> PathBuf {
     PathBuf::from(format!("/run/srp-host/{name}.sock"))
 }
 
-/// A duration: digits with a unit `ms`, `s`, `m` or `h` (`"500ms"`, `"15s"`, `"10m"`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| {
-        format!("invalid duration {text:?}: expected e.g. \"500ms\", \"15s\", \"10m\"")
-    })?;
-    let d = match unit.trim() {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        "h" => Duration::from_secs(n.saturating_mul(3600)),
-        _ => {
-            return Err(format!(
-                "invalid duration {text:?}: the unit must be ms, s, m or h"
-            ));
-        }
-    };
-    Ok(d)
-}
+/// A duration: digits with a unit (`hca::time::parse_duration`, shared with the target).
+pub use hca::time::parse_duration;
 
 /// A size: bytes as an integer, or digits with `KiB`, `MiB` (`"256KiB"`).
 fn parse_size(v: &toml::Value) -> Result<u64, String> {

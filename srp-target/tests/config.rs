@@ -5,8 +5,8 @@ use access_layer::mad::ServiceId;
 use hca::Guid;
 use srp::wire::{IoClass, PortId};
 use srp_target::config::{
-    Acl, AclEntry, Backing, ConfigErrorKind, IocConfig, Location, LoginForms, LunConfig,
-    PortConfig, TargetConfig, TargetSettings,
+    Acl, AclEntry, Backing, ChannelGuards, ConfigErrorKind, IocConfig, Location, LoginForms,
+    LunConfig, PortConfig, TargetConfig, TargetSettings,
 };
 use srp_target::lu::AluaState;
 use srp_target::{BlockSize, Oui};
@@ -123,6 +123,7 @@ fn example_parses_to_expected_values() {
             control_socket: "/run/srp-target/array-1.sock".into(),
             control_group: None,
             state_dir: "/var/lib/srp-target/array-1".into(),
+            guards: ChannelGuards::default(),
         },
         ports: vec![
             PortConfig {
@@ -267,7 +268,7 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &edit("[target]", "[target]\nnode = 1"),
-        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port, login_forms, control_socket, control_group, state_dir",
+        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port, login_forms, control_socket, control_group, state_dir, idle_probe, max_channels, max_channels_per_address, max_half_open",
     );
     fails(
         &edit(
@@ -787,5 +788,49 @@ fn record_writes_needs_an_absolute_path_and_a_file_or_device() {
     assert!(
         ram[0].contains("record_writes needs a file or device backing"),
         "{ram:?}"
+    );
+}
+
+#[test]
+fn channel_guards_parse_and_refuse_nonsense() {
+    let with = |lines: &str| {
+        BASE.replacen(
+            "node_guid = \"0x0002c90300a1b2c0\"",
+            &format!("node_guid = \"0x0002c90300a1b2c0\"\n{lines}"),
+            1,
+        )
+    };
+    let c = TargetConfig::from_str(
+        &with("idle_probe = \"500ms\"\nmax_channels = 8\nmax_channels_per_address = 2\nmax_half_open = 1"),
+        "target.toml",
+    )
+    .expect("valid")
+    .config;
+    assert_eq!(
+        c.target.guards,
+        ChannelGuards {
+            idle_probe: Some(std::time::Duration::from_millis(500)),
+            max_channels: 8,
+            max_channels_per_address: 2,
+            max_half_open: 1,
+        }
+    );
+    let off = TargetConfig::from_str(&with("idle_probe = \"0s\""), "target.toml")
+        .expect("valid")
+        .config;
+    assert_eq!(off.target.guards.idle_probe, None);
+    assert_eq!(
+        errors(&with("idle_probe = \"10\"")),
+        ["target.toml: target.idle_probe: invalid duration \"10\": the unit must be ms, s, m or h"]
+    );
+    assert_eq!(
+        errors(&with("idle_probe = \"50ms\"")),
+        [
+            "target.toml: target.idle_probe: \"50ms\" is under 100ms; write \"0s\" to turn probing off"
+        ]
+    );
+    assert_eq!(
+        errors(&with("max_half_open = 0")),
+        ["target.toml: target.max_half_open: 0 is not a count from 1 to 65536"]
     );
 }

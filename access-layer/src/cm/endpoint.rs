@@ -12,6 +12,11 @@ use crate::mad::{
     ServiceId, Tid, parse_any,
 };
 use hca::time::{Time, ack_timeout};
+
+/// The longest CM response timeout a REQ may ask us to wait per try for its RTU (or DREP):
+/// 21, 4.096 µs × 2^21 ≈ 8.6 s. Linux's RDMA-CM asks 20 (≈ 4.3 s); a REQ asking up to 31
+/// (≈ 2.4 h per try) would keep a half-open connection for a day.
+pub(crate) const MAX_PEER_RESPONSE_TIMEOUT: u8 = 21;
 use hca::{Gid, Guid, Lid, Psn, QKey, Qpn};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
@@ -597,7 +602,10 @@ impl CmEndpoint {
             return self.refuse_req(from, tid, &req, CmRejReason::InvalidGid);
         }
         let local_id = self.comm_id();
-        let timeout = ack_timeout(req.local_cm_response_timeout).unwrap_or(Duration::from_secs(1));
+        // How long the requester says it takes to answer our REP, capped: the REQ is the
+        // peer's word, and a connection waiting for an RTU holds the consumer's resources.
+        let code = req.local_cm_response_timeout.min(MAX_PEER_RESPONSE_TIMEOUT);
+        let timeout = ack_timeout(code).unwrap_or(Duration::from_secs(1));
         self.conns.insert(
             local_id,
             Conn {

@@ -401,6 +401,33 @@ impl TargetChannel {
         .ok()
     }
 
+    /// An SRP_CRED_REQ to probe an idle initiator: it grants the credits owed, if any, or
+    /// none — the initiator answers SRP_CRED_RSP either way, and its RC QP must acknowledge
+    /// the SEND, which is what shows it is still there. `None` while another target
+    /// request is unanswered or the channel is not live.
+    pub fn probe_req(&mut self, buf: &mut [u8]) -> Option<usize> {
+        if self.state != ChannelState::Live || self.target_requests > 0 {
+            return None;
+        }
+        let req = srp::wire::cred::CredReq {
+            solicited: false,
+            req_lim_delta: 0,
+            tag: Tag(0),
+        };
+        if buf.len() < req.buffer_len() {
+            return None;
+        }
+        let delta = self.credits.take_owed().unwrap_or(0);
+        let n = srp::wire::cred::CredReq {
+            req_lim_delta: delta,
+            ..req
+        }
+        .emit(buf)
+        .ok()?;
+        self.target_requests += 1;
+        Some(n)
+    }
+
     /// Target requests (SRP_CRED_REQ) sent and not yet answered.
     pub fn target_requests(&self) -> u32 {
         self.target_requests

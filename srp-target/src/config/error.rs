@@ -255,6 +255,14 @@ pub enum ConfigErrorKind {
     /// An RDMA-CM port outside 1..=65535.
     #[error("RDMA-CM port {0} is not a TCP port number (1..=65535)")]
     BadRdmaCmPort(i64),
+    /// A value outside what its key accepts.
+    #[error("{why}")]
+    BadValue {
+        /// The key.
+        key: &'static str,
+        /// What is wrong and what is expected.
+        why: String,
+    },
     /// A login form other than "ib-cm" or "rdma-cm", or none at all.
     #[error("login forms {0}: expected a non-empty list of \"ib-cm\" and \"rdma-cm\"")]
     BadLoginForms(String),

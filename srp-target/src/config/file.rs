@@ -33,6 +33,10 @@ pub(super) struct RawTarget {
     pub(super) control_socket: Option<String>,
     pub(super) control_group: Option<String>,
     pub(super) state_dir: Option<String>,
+    pub(super) idle_probe: Option<String>,
+    pub(super) max_channels: Option<i64>,
+    pub(super) max_channels_per_address: Option<i64>,
+    pub(super) max_half_open: Option<i64>,
 }
 
 /// `[[port]]`.

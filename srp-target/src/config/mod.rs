@@ -127,6 +127,37 @@ pub struct TargetSettings {
     /// Where the target keeps state that must survive a restart (saved mode pages); default
     /// `/var/lib/srp-target/<name>` (`target` without a name).
     pub state_dir: PathBuf,
+    /// Bounds on channels and the probing of idle ones.
+    pub guards: ChannelGuards,
+}
+
+/// What keeps a flood of logins, or initiators that vanish without a word, from pinning
+/// the target's memory: every channel holds its registered buffers until it closes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChannelGuards {
+    /// A channel that has heard nothing from its initiator for this long is probed (an
+    /// SRP_CRED_REQ, which the initiator's RC QP must acknowledge): a peer that is gone
+    /// fails the probe's retries and the channel closes. `None`: never probed.
+    pub idle_probe: Option<std::time::Duration>,
+    /// Channels at once, all IOCs and ports.
+    pub max_channels: usize,
+    /// Channels at once whose logins came from one address (whatever initiator port IDs
+    /// they claim).
+    pub max_channels_per_address: usize,
+    /// Accepted logins whose initiator has not yet confirmed the connection (REP sent, no
+    /// RTU and no IU yet).
+    pub max_half_open: usize,
+}
+
+impl Default for ChannelGuards {
+    fn default() -> Self {
+        ChannelGuards {
+            idle_probe: Some(std::time::Duration::from_secs(10)),
+            max_channels: 256,
+            max_channels_per_address: 64,
+            max_half_open: 16,
+        }
+    }
 }
 
 /// Which login forms the target serves (architecture decision 5).

@@ -5,9 +5,9 @@
 use super::error::{ConfigErrorKind as E, ConfigErrors, KeyPath, Location, Sink, WarningKind};
 use super::file::{self, RawExport, RawFile, RawIoc, RawLun, RawPort, RawTarget};
 use super::{
-    Acl, Backing, DEFAULT_CONTROL_DIR, DEFAULT_OUI, DEFAULT_RDMA_CM_PORT, DEFAULT_STATE_DIR,
-    IocConfig, Loaded, LoginForms, LunConfig, PortConfig, TargetConfig, TargetSettings, acl,
-    unique, values,
+    Acl, Backing, ChannelGuards, DEFAULT_CONTROL_DIR, DEFAULT_OUI, DEFAULT_RDMA_CM_PORT,
+    DEFAULT_STATE_DIR, IocConfig, Loaded, LoginForms, LunConfig, PortConfig, TargetConfig,
+    TargetSettings, acl, unique, values,
 };
 use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
@@ -243,6 +243,7 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         Some(g) => Some(sink.check(&path.key("control_group"), values::group(g))?),
         None => None,
     };
+    let guards = guards(&e.raw, &path, sink);
     (e.bad.is_empty()).then_some(())?;
     Some(TargetSettings {
         node_guid: node_guid?,
@@ -253,6 +254,33 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         control_socket,
         control_group,
         state_dir,
+        guards: guards?,
+    })
+}
+
+/// `idle_probe`, `max_channels`, `max_channels_per_address`, `max_half_open`.
+fn guards(raw: &RawTarget, path: &KeyPath, sink: &mut Sink) -> Option<ChannelGuards> {
+    let d = ChannelGuards::default();
+    let idle_probe = match &raw.idle_probe {
+        Some(t) => sink.check(&path.key("idle_probe"), values::idle_probe(t)),
+        None => Some(d.idle_probe),
+    };
+    let mut count = |key: &'static str, v: Option<i64>, default: usize| match v {
+        Some(n) => sink.check(&path.key(key), values::count(key, n)),
+        None => Some(default),
+    };
+    let max_channels = count("max_channels", raw.max_channels, d.max_channels);
+    let per_address = count(
+        "max_channels_per_address",
+        raw.max_channels_per_address,
+        d.max_channels_per_address,
+    );
+    let half_open = count("max_half_open", raw.max_half_open, d.max_half_open);
+    Some(ChannelGuards {
+        idle_probe: idle_probe?,
+        max_channels: max_channels?,
+        max_channels_per_address: per_address?,
+        max_half_open: half_open?,
     })
 }
 

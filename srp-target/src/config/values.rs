@@ -159,6 +159,33 @@ pub(super) fn rdma_cm_port(value: i64) -> Result<u16, E> {
         .ok_or(E::BadRdmaCmPort(value))
 }
 
+/// `idle_probe`: a duration (`"10s"`), `"0s"` to never probe; at least 100 ms otherwise.
+pub(super) fn idle_probe(text: &str) -> Result<Option<std::time::Duration>, E> {
+    match hca::time::parse_duration(text) {
+        Ok(d) if d.is_zero() => Ok(None),
+        Ok(d) if d >= std::time::Duration::from_millis(100) => Ok(Some(d)),
+        Ok(_) => Err(E::BadValue {
+            key: "idle_probe",
+            why: format!("{text:?} is under 100ms; write \"0s\" to turn probing off"),
+        }),
+        Err(why) => Err(E::BadValue {
+            key: "idle_probe",
+            why,
+        }),
+    }
+}
+
+/// A channel count: 1 ..= 65536.
+pub(super) fn count(key: &'static str, value: i64) -> Result<usize, E> {
+    usize::try_from(value)
+        .ok()
+        .filter(|n| (1..=65536).contains(n))
+        .ok_or_else(|| E::BadValue {
+            key,
+            why: format!("{value} is not a count from 1 to 65536"),
+        })
+}
+
 /// `login_forms`: a non-empty list of `"ib-cm"` and `"rdma-cm"`.
 pub(super) fn login_forms(list: &[String]) -> Result<LoginForms, E> {
     let bad = || E::BadLoginForms(format!("{list:?}"));

@@ -72,6 +72,8 @@ pub struct Place<'a> {
     pub executor: &'a Arc<dyn Executor>,
     /// The serving loop's doorbell (backend results ring it).
     pub bell: &'a Arc<Doorbell>,
+    /// Why the daemon cannot take another channel now ([`super::guards`]), if it cannot.
+    pub full: Option<String>,
 }
 
 /// Decides the REQ `req` that arrived on `place`; `id` names the channel if accepted.
@@ -95,6 +97,15 @@ pub fn handle_req(
             );
         }
     };
+    if let Some(why) = &place.full {
+        return reject(
+            resources_rej(login.req.tag, formats),
+            LoginRejReason::InsufficientResources,
+            format!("refused: {why}"),
+            None,
+            Some(login.req.initiator_port_id),
+        );
+    }
     let (form, found) = match login.form {
         LoginForm::RdmaCm(_) => (
             "RDMA-CM",
@@ -289,12 +300,24 @@ fn rc_connect(req: &CmReq, psn: Psn, port_mtu: Option<PathMtu>) -> RcConnect {
         path_mtu: mtu,
         sq_psn: psns.sq_psn,
         rq_psn: psns.rq_psn,
-        timeout: req.primary_path.local_ack_timeout,
+        timeout: ack_timeout(req.primary_path.local_ack_timeout),
         retry_cnt: req.retry_count,
         rnr_retry: req.rnr_retry_count,
         min_rnr_timer: 1,
         max_rd_atomic: req.responder_resources.clamp(1, INITIATOR_DEPTH),
         max_dest_rd_atomic: RESPONDER_RESOURCES,
+    }
+}
+
+/// The RC ACK timeout code our QP uses, from the REQ's: as asked, but never "infinite" (0)
+/// nor above 20 (4.096 µs × 2^20 ≈ 4.3 s per try): the REQ is the initiator's word, and a
+/// channel whose peer is gone must fail its retries (an idle probe's, or a response's) in
+/// bounded time — 8 tries at most, ≈ 34 s — rather than hold its memory for hours. Linux
+/// asks 14–19 over RoCE.
+fn ack_timeout(asked: u8) -> u8 {
+    match asked {
+        0 => 18,
+        t => t.min(20),
     }
 }
 
@@ -330,5 +353,18 @@ mod tests {
         assert_eq!(at(Mtu::Mtu4096, Some(PathMtu::Mtu1024)), PathMtu::Mtu1024);
         // Our link unknown: the REQ's as it is (rxe wants middle packets of exactly it).
         assert_eq!(at(Mtu::Mtu4096, None), PathMtu::Mtu4096);
+    }
+
+    #[test]
+    fn the_ack_timeout_is_bounded_whatever_the_req_asks() {
+        let psn = Psn::from_wire(5);
+        let with = |t| {
+            let mut r = req(Mtu::Mtu1024);
+            r.primary_path.local_ack_timeout = t;
+            rc_connect(&r, psn, None).timeout
+        };
+        assert_eq!(with(14), 14); // Linux's, as asked
+        assert_eq!(with(0), 18); // "infinite" refused
+        assert_eq!(with(31), 20); // hours per try refused
     }
 }

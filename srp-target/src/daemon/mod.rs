@@ -25,6 +25,7 @@
 
 pub mod dm;
 pub mod event;
+pub mod guards;
 pub mod login;
 pub mod port;
 mod run;

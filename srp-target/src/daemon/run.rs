@@ -38,6 +38,8 @@ struct Session {
     since: Instant,
     /// Ended by an operator's "drop": no DREQ when reaped, the CM forgets it silently.
     silent: bool,
+    /// The address its login came from (the REQ's primary path, checked by the CM).
+    from: hca::Gid,
 }
 
 /// The loop's state. Built and run on the daemon thread.
@@ -54,6 +56,10 @@ pub(super) struct Loop {
     control: Receiver<Pending>,
     /// Rung by CQ notifications, backend results, control requests and the stop.
     bell: Arc<Doorbell>,
+    /// Channel bounds and idle probing.
+    guards: crate::config::ChannelGuards,
+    /// When idle channels were last looked at.
+    last_sweep: Instant,
 }
 
 impl Loop {
@@ -111,6 +117,8 @@ impl Loop {
                 step: options.shutdown_step,
                 control,
                 bell,
+                guards: config.target.guards,
+                last_sweep: Instant::now(),
             },
             started,
         ))
@@ -161,6 +169,7 @@ impl Loop {
         for s in self.sessions.values_mut() {
             n += s.io.poll();
         }
+        self.probe_idle();
         // PREEMPT AND ABORT reaches every channel of the preempted nexuses, on any IOC.
         // Checked first: the loop turns every 200 µs and most turns settle nothing.
         if self.sessions.values().any(|s| s.io.has_aborts()) {
@@ -176,6 +185,35 @@ impl Loop {
             let _ = p.reply.send(answer);
         }
         n
+    }
+
+    /// Probes channels silent for `idle_probe` (looked at a few times per interval, at most
+    /// once a second; the loop wakes at least every [`MAX_WAIT`]).
+    fn probe_idle(&mut self) {
+        let Some(idle) = self.guards.idle_probe else {
+            return;
+        };
+        let now = Instant::now();
+        if now.saturating_duration_since(self.last_sweep) < (idle / 4).min(Duration::from_secs(1)) {
+            return;
+        }
+        self.last_sweep = now;
+        for s in self.sessions.values_mut() {
+            s.io.probe_if_idle(now, idle);
+        }
+    }
+
+    /// The channels there are, as the guards count them, for a login from `from`.
+    fn census(&self, from: hca::Gid) -> super::guards::Census {
+        super::guards::Census {
+            channels: self.sessions.len(),
+            from_address: self.sessions.values().filter(|s| s.from == from).count(),
+            half_open: self
+                .sessions
+                .values()
+                .filter(|s| self.ports[s.port].cm.state(s.conn) == ConnState::RepSent)
+                .count(),
+        }
     }
 
     fn emit(&self, ev: DaemonEvent) {
@@ -225,6 +263,7 @@ impl Loop {
     fn login(&mut self, port: usize, conn: ConnId, req: &access_layer::mad::cm::CmReq) {
         let id = ChannelId(self.next_id);
         self.next_id += 1;
+        let full = super::guards::refusal(&self.guards, self.census(req.primary_path.local_gid));
         let p = &self.ports[port];
         let place = Place {
             port: &p.name,
@@ -233,6 +272,7 @@ impl Loop {
             pd: p.pd,
             executor: &self.executor,
             bell: &self.bell,
+            full,
         };
         let outcome = handle_req(&self.app, &self.table, &place, req, id);
         let now = self.ports[port].now();
@@ -319,6 +359,7 @@ impl Loop {
                         form,
                         since: Instant::now(),
                         silent: false,
+                        from: req.primary_path.local_gid,
                     },
                 );
                 self.emit(DaemonEvent::Login {

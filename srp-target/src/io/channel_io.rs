@@ -43,6 +43,8 @@ use wirekit::WireRepr;
 
 #[path = "abort.rs"]
 mod abort;
+#[path = "probe.rs"]
+mod probe;
 #[path = "respond.rs"]
 mod respond;
 #[path = "transfer.rs"]
@@ -162,6 +164,13 @@ pub struct ChannelIo {
     held_tmf: Vec<usize>,
     /// An SRP_CRED_REQ SEND is posted and not yet completed.
     cred_in_flight: bool,
+    /// When the initiator was last heard from: an IU received, or a SEND or RDMA operation
+    /// its QP acknowledged ([`ChannelIo::probe_if_idle`]).
+    last_heard: std::time::Instant,
+    /// The SRP_CRED_REQ in flight is an idle probe.
+    probing: bool,
+    /// Idle probes sent.
+    probes: u64,
     /// The completion array and the received-IU copy, kept between polls.
     wcs: Vec<Wc>,
     iu_buf: Vec<u8>,
@@ -268,6 +277,9 @@ impl ChannelIo {
             held: Vec::new(),
             held_tmf: Vec::new(),
             cred_in_flight: false,
+            last_heard: std::time::Instant::now(),
+            probing: false,
+            probes: 0,
             wcs: Vec::with_capacity(POLL_BATCH),
             iu_buf: Vec::new(),
             wrs: Vec::new(),
@@ -357,6 +369,9 @@ impl ChannelIo {
         for wc in &wcs {
             self.on_wc(wc);
         }
+        if wcs.iter().any(|wc| wc.status == WcStatus::Success) {
+            self.last_heard = std::time::Instant::now();
+        }
         self.wcs = wcs;
         while let Ok(done) = self.done_rx.try_recv() {
             n += 1;
@@ -408,6 +423,14 @@ impl ChannelIo {
             return;
         };
         if wc.status != WcStatus::Success {
+            if self.probing && wc.status != WcStatus::WrFlushErr {
+                let why = format!(
+                    "idle probe unanswered: the initiator is gone ({:?} after {:?} of silence)",
+                    wc.status,
+                    self.last_heard.elapsed()
+                );
+                return self.teardown(Some(why));
+            }
             match (self.state, kind) {
                 (IoState::LoggingOut, WrKind::Logout) => self.teardown(None),
                 // The QP went to ERR: everything after the failure is flushed.
@@ -425,7 +448,10 @@ impl ChannelIo {
             WrKind::DataIn(_) => {}
             WrKind::Rsp(n) => self.free(n),
             WrKind::Logout => self.teardown(None),
-            WrKind::Cred => self.cred_in_flight = false,
+            WrKind::Cred => {
+                self.cred_in_flight = false;
+                self.probing = false;
+            }
         }
     }
 

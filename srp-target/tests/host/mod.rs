@@ -271,6 +271,24 @@ impl Host {
         }
     }
 
+    /// Sends the REQ of `params` and waits for the REP, but never confirms it (no RTU, no
+    /// QP connected): a login left half open. Returns the connection.
+    pub fn login_unconfirmed(&mut self, params: &ConnectParams) -> ConnId {
+        let now = self.hca.with(|_, now| now);
+        let conn = self.cm.connect(now, params).expect("connect");
+        let end = Instant::now() + DEADLINE;
+        while !self
+            .events
+            .iter()
+            .any(|e| matches!(e, CmEvent::RepReceived { conn: c, .. } if *c == conn))
+        {
+            assert!(Instant::now() < end, "no REP: {:?}", self.cm.state(conn));
+            self.pump();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        conn
+    }
+
     /// The CM REQ's parameters of a login on `ep` to `service` with `private` data.
     pub fn connect_params(&self, ep: &Ep, service: ServiceId, private: Vec<u8>) -> ConnectParams {
         ConnectParams {

@@ -173,13 +173,25 @@ impl Node {
         form: Form,
         imm: bool,
     ) -> Node {
+        Node::try_open(local, target, guid, ioc, form, imm)
+            .unwrap_or_else(|code| panic!("login of {guid:#x} rejected: {code:#x}"))
+    }
+
+    /// [`Node::open`], or the LOGIN_REJ reason code if the login is refused.
+    pub fn try_open(
+        local: IpAddr,
+        target: IpAddr,
+        guid: u64,
+        ioc: &IocConfig,
+        form: Form,
+        imm: bool,
+    ) -> Result<Node, u32> {
         let mut host = Host::open_as(local, target, guid);
         let ep = host.ep(0);
         let me = PortId::new(0, Guid(guid), IoClass::SrpR16a);
         let req = request(me, ioc, imm);
-        let rsp = log_in(&mut host, &ep, local, target, ioc, form, &req)
-            .unwrap_or_else(|code| panic!("login of {me} rejected: {code:#x}"));
-        Node {
+        let rsp = log_in(&mut host, &ep, local, target, ioc, form, &req)?;
+        Ok(Node {
             host,
             ep,
             rsp,
@@ -188,7 +200,7 @@ impl Node {
             target,
             cred_reqs: 0,
             tag: 0,
-        }
+        })
     }
 
     /// Logs in again (`req`, in `form`) on a fresh endpoint `index` of the same host; the
