@@ -69,6 +69,9 @@ pub struct Host {
     mr: MrKeys,
     local: IpAddr,
     target: IpAddr,
+    /// The ACK timeout code of the host's RC QPs (10: 4 ms per try, 8 tries: a target
+    /// that stops answering is noticed fast). Set before logging in.
+    pub rc_timeout: u8,
 }
 
 impl Host {
@@ -110,7 +113,23 @@ impl Host {
             mr,
             local,
             target,
+            rc_timeout: 10,
         }
+    }
+
+    /// Its address.
+    pub fn local(&self) -> IpAddr {
+        self.local
+    }
+
+    /// The target's address.
+    pub fn target(&self) -> IpAddr {
+        self.target
+    }
+
+    /// Its node GUID.
+    pub fn guid(&self) -> u64 {
+        self.hca.with(|e, _| e.node_guid().0)
     }
 
     pub fn pump(&mut self) {
@@ -245,7 +264,7 @@ impl Host {
                         path_mtu: PathMtu::Mtu1024,
                         sq_psn: QpPsns::active(Psn::from_wire(0x100), &rep).sq_psn,
                         rq_psn: Psn::from_wire(0x100),
-                        timeout: 10,
+                        timeout: self.rc_timeout,
                         retry_cnt: 7,
                         rnr_retry: 7,
                         min_rnr_timer: 1,

@@ -186,7 +186,17 @@ impl Node {
         form: Form,
         imm: bool,
     ) -> Result<Node, u32> {
-        let mut host = Host::open_as(local, target, guid);
+        Node::try_open_with(Host::open_as(local, target, guid), ioc, form, imm)
+    }
+
+    /// [`Node::try_open`] on a host already opened (its `rc_timeout` set, say).
+    pub fn try_open_with(
+        mut host: Host,
+        ioc: &IocConfig,
+        form: Form,
+        imm: bool,
+    ) -> Result<Node, u32> {
+        let (local, target, guid) = (host.local(), host.target(), host.guid());
         let ep = host.ep(0);
         let me = PortId::new(0, Guid(guid), IoClass::SrpR16a);
         let req = request(me, ioc, imm);
