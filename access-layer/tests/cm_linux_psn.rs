@@ -82,6 +82,16 @@ fn each_side_sends_from_the_psn_the_other_side_offered() {
 
 /// Our passive CM listening on the captured REQ's service, fed that REQ as if from `src`.
 fn feed_linux_req(src: std::net::Ipv4Addr) -> (Vec<CmEvent>, Vec<CmMessage>) {
+    feed_linux_req_on(src, vec![hca::PKey::DEFAULT], 0)
+}
+
+/// [`feed_linux_req`] with our port's P_Key table `pkeys`, the REQ arriving on partition
+/// `pkey_index` of it.
+fn feed_linux_req_on(
+    src: std::net::Ipv4Addr,
+    pkeys: Vec<hca::PKey>,
+    pkey_index: u16,
+) -> (Vec<CmEvent>, Vec<CmMessage>) {
     let dgram = hex(LINUX_REQ);
     let CmMessage::Req(req) = mad(&dgram) else {
         panic!("not a REQ")
@@ -95,7 +105,8 @@ fn feed_linux_req(src: std::net::Ipv4Addr) -> (Vec<CmEvent>, Vec<CmMessage>) {
         first_comm_id: 0x100,
     });
     cm.listen(req.service_id).expect("listen");
-    let from = MadAddress::gsi(1, Gid::from_ip(src.into()));
+    cm.set_pkey_table(pkeys);
+    let from = MadAddress::gsi(1, Gid::from_ip(src.into())).on_partition(pkey_index);
     cm.handle_mad(
         Time(0),
         from,
@@ -141,4 +152,31 @@ fn a_req_must_name_the_address_it_came_from() {
         [CmMessage::Rej(rej)] => assert_eq!(rej.reason, CmRejReason::InvalidGid),
         other => panic!("no REJ: {other:?}"),
     }
+}
+
+#[test]
+fn a_req_must_name_the_partition_it_came_on() {
+    // Linux's REQ names the default partition (P_Key 0xFFFF, rxe has no other).
+    let linux = std::net::Ipv4Addr::new(192, 168, 77, 1);
+    let table = vec![hca::PKey(0x8001), hca::PKey::DEFAULT];
+    // Arrived on the default partition (index 1 here): taken to the consumer.
+    let (events, _) = feed_linux_req_on(linux, table.clone(), 1);
+    assert!(
+        matches!(events.as_slice(), [CmEvent::ReqReceived { from, .. }] if from.pkey_index == 1),
+        "{events:?}"
+    );
+    // The same REQ arriving on partition 0x8001: it names a partition it did not come on,
+    // refused as Linux refuses a path whose P_Key it cannot use (REJ 12).
+    let (events, sent) = feed_linux_req_on(linux, table, 0);
+    assert!(
+        matches!(
+            events.as_slice(),
+            [CmEvent::ReqRefused {
+                reason: CmRejReason::InvalidGid,
+                ..
+            }]
+        ),
+        "{events:?}"
+    );
+    assert!(matches!(sent.as_slice(), [CmMessage::Rej(_)]), "{sent:?}");
 }

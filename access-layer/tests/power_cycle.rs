@@ -69,6 +69,7 @@ fn nowhere() -> RcConnect {
         min_rnr_timer: 1,
         max_rd_atomic: 1,
         max_dest_rd_atomic: 1,
+        pkey_index: 0,
     }
 }
 

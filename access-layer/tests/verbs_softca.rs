@@ -69,6 +69,7 @@ fn peer(gid_host: u8, qpn: Qpn, sq_psn: u32, rq_psn: u32) -> RcConnect {
         min_rnr_timer: 1,
         max_rd_atomic: 8,
         max_dest_rd_atomic: 8,
+        pkey_index: 0,
     }
 }
 

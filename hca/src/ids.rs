@@ -164,6 +164,20 @@ impl PKey {
     pub fn is_full_member(self) -> bool {
         self.0 & 0x8000 != 0
     }
+
+    /// The partition, without the membership bit.
+    pub fn base(self) -> u16 {
+        self.0 & 0x7fff
+    }
+
+    /// Whether a packet carrying `self` may reach a QP holding `other` (IBTA 10.9.3): the
+    /// same partition, a valid one (base 0 is not), and at least one of the two a full
+    /// member — two limited members of a partition cannot talk to each other.
+    pub fn matches(self, other: PKey) -> bool {
+        self.base() == other.base()
+            && self.base() != 0
+            && (self.is_full_member() || other.is_full_member())
+    }
 }
 
 impl Default for PKey {

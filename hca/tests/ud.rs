@@ -32,6 +32,7 @@ fn ud_send(wr_id: u64, from: &Node, to: &Node, off: u64, len: u32, qkey: QKey) -
             gid: Gid::from_ip(to.ip),
             qpn: Qpn::GSI,
             qkey,
+            pkey_index: 0,
         }),
         ..send_wr(wr_id, SendOp::Send, vec![from.sge(SRC + off, len)])
     }

@@ -136,6 +136,7 @@ fn traffic(net: u8) {
         gid: hca::ids::Gid::from_ip(b_ip),
         qpn: Qpn::GSI,
         qkey: QKey::GSI,
+        pkey_index: 0,
     };
     let wr = SendWr {
         ud: Some(ud),

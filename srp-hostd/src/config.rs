@@ -43,6 +43,7 @@
 //! weight = 1                         # its paths' weight for weighted-paths (default 1)
 //! login = "rdma-cm"                  # this portal's login form (default: host.login)
 //! rdma_cm_port = 5555                # (default: host.rdma_cm_port)
+//! partition = "0xffff"               # the P_Key to log in on (default 0xffff)
 //! ```
 //!
 //! Contract: [`HostConfig::from_str`] reports every problem at once, each with its key;
@@ -131,6 +132,9 @@ pub struct PortalConfig {
     pub login: LoginChoice,
     /// Its targets' RDMA-CM port.
     pub rdma_cm_port: u16,
+    /// The partition (P_Key) its logins use: 0xFFFF, the default partition, unless the
+    /// target exports its IOCs on another.
+    pub partition: hca::PKey,
 }
 
 impl PortalConfig {
@@ -144,6 +148,7 @@ impl PortalConfig {
             weight: 1,
             login: LoginChoice::default(),
             rdma_cm_port: DEFAULT_RDMA_CM_PORT,
+            partition: hca::PKey::DEFAULT,
         }
     }
 }
@@ -255,6 +260,7 @@ struct RawPortal {
     weight: Option<i64>,
     login: Option<String>,
     rdma_cm_port: Option<i64>,
+    partition: Option<String>,
 }
 
 /// The default daemon name.
@@ -585,6 +591,15 @@ impl HostConfig {
                 .unwrap_or(c.rdma_cm_port),
                 ..PortalConfig::new(address)
             };
+            if let Some(k) = &rp.partition {
+                let digits = k.trim().trim_start_matches("0x").trim_start_matches("0X");
+                match u16::from_str_radix(digits, 16) {
+                    Ok(v) if v & 0x7fff != 0 => portal.partition = hca::PKey(v),
+                    _ => p.push(format!(
+                        "portal[{i}].partition {k:?}: a P_Key in hex, as \"0x8001\" (partition not 0)"
+                    )),
+                }
+            }
             if let Some(w) = rp.weight {
                 match u32::try_from(w) {
                     Ok(v) => portal.weight = v,

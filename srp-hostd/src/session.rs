@@ -128,6 +128,11 @@ pub fn adapter_config(
         login_timeout: config.login_timeout,
         max_wait: Duration::from_millis(100),
         registration: config.registration,
+        partition: config
+            .portals
+            .iter()
+            .find(|p| p.address == service.portal)
+            .map_or(hca::PKey::DEFAULT, |p| p.partition),
     }
 }
 

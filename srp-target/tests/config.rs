@@ -2,11 +2,11 @@
 //! file, key path and reason exactly; all errors are reported at once.
 
 use access_layer::mad::ServiceId;
-use hca::Guid;
+use hca::{Guid, PKey};
 use srp::wire::{IoClass, PortId};
 use srp_target::config::{
     Acl, AclEntry, Backing, ChannelGuards, ConfigErrorKind, IocConfig, Location, LoginForms,
-    LunConfig, PortConfig, TargetConfig, TargetSettings,
+    LunConfig, PartitionConfig, PortConfig, TargetConfig, TargetSettings,
 };
 use srp_target::lu::AluaState;
 use srp_target::{BlockSize, Oui};
@@ -125,14 +125,20 @@ fn example_parses_to_expected_values() {
             state_dir: "/var/lib/srp-target/array-1".into(),
             guards: ChannelGuards::default(),
         },
+        partitions: vec![PartitionConfig {
+            name: "storage".into(),
+            pkey: PKey(0x8001),
+        }],
         ports: vec![
             PortConfig {
                 name: "p0".into(),
                 address: "192.0.2.10:4791".parse().expect("addr"),
+                partitions: vec![PKey::DEFAULT],
             },
             PortConfig {
                 name: "p1".into(),
                 address: "198.51.100.10:4791".parse().expect("addr"),
+                partitions: vec![PKey::DEFAULT, PKey(0x8001)],
             },
         ],
         iocs: vec![
@@ -151,6 +157,7 @@ fn example_parses_to_expected_values() {
                 ]),
                 allow: Acl::Any,
                 nexus_from_any_address: false,
+                partitions: vec![PKey::DEFAULT],
             },
             IocConfig {
                 name: "ioc-b".into(),
@@ -170,6 +177,7 @@ fn example_parses_to_expected_values() {
                     AclEntry::Guid(Guid(0x0002_c903_00be_ef02)),
                 ]),
                 nexus_from_any_address: false,
+                partitions: vec![PKey(0x8001)],
             },
         ],
         luns: vec![
@@ -256,11 +264,11 @@ fn syntax_error_has_line_and_column() {
 fn unknown_keys_are_rejected_everywhere() {
     fails(
         &format!("{BASE}\nfoo = 1"),
-        "target.toml: ioc[0].foo: unknown key; expected one of: name, guid, id_ext, service_id, ports, enabled, alua, exports, allow, nexus_from_any_address",
+        "target.toml: ioc[0].foo: unknown key; expected one of: name, guid, id_ext, service_id, ports, enabled, alua, exports, allow, nexus_from_any_address, partitions",
     );
     fails(
         &format!("bar = 1\n{BASE}"),
-        "target.toml: bar: unknown key; expected one of: target, port, ioc, lun",
+        "target.toml: bar: unknown key; expected one of: target, partition, port, ioc, lun",
     );
     fails(
         &edit("size = \"64MiB\"", "size = \"64MiB\"\nsise = 1"),
@@ -832,5 +840,62 @@ fn channel_guards_parse_and_refuse_nonsense() {
     assert_eq!(
         errors(&with("max_half_open = 0")),
         ["target.toml: target.max_half_open: 0 is not a count from 1 to 65536"]
+    );
+}
+
+#[test]
+fn partitions_are_named_resolved_and_checked_against_the_ports() {
+    let with = |partitions: &str, port: &str, ioc: &str| {
+        let text = BASE
+            .replacen(
+                "[[port]]\nname = \"p0\"\naddress = \"192.0.2.10\"\n",
+                &format!(
+                    "{partitions}\n[[port]]\nname = \"p0\"\naddress = \"192.0.2.10\"\n{port}\n"
+                ),
+                1,
+            )
+            .replacen(
+                "allow = [\"any\"]\n",
+                &format!("allow = [\"any\"]\n{ioc}\n"),
+                1,
+            );
+        assert!(text.contains("[[port]]"));
+        text
+    };
+    let storage = "[[partition]]\nname = \"storage\"\npkey = \"0x8001\"\n";
+    let ok = TargetConfig::from_str(
+        &with(
+            storage,
+            "partitions = [\"default\", \"storage\"]",
+            "partitions = [\"storage\"]",
+        ),
+        "target.toml",
+    )
+    .expect("valid")
+    .config;
+    assert_eq!(ok.ports[0].partitions, [PKey::DEFAULT, PKey(0x8001)]);
+    assert_eq!(ok.ports[1].partitions, [PKey::DEFAULT]);
+    assert_eq!(ok.iocs[0].partitions, [PKey(0x8001)]);
+    assert_eq!(
+        errors(&with(storage, "", "partitions = [\"storage\"]")),
+        [
+            "target.toml: ioc[0].partitions[0]: partition \"storage\" is not on port \"p0\" (add it to the port's partitions)"
+        ]
+    );
+    assert_eq!(
+        errors(&with(storage, "partitions = [\"nope\"]", "")),
+        [
+            "target.toml: port[0].partitions[0]: partition \"nope\" is not defined (defined: default, storage)"
+        ]
+    );
+    let twice = format!("{storage}[[partition]]\nname = \"again\"\npkey = \"0x0001\"\n");
+    assert_eq!(errors(&with(&twice, "", "")).len(), 1);
+    let reserved = "[[partition]]\nname = \"default\"\npkey = \"0x8005\"\n";
+    assert_eq!(errors(&with(reserved, "", "")).len(), 1);
+    let bad = "[[partition]]\nname = \"zero\"\npkey = \"0x8000\"\n";
+    assert!(
+        errors(&with(bad, "", ""))[0].contains("is not a P_Key"),
+        "{:?}",
+        errors(&with(bad, "", ""))
     );
 }

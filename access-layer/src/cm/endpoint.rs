@@ -171,6 +171,8 @@ pub struct CmEndpoint {
     by_remote: BTreeMap<(Gid, Guid, CommId), CommId>,
     out: VecDeque<MadOut>,
     events: VecDeque<CmEvent>,
+    /// The port's P_Key table, as the HCA has it ([`CmEndpoint::set_pkey_table`]).
+    pkeys: Vec<hca::PKey>,
     /// Messages that matched no connection or did not parse.
     pub stray: u64,
 }
@@ -195,6 +197,7 @@ impl CmEndpoint {
             by_remote: BTreeMap::new(),
             out: VecDeque::new(),
             events: VecDeque::new(),
+            pkeys: vec![hca::PKey::DEFAULT],
             stray: 0,
         }
     }
@@ -285,6 +288,10 @@ impl CmEndpoint {
             subnet_local: false,
             local_ack_timeout: 14,
         };
+        let pkey = *self
+            .pkeys
+            .get(usize::from(p.to.pkey_index))
+            .ok_or(CmError::NoSuchPartition(p.to.pkey_index))?;
         let mut req = CmReq::rc(
             local_id,
             p.service_id,
@@ -295,6 +302,7 @@ impl CmEndpoint {
             path,
             pd,
         );
+        req.pkey = pkey;
         req.responder_resources = p.responder_resources;
         req.initiator_depth = p.initiator_depth;
         req.remote_cm_response_timeout = p.response_timeout.min(31);
@@ -347,6 +355,13 @@ impl CmEndpoint {
             });
         }
         Ok(c)
+    }
+
+    /// The port's P_Key table (index → P_Key, as given to the HCA with
+    /// `Engine::set_pkey_table`): the REQs it sends carry the P_Key of the partition they
+    /// go out on, and a REQ received must name the partition it arrived on.
+    pub fn set_pkey_table(&mut self, table: Vec<hca::PKey>) {
+        self.pkeys = table;
     }
 
     /// Answers a REQ with a REP.
@@ -599,6 +614,14 @@ impl CmEndpoint {
         // address there (cm_linux_psn.rs pins a capture). Refused as Linux's CM refuses a
         // path it cannot use: REJ reason 12, primary remote port GID rejected.
         if req.primary_path.local_gid != from.gid {
+            return self.refuse_req(from, tid, &req, CmRejReason::InvalidGid);
+        }
+        // The connection's partition is the REQ's P_Key: it must be the partition the REQ
+        // arrived on (the HCA matched the packet's P_Key against the port's table), or the
+        // connection would live on a partition the requester is not in. Refused as Linux's
+        // CM refuses a path whose P_Key its port does not have: REJ reason 12.
+        let arrived = self.pkeys.get(usize::from(from.pkey_index));
+        if arrived.is_none_or(|k| k.base() != req.pkey.base()) {
             return self.refuse_req(from, tid, &req, CmRejReason::InvalidGid);
         }
         let local_id = self.comm_id();

@@ -73,4 +73,7 @@ pub enum CmError {
     /// The service ID is already listened on.
     #[error("service ID {0:?} is already listened on")]
     AlreadyListening(crate::mad::ServiceId),
+    /// A connection asked for a partition (P_Key index) the port's table does not have.
+    #[error("P_Key index {0} is not in the port's P_Key table")]
+    NoSuchPartition(u16),
 }

@@ -177,6 +177,7 @@ impl GsiPort {
                 gid: out.to.gid,
                 qpn: out.to.qpn,
                 qkey: out.to.qkey,
+                pkey_index: out.to.pkey_index,
             }),
         };
         if let Err(err) = e.post_send(now, self.qp, wr) {
@@ -260,6 +261,7 @@ impl GsiPort {
             gid: wc.src_gid?,
             qpn: wc.src_qp.unwrap_or(Qpn::GSI),
             qkey: QKey::GSI,
+            pkey_index: wc.pkey_index.unwrap_or(0),
         };
         Some((from, mad))
     }

@@ -14,6 +14,9 @@ pub struct MadAddress {
     pub qpn: Qpn,
     /// The Q_Key to send with.
     pub qkey: QKey,
+    /// The partition: an index in our port's P_Key table (a received MAD's, and the one
+    /// its answer goes out on; 0, the default partition, unless configured otherwise).
+    pub pkey_index: u16,
 }
 
 impl MadAddress {
@@ -24,7 +27,13 @@ impl MadAddress {
             gid,
             qpn: Qpn::GSI,
             qkey: QKey::GSI,
+            pkey_index: 0,
         }
+    }
+
+    /// The same peer, on partition `pkey_index` of our port's table.
+    pub fn on_partition(self, pkey_index: u16) -> Self {
+        MadAddress { pkey_index, ..self }
     }
 }
 

@@ -22,6 +22,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) spare: &'a mut Vec<Vec<u8>>,
     pub(crate) events: &'a mut VecDeque<Event>,
     pub(crate) port_ips: &'a [IpAddr],
+    /// Each port's P_Key table.
+    pub(crate) pkey_tables: &'a [Vec<crate::ids::PKey>],
     pub(crate) stats: &'a mut StatsTable,
     pub(crate) acks: &'a mut AckBatch,
 }

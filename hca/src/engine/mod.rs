@@ -17,7 +17,7 @@ pub(crate) use slab::Slab;
 pub use stats::Stats;
 pub(crate) use stats::StatsTable;
 
-use crate::ids::{Gid, Guid, Qpn};
+use crate::ids::{Gid, Guid, PKey, Qpn};
 use crate::mem::MemBlock;
 use crate::mr::{Access, MrError, MrKeys, MrTable, PdId};
 use crate::qp::state::{QpAttrMask, QpState, QpType};
@@ -124,6 +124,12 @@ pub enum VerbsError {
     /// QP numbers are exhausted.
     #[error("no free QP numbers")]
     NoQpn,
+    /// A P_Key table that is empty, longer than 64, or holds base 0 or a partition twice.
+    #[error("invalid P_Key table ({len} entries): 1 to 64 distinct partitions, none 0")]
+    BadPkeyTable {
+        /// Its length.
+        len: usize,
+    },
 }
 
 /// What [`Engine::connect_rc`] needs to connect an RC QP.
@@ -153,6 +159,9 @@ pub struct RcConnect {
     pub max_rd_atomic: u8,
     /// RDMA READs served at once as responder.
     pub max_dest_rd_atomic: u8,
+    /// The QP's partition: an index in its port's P_Key table (0: the default partition
+    /// unless the table says otherwise).
+    pub pkey_index: u16,
 }
 
 /// One port: its address (and so its GID) and whether it is up.
@@ -183,6 +192,9 @@ pub struct Engine {
     node_guid: Guid,
     ports: Vec<Port>,
     port_ips: Vec<IpAddr>,
+    /// Each port's P_Key table ([`Engine::set_pkey_table`]); index 0 is the default
+    /// partition (0xFFFF) until configured otherwise.
+    pkey_tables: Vec<Vec<PKey>>,
     next_pd: u32,
     mrs: MrTable,
     cqs: Slab<Cq>,
@@ -227,6 +239,7 @@ macro_rules! ctx {
             spare: &mut $self.spare,
             events: &mut $self.events,
             port_ips: &$self.port_ips,
+            pkey_tables: &$self.pkey_tables,
             stats: &mut $self.stats,
             acks: &mut $self.acks,
         }
@@ -243,6 +256,7 @@ impl Engine {
                 .map(|&ip| Port { ip, active: true })
                 .collect(),
             port_ips: port_addrs.to_vec(),
+            pkey_tables: vec![vec![PKey::DEFAULT]; port_addrs.len()],
             next_pd: 1,
             mrs: MrTable::new(MAX_MRS),
             cqs: Slab::default(),
@@ -265,6 +279,36 @@ impl Engine {
     /// `cm_insert_remote_qpn`).
     pub fn set_next_qpn(&mut self, qpn: u32) {
         self.next_qpn = (qpn & 0x00ff_ffff).max(FIRST_QPN);
+    }
+
+    /// Sets port `port`'s P_Key table (1-based port): what its QPs may be bound to
+    /// (`pkey_index`) and which partitions its GSI (QP1) accepts MADs on. At most 64
+    /// entries, none with base 0, none twice; the QPs already bound keep their P_Key.
+    pub fn set_pkey_table(&mut self, port: u8, table: Vec<PKey>) -> Result<(), VerbsError> {
+        let slot = self
+            .pkey_tables
+            .get_mut(usize::from(port).wrapping_sub(1))
+            .ok_or(VerbsError::NoSuch {
+                what: "port",
+                id: port.into(),
+            })?;
+        let distinct: std::collections::BTreeSet<u16> = table.iter().map(|k| k.base()).collect();
+        if table.is_empty()
+            || table.len() > 64
+            || table.iter().any(|k| k.base() == 0)
+            || distinct.len() != table.len()
+        {
+            return Err(VerbsError::BadPkeyTable { len: table.len() });
+        }
+        *slot = table;
+        Ok(())
+    }
+
+    /// Port `port`'s P_Key table (1-based), if the port exists.
+    pub fn pkey_table(&self, port: u8) -> Option<&[PKey]> {
+        self.pkey_tables
+            .get(usize::from(port).wrapping_sub(1))
+            .map(Vec::as_slice)
     }
 
     /// The node GUID.
@@ -536,6 +580,7 @@ impl Engine {
             access: peer.access,
             ..QpAttr::default()
         };
+        a.pkey_index = peer.pkey_index;
         let m = QpAttrMask::STATE
             | QpAttrMask::PKEY_INDEX
             | QpAttrMask::PORT
@@ -684,10 +729,20 @@ impl Engine {
             ctx.stats.at(port).wrong_transport += 1;
             return;
         }
-        if (pkt.bth.pkey.0 & 0x7fff) != (qp.pkey.0 & 0x7fff) {
+        // QP1 takes MADs on every partition of its port's table (the index goes in the
+        // completion); any other QP only its own partition, membership respected.
+        let pkey_index = if id == QpId::Gsi(port) {
+            ctx.pkey_tables
+                .get(usize::from(port) - 1)
+                .and_then(|t| t.iter().position(|k| pkt.bth.pkey.matches(*k)))
+                .map(|i| i as u16)
+        } else {
+            pkt.bth.pkey.matches(qp.pkey).then_some(qp.pkey_index)
+        };
+        let Some(pkey_index) = pkey_index else {
             ctx.stats.at(port).pkey_mismatch += 1;
             return;
-        }
+        };
         match (qp.init.qp_type, info.transport) {
             (QpType::Rc, Transport::Rc) => {
                 if qp.dest_gid.to_ip() != src.ip() {
@@ -706,7 +761,9 @@ impl Engine {
                 }
                 qp.pump(&mut ctx);
             }
-            (QpType::Ud, Transport::Ud) => qp.ud_receive(&pkt, src.ip(), p.ip, &mut ctx),
+            (QpType::Ud, Transport::Ud) => {
+                qp.ud_receive(&pkt, src.ip(), p.ip, pkey_index, &mut ctx)
+            }
             _ => ctx.stats.at(port).wrong_transport += 1,
         }
         self.note(id);

@@ -22,5 +22,6 @@ pub(super) fn rc_peer(host: u8, qpn: Qpn, sq: u32, rq: u32, retry_cnt: u8) -> Rc
         min_rnr_timer: 1,
         max_rd_atomic: 1,
         max_dest_rd_atomic: 1,
+        pkey_index: 0,
     }
 }

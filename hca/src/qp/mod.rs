@@ -79,7 +79,7 @@ pub struct QpAttr {
     pub state: QpState,
     /// Current state, checked when `CUR_STATE` is in the mask.
     pub cur_state: QpState,
-    /// P_Key index (this HCA has one P_Key, 0xFFFF, at index 0).
+    /// P_Key index: the QP's partition in its port's table ([`crate::engine::Engine::set_pkey_table`]).
     pub pkey_index: u16,
     /// Port number, 1-based.
     pub port: u8,
@@ -203,6 +203,8 @@ pub struct Qp {
     pub(crate) state: QpState,
     pub(crate) port: u8,
     pub(crate) pkey: PKey,
+    /// Where `pkey` sits in the port's table (reported in UD receive completions).
+    pub(crate) pkey_index: u16,
     pub(crate) qkey: QKey,
     pub(crate) access: Access,
     pub(crate) dest_gid: Gid,
@@ -228,6 +230,7 @@ impl Qp {
             state: QpState::Reset,
             port: 1,
             pkey: PKey::DEFAULT,
+            pkey_index: 0,
             qkey: QKey(0),
             access: Access::empty(),
             dest_gid: Gid::default(),
@@ -276,6 +279,24 @@ impl Qp {
             mask | QpAttrMask::STATE,
         )?;
         self.apply(attr, mask)?;
+        if mask.contains(QpAttrMask::PKEY_INDEX) {
+            // The port is this modify's, if it sets one, else the QP's.
+            let port = if mask.contains(QpAttrMask::PORT) {
+                attr.port
+            } else {
+                self.port
+            };
+            let table = ctx.pkey_tables.get(usize::from(port).wrapping_sub(1));
+            let Some(&pkey) = table.and_then(|t| t.get(usize::from(attr.pkey_index))) else {
+                return Err(QpError::BadAttribute {
+                    qpn: self.qpn,
+                    attr: "pkey_index",
+                    value: attr.pkey_index.into(),
+                });
+            };
+            self.pkey = pkey;
+            self.pkey_index = attr.pkey_index;
+        }
         let from = self.state;
         self.state = attr.state;
         match attr.state {
@@ -302,9 +323,6 @@ impl Qp {
             attr,
             value,
         };
-        if mask.contains(QpAttrMask::PKEY_INDEX) && a.pkey_index != 0 {
-            return Err(bad("pkey_index", a.pkey_index.into()));
-        }
         if mask.contains(QpAttrMask::PATH_MTU) {
             self.mtu = a
                 .path_mtu

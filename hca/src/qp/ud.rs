@@ -101,7 +101,20 @@ impl Qp {
             Opcode::UdSendOnly
         };
         let mut bth = Bth::new(opcode, dest.qpn, psn);
-        bth.pkey = self.pkey;
+        // QP1 sends on the partition the WR names (a MAD answers on the partition it came
+        // on); other UD QPs on their own.
+        bth.pkey = if self.qpn == Qpn::GSI {
+            let table = ctx.pkey_tables.get(usize::from(self.port).wrapping_sub(1));
+            match table.and_then(|t| t.get(usize::from(dest.pkey_index))) {
+                Some(&k) => k,
+                None => {
+                    ctx.complete(self.init.send_cq, fail(WcStatus::LocQpOpErr));
+                    return Ok(());
+                }
+            }
+        } else {
+            self.pkey
+        };
         bth.solicited = wr.flags.contains(SendFlags::SOLICITED);
         let mut pkt = Packet::new(bth);
         // IBTA 10.2.5: a Q_Key with the high bit set means "use the QP's own".
@@ -138,6 +151,7 @@ impl Qp {
         pkt: &Packet<'_>,
         src: IpAddr,
         dst: IpAddr,
+        pkey_index: u16,
         ctx: &mut Ctx<'_>,
     ) {
         if !matches!(
@@ -180,6 +194,7 @@ impl Qp {
         wc.src_qp = Some(deth.src_qp);
         wc.src_gid = Some(Gid::from_ip(src));
         wc.solicited = pkt.bth.solicited;
+        wc.pkey_index = Some(pkey_index);
         ctx.complete(self.init.recv_cq, wc);
     }
 }

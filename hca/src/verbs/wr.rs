@@ -74,6 +74,9 @@ pub struct UdDest {
     pub qpn: Qpn,
     /// Q_Key to send (QP1 uses [`QKey::GSI`]).
     pub qkey: QKey,
+    /// QP1 only: the partition to send on, an index in the port's P_Key table (other UD
+    /// QPs send on their own).
+    pub pkey_index: u16,
 }
 
 /// The page list of a fast-registration work request (`IB_WR_REG_MR`).
@@ -252,6 +255,8 @@ pub struct Wc {
     pub src_gid: Option<Gid>,
     /// The message had the solicited-event bit.
     pub solicited: bool,
+    /// UD receives: the partition it arrived on, an index in the port's P_Key table.
+    pub pkey_index: Option<u16>,
 }
 
 impl Wc {
@@ -268,6 +273,7 @@ impl Wc {
             src_qp: None,
             src_gid: None,
             solicited: false,
+            pkey_index: None,
         }
     }
 }

@@ -55,6 +55,8 @@ pub struct PairOpts {
     pub rnr_retry: u8,
     pub min_rnr_timer: u8,
     pub access: Access,
+    /// The QP's partition: an index in its port's P_Key table.
+    pub pkey_index: u16,
 }
 
 impl Default for PairOpts {
@@ -66,11 +68,12 @@ impl Default for PairOpts {
             rnr_retry: 7,
             min_rnr_timer: 1,
             access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+            pkey_index: 0,
         }
     }
 }
 
-fn node(fabric: &mut Fabric, last_octet: u8, opts: PairOpts) -> Node {
+pub fn node(fabric: &mut Fabric, last_octet: u8, opts: PairOpts) -> Node {
     let ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, last_octet));
     let hca = fabric.add(Engine::new(
         Guid(0x5352_5000_0000_0000 | u64::from(last_octet)),
@@ -129,6 +132,7 @@ pub fn connect_qp(
         min_rnr_timer: opts.min_rnr_timer,
         max_rd_atomic: 8,
         max_dest_rd_atomic: 8,
+        pkey_index: opts.pkey_index,
     };
     e.connect_rc(now, qp, &peer).expect("connect RC QP");
 }

@@ -203,6 +203,10 @@ impl Adapter {
             .first()
             .and_then(|p| p.link_mtu)
             .unwrap_or(hca::driver::link::FALLBACK_MTU);
+        // One partition: the one the adapter logs in on (its REQ, QP1 and RC QP use it).
+        ca.hca()
+            .with(|e, _| e.set_pkey_table(1, vec![cfg.partition]))
+            .map_err(|e| OpenError::Setup(format!("P_Key table: {e}")))?;
         let gsi = ca
             .hca()
             .with(|e, now| GsiPort::open(e, now, 1, GsiPortConfig::default()))
@@ -227,7 +231,7 @@ impl Adapter {
             .map_err(setup("reg_mr"))?;
         let cq = sync.create_cq(8192).map_err(setup("create_cq"))?;
         let strategy = Self::strategy(&sync, pd, &cfg, memory.block())?;
-        let cm = CmEndpoint::new(CmConfig {
+        let mut cm = CmEndpoint::new(CmConfig {
             local_ca_guid: cfg.node_guid,
             local_gid: Gid::from_ip(cfg.local),
             port: 1,
@@ -235,6 +239,7 @@ impl Adapter {
             agent_id: 0x5e1f,
             first_comm_id: access_layer::cm::random_comm_id(),
         });
+        cm.set_pkey_table(vec![cfg.partition]);
         let inner = Inner {
             gsi,
             cm,

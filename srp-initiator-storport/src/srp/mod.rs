@@ -148,6 +148,9 @@ pub struct SrpAdapterConfig {
     pub max_wait: Duration,
     /// How data buffers are registered.
     pub registration: RegistrationMode,
+    /// The partition to log in on (its P_Key; the default partition, 0xFFFF, unless the
+    /// target exports the IOC on another). The adapter's port has this one partition.
+    pub partition: hca::PKey,
 }
 
 /// The SRB extension: what BuildIo prepared for StartIo.

@@ -178,6 +178,8 @@ impl Adapter {
             min_rnr_timer: 1,
             max_rd_atomic: 4,
             max_dest_rd_atomic: 4,
+            // The adapter's one partition (its P_Key table has only `cfg.partition`).
+            pkey_index: 0,
         };
         s.rep = Some(rep);
         let attempt = s.attempt;

@@ -446,5 +446,6 @@ fn rc_connect(req: &CmReq, psn: Psn) -> RcConnect {
         min_rnr_timer: 1,
         max_rd_atomic: 4,
         max_dest_rd_atomic: 4,
+        pkey_index: 0,
     }
 }

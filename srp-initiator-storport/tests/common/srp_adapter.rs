@@ -51,6 +51,7 @@ impl Adapter {
             login_timeout: Duration::from_secs(5),
             max_wait: Duration::from_millis(100),
             registration: RegistrationMode::PerIo,
+            partition: hca::PKey::DEFAULT,
         }
     }
 }

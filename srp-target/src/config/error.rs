@@ -130,6 +130,39 @@ pub enum ConfigErrorKind {
         /// The defined port names, comma-separated.
         defined: String,
     },
+    /// A `partitions` list names a partition no `[[partition]]` defines.
+    #[error("partition {name:?} is not defined (defined: {defined})")]
+    UnknownPartition {
+        /// The name.
+        name: String,
+        /// The defined partition names, comma-separated.
+        defined: String,
+    },
+    /// A `partitions` list names a partition twice.
+    #[error("partition {0:?} is listed twice")]
+    DuplicatePartitionRef(String),
+    /// A `partitions` list that is empty.
+    #[error("an empty partitions list leaves it on no partition; omit the key for the default one")]
+    NoPartitions,
+    /// Two partitions with one name or one P_Key (the membership bit aside), or one named
+    /// `default` (the default partition's name).
+    #[error(
+        "partition {name:?} repeats partition {other:?} (names and P_Keys must be unique; \"default\" is 0xFFFF)"
+    )]
+    DuplicatePartition {
+        /// The new one.
+        name: String,
+        /// The one it repeats.
+        other: String,
+    },
+    /// An IOC is exported on a partition one of its ports is not on.
+    #[error("partition {partition:?} is not on port {port:?} (add it to the port's partitions)")]
+    PartitionNotOnPort {
+        /// The partition's name.
+        partition: String,
+        /// The port.
+        port: String,
+    },
     /// An IOC lists no port.
     #[error("an IOC must be reachable on at least one port")]
     NoPorts,

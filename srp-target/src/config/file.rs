@@ -11,11 +11,12 @@ use serde::{Deserialize, Deserializer};
 use std::collections::BTreeSet;
 use std::fmt;
 
-/// The top level: `[target]`, `[[port]]`, `[[ioc]]`, `[[lun]]`.
+/// The top level: `[target]`, `[[partition]]`, `[[port]]`, `[[ioc]]`, `[[lun]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawFile {
     pub(super) target: Option<toml::Table>,
+    pub(super) partition: Option<Vec<toml::Table>>,
     pub(super) port: Option<Vec<toml::Table>>,
     pub(super) ioc: Option<Vec<toml::Table>>,
     pub(super) lun: Option<Vec<toml::Table>>,
@@ -45,6 +46,15 @@ pub(super) struct RawTarget {
 pub(super) struct RawPort {
     pub(super) name: Option<String>,
     pub(super) address: Option<String>,
+    pub(super) partitions: Option<Vec<String>>,
+}
+
+/// `[[partition]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPartition {
+    pub(super) name: Option<String>,
+    pub(super) pkey: Option<String>,
 }
 
 /// `[[ioc]]`.
@@ -62,6 +72,7 @@ pub(super) struct RawIoc {
     pub(super) exports: Option<toml::Value>,
     pub(super) allow: Option<Vec<String>>,
     pub(super) nexus_from_any_address: Option<bool>,
+    pub(super) partitions: Option<Vec<String>>,
 }
 
 /// One element of the array form of `exports`: `{ lun = 0, name = "vol1" }`.

@@ -60,6 +60,7 @@
 pub mod acl;
 pub mod error;
 pub mod file;
+pub mod partition;
 pub mod values;
 
 mod unique;
@@ -67,6 +68,7 @@ mod validate;
 
 pub use acl::{Acl, AclEntry};
 pub use error::{ConfigError, ConfigErrorKind, ConfigErrors, ConfigWarning, Location, WarningKind};
+pub use partition::{DEFAULT_NAME as DEFAULT_PARTITION, PartitionConfig};
 
 use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
@@ -86,6 +88,8 @@ pub const DEFAULT_OUI: u32 = 0x00_1405;
 pub struct TargetConfig {
     /// `[target]`.
     pub target: TargetSettings,
+    /// `[[partition]]`: named P_Keys (the default partition is implicit).
+    pub partitions: Vec<PartitionConfig>,
     /// `[[port]]`, in file order.
     pub ports: Vec<PortConfig>,
     /// `[[ioc]]`, in file order (IOC `i` is DM slot `i + 1` and ALUA group `i + 1`).
@@ -195,6 +199,9 @@ pub struct PortConfig {
     pub name: String,
     /// IP address and UDP port (4791 unless configured).
     pub address: SocketAddr,
+    /// Its HCA P_Key table, in order (index 0 first): the partitions it is on. Default:
+    /// the default partition only.
+    pub partitions: Vec<hca::PKey>,
 }
 
 /// `[[ioc]]`: one I/O controller, i.e. one SRP target port.
@@ -226,6 +233,9 @@ pub struct IocConfig {
     /// channels all come from one address, so a host cannot take over another's nexus
     /// (its reservations included) by claiming its port ID.
     pub nexus_from_any_address: bool,
+    /// The partitions it is exported on: a login on another is refused. Each is on every
+    /// port of the IOC. Default: the default partition.
+    pub partitions: Vec<hca::PKey>,
 }
 
 impl IocConfig {

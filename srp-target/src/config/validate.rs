@@ -4,6 +4,7 @@
 
 use super::error::{ConfigErrorKind as E, ConfigErrors, KeyPath, Location, Sink, WarningKind};
 use super::file::{self, RawExport, RawFile, RawIoc, RawLun, RawPort, RawTarget};
+use super::partition::Partitions;
 use super::{
     Acl, Backing, ChannelGuards, DEFAULT_CONTROL_DIR, DEFAULT_OUI, DEFAULT_RDMA_CM_PORT,
     DEFAULT_STATE_DIR, IocConfig, Loaded, LoginForms, LunConfig, PortConfig, TargetConfig,
@@ -22,7 +23,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Loaded, ConfigErrors>
         return Err(ConfigErrors(sink.errors));
     };
     let top = KeyPath::default();
-    for key in ["port", "ioc", "lun"] {
+    for key in ["port", "ioc", "lun", "partition"] {
         if matches!(root.get(key), Some(toml::Value::Table(_))) {
             sink.key(&top.key(key), E::NotArrayOfTables(key));
             root.remove(key);
@@ -31,6 +32,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Loaded, ConfigErrors>
     let raw = file::entry::<RawFile>(&root, &top, &mut sink).map_or(
         RawFile {
             target: None,
+            partition: None,
             port: None,
             ioc: None,
             lun: None,
@@ -55,13 +57,15 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Loaded, ConfigErrors>
         }
     }
 
+    let (partitions, partition_list) =
+        Partitions::declare(raw.partition.as_deref().unwrap_or_default(), &mut sink);
     let port_names = Names::declare("port", "port", &port_tables, &mut sink);
     let lun_names = Names::declare("lun", "LUN", &lun_tables, &mut sink);
     let ioc_names = Names::declare("ioc", "ioc", &ioc_tables, &mut sink);
     let ports: Vec<_> = port_tables
         .iter()
         .enumerate()
-        .map(|(i, t)| port(t, &port_names.paths[i], &mut sink))
+        .map(|(i, t)| port(t, &port_names.paths[i], &partitions, &mut sink))
         .collect();
     let luns: Vec<_> = lun_tables
         .iter()
@@ -71,6 +75,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Loaded, ConfigErrors>
     let refs = Refs {
         ports: &port_names,
         luns: &lun_names,
+        partitions: &partitions,
     };
     let iocs: Vec<_> = ioc_tables
         .iter()
@@ -80,6 +85,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Loaded, ConfigErrors>
     unique::unique_addresses(&ports, &port_names.paths, &mut sink);
     unique::unique_backings(&luns, &lun_names.paths, &mut sink);
     unique::unique_ioc_ids(&iocs, &ioc_names.paths, &mut sink);
+    partitions_on_ports(&iocs, &ports, &ioc_names.paths, &partitions, &mut sink);
 
     let (Some(target), Some(ports), Some(iocs), Some(luns)) = (
         target,
@@ -103,6 +109,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Loaded, ConfigErrors>
     Ok(Loaded {
         config: TargetConfig {
             target,
+            partitions: partition_list,
             ports,
             iocs,
             luns,
@@ -179,6 +186,37 @@ impl Names {
 struct Refs<'a> {
     ports: &'a Names,
     luns: &'a Names,
+    partitions: &'a Partitions,
+}
+
+/// Every partition an IOC is exported on must be on each of its ports.
+fn partitions_on_ports(
+    iocs: &[Option<IocConfig>],
+    ports: &[Option<PortConfig>],
+    paths: &[KeyPath],
+    partitions: &Partitions,
+    sink: &mut Sink,
+) {
+    for (ioc, path) in iocs.iter().zip(paths) {
+        let Some(ioc) = ioc else { continue };
+        for port in ports
+            .iter()
+            .flatten()
+            .filter(|p| ioc.ports.contains(&p.name))
+        {
+            for (i, k) in ioc.partitions.iter().enumerate() {
+                if !port.partitions.iter().any(|pk| pk.base() == k.base()) {
+                    sink.key(
+                        &path.key("partitions").index(i),
+                        E::PartitionNotOnPort {
+                            partition: partitions.name_of(*k),
+                            port: port.name.clone(),
+                        },
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// Records a missing required key unless the key was present but bad (already reported).
@@ -284,8 +322,14 @@ fn guards(raw: &RawTarget, path: &KeyPath, sink: &mut Sink) -> Option<ChannelGua
     })
 }
 
-fn port(table: &toml::Table, path: &KeyPath, sink: &mut Sink) -> Option<PortConfig> {
+fn port(
+    table: &toml::Table,
+    path: &KeyPath,
+    partitions: &Partitions,
+    sink: &mut Sink,
+) -> Option<PortConfig> {
     let e = file::entry::<RawPort>(table, path, sink)?;
+    let pkeys = partitions.resolve(e.raw.partitions.as_ref(), &path.key("partitions"), sink);
     let name = require(e.raw.name.as_deref(), &e, path, "name", "", sink)
         .and_then(|n| sink.check(&path.key("name"), values::name(n)));
     let address = require(
@@ -301,6 +345,7 @@ fn port(table: &toml::Table, path: &KeyPath, sink: &mut Sink) -> Option<PortConf
     Some(PortConfig {
         name: name?,
         address: address?,
+        partitions: pkeys?,
     })
 }
 
@@ -470,6 +515,9 @@ fn ioc(table: &toml::Table, path: &KeyPath, refs: &Refs<'_>, sink: &mut Sink) ->
             _ => Some(s),
         }
     });
+    let partitions = refs
+        .partitions
+        .resolve(r.partitions.as_ref(), &path.key("partitions"), sink);
     let ports = require(
         r.ports.as_ref(),
         &e,
@@ -509,6 +557,7 @@ fn ioc(table: &toml::Table, path: &KeyPath, refs: &Refs<'_>, sink: &mut Sink) ->
         exports: exports?,
         allow: allow?,
         nexus_from_any_address: r.nexus_from_any_address.unwrap_or(false),
+        partitions: partitions?,
     })
 }
 

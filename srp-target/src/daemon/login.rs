@@ -74,6 +74,9 @@ pub struct Place<'a> {
     pub bell: &'a Arc<Doorbell>,
     /// Why the daemon cannot take another channel now ([`super::guards`]), if it cannot.
     pub full: Option<String>,
+    /// The partition the REQ arrived on: an index in the port's P_Key table (the CM
+    /// checked that the REQ's P_Key names it).
+    pub pkey_index: u16,
 }
 
 /// Decides the REQ `req` that arrived on `place`; `id` names the channel if accepted.
@@ -119,6 +122,30 @@ pub fn handle_req(
         ),
     };
     let reachable = found.filter(|i| i.config().ports.iter().any(|p| p == place.port));
+    if let Some(ioc) = reachable {
+        let pkey = req.pkey;
+        let c = ioc.config();
+        if !c.partitions.iter().any(|k| k.base() == pkey.base()) {
+            let refusal = LoginRefusal::WrongPartition {
+                pkey: pkey.0,
+                ioc: c.name.clone(),
+            };
+            return reject(
+                CmAnswer::from_decision(&LoginDecision::Reject {
+                    rej: LoginRej {
+                        reason: refusal.reason(),
+                        tag: login.req.tag,
+                        buf_fmt: formats,
+                    },
+                    refusal: refusal.clone(),
+                }),
+                refusal.reason(),
+                refusal.to_string(),
+                Some(c.name.clone()),
+                Some(login.req.initiator_port_id),
+            );
+        }
+    }
     let Some(ioc) = reachable else {
         let refusal = LoginRefusal::WrongTarget {
             requested: login.req.target_port_id,
@@ -196,7 +223,7 @@ pub fn handle_req(
                     let psn = Psn::from_wire((id.0 as u32).wrapping_mul(0x9e37) & 0xff_ffff);
                     Outcome::Accept {
                         io: Box::new(io),
-                        rc: rc_connect(req, psn, place.link_mtu),
+                        rc: rc_connect(req, psn, place.link_mtu, place.pkey_index),
                         answer,
                         psn,
                         nexus,
@@ -279,7 +306,7 @@ fn channel_config(
 /// REP's `psn`), path MTU (the REQ's, as Linux's CM follows it, but never above what our
 /// port's link carries, when that is known) and retry counts; RDMA READs in flight bounded
 /// by its responder resources.
-fn rc_connect(req: &CmReq, psn: Psn, port_mtu: Option<PathMtu>) -> RcConnect {
+fn rc_connect(req: &CmReq, psn: Psn, port_mtu: Option<PathMtu>, pkey_index: u16) -> RcConnect {
     let psns = QpPsns::passive(req, psn);
     let mtu = match u8::from(req.path_mtu) {
         1 => PathMtu::Mtu256,
@@ -306,6 +333,7 @@ fn rc_connect(req: &CmReq, psn: Psn, port_mtu: Option<PathMtu>) -> RcConnect {
         min_rnr_timer: 1,
         max_rd_atomic: req.responder_resources.clamp(1, INITIATOR_DEPTH),
         max_dest_rd_atomic: RESPONDER_RESOURCES,
+        pkey_index,
     }
 }
 
@@ -344,7 +372,7 @@ mod tests {
     #[test]
     fn the_path_mtu_follows_the_req_up_to_our_link() {
         let psn = Psn::from_wire(5);
-        let at = |offered, port| rc_connect(&req(offered), psn, port).path_mtu;
+        let at = |offered, port| rc_connect(&req(offered), psn, port, 0).path_mtu;
         let p4096 = Some(PathMtu::Mtu4096);
         assert_eq!(at(Mtu::Mtu4096, p4096), PathMtu::Mtu4096);
         assert_eq!(at(Mtu::Mtu1024, p4096), PathMtu::Mtu1024);
@@ -361,7 +389,7 @@ mod tests {
         let with = |t| {
             let mut r = req(Mtu::Mtu1024);
             r.primary_path.local_ack_timeout = t;
-            rc_connect(&r, psn, None).timeout
+            rc_connect(&r, psn, None, 0).timeout
         };
         assert_eq!(with(14), 14); // Linux's, as asked
         assert_eq!(with(0), 18); // "infinite" refused

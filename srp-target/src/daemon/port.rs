@@ -111,6 +111,11 @@ impl Port {
             .map_err(|e| verbs_err(&e))?;
         let link_mtu = attr.ports.first().and_then(|p| p.link_mtu);
         let pd = sync.alloc_pd().map_err(|e| verbs_err(&e))?;
+        // The port's partitions: the HCA's P_Key table (what its QPs and QP1 accept) and
+        // the CM's (what REQs may name).
+        ca.hca()
+            .with(|e, _| e.set_pkey_table(1, p.partitions.clone()))
+            .map_err(|e| verbs_err(&e))?;
         let gsi = ca
             .hca()
             .with(|e, now| GsiPort::open(e, now, 1, GsiPortConfig::default()))
@@ -124,6 +129,7 @@ impl Port {
             agent_id: (guid.0 as u32) ^ (index as u32),
             first_comm_id: access_layer::cm::random_comm_id(),
         });
+        cm.set_pkey_table(p.partitions.clone());
         for s in services(config, p, rdma_cm_port) {
             cm.listen(s).map_err(|e| DaemonError::Listen {
                 name: p.name.clone(),

@@ -229,7 +229,9 @@ impl Loop {
 
     fn on_cm(&mut self, port: usize, ev: CmEvent) {
         match ev {
-            CmEvent::ReqReceived { conn, req, .. } => self.login(port, conn, &req),
+            CmEvent::ReqReceived { conn, req, from } => {
+                self.login(port, conn, &req, from.pkey_index)
+            }
             CmEvent::DisconnectRequested { conn } | CmEvent::Disconnected { conn } => {
                 if let Some(s) = self.session_of(port, conn) {
                     s.io.close("initiator disconnected (DREQ)");
@@ -260,7 +262,13 @@ impl Loop {
         }
     }
 
-    fn login(&mut self, port: usize, conn: ConnId, req: &access_layer::mad::cm::CmReq) {
+    fn login(
+        &mut self,
+        port: usize,
+        conn: ConnId,
+        req: &access_layer::mad::cm::CmReq,
+        pkey_index: u16,
+    ) {
         let id = ChannelId(self.next_id);
         self.next_id += 1;
         let full = super::guards::refusal(&self.guards, self.census(req.primary_path.local_gid));
@@ -273,6 +281,7 @@ impl Loop {
             executor: &self.executor,
             bell: &self.bell,
             full,
+            pkey_index,
         };
         let outcome = handle_req(&self.app, &self.table, &place, req, id);
         let now = self.ports[port].now();

@@ -102,6 +102,16 @@ pub enum LoginRefusal {
          may not join or replace them"
     )]
     NexusElsewhere(PortId),
+    /// The login came on a partition the IOC is not exported on.
+    #[error(
+        "the login came on partition {pkey:#06x}, which I/O controller {ioc} is not exported on"
+    )]
+    WrongPartition {
+        /// The REQ's P_Key.
+        pkey: u16,
+        /// The IOC.
+        ioc: String,
+    },
 }
 
 impl LoginRefusal {
@@ -114,7 +124,8 @@ impl LoginRefusal {
             LoginRefusal::Disabled => LoginRejReason::InsufficientResources,
             LoginRefusal::WrongTarget { .. }
             | LoginRefusal::Denied(_)
-            | LoginRefusal::NexusElsewhere(_) => LoginRejReason::UnableToAssociate,
+            | LoginRefusal::NexusElsewhere(_)
+            | LoginRefusal::WrongPartition { .. } => LoginRejReason::UnableToAssociate,
             LoginRefusal::BufFormats { .. } => LoginRejReason::UnsupportedBufFormat,
             LoginRefusal::ChannelLimit(_) => LoginRejReason::ChannelLimitReached,
         }

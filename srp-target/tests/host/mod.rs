@@ -270,6 +270,7 @@ impl Host {
                         min_rnr_timer: 1,
                         max_rd_atomic: 4,
                         max_dest_rd_atomic: 4,
+                        pkey_index: 0,
                     };
                     self.hca
                         .with(|e, now| e.connect_rc(now, ep.qp, &peer))

@@ -63,6 +63,7 @@ pub fn rc(access: Access, peer: IpAddr, qpn: Qpn, sq: u32, rq: u32) -> RcConnect
         min_rnr_timer: 1,
         max_rd_atomic: 8,
         max_dest_rd_atomic: 8,
+        pkey_index: 0,
     }
 }
 

@@ -123,6 +123,7 @@ impl Endpoint {
             min_rnr_timer: 1,
             max_rd_atomic: 16,
             max_dest_rd_atomic: 16,
+            pkey_index: 0,
         };
         Ok(self.hca.with(|e, now| e.connect_rc(now, self.qp, &peer))?)
     }
