@@ -53,6 +53,9 @@ pub(crate) enum FaultKind {
     Link,
     /// The target (or one IOC's process) killed by --kill-cmd, restarted by --restart-cmd.
     Kill,
+    /// No fault: the verifying workload alone for the three phases (e.g. under network
+    /// impairment set up outside the drill).
+    None,
 }
 
 /// How a disabled IOC ends its sessions.
@@ -163,18 +166,20 @@ fn pick_disk(disks: Vec<DiskInfo>, want: Option<&str>) -> Result<DiskInfo> {
     }
 }
 
-/// The fault for `a`, on path `session` of `disk`; link and kill commands run in `shell`.
+/// The fault for `a`, on path `session` of `disk` (none for `--fault none`); link and kill
+/// commands run in `shell`.
 fn make_fault(
     a: &FailoverArgs,
     disk: &DiskInfo,
     session: u32,
     shell: &mut Option<fault::Shell>,
-) -> Result<Fault> {
+) -> Result<Option<Fault>> {
     let need = |v: &Option<String>, what: &str| {
         v.clone()
             .with_context(|| format!("--fault {:?} needs --{what}", a.fault))
     };
-    Ok(match a.fault {
+    Ok(Some(match a.fault {
+        FaultKind::None => return Ok(None),
         FaultKind::Admin => Fault::Admin { session },
         FaultKind::Ioc => {
             let socket = a
@@ -203,7 +208,7 @@ fn make_fault(
             restart: need(&a.restart_cmd, "restart-cmd")?,
             shell: shell.take().context("no shell for the fault commands")?,
         },
-    })
+    }))
 }
 
 /// The drill's settings, checked, and what it opened before any I/O.
@@ -289,7 +294,7 @@ fn prepare(a: &FailoverArgs, socket: PathBuf) -> Result<Setup> {
     // fault::Shell).
     let shell = match a.fault {
         FaultKind::Link | FaultKind::Kill => Some(fault::Shell::start()?),
-        FaultKind::Admin | FaultKind::Ioc => None,
+        FaultKind::Admin | FaultKind::Ioc | FaultKind::None => None,
     };
     let disk_bytes = disk.blocks.saturating_mul(u64::from(disk.block_size));
     let region = (a.region_mb << 20).min(disk_bytes);
@@ -347,7 +352,7 @@ fn check_disk_and_options(a: &FailoverArgs, disk: &DiskInfo) -> Result<()> {
         );
     }
     let (need_a, need_b) = match a.fault {
-        FaultKind::Admin => (None, None),
+        FaultKind::Admin | FaultKind::None => (None, None),
         FaultKind::Ioc => (Some(("target-socket", a.target_socket.is_some())), None),
         FaultKind::Link => (
             Some(("link-cmd-down", a.link_cmd_down.is_some())),

@@ -46,7 +46,7 @@ pub(super) fn run(
     };
     let mut fault_errors = Vec::new();
     let mut fault = match make_fault(a, &setup.disk, session, &mut setup.shell) {
-        Ok(f) => Some(f),
+        Ok(f) => f,
         Err(e) => {
             fault_errors.push(format!("preparing the fault: {e:#}"));
             None
@@ -56,14 +56,20 @@ pub(super) fn run(
         .as_ref()
         .map_or_else(|| "no fault".into(), Fault::describe);
     let socket = &setup.socket;
-    eprintln!("injecting: {what}");
+    // `--fault none`: the phases run (and are reported) all the same, nothing is injected.
+    let injects = fault.is_some();
+    if injects {
+        eprintln!("injecting: {what}");
+    }
     let inject_us = r.now_us();
     if let Some(Err(e)) = fault.as_mut().map(|f| f.inject(socket)) {
         fault_errors.push(format!("injecting: {e:#}"));
     }
     r.mark("inject", inject_us);
     r.hold("fault", durations.hold);
-    eprintln!("restoring (undoing: {what})");
+    if injects {
+        eprintln!("restoring (undoing: {what})");
+    }
     let restore_us = r.now_us();
     if let Some(Err(e)) = fault.as_mut().map(|f| f.restore(socket)) {
         fault_errors.push(format!("restoring: {e:#}"));

@@ -156,7 +156,7 @@ pub(crate) struct Report {
     pub(crate) identity: String,
     /// The disk's policy.
     pub(crate) policy: String,
-    /// The fault's kind (`admin`, `ioc`, `link`, `kill`).
+    /// The fault's kind (`admin`, `ioc`, `link`, `kill`, `none`).
     pub(crate) fault_kind: String,
     /// The fault, described.
     pub(crate) fault: String,
@@ -277,36 +277,16 @@ impl Report {
         })
     }
 
-    /// The summary printed at the end.
-    pub(crate) fn summary(&self) -> String {
-        let secs = |us: u64| format!("{:.1} s", us as f64 / 1e6);
+    /// The summary's failover and failback lines.
+    fn failover_lines(&self) -> String {
         let dur = |v: Option<u64>, what: &str| match v {
             Some(us) => format!("{} ms", ms(us)),
             None => format!("never ({what})"),
         };
-        let stall = self.stall();
-        let total = self.reads + self.writes;
-        let mut out = format!(
-            "drill failover: disk {} ({}), policy {}\n\
-             fault: {} at {}, restored at {}\n\
-             I/O: {} reads, {} writes ({:.0} IOPS average), {} errors, {} mismatches\n\
-             max I/O stall: {} ms, from {}\n\
-             failover: first I/O completed {} after the fault; the host showed path {} \
+        format!(
+            "failover: first I/O completed {} after the fault; the host showed path {} \
              not active after {}\n\
              failback: {}\n",
-            self.disk,
-            self.identity,
-            self.policy,
-            self.fault,
-            secs(self.inject_us),
-            secs(self.restore_us),
-            self.reads,
-            self.writes,
-            total as f64 / (self.end_us.max(1) as f64 / 1e6),
-            self.errors(),
-            self.mismatches(),
-            ms(stall.len_us),
-            secs(stall.start_us),
             dur(self.failover_us(), "no I/O completed after the fault"),
             self.session,
             dur(self.path_down_us(), "it stayed active"),
@@ -321,7 +301,37 @@ impl Report {
                     self.session
                 ),
             },
+        )
+    }
+
+    /// The summary printed at the end.
+    pub(crate) fn summary(&self) -> String {
+        let secs = |us: u64| format!("{:.1} s", us as f64 / 1e6);
+        let stall = self.stall();
+        let total = self.reads + self.writes;
+        let mut out = format!(
+            "drill failover: disk {} ({}), policy {}\n\
+             fault: {} at {}, restored at {}\n\
+             I/O: {} reads, {} writes ({:.0} IOPS average), {} errors, {} mismatches\n\
+             max I/O stall: {} ms, from {}\n",
+            self.disk,
+            self.identity,
+            self.policy,
+            self.fault,
+            secs(self.inject_us),
+            secs(self.restore_us),
+            self.reads,
+            self.writes,
+            total as f64 / (self.end_us.max(1) as f64 / 1e6),
+            self.errors(),
+            self.mismatches(),
+            ms(stall.len_us),
+            secs(stall.start_us),
         );
+        // With no fault there is no failover or failback to speak of.
+        if self.fault_kind != "none" {
+            out.push_str(&self.failover_lines());
+        }
         for f in self.failures.iter().take(10) {
             out.push_str(&format!(
                 "  {} at {}: {}\n",
@@ -454,5 +464,21 @@ mod tests {
             r.summary()
                 .ends_with("PASSED: no I/O error, no data mismatch\n")
         );
+        assert!(
+            r.summary()
+                .contains("failover: first I/O completed 390 ms after")
+        );
+        // No fault: no failover or failback line, the rest as ever.
+        let none = Report {
+            fault_kind: "none".into(),
+            fault: "no fault".into(),
+            ..r
+        };
+        let text = none.summary();
+        assert!(
+            !text.contains("\nfailover:") && !text.contains("\nfailback:"),
+            "{text}"
+        );
+        assert!(text.contains("max I/O stall: 450 ms"), "{text}");
     }
 }

@@ -3,8 +3,9 @@
 //! [`Netns`] adds a namespace named after a tag, this process's pid and a counter (so
 //! parallel tests and parallel runs never collide), brings its `lo` up, and deletes it on
 //! drop, even after a panic, killing whatever still runs in it first. [`VethPair`] joins
-//! two namespaces with a veth pair, one end in each, addressed and up; `set_down`/`set_up`
-//! cut and restore the link. Interfaces live and die with their namespaces.
+//! two namespaces with a veth pair, one end in each, addressed (or not: a wire's end) and
+//! up; `set_down`/`set_up` cut and restore the link. Interfaces live and die with their
+//! namespaces.
 //!
 //! Programs run in a namespace through [`Netns::exec`], which is `nsenter --net=…`: it
 //! enters only the network namespace. (`ip netns exec` also unshares the mount namespace,
@@ -119,6 +120,18 @@ impl VethPair {
     /// Creates `a` (address `addr_a`, e.g. "10.231.1.2") in `ns_a` and `b` (`addr_b`) in
     /// `ns_b`, both up.
     pub fn new(ns_a: &Netns, a: &str, addr_a: &str, ns_b: &Netns, b: &str, addr_b: &str) -> Self {
+        Self::create(ns_a, a, Some(addr_a), ns_b, b, Some(addr_b))
+    }
+
+    /// As [`VethPair::new`], an end without an address where it has none (a wire's end).
+    pub fn create(
+        ns_a: &Netns,
+        a: &str,
+        addr_a: Option<&str>,
+        ns_b: &Netns,
+        b: &str,
+        addr_b: Option<&str>,
+    ) -> Self {
         ip(&[
             "link",
             "add",
@@ -133,8 +146,12 @@ impl VethPair {
             "netns",
             ns_b.name(),
         ]);
-        ns_a.ip(&["addr", "add", &format!("{addr_a}/24"), "dev", a]);
-        ns_b.ip(&["addr", "add", &format!("{addr_b}/24"), "dev", b]);
+        if let Some(addr) = addr_a {
+            ns_a.ip(&["addr", "add", &format!("{addr}/24"), "dev", a]);
+        }
+        if let Some(addr) = addr_b {
+            ns_b.ip(&["addr", "add", &format!("{addr}/24"), "dev", b]);
+        }
         let pair = VethPair {
             ns_a: ns_a.name().to_owned(),
             a: a.to_owned(),
