@@ -665,6 +665,7 @@ local = ["127.0.0.2", "127.0.0.3"]
 iocs = ["0002:c903:00a1:b401"]
 preferred = true
 weight = 3
+partition = "0x8001"
 "#,
             "t.toml",
         )
@@ -675,6 +676,7 @@ weight = 3
         assert_eq!(c.multipath.damping.hold, Duration::from_secs(1));
         assert!(c.portals[0].preferred);
         assert_eq!(c.portals[0].weight, 3);
+        assert_eq!(c.portals[0].partition, hca::PKey(0x8001));
         assert_eq!(c.name, "h1");
         assert_eq!(c.node_guid, Guid(0x0002_c903_00be_ef01));
         assert_eq!(c.registration, RegistrationMode::TrustTarget);
@@ -687,6 +689,21 @@ weight = 3
         assert_eq!(c.portals[0].local.len(), 2);
         assert_eq!(c.portals[0].iocs, vec![Guid(0x0002_c903_00a1_b401)]);
         assert_eq!(c.control_socket, PathBuf::from("/run/srp-host/h1.sock"));
+    }
+
+    #[test]
+    fn a_portal_partition_is_a_p_key() {
+        let portal =
+            |k: &str| format!("[[portal]]\naddress = \"127.0.0.1\"\npartition = \"{k}\"\n");
+        let c = HostConfig::from_str(&portal("0xffff"), "h.toml").expect("valid");
+        assert_eq!(c.portals[0].partition, hca::PKey::DEFAULT);
+        for bad in ["0x8000", "zz", "0x18001"] {
+            let e = HostConfig::from_str(&portal(bad), "h.toml").expect_err(bad);
+            assert!(e.to_string().contains("portal[0].partition"), "{e}");
+        }
+        let plain =
+            HostConfig::from_str("[[portal]]\naddress = \"127.0.0.1\"\n", "h.toml").expect("valid");
+        assert_eq!(plain.portals[0].partition, hca::PKey::DEFAULT);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! default partition. A host on `storage` logs in to the first and does I/O (a limited
 //! member too, since the target's port is a full one); a login on a partition the IOC is
 //! not exported on is refused with the partition named; a host on a partition the port
-//! is not on gets no answer at all, its MADs counted as P_Key drops. Loopback 127.0.129.x.
+//! is not on gets no answer at all, its MADs counted as P_Key drops; discovery on a
+//! partition lists only the IOCs exported there. Loopback 127.0.129.x.
 
 mod common;
 mod host;
@@ -153,5 +154,38 @@ fn a_partition_the_port_is_not_on_gets_no_answer() {
     );
     assert!(drops() > before, "the REQs were counted as P_Key drops");
     let _ = conn;
+    d.shutdown();
+}
+
+#[test]
+fn discovery_on_a_partition_shows_only_the_iocs_exported_there() {
+    use access_layer::mad::dm::{DmAttr, SlotState};
+    use access_layer::mad::{DmAttribute, MadBody, parse_any};
+    const T: u8 = 21;
+    let (d, _config, _dir) = daemon(T);
+    // Slot 1 is ioc-storage, slot 2 ioc-default (configuration order), in every agent.
+    let slots = |addr: u8, guid: u64, pkey: PKey| {
+        let mut h = host_on(T, addr, guid, pkey);
+        let raw = h.dm_get(DmAttr::IouInfo, 0, 1);
+        let m = parse_any(&raw.0).expect("DM answer");
+        let MadBody::Dm {
+            attr: DmAttribute::IouInfo(info),
+            ..
+        } = m.body
+        else {
+            panic!("not IOUnitInfo: {m:?}");
+        };
+        (info.slot(1).expect("slot 1"), info.slot(2).expect("slot 2"))
+    };
+    assert_eq!(
+        slots(22, 0xd2a1, PKey(0x8001)),
+        (SlotState::Present, SlotState::NotInstalled),
+        "on storage: only the IOC exported there"
+    );
+    assert_eq!(
+        slots(23, 0xd2a2, PKey::DEFAULT),
+        (SlotState::NotInstalled, SlotState::Present),
+        "on the default partition: only the default IOC"
+    );
     d.shutdown();
 }

@@ -246,8 +246,11 @@ mod tests {
 
     #[test]
     fn probe_sees_every_field() {
-        assert_eq!(fields_of::<RawPort>(), ["name", "address"]);
-        assert_eq!(fields_of::<RawFile>(), ["target", "port", "ioc", "lun"]);
+        assert_eq!(fields_of::<RawPort>(), ["name", "address", "partitions"]);
+        assert_eq!(
+            fields_of::<RawFile>(),
+            ["target", "partition", "port", "ioc", "lun"]
+        );
         assert_eq!(fields_of::<RawLun>().len(), 10);
     }
 

@@ -1,8 +1,12 @@
-//! The Device Management agent of one daemon port: each IOC reachable on the port in its
-//! own slot (1-based, configuration order), with the SRP profile and the one service entry
-//! hosts need to log in ("SRP.T10:<id_ext>" naming the IOC's CM service ID), as ib_srpt
-//! serves them. A disabled IOC keeps its slot but is not installed in it (IOUnitInfo shows
-//! the slot empty, so discovery sweeps see the IOC go and come back with the switch).
+//! The Device Management agents of one daemon port, one per partition of its P_Key table:
+//! each IOC reachable on the port has its own slot (1-based, configuration order, the same
+//! in every agent), with the SRP profile and the one service entry hosts need to log in
+//! ("SRP.T10:<id_ext>" naming the IOC's CM service ID), as ib_srpt serves them. A query is
+//! answered by the agent of the partition it came on, which shows only the IOCs exported
+//! on that partition (the others' slots are empty): discovery on a partition finds what a
+//! login there may reach, and nothing of the rest. A disabled IOC keeps its slot but is
+//! not installed in it (IOUnitInfo shows the slot empty, so discovery sweeps see the IOC go
+//! and come back with the switch).
 
 use super::DaemonError;
 use crate::appliance::ChannelLimits;
@@ -11,11 +15,13 @@ use crate::login::cm::RESPONDER_RESOURCES;
 use access_layer::dm::{DmAgent, DmAgentConfig};
 use access_layer::mad::dm::{IocProfile, ServiceEntry};
 
-/// What one slot advertises when its IOC is enabled.
+/// What one slot advertises when its IOC is enabled, in one partition's agent.
 #[derive(Clone, Debug)]
 pub struct Advert {
     /// The IOC's name.
     pub ioc: String,
+    /// The agent (the partition's index in the port's P_Key table).
+    pub agent: usize,
     /// Its slot on this port.
     pub slot: u8,
     profile: IocProfile,
@@ -35,13 +41,32 @@ impl Advert {
     }
 }
 
-/// The agent for port `p`: every enabled IOC of `config` reachable on it, advertised with
-/// the queue depth, message size and transfer size of `limits`; and every such IOC's
-/// advert, for the run-time switch.
-pub fn agent(
+/// The agents for port `p`, one per entry of its P_Key table (in order): each with every
+/// enabled IOC of `config` reachable on the port and exported on that partition,
+/// advertised with the queue depth, message size and transfer size of `limits`; and every
+/// such advert, for the run-time switch.
+pub fn agents(
     config: &TargetConfig,
     p: &PortConfig,
     limits: &ChannelLimits,
+) -> Result<(Vec<DmAgent>, Vec<Advert>), DaemonError> {
+    let mut agents = Vec::new();
+    let mut adverts = Vec::new();
+    for (index, pkey) in p.partitions.iter().enumerate() {
+        let (dm, mut a) = agent(config, p, limits, index, *pkey)?;
+        agents.push(dm);
+        adverts.append(&mut a);
+    }
+    Ok((agents, adverts))
+}
+
+/// The agent of partition `pkey` (index `index` of the port's table).
+fn agent(
+    config: &TargetConfig,
+    p: &PortConfig,
+    limits: &ChannelLimits,
+    index: usize,
+    pkey: hca::PKey,
 ) -> Result<(DmAgent, Vec<Advert>), DaemonError> {
     let fail = |reason: String| DaemonError::Dm {
         name: p.name.clone(),
@@ -51,6 +76,9 @@ pub fn agent(
     let mut adverts = Vec::new();
     let iocs = config.iocs.iter().filter(|i| i.ports.contains(&p.name));
     for (slot, ioc) in (1u8..).zip(iocs) {
+        if !ioc.partitions.iter().any(|k| k.base() == pkey.base()) {
+            continue;
+        }
         let profile = IocProfile::srp(
             ioc.guid,
             u16::try_from(limits.window).unwrap_or(u16::MAX),
@@ -65,6 +93,7 @@ pub fn agent(
             .map_err(|e| fail(format!("IOC {}: slot {slot}: {e}", ioc.name)))?;
         let advert = Advert {
             ioc: ioc.name.clone(),
+            agent: index,
             slot,
             profile,
             entries,

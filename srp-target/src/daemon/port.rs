@@ -42,8 +42,9 @@ pub struct Port {
     gsi: GsiPort,
     /// Its CM.
     pub cm: CmEndpoint,
-    /// Its Device Management agent (IOUnitInfo, IOControllerProfile, ServiceEntries).
-    pub dm: DmAgent,
+    /// Its Device Management agents (IOUnitInfo, IOControllerProfile, ServiceEntries), one
+    /// per partition of its P_Key table, in table order.
+    pub dm: Vec<DmAgent>,
     /// Answers Gets and Sets of every other class (SA, PerfMgt, vendor classes) with
     /// "class or version not supported", as IBTA Vol1 13.4.7 asks of a node that does not
     /// serve them; it serves no class itself.
@@ -90,7 +91,7 @@ impl Port {
         bell: &Arc<Doorbell>,
     ) -> Result<Port, DaemonError> {
         let p = &config.ports[index];
-        let (dm, adverts) = super::dm::agent(config, p, limits)?;
+        let (dm, adverts) = super::dm::agents(config, p, limits)?;
         let guid = Guid(config.target.node_guid.0.wrapping_add(index as u64));
         let mut hc = HcaConfig::new(guid, vec![p.address.ip()]);
         hc.udp_port = p.address.port();
@@ -155,7 +156,9 @@ impl Port {
     /// Shows (`on`) or hides IOC `ioc` in Device Management, if it is reachable here.
     pub fn advertise(&mut self, ioc: &str, on: bool) {
         for a in self.adverts.iter().filter(|a| a.ioc == ioc) {
-            a.apply(&mut self.dm, on);
+            if let Some(dm) = self.dm.get_mut(a.agent) {
+                a.apply(dm, on);
+            }
         }
     }
 
@@ -188,7 +191,12 @@ impl Port {
                 // DM requests to the agent; everything else (CM, strays) to the CM, which
                 // ignores what is not its own.
                 match mad.header().map(|h| h.mgmt_class) {
-                    Ok(MgmtClass::DeviceMgmt) => dm.handle_request(from, &mad),
+                    // The agent of the partition it came on (the HCA matched it).
+                    Ok(MgmtClass::DeviceMgmt) => {
+                        if let Some(dm) = dm.get_mut(usize::from(from.pkey_index)) {
+                            dm.handle_request(from, &mad);
+                        }
+                    }
                     Ok(MgmtClass::Cm) => cm.handle_mad(now, from, &mad.0),
                     // Requests get "not supported"; stray responses are dropped (counted).
                     Ok(_) => others.handle_mad(now, from, mad),
@@ -198,7 +206,10 @@ impl Port {
             while let Some(out) = others.poll_transmit() {
                 let _ = gsi.send(e, now, &out);
             }
-            while let Some(out) = dm.poll_transmit() {
+            for out in dm
+                .iter_mut()
+                .flat_map(|d| std::iter::from_fn(move || d.poll_transmit()))
+            {
                 // A lost answer is the client's to retry (DM requests are retried).
                 let _ = gsi.send(e, now, &out);
             }
