@@ -93,14 +93,12 @@ fn logins_are_taken_only_on_the_iocs_partitions() {
         false,
     );
     assert_eq!(refused.err(), Some(unable));
-    let reason = await_event(&d, &mut seen, |e| match e {
-        DaemonEvent::Rejected { reason, .. } => Some(reason.clone()),
+    let (ioc, reason) = await_event(&d, &mut seen, |e| match e {
+        DaemonEvent::Rejected { ioc, reason, .. } => Some((ioc.clone(), reason.clone())),
         _ => None,
     });
-    assert!(
-        reason.contains("partition 0xffff") && reason.contains("ioc-storage"),
-        "{reason}"
-    );
+    assert!(reason.contains("partition 0xffff"), "{reason}");
+    assert_eq!(ioc.as_deref(), Some("ioc-storage"));
     // On `storage`, to the IOC exported only on the default partition: refused too.
     let refused = Node::try_open_with(
         host_on(T, 5, 0xd294, PKey(0x8001)),

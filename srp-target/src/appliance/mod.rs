@@ -277,6 +277,30 @@ impl Appliance {
         decide(req, &self.policy(ioc), admits, nexus_channels)
     }
 
+    /// [`Appliance::decide_login_from`] knowing more of the login: `elsewhere`, whether
+    /// the nexus's live channels came from another address than `from` (refused unless the
+    /// IOC has `nexus_from_any_address`), and `pkey`, the partition it came on (refused if
+    /// the IOC is not exported there).
+    pub fn decide_login_at(
+        &self,
+        ioc: &Ioc,
+        req: &LoginReq,
+        nexus_channels: &[ChannelId],
+        from: Option<std::net::IpAddr>,
+        elsewhere: bool,
+        pkey: hca::PKey,
+    ) -> LoginDecision {
+        let c = &ioc.config;
+        let facts = crate::login::LoginFacts {
+            acl_admits: c.allow.allows_from(req.initiator_port_id, from),
+            nexus_channels,
+            nexus_elsewhere: elsewhere && !c.nexus_from_any_address,
+            wrong_partition: (!c.partitions.iter().any(|k| k.base() == pkey.base()))
+                .then_some(pkey.0),
+        };
+        crate::login::decide_with(req, &self.policy(ioc), &facts)
+    }
+
     /// The nexus a command from `initiator` through `ioc` runs with.
     pub fn nexus<'a>(&'a self, ioc: &'a Ioc, initiator: PortId) -> Nexus<'a> {
         Nexus {

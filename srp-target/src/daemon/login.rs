@@ -122,30 +122,6 @@ pub fn handle_req(
         ),
     };
     let reachable = found.filter(|i| i.config().ports.iter().any(|p| p == place.port));
-    if let Some(ioc) = reachable {
-        let pkey = req.pkey;
-        let c = ioc.config();
-        if !c.partitions.iter().any(|k| k.base() == pkey.base()) {
-            let refusal = LoginRefusal::WrongPartition {
-                pkey: pkey.0,
-                ioc: c.name.clone(),
-            };
-            return reject(
-                CmAnswer::from_decision(&LoginDecision::Reject {
-                    rej: LoginRej {
-                        reason: refusal.reason(),
-                        tag: login.req.tag,
-                        buf_fmt: formats,
-                    },
-                    refusal: refusal.clone(),
-                }),
-                refusal.reason(),
-                refusal.to_string(),
-                Some(c.name.clone()),
-                Some(login.req.initiator_port_id),
-            );
-        }
-    }
     let Some(ioc) = reachable else {
         let refusal = LoginRefusal::WrongTarget {
             requested: login.req.target_port_id,
@@ -174,28 +150,16 @@ pub fn handle_req(
         target: ioc.config().target_port_id(),
     };
     // The REQ's primary path names where it came from (the CM checked it against the
-    // packet): a nexus's channels all come from one address unless the IOC says otherwise.
+    // packet), and its P_Key the partition it came on (the CM checked that too).
     let from = req.primary_path.local_gid;
-    let from_ip = Some(from.to_ip());
-    let decision = if !ioc.config().nexus_from_any_address
-        && ioc
-            .config()
-            .allow
-            .allows_from(login.req.initiator_port_id, from_ip)
-        && table.has_channel_from_elsewhere(&nexus, from)
-    {
-        let refusal = LoginRefusal::NexusElsewhere(login.req.initiator_port_id);
-        LoginDecision::Reject {
-            rej: LoginRej {
-                reason: refusal.reason(),
-                tag: login.req.tag,
-                buf_fmt: formats,
-            },
-            refusal,
-        }
-    } else {
-        app.decide_login_from(ioc, &login.req, table.channels(&nexus), from_ip)
-    };
+    let decision = app.decide_login_at(
+        ioc,
+        &login.req,
+        table.channels(&nexus),
+        Some(from.to_ip()),
+        table.has_channel_from_elsewhere(&nexus, from),
+        req.pkey,
+    );
     let answer = CmAnswer::from_decision(&decision);
     match decision {
         LoginDecision::Reject { rej, refusal } => reject(

@@ -103,15 +103,8 @@ pub enum LoginRefusal {
     )]
     NexusElsewhere(PortId),
     /// The login came on a partition the IOC is not exported on.
-    #[error(
-        "the login came on partition {pkey:#06x}, which I/O controller {ioc} is not exported on"
-    )]
-    WrongPartition {
-        /// The REQ's P_Key.
-        pkey: u16,
-        /// The IOC.
-        ioc: String,
-    },
+    #[error("the login came on partition {0:#06x}, which the I/O controller is not exported on")]
+    WrongPartition(u16),
 }
 
 impl LoginRefusal {
@@ -125,7 +118,7 @@ impl LoginRefusal {
             LoginRefusal::WrongTarget { .. }
             | LoginRefusal::Denied(_)
             | LoginRefusal::NexusElsewhere(_)
-            | LoginRefusal::WrongPartition { .. } => LoginRejReason::UnableToAssociate,
+            | LoginRefusal::WrongPartition(_) => LoginRejReason::UnableToAssociate,
             LoginRefusal::BufFormats { .. } => LoginRejReason::UnsupportedBufFormat,
             LoginRefusal::ChannelLimit(_) => LoginRejReason::ChannelLimitReached,
         }
@@ -154,15 +147,46 @@ pub enum LoginDecision {
     },
 }
 
+/// What the transport knows of a login besides its IU.
+#[derive(Clone, Copy, Debug)]
+pub struct LoginFacts<'a> {
+    /// Whether the IOC's access list admits the initiator (from where it logged in).
+    pub acl_admits: bool,
+    /// The live channels of the request's I_T nexus.
+    pub nexus_channels: &'a [ChannelId],
+    /// The nexus has channels that logged in from another address, and the IOC keeps a
+    /// nexus on one address (`nexus_from_any_address` off).
+    pub nexus_elsewhere: bool,
+    /// The P_Key of the partition the login came on, if the IOC is not exported on it.
+    pub wrong_partition: Option<u16>,
+}
+
 /// Decides `req` under `policy`, given whether the ACL admits the initiator and the nexus's
-/// live channels.
+/// live channels (nothing known of addresses and partitions: [`decide_with`]).
 pub fn decide(
     req: &LoginReq,
     policy: &LoginPolicy,
     acl_admits: bool,
     nexus_channels: &[ChannelId],
 ) -> LoginDecision {
-    match check(req, policy, acl_admits, nexus_channels) {
+    decide_with(
+        req,
+        policy,
+        &LoginFacts {
+            acl_admits,
+            nexus_channels,
+            nexus_elsewhere: false,
+            wrong_partition: None,
+        },
+    )
+}
+
+/// Decides `req` under `policy` and what the transport knows of it (`facts`). Refusals in
+/// order: IU length, IOC disabled, another target port, another partition, descriptor
+/// formats, the ACL, a nexus bound to another address, the nexus's channel limit.
+pub fn decide_with(req: &LoginReq, policy: &LoginPolicy, facts: &LoginFacts<'_>) -> LoginDecision {
+    let nexus_channels = facts.nexus_channels;
+    match check(req, policy, facts) {
         Ok(()) => accept(req, policy, nexus_channels),
         Err(refusal) => LoginDecision::Reject {
             rej: LoginRej {
@@ -175,12 +199,8 @@ pub fn decide(
     }
 }
 
-fn check(
-    req: &LoginReq,
-    policy: &LoginPolicy,
-    acl_admits: bool,
-    nexus_channels: &[ChannelId],
-) -> Result<(), LoginRefusal> {
+fn check(req: &LoginReq, policy: &LoginPolicy, facts: &LoginFacts<'_>) -> Result<(), LoginRefusal> {
+    let (acl_admits, nexus_channels) = (facts.acl_admits, facts.nexus_channels);
     if !(MIN_IT_IU_LEN..=policy.max_it_iu_len).contains(&req.req_it_iu_len) {
         return Err(LoginRefusal::ItIuLen {
             requested: req.req_it_iu_len,
@@ -197,6 +217,9 @@ fn check(
             ours: policy.target_port_id,
         });
     }
+    if let Some(pkey) = facts.wrong_partition {
+        return Err(LoginRefusal::WrongPartition(pkey));
+    }
     if !policy.formats.contains(req.req_buf_fmt) {
         return Err(LoginRefusal::BufFormats {
             required: req.req_buf_fmt.bits(),
@@ -205,6 +228,9 @@ fn check(
     }
     if !acl_admits {
         return Err(LoginRefusal::Denied(req.initiator_port_id));
+    }
+    if facts.nexus_elsewhere {
+        return Err(LoginRefusal::NexusElsewhere(req.initiator_port_id));
     }
     if req.multi_channel != MultiChannelAction::Single
         && nexus_channels.len() >= policy.max_channels_per_nexus

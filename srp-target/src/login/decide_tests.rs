@@ -191,3 +191,56 @@ fn acl_denial_goes_on_the_wire_with_our_formats() {
     assert_eq!(&buf[4..8], &[0x00, 0x01, 0x00, 0x03]);
     assert_eq!(&buf[24..26], &[0x00, 0x06]);
 }
+
+fn facts(channels: &[ChannelId], elsewhere: bool, partition: Option<u16>) -> LoginFacts<'_> {
+    LoginFacts {
+        acl_admits: true,
+        nexus_channels: channels,
+        nexus_elsewhere: elsewhere,
+        wrong_partition: partition,
+    }
+}
+
+#[test]
+fn another_partition_cannot_associate_and_is_named() {
+    let (code, why) = refusal(decide_with(
+        &linux_req(),
+        &policy(),
+        &facts(&[], false, Some(0xffff)),
+    ));
+    assert_eq!(code, LoginRejReason::UnableToAssociate);
+    assert_eq!(why, LoginRefusal::WrongPartition(0xffff));
+    assert!(why.to_string().contains("partition 0xffff"), "{why}");
+    // Checked before the formats and the ACL: a host on the wrong partition learns that.
+    let mut req = linux_req();
+    req.req_buf_fmt = BufFormats::DIRECT | BufFormats::INDIRECT | BufFormats::from_bits_retain(0x8);
+    let denied = LoginFacts {
+        acl_admits: false,
+        ..facts(&[], false, Some(0x8001))
+    };
+    assert_eq!(
+        refusal(decide_with(&req, &policy(), &denied)).1,
+        LoginRefusal::WrongPartition(0x8001)
+    );
+}
+
+#[test]
+fn a_nexus_bound_to_another_address_neither_joins_nor_is_replaced() {
+    let live = [ChannelId(7)];
+    for action in [MultiChannelAction::Single, MultiChannelAction::Multi] {
+        let mut req = linux_req();
+        req.multi_channel = action;
+        let (code, why) = refusal(decide_with(&req, &policy(), &facts(&live, true, None)));
+        assert_eq!(code, LoginRejReason::UnableToAssociate);
+        assert_eq!(why, LoginRefusal::NexusElsewhere(initiator()));
+    }
+    // The ACL's refusal comes first: a forger the ACL denies learns nothing of the nexus.
+    let denied = LoginFacts {
+        acl_admits: false,
+        ..facts(&live, true, None)
+    };
+    assert_eq!(
+        refusal(decide_with(&linux_req(), &policy(), &denied)).1,
+        LoginRefusal::Denied(initiator())
+    );
+}

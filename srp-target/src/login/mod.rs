@@ -16,5 +16,7 @@ pub mod decide;
 pub mod nexus;
 
 pub use cm::{CmAnswer, CmLogin, CmLoginError, LoginForm, parse_cm_login};
-pub use decide::{LoginDecision, LoginPolicy, LoginRefusal, Negotiated, decide};
+pub use decide::{
+    LoginDecision, LoginFacts, LoginPolicy, LoginRefusal, Negotiated, decide, decide_with,
+};
 pub use nexus::{ChannelId, NexusKey, NexusTable};
