@@ -25,6 +25,12 @@ pub enum IdError {
         /// The rejected text.
         String,
     ),
+    /// A P_Key string is not 16 bits in hex, or names partition 0.
+    #[error("not a P_Key: {0:?} (want 16 bits in hex, as 0x8001; partition not 0)")]
+    BadPkey(
+        /// The rejected text.
+        String,
+    ),
 }
 
 /// A 64-bit EUI-64 GUID (node, port, or I/O controller).
@@ -177,6 +183,24 @@ impl PKey {
         self.base() == other.base()
             && self.base() != 0
             && (self.is_full_member() || other.is_full_member())
+    }
+}
+
+/// A P_Key as configs write it: hex, `0x` optional (`"0x8001"`, `"ffff"`); the partition
+/// (low 15 bits) must not be 0.
+impl FromStr for PKey {
+    type Err = IdError;
+
+    fn from_str(text: &str) -> Result<Self, IdError> {
+        let t = text.trim();
+        let digits = t
+            .strip_prefix("0x")
+            .or_else(|| t.strip_prefix("0X"))
+            .unwrap_or(t);
+        match u16::from_str_radix(digits, 16) {
+            Ok(v) if v & 0x7fff != 0 => Ok(PKey(v)),
+            _ => Err(IdError::BadPkey(text.to_owned())),
+        }
     }
 }
 

@@ -592,12 +592,9 @@ impl HostConfig {
                 ..PortalConfig::new(address)
             };
             if let Some(k) = &rp.partition {
-                let digits = k.trim().trim_start_matches("0x").trim_start_matches("0X");
-                match u16::from_str_radix(digits, 16) {
-                    Ok(v) if v & 0x7fff != 0 => portal.partition = hca::PKey(v),
-                    _ => p.push(format!(
-                        "portal[{i}].partition {k:?}: a P_Key in hex, as \"0x8001\" (partition not 0)"
-                    )),
+                match k.parse::<hca::PKey>() {
+                    Ok(v) => portal.partition = v,
+                    Err(e) => p.push(format!("portal[{i}].partition: {e}")),
                 }
             }
             if let Some(w) = rp.weight {

@@ -88,15 +88,19 @@ pub fn route_source(portal: IpAddr) -> Result<IpAddr, DiscoverError> {
         .map_err(|_| DiscoverError::NoRoute(portal))
 }
 
-/// Sweeps `portal` once from `local` with node GUID `guid`, within `timeout`: its IOCs.
+/// Sweeps `portal` once from `local` with node GUID `guid` on partition `pkey`, within
+/// `timeout`: its IOCs (a target answers on a partition with the IOCs exported there).
 pub fn sweep(
     portal: IpAddr,
     local: IpAddr,
     guid: Guid,
+    pkey: hca::PKey,
     timeout: Duration,
 ) -> Result<Vec<IocRecord>, DiscoverError> {
     let port_err = |reason: String| DiscoverError::Port { local, reason };
     let hca = Hca::open(HcaConfig::new(guid, vec![local])).map_err(|e| port_err(e.to_string()))?;
+    hca.with(|e, _| e.set_pkey_table(1, vec![pkey]))
+        .map_err(|e| port_err(format!("P_Key table: {e}")))?;
     let mut port = hca
         .with(|e, now| GsiPort::open(e, now, 1, GsiPortConfig::default()))
         .map_err(|e| port_err(format!("GSI QP: {e}")))?;

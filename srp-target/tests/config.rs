@@ -894,7 +894,7 @@ fn partitions_are_named_resolved_and_checked_against_the_ports() {
     assert_eq!(errors(&with(reserved, "", "")).len(), 1);
     let bad = "[[partition]]\nname = \"zero\"\npkey = \"0x8000\"\n";
     assert!(
-        errors(&with(bad, "", ""))[0].contains("is not a P_Key"),
+        errors(&with(bad, "", ""))[0].contains("not a P_Key"),
         "{:?}",
         errors(&with(bad, "", ""))
     );

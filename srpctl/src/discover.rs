@@ -24,13 +24,18 @@ struct Found {
 }
 
 /// Sweeps `portal` once from `local` (or the routed source address), within `timeout`.
-fn sweep(portal: IpAddr, local: Option<IpAddr>, timeout: Duration) -> Result<Found> {
+fn sweep(
+    portal: IpAddr,
+    local: Option<IpAddr>,
+    pkey: hca::PKey,
+    timeout: Duration,
+) -> Result<Found> {
     let local = match local {
         Some(l) => l,
         None => discover::route_source(portal)?,
     };
     let guid = Guid(0x5352_5044_0000_0000 | u64::from(std::process::id()));
-    let iocs = discover::sweep(portal, local, guid, timeout).map_err(|e| match e {
+    let iocs = discover::sweep(portal, local, guid, pkey, timeout).map_err(|e| match e {
         discover::DiscoverError::Port { .. } => anyhow::anyhow!("{e} (pass --local)"),
         e => e.into(),
     })?;
@@ -68,12 +73,18 @@ fn ioc_json(portal: IpAddr, r: &IocRecord) -> Value {
 pub(crate) enum LoginStrings {
     /// `dest=<portal>:<port>`: RDMA-CM, what Linux ib_srp over RoCE logs in with.
     RdmaCm(u16),
-    /// `dgid=…,pkey=ffff,service_id=…`, as `ibsrpdm -c` (IB CM; needs a subnet manager).
+    /// `dgid=…,pkey=…,service_id=…`, as `ibsrpdm -c` (IB CM; needs a subnet manager); the
+    /// P_Key is the partition asked on.
     IbCm,
 }
 
 /// `ib_srp` `add_target` strings, one per SRP service.
-fn login_strings(portal: IpAddr, r: &IocRecord, form: LoginStrings) -> Vec<String> {
+fn login_strings(
+    portal: IpAddr,
+    pkey: hca::PKey,
+    r: &IocRecord,
+    form: LoginStrings,
+) -> Vec<String> {
     let dgid = to_hex(&Gid::from_ip(portal).0);
     let dest = match portal {
         IpAddr::V4(a) => a.to_string(),
@@ -87,8 +98,8 @@ fn login_strings(portal: IpAddr, r: &IocRecord, form: LoginStrings) -> Vec<Strin
                 match form {
                     LoginStrings::RdmaCm(port) => format!("{ids},dest={dest}:{port}"),
                     LoginStrings::IbCm => format!(
-                        "{ids},dgid={dgid},pkey=ffff,service_id={:016x}",
-                        e.service_id.0
+                        "{ids},dgid={dgid},pkey={:04x},service_id={:016x}",
+                        pkey.0, e.service_id.0
                     ),
                 }
             })
@@ -100,11 +111,12 @@ fn login_strings(portal: IpAddr, r: &IocRecord, form: LoginStrings) -> Vec<Strin
 pub(crate) fn run(
     portal: IpAddr,
     local: Option<IpAddr>,
+    pkey: hca::PKey,
     timeout: Duration,
     as_json: bool,
     strings: Option<LoginStrings>,
 ) -> Result<()> {
-    let found = sweep(portal, local, timeout)?;
+    let found = sweep(portal, local, pkey, timeout)?;
     if as_json {
         let v: Vec<Value> = found.iocs.iter().map(|r| ioc_json(portal, r)).collect();
         println!("{}", serde_json::to_string_pretty(&Value::Array(v))?);
@@ -112,7 +124,7 @@ pub(crate) fn run(
     }
     if let Some(form) = strings {
         for r in &found.iocs {
-            for s in login_strings(portal, r, form) {
+            for s in login_strings(portal, pkey, r, form) {
                 println!("{s}");
             }
         }

@@ -95,6 +95,9 @@ enum Command {
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 5.0)]
         timeout: f64,
+        /// The partition to ask on (a P_Key in hex): a target lists the IOCs exported on it.
+        #[arg(long, default_value = "0xffff")]
+        partition: hca::PKey,
         /// Print JSON.
         #[arg(long, conflicts_with = "login_strings")]
         json: bool,
@@ -401,6 +404,7 @@ fn main() -> Result<()> {
             portal,
             local,
             timeout,
+            partition,
             json,
             login_strings,
             rdma_cm_port,
@@ -413,7 +417,7 @@ fn main() -> Result<()> {
             } else {
                 discover::LoginStrings::RdmaCm(rdma_cm_port)
             });
-            discover::run(portal, local, timeout, json, strings)
+            discover::run(portal, local, partition, timeout, json, strings)
         }
         Command::Bench {
             what:

@@ -100,3 +100,60 @@ fn discover_lists_the_portals_iocs_like_ibsrpdm() {
     assert!(!ok);
     assert!(err.contains("127.0.112.9: no"), "{err}");
 }
+
+#[test]
+fn discover_on_a_partition_lists_the_iocs_exported_there() {
+    let dir = TempDir::new("discover-partition");
+    let cfg = dir.path().join("target.toml");
+    let text = format!(
+        "[target]\nnode_guid = \"0x0002c90300f0f100\"\ncontrol_socket = \"{}\"\n\n\
+         [[partition]]\nname = \"storage\"\npkey = \"0x8001\"\n\n\
+         [[port]]\nname = \"p0\"\naddress = \"127.0.112.11\"\npartitions = [\"default\", \"storage\"]\n\n\
+         [[lun]]\nname = \"vol\"\nram = true\nsize = \"1MiB\"\n\n\
+         [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300f0f101\"\nports = [\"p0\"]\n\
+         exports = {{ 0 = \"vol\" }}\nallow = [\"any\"]\n\n\
+         [[ioc]]\nname = \"ioc-b\"\nguid = \"0x0002c90300f0f102\"\nports = [\"p0\"]\n\
+         exports = {{ 0 = \"vol\" }}\nallow = [\"any\"]\npartitions = [\"storage\"]\n",
+        dir.path().join("ctl.sock").display()
+    );
+    std::fs::write(&cfg, text).expect("write config");
+    let _target = TargetProcess::start(&cfg);
+    let guids = |args: &[&str]| {
+        let mut a = vec![
+            "discover",
+            "127.0.112.11",
+            "--local",
+            "127.0.112.12",
+            "--json",
+        ];
+        a.extend_from_slice(args);
+        let (ok, out, err) = srpctl(&a);
+        assert!(ok, "{err}");
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        v.as_array()
+            .expect("array")
+            .iter()
+            .map(|i| i["ioc_guid"].as_str().expect("guid").to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(guids(&[]), ["0002c90300f0f101"], "the default partition");
+    assert_eq!(
+        guids(&["--partition", "0x8001"]),
+        ["0002c90300f0f102"],
+        "storage"
+    );
+    let (ok, out, err) = srpctl(&[
+        "discover",
+        "127.0.112.11",
+        "--local",
+        "127.0.112.13",
+        "--partition",
+        "8001",
+        "--login-strings",
+        "--ib-cm",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains(",pkey=8001,"), "{out}");
+    let (ok, _, err) = srpctl(&["discover", "127.0.112.11", "--partition", "0x8000"]);
+    assert!(!ok && err.contains("not a P_Key"), "{err}");
+}

@@ -153,10 +153,18 @@ impl Shared {
         let Some(&sweep_from) = free.first() else {
             return Err(HostControlError::NoLocalAddress(spec.portal));
         };
+        // On the portal's partition, if it is a configured one: the IOCs exported there.
+        let pkey = self
+            .config
+            .portals
+            .iter()
+            .find(|p| p.address == spec.portal)
+            .map_or(hca::PKey::DEFAULT, |p| p.partition);
         let found = sweep(
             spec.portal,
             sweep_from,
             self.config.node_guid,
+            pkey,
             SWEEP_TIMEOUT,
         )
         .map_err(|e| HostControlError::Failed(e.to_string()))?;

@@ -178,18 +178,10 @@ pub(super) fn idle_probe(text: &str) -> Result<Option<std::time::Duration>, E> {
 /// A P_Key: 16 bits in hex (`"0x8001"`), bit 15 the full-membership bit; the partition
 /// (the low 15 bits) is not 0.
 pub(super) fn pkey(text: &str) -> Result<hca::PKey, E> {
-    let t = text.trim();
-    let digits = t
-        .strip_prefix("0x")
-        .or_else(|| t.strip_prefix("0X"))
-        .unwrap_or(t);
-    match u16::from_str_radix(digits, 16) {
-        Ok(v) if v & 0x7fff != 0 => Ok(hca::PKey(v)),
-        _ => Err(E::BadValue {
-            key: "pkey",
-            why: format!("{text:?} is not a P_Key: 16 bits in hex, as \"0x8001\", partition not 0"),
-        }),
-    }
+    text.parse().map_err(|e: hca::IdError| E::BadValue {
+        key: "pkey",
+        why: e.to_string(),
+    })
 }
 
 /// A channel count: 1 ..= 65536.
