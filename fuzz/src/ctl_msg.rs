@@ -1,21 +1,17 @@
 //! Fuzzes the control-socket formats: the access layer's header and bodies, and the
 //! target's service messages (list pages of IOCs, ports, LUNs and sessions; switches).
 //! Whatever parses must emit, and the emitted bytes must parse back to the same value.
-#![no_main]
-
-mod common;
-
 use access_layer::ctl::wire::{
     CaEntry, CtlHeader, ErrorReply, Hello, HelloReply, ListCasReply, OpenCa, PortInfo, QueryPort,
     Redirect,
 };
-use libfuzzer_sys::fuzz_target;
 use srp_target::control::wire::{Done, ListPage, Page, SetIoc, SetPort};
 use srp_target::control::{IocStatus, LunStatus, PortStatus, SessionStatus};
 use wirekit::WireRepr;
 
-fuzz_target!(|data: &[u8]| {
-    check!(
+/// One input.
+pub fn run(data: &[u8]) {
+    crate::check!(
         data,
         CtlHeader,
         Hello,
@@ -36,4 +32,4 @@ fuzz_target!(|data: &[u8]| {
         SetPort,
         Done,
     );
-});
+}

@@ -1,12 +1,10 @@
 //! Any bytes as a CDB: parsing never panics; a rejected CDB always maps to sense data; and
 //! whatever parses re-emits to bytes that parse to the same command.
-#![no_main]
-
-use libfuzzer_sys::fuzz_target;
 use scsi::cdb::{Command, OPCODES, rsoc};
 use wirekit::WireRepr;
 
-fuzz_target!(|data: &[u8]| {
+/// One input.
+pub fn run(data: &[u8]) {
     match Command::parse(data) {
         Ok(cmd) => {
             let mut buf = vec![0u8; cmd.buffer_len()];
@@ -28,4 +26,4 @@ fuzz_target!(|data: &[u8]| {
             );
         }
     }
-});
+}
