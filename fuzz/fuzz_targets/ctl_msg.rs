@@ -1,39 +1,4 @@
-//! Fuzzes the control-socket formats: the access layer's header and bodies, and the
-//! target's service messages (list pages of IOCs, ports, LUNs and sessions; switches).
-//! Whatever parses must emit, and the emitted bytes must parse back to the same value.
+//! libFuzzer's entry for the `ctl_msg` target; the checks are [`srp_stack_fuzz::ctl_msg`].
 #![no_main]
 
-mod common;
-
-use access_layer::ctl::wire::{
-    CaEntry, CtlHeader, ErrorReply, Hello, HelloReply, ListCasReply, OpenCa, PortInfo, QueryPort,
-    Redirect,
-};
-use libfuzzer_sys::fuzz_target;
-use srp_target::control::wire::{Done, ListPage, Page, SetIoc, SetPort};
-use srp_target::control::{IocStatus, LunStatus, PortStatus, SessionStatus};
-use wirekit::WireRepr;
-
-fuzz_target!(|data: &[u8]| {
-    check!(
-        data,
-        CtlHeader,
-        Hello,
-        HelloReply,
-        CaEntry,
-        ListCasReply,
-        OpenCa,
-        Redirect,
-        QueryPort,
-        PortInfo,
-        ErrorReply,
-        ListPage,
-        Page<IocStatus>,
-        Page<PortStatus>,
-        Page<LunStatus>,
-        Page<SessionStatus>,
-        SetIoc,
-        SetPort,
-        Done,
-    );
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| srp_stack_fuzz::ctl_msg::run(data));

@@ -1,29 +1,4 @@
-//! Any bytes as sense data (either format, and each format alone): parsing never panics,
-//! and whatever parses re-emits to bytes that parse to the same value.
+//! libFuzzer's entry for the `scsi_sense` target; the checks are [`srp_stack_fuzz::scsi_sense`].
 #![no_main]
 
-mod common;
-
-use common::round_trip;
-
-use libfuzzer_sys::fuzz_target;
-use scsi::sense::{DescriptorSense, FixedSense, Sense};
-use wirekit::WireRepr;
-
-fuzz_target!(|data: &[u8]| {
-    if let Ok(sense) = Sense::parse(data) {
-        round_trip(&sense, &mut Vec::new());
-        // The fixed-to-descriptor conversion must produce emittable sense data too.
-        let _ = sense.code().description();
-        let desc = sense.to_descriptor();
-        if desc.buffer_len() <= 8 + 255 {
-            round_trip(&desc, &mut Vec::new());
-        }
-    }
-    if let Ok(fixed) = FixedSense::parse(data) {
-        round_trip(&fixed, &mut Vec::new());
-    }
-    if let Ok(desc) = DescriptorSense::parse(data) {
-        round_trip(&desc, &mut Vec::new());
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| srp_stack_fuzz::scsi_sense::run(data));

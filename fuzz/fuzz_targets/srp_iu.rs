@@ -1,34 +1,4 @@
-//! Any bytes as an SRP IU (both login forms and every offset a channel may negotiate):
-//! parsing never panics, and whatever parses re-emits to bytes that parse to the same value.
+//! libFuzzer's entry for the `srp_iu` target; the checks are [`srp_stack_fuzz::srp_iu`].
 #![no_main]
 
-mod common;
-
-use common::round_trip;
-
-use libfuzzer_sys::fuzz_target;
-use srp::wire::AnyIu;
-use srp::wire::cmd::Cmd;
-use srp::wire::login::{LoginReq, LoginReqRdmaCm};
-use wirekit::WireRepr;
-
-fuzz_target!(|data: &[u8]| {
-    if let Ok(iu) = AnyIu::parse(data) {
-        round_trip(&iu, &mut Vec::new());
-    }
-    if let Ok(req) = LoginReqRdmaCm::parse(data) {
-        round_trip(&req, &mut Vec::new());
-    }
-    let _ = LoginReq::parse_rdma_cm(data);
-    // The first byte picks an immediate-data offset, the rest is the IU.
-    if let Some((&off, iu)) = data.split_first() {
-        let offset = u16::from(off);
-        if let Ok(cmd) = Cmd::parse_with(iu, offset) {
-            let mut buf = vec![0u8; cmd.buffer_len_with(offset)];
-            let n = cmd
-                .emit_with(&mut buf, offset)
-                .expect("a parsed command must emit");
-            assert_eq!(Cmd::parse_with(&buf[..n], offset), Ok(cmd));
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| srp_stack_fuzz::srp_iu::run(data));

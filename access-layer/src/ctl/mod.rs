@@ -29,7 +29,8 @@ pub mod wire;
 pub use client::{CtlClient, CtlError, refusal_or};
 pub use frame::{Reply, Request};
 pub use server::{
-    CaDirectory, CaSocket, CtlAccess, CtlServer, CtlServerStats, CtlService, DirectoryEntry,
+    Answer, CaDirectory, CaSocket, CtlAccess, CtlServer, CtlServerStats, CtlService,
+    DirectoryEntry, answer,
 };
 
 /// Why bytes are not a valid control message, or why one could not be written.

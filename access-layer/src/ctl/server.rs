@@ -13,8 +13,8 @@
 
 use super::frame::{ReadError, Reply, Request, read_message, write_message};
 use super::wire::{
-    CaEntry, CtlStatus, ErrorReply, HelloReply, ListCasReply, MAX_BODY, MAX_CAS, PortInfo,
-    Redirect, VERSION_MAX, VERSION_MIN,
+    CaEntry, CtlHeader, CtlStatus, ErrorReply, HelloReply, ListCasReply, MAX_BODY, MAX_CAS,
+    PortInfo, Redirect, VERSION_MAX, VERSION_MIN,
 };
 use crate::verbs::ChannelInterface;
 use std::io;
@@ -430,36 +430,64 @@ fn refuse(mut stream: UnixStream, why: CtlStatus) {
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
+/// What a connection sends back for one message it read, and whether it closes then.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// The reply.
+    pub reply: Reply,
+    /// The request id it carries (the request's; 0 if the header was unreadable).
+    pub request_id: u64,
+    /// The version it is sent with: the request's when we speak it, else the nearest.
+    pub version: u16,
+    /// A framing error (bad magic, too large, truncated): the stream cannot be
+    /// resynchronised, so the connection closes after this reply.
+    pub close: bool,
+}
+
+/// The answer to one message as [`read_message`] returned it: Hello is negotiated here,
+/// other requests go to `service`, and every bad message gets the error reply naming why.
+/// `None` when there is nothing to answer (the stream closed or failed). Sans-IO: the
+/// connection threads and the fuzz targets share it.
+pub fn answer(
+    service: &dyn CtlService,
+    message: Result<(CtlHeader, Vec<u8>), ReadError>,
+) -> Option<Answer> {
+    let (reply, request_id, version, close) = match message {
+        Ok((h, body)) => {
+            let reply = match Request::decode(&h, &body) {
+                Ok(Request::Hello(hello)) => negotiate(hello.min_version, hello.max_version),
+                Ok(req) => service.handle(&req),
+                Err(status) => error(status),
+            };
+            (reply, h.request_id, h.version, false)
+        }
+        Err(ReadError::Closed | ReadError::Io(_)) => return None,
+        Err(ReadError::Truncated) => (error(CtlStatus::Malformed), 0, VERSION_MAX, true),
+        Err(ReadError::BadHeader(id)) => (error(CtlStatus::BadMagic), id, VERSION_MAX, true),
+        Err(ReadError::TooLarge(h)) => (error(CtlStatus::TooLarge), h.request_id, h.version, true),
+    };
+    Some(Answer {
+        reply,
+        request_id,
+        // Replies carry the request's version when it is one we speak.
+        version: version.clamp(VERSION_MIN, VERSION_MAX),
+        close,
+    })
+}
+
 /// Answers requests on one connection until it closes, errs in framing, or the server stops.
 fn serve(mut stream: UnixStream, service: &dyn CtlService, stop: &AtomicBool) {
     if stream.set_read_timeout(Some(POLL)).is_err() {
         return;
     }
     let give_up = || stop.load(Ordering::Acquire);
-    loop {
-        let (reply, id, version, close) = match read_message(&mut stream, &give_up) {
-            Ok((h, body)) => {
-                let reply = match Request::decode(&h, &body) {
-                    Ok(Request::Hello(hello)) => negotiate(hello.min_version, hello.max_version),
-                    Ok(req) => service.handle(&req),
-                    Err(status) => error(status),
-                };
-                (reply, h.request_id, h.version, false)
-            }
-            Err(ReadError::Closed | ReadError::Io(_)) => return,
-            Err(ReadError::Truncated) => (error(CtlStatus::Malformed), 0, VERSION_MAX, true),
-            Err(ReadError::BadHeader(id)) => (error(CtlStatus::BadMagic), id, VERSION_MAX, true),
-            Err(ReadError::TooLarge(h)) => {
-                (error(CtlStatus::TooLarge), h.request_id, h.version, true)
-            }
-        };
-        // Replies carry the request's version when it is one we speak.
-        let version = version.clamp(VERSION_MIN, VERSION_MAX);
-        let sent = reply
+    while let Some(a) = answer(service, read_message(&mut stream, &give_up)) {
+        let sent = a
+            .reply
             .encode()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-            .and_then(|(op, body)| write_message(&mut stream, version, id, op, &body));
-        if sent.is_err() || close {
+            .and_then(|(op, body)| write_message(&mut stream, a.version, a.request_id, op, &body));
+        if sent.is_err() || a.close {
             let _ = stream.shutdown(std::net::Shutdown::Both);
             return;
         }
@@ -476,4 +504,48 @@ fn negotiate(min: u16, max: u16) -> Reply {
         version,
         max_body: MAX_BODY,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ctl::wire::{Hello, Opcode};
+    use wirekit::WireRepr;
+
+    fn header(version: u16, opcode: Opcode, request_id: u64) -> CtlHeader {
+        CtlHeader {
+            version,
+            opcode,
+            length: 0,
+            request_id,
+        }
+    }
+
+    #[test]
+    fn one_message_answered_sans_io() {
+        let dir = CaDirectory::new();
+        assert_eq!(answer(&dir, Err(ReadError::Closed)), None);
+        // Hello is the server's own; the reply echoes the id and the version we speak.
+        let hello = Hello {
+            min_version: VERSION_MIN,
+            max_version: 7,
+        };
+        let mut body = vec![0; hello.buffer_len()];
+        hello.emit(&mut body).expect("fits");
+        let a = answer(&dir, Ok((header(VERSION_MAX, Opcode::Hello, 5), body))).expect("answer");
+        assert!(matches!(a.reply, Reply::Hello(h) if h.version == VERSION_MAX));
+        assert_eq!((a.request_id, a.version, a.close), (5, VERSION_MAX, false));
+        // A version we do not speak: refused, answered in one we do.
+        let a = answer(&dir, Ok((header(9, Opcode::ListCas, 6), Vec::new()))).expect("answer");
+        assert_eq!(a.reply, error(CtlStatus::BadVersion));
+        assert_eq!((a.request_id, a.version, a.close), (6, VERSION_MAX, false));
+        // Framing errors close the connection after their reply.
+        let a = answer(&dir, Err(ReadError::BadHeader(8))).expect("answer");
+        assert_eq!(
+            (a.reply, a.request_id, a.close),
+            (error(CtlStatus::BadMagic), 8, true)
+        );
+        let a = answer(&dir, Err(ReadError::Truncated)).expect("answer");
+        assert_eq!((a.reply, a.close), (error(CtlStatus::Malformed), true));
+    }
 }

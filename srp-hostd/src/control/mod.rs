@@ -4,7 +4,7 @@
 //! Contract:
 //! - [`model`]: requests and answers as plain data, and [`HostControl`], what the daemon
 //!   implements.
-//! - `wire`: the same on the control socket, as service messages of the access layer's
+//! - [`wire`]: the same on the control socket, as service messages of the access layer's
 //!   control protocol ([`access_layer::ctl`]) whose bodies are JSON.
 //! - [`service`]: the socket side, a [`access_layer::ctl::CtlService`] over a
 //!   [`HostControl`]; [`client`]: srpctl's side.
@@ -12,7 +12,7 @@
 pub mod client;
 pub mod model;
 pub mod service;
-mod wire;
+pub mod wire;
 
 pub use client::{ClientError, HostClient};
 pub use model::{

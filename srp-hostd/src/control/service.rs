@@ -1,4 +1,4 @@
-//! The control socket's host service: service messages (`wire`) to [`HostRequest`](super::model::HostRequest)s on a
+//! The control socket's host service: service messages ([`super::wire`]) to [`HostRequest`](super::model::HostRequest)s on a
 //! [`HostControl`], its answers back to JSON bodies. Runs on the control server's
 //! connection threads; a login holds its connection's thread until the daemon answers.
 

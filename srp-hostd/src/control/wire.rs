@@ -31,56 +31,56 @@ use access_layer::ctl::wire::{CtlStatus, MAX_BODY};
 use serde::{Deserialize, Serialize};
 
 /// List the sessions ([`ListPage`] → a page of `HostAnswer::Sessions`).
-pub(crate) const SESSIONS: u16 = 0x0301;
+pub const SESSIONS: u16 = 0x0301;
 /// List the disks ([`ListPage`] → a page of `HostAnswer::Disks`).
-pub(crate) const DISKS: u16 = 0x0302;
+pub const DISKS: u16 = 0x0302;
 /// Log in ([`LoginSpec`] → `HostAnswer::LoggedIn`).
-pub(crate) const LOGIN: u16 = 0x0303;
+pub const LOGIN: u16 = 0x0303;
 /// Log out ([`Logout`] → `HostAnswer::LoggedOut`).
-pub(crate) const LOGOUT: u16 = 0x0304;
+pub const LOGOUT: u16 = 0x0304;
 
 /// Set a disk's load-balance policy ([`SetPolicy`] → `HostAnswer::Done`).
-pub(crate) const SET_POLICY: u16 = 0x0305;
+pub const SET_POLICY: u16 = 0x0305;
 /// Take a path out of service or return it ([`SetPath`] → `HostAnswer::Done`).
-pub(crate) const SET_PATH: u16 = 0x0306;
+pub const SET_PATH: u16 = 0x0306;
 
 /// The body of a list request: entries from `start` on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ListPage {
+pub struct ListPage {
     /// Index of the first entry wanted.
-    pub(crate) start: u32,
+    pub start: u32,
 }
 
 /// The body of a LOGOUT request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Logout {
+pub struct Logout {
     /// The session's number.
-    pub(crate) session: u32,
+    pub session: u32,
 }
 
 /// The body of a SET_POLICY request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct SetPolicy {
+pub struct SetPolicy {
     /// The disk's name (or identity).
-    pub(crate) disk: String,
+    pub disk: String,
     /// The policy's name.
-    pub(crate) policy: String,
+    pub policy: String,
 }
 
 /// The body of a SET_PATH request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct SetPath {
+pub struct SetPath {
     /// The session the path runs over.
-    pub(crate) session: u32,
+    pub session: u32,
     /// In service (`true`) or administratively down.
-    pub(crate) enabled: bool,
+    pub enabled: bool,
 }
 
 /// What a reply body carries.
-pub(crate) type Answer = Result<HostAnswer, HostControlError>;
+pub type Answer = Result<HostAnswer, HostControlError>;
 
 /// `request`'s opcode and body; for the lists, the page from `start` (ignored otherwise).
-pub(crate) fn encode_request(
+pub fn encode_request(
     request: &HostRequest,
     start: u32,
 ) -> Result<(u16, Vec<u8>), serde_json::Error> {
@@ -110,7 +110,7 @@ pub(crate) fn encode_request(
 
 /// The request (and page start, 0 for the others) `opcode` and `body` carry, or the status
 /// to answer.
-pub(crate) fn decode_request(opcode: u16, body: &[u8]) -> Result<(HostRequest, u32), CtlStatus> {
+pub fn decode_request(opcode: u16, body: &[u8]) -> Result<(HostRequest, u32), CtlStatus> {
     fn json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, CtlStatus> {
         serde_json::from_slice(body).map_err(|_| CtlStatus::Malformed)
     }
@@ -136,7 +136,7 @@ pub(crate) fn decode_request(opcode: u16, body: &[u8]) -> Result<(HostRequest, u
 
 /// The reply body for `answer`: a list cut to its page from `start`, and anything still
 /// over [`MAX_BODY`] replaced by an error saying so. Never longer than [`MAX_BODY`].
-pub(crate) fn encode_answer(answer: Answer, start: u32) -> Vec<u8> {
+pub fn encode_answer(answer: Answer, start: u32) -> Vec<u8> {
     let answer = match answer {
         Ok(HostAnswer::Sessions(v)) => page(v, start, HostAnswer::Sessions, "session"),
         Ok(HostAnswer::Disks(v)) => page(v, start, HostAnswer::Disks, "disk"),
@@ -168,7 +168,7 @@ pub(crate) fn encode_answer(answer: Answer, start: u32) -> Vec<u8> {
 }
 
 /// The answer a reply body carries.
-pub(crate) fn decode_answer(body: &[u8]) -> Result<Answer, serde_json::Error> {
+pub fn decode_answer(body: &[u8]) -> Result<Answer, serde_json::Error> {
     serde_json::from_slice(body)
 }
 

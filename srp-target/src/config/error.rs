@@ -441,10 +441,21 @@ impl KeyPath {
         KeyPath(format!("{kind} {name:?}"))
     }
 
-    /// `self.key` (or `key` at the top).
+    /// `self.key` (or `key` at the top). A key that is not a bare TOML key (empty, or
+    /// holding a dot, a space, a quote…) is written quoted, as in TOML, so that the path
+    /// still names it, and unambiguously: `""`, `target."a.b"`.
     pub(super) fn key(&self, key: &str) -> KeyPath {
+        let bare = !key.is_empty()
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let key = if bare {
+            key.to_owned()
+        } else {
+            toml::Value::String(key.to_owned()).to_string()
+        };
         if self.0.is_empty() {
-            KeyPath(key.to_owned())
+            KeyPath(key)
         } else {
             KeyPath(format!("{}.{key}", self.0))
         }
@@ -459,5 +470,28 @@ impl KeyPath {
 impl fmt::Display for KeyPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TargetConfig;
+
+    #[test]
+    fn key_paths_quote_keys_that_are_not_bare() {
+        let top = KeyPath::default();
+        let p = top.key("ioc").index(1).key("exports").key("3");
+        assert_eq!(p.to_string(), "ioc[1].exports.3");
+        assert_eq!(top.key("target").key("a.b").to_string(), r#"target."a.b""#);
+        // Found by the config_target fuzz target: an empty key was reported with an
+        // empty path ("t.toml: : unknown key").
+        assert_eq!(top.key("").to_string(), r#""""#);
+        let e = TargetConfig::from_str("\"\" = 1\n", "t.toml").expect_err("unknown key");
+        let first = e.to_string();
+        assert!(
+            first.starts_with(r#"t.toml: "": unknown key; expected one of: target"#),
+            "{first}"
+        );
     }
 }

@@ -1,6 +1,6 @@
-//! What every fuzz target checks of a value that parsed: it emits (into a buffer pre-filled
-//! with 0xa5, exactly `buffer_len` bytes), and the emitted bytes parse back to the same value.
-#![allow(dead_code)]
+//! What every parser target checks of a value that parsed: it emits (into a buffer
+//! pre-filled with 0xa5, exactly `buffer_len` bytes), and the emitted bytes parse back to
+//! the same value.
 
 use wirekit::WireRepr;
 
@@ -19,6 +19,8 @@ pub fn round_trip<'a, T: WireRepr<'a> + PartialEq + core::fmt::Debug>(v: &T, buf
 #[macro_export]
 macro_rules! check {
     ($data:expr, $($t:ty),+ $(,)?) => {
-        $( if let Ok(v) = <$t>::parse($data) { common::round_trip(&v, &mut Vec::new()); } )+
+        $( if let Ok(v) = <$t>::parse($data) {
+            $crate::round_trip::round_trip(&v, &mut Vec::new());
+        } )+
     };
 }
