@@ -6,11 +6,12 @@
 #   scripts/fuzz-smoke.sh --campaign [targets]   # campaign: 10,000,000 per target, then cmin
 #   CAMPAIGN_RUNS=20000000 scripts/fuzz-smoke.sh --campaign pr_out
 #
-# Smoke runs with AddressSanitizer (cargo fuzz's default) and grows an uncommitted working
-# corpus. The campaign runs without a sanitizer (the stack has no unsafe code outside the
-# HCA's registered memory, which no target reaches) and with debug assertions, which is
-# several times faster and checks the stack's paired debug_assert!s; it starts from the
-# committed corpus in fuzz/corpus/<target>/, then minimises it (cargo fuzz cmin), so what
+# Smoke runs with AddressSanitizer (cargo fuzz's default), from the committed corpus, into
+# an uncommitted working corpus (fuzz/target/smoke-corpus/<target>/). The campaign runs
+# without a sanitizer (the stack has no unsafe code outside the HCA's registered memory,
+# which no target reaches) and with debug assertions, which is several times faster and
+# checks the stack's paired debug_assert!s; it starts from the committed corpus in
+# fuzz/corpus/<target>/ and grows it, then minimises it (cargo fuzz cmin, by edges), so what
 # is committed stays small. Each target runs alone, one job at a time; a line per target
 # with executions, wall time and corpus size goes to stdout and to fuzz/campaign.log.
 #
@@ -72,9 +73,16 @@ for t in "${TARGETS[@]}"; do
     fi
     echo "== ${t}: ${RUNS} runs$([ "${CAMPAIGN}" = 1 ] && echo ' (campaign)')"
     cargo +nightly fuzz build "${BUILD[@]}" "${t}"
+    # The campaign grows the committed corpus (and minimises it after); a smoke run reads
+    # it and writes what it finds to a working folder under target/, never committed.
+    dirs=("corpus/${t}")
+    if [ "${CAMPAIGN}" = 0 ]; then
+        mkdir -p "target/smoke-corpus/${t}"
+        dirs=("target/smoke-corpus/${t}" "corpus/${t}")
+    fi
     log="$(mktemp)"
     start=$(date +%s)
-    cargo +nightly fuzz run "${BUILD[@]}" "${t}" "corpus/${t}" -- -runs="${RUNS}" \
+    cargo +nightly fuzz run "${BUILD[@]}" "${t}" "${dirs[@]}" -- -runs="${RUNS}" \
         -max_len=4096 -max_total_time="${MAX_TIME}" -timeout=10 -print_final_stats=1 \
         2>"${log}" || {
         # The panic message first (the tail is mostly the backtrace), then the tail.
@@ -87,8 +95,10 @@ for t in "${TARGETS[@]}"; do
     execs=$(grep -m1 'stat::number_of_executed_units' "${log}" | awk '{print $2}')
     rm -f "${log}"
     if [ "${CAMPAIGN}" = 1 ]; then
+        # By edges alone (no hit counters): every edge the campaign reached stays covered,
+        # by a corpus several times smaller than one that keeps every counter bucket.
         cargo +nightly fuzz cmin "${BUILD[@]}" "${t}" "corpus/${t}" -- -max_len=4096 \
-            >/dev/null 2>&1
+            -use_counters=0 >/dev/null 2>&1
         files=$(find "corpus/${t}" -type f | wc -l)
         bytes=$(du -sb "corpus/${t}" | awk '{print $1}')
         line="$(date -u +%F) ${t}: ${execs:-?} executions in ${secs} s, no crash; corpus ${files} files, ${bytes} bytes"
