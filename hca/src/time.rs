@@ -39,6 +39,29 @@ impl Sub<Time> for Time {
     }
 }
 
+/// Where the layers above the engine read the time: the system's monotonic clock in a
+/// daemon, the simulator's virtual one in a simulated run ([`crate::sim::SimNet`]), so the
+/// same code runs in both with no real sleep in the simulated one.
+pub trait Clock: Send + Sync + core::fmt::Debug {
+    /// Now.
+    fn now(&self) -> std::time::Instant;
+}
+
+/// The system's monotonic clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> std::time::Instant {
+        std::time::Instant::now()
+    }
+}
+
+/// The system clock, shared.
+pub fn system_clock() -> std::sync::Arc<dyn Clock> {
+    std::sync::Arc::new(SystemClock)
+}
+
 /// A duration as the daemons' config files write it: digits with a unit `ms`, `s`, `m` or
 /// `h` (`"500ms"`, `"15s"`, `"10m"`); the error says what was expected.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {

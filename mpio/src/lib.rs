@@ -9,10 +9,14 @@
 //! - [`policy`]: the load-balance policies and [`Selector`].
 //! - [`path`]: one path's state machine with flap damping.
 //! - [`dsm`]: the DSM callbacks ([`Dsm`]); [`srp_dsm`]: [`SrpDsm`], their SRP implementation.
-//! - [`mpdisk`]: [`MultipathDisk`], the block device over the paths: policy, failover,
-//!   queue if no path, path verify, failback.
+//! - [`core`]: [`MpCore`], the sans-IO multipath core (paths, policy, failover, queue if
+//!   no path, path verify, failback, counters; time passed in) that the blocking disk and
+//!   the whole-stack simulator share.
+//! - [`mpdisk`]: [`MultipathDisk`], the blocking block device over the paths: the core
+//!   behind a mutex, commands waiting for a path, path verifies on their own threads.
 
 pub mod alua;
+pub mod core;
 pub mod dsm;
 pub mod identity;
 pub mod mpdisk;
@@ -21,12 +25,16 @@ pub mod path;
 pub mod policy;
 pub mod srp_dsm;
 
-pub use dsm::{Decline, Dsm, DsmIdentifier, Verdict};
-pub use mpdisk::{
-    DiskIdentity, DiskSnapshot, MpConfig, MultipathDisk, PathDevice, PathLabel, PathSnapshot,
-    PathSpec, Transport,
+pub use crate::core::{
+    Acquire, Completion, DiskIdentity, DiskSnapshot, IoKind, Issued, MpConfig, MpCore, PathLabel,
+    PathSnapshot, PathSpec, RTPG_ALLOCATION, RTPG_CDB, TickPlan, Transport, VerifyJob,
 };
+pub use dsm::{Decline, Dsm, DsmIdentifier, Verdict};
+pub use mpdisk::{MultipathDisk, PathDevice};
 pub use outcome::{Outcome, TransportKind};
 pub use path::{Damping, PathState};
 pub use policy::{Policy, Selector};
 pub use srp_dsm::SrpDsm;
+
+#[cfg(test)]
+mod core_tests;

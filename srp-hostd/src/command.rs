@@ -63,8 +63,9 @@ pub fn sense_triple(sense: &[u8]) -> Option<(u8, u8, u8)> {
     }
 }
 
-/// The outcome of `r` with its data copied out (a read's, cut to what came).
-fn classify(r: SrbResult, direction: DataDirection) -> Outcome {
+/// The outcome of `r` with its data copied out (a read's, cut to what came): what a
+/// caller that does not wait (the whole-stack simulator) makes of a completed request.
+pub fn classify(r: SrbResult, direction: DataDirection) -> Outcome {
     match judge(&r) {
         Outcome::Good(_) if direction == DataDirection::In => {
             let mut data = vec![0; r.data_transfer_length.min(r.data.len())];
@@ -164,11 +165,16 @@ pub fn finish_read(
     timeout: Duration,
     out: &mut [u8],
 ) -> Outcome {
-    let r = match completion.wait_timeout(timeout + Duration::from_secs(30)) {
-        Ok(r) => r,
-        Err(e) => return Outcome::NoDevice(format!("the request never completed: {e}")),
-    };
-    match judge(&r) {
+    match completion.wait_timeout(timeout + Duration::from_secs(30)) {
+        Ok(r) => classify_read(&r, out),
+        Err(e) => Outcome::NoDevice(format!("the request never completed: {e}")),
+    }
+}
+
+/// The outcome of a completed read whose data goes straight from the SRB's pages into
+/// `out` (a read that brought less than `out` is a failure).
+pub fn classify_read(r: &SrbResult, out: &mut [u8]) -> Outcome {
+    match judge(r) {
         Outcome::Good(_) if r.data_transfer_length < out.len() => Outcome::Transport {
             kind: TransportKind::Other,
             detail: format!(
@@ -186,6 +192,28 @@ pub fn finish_read(
         },
         other => other,
     }
+}
+
+/// The READ(16) or WRITE(16) CDB of `blocks` blocks at `lba` (built on the stack).
+pub fn rw_cdb(read: bool, lba: u64, blocks: u32, fua: bool) -> scsi::CdbBytes {
+    use scsi::cdb::{Command, ReadWrite, RwCdb};
+    use wirekit::WireRepr;
+    let rw = ReadWrite {
+        cdb: RwCdb::Sixteen,
+        lba: scsi::Lba(lba),
+        blocks: scsi::BlockCount(blocks),
+        dpo: false,
+        fua,
+    };
+    let c = if read {
+        Command::Read(rw)
+    } else {
+        Command::Write(rw)
+    };
+    let mut b = [0u8; 16];
+    // A READ(16)/WRITE(16) always fits its 16 bytes.
+    let n = c.emit(&mut b).unwrap_or(0);
+    b[..n].into()
 }
 
 /// Runs `cdb` on `lu` and waits ([`submit`] then [`finish`]).

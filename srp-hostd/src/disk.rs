@@ -12,7 +12,7 @@
 use crate::command::{Outcome, TransportKind, execute, finish, finish_read, submit};
 use crate::scan::{LunInfo, cdb};
 use mpio::{PathDevice, Transport};
-use scsi::cdb::{Command, LongCdb, ReadWrite, RwCdb, SynchronizeCache};
+use scsi::cdb::{Command, LongCdb, SynchronizeCache};
 use scsi::{BlockCount, Lba};
 use srp::initiator::PortState;
 use srp_initiator_storport::port::{DataDirection, LuAddress, Port};
@@ -20,7 +20,6 @@ use srp_initiator_storport::srp::SrpMiniport;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
-use wirekit::WireRepr;
 
 /// A LUN of a login.
 pub struct SrpDisk {
@@ -96,22 +95,7 @@ impl SrpDisk {
 
     /// The READ(16)/WRITE(16) CDB of one piece (built on the stack: nothing allocated).
     fn rw_cdb(&self, read: bool, lba: u64, blocks: u32, fua: bool) -> scsi::CdbBytes {
-        let rw = ReadWrite {
-            cdb: RwCdb::Sixteen,
-            lba: Lba(lba),
-            blocks: BlockCount(blocks),
-            dpo: false,
-            fua,
-        };
-        let c = if read {
-            Command::Read(rw)
-        } else {
-            Command::Write(rw)
-        };
-        let mut b = [0u8; 16];
-        // A READ(16)/WRITE(16) always fits its 16 bytes.
-        let n = c.emit(&mut b).unwrap_or(0);
-        b[..n].into()
+        crate::command::rw_cdb(read, lba, blocks, fua)
     }
 
     /// Runs one transfer as pieces of at most the maximum transfer, submitted together.

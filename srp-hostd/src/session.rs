@@ -133,6 +133,7 @@ pub fn adapter_config(
             .iter()
             .find(|p| p.address == service.portal)
             .map_or(hca::PKey::DEFAULT, |p| p.partition),
+        sim: None,
     }
 }
 

@@ -148,4 +148,12 @@ pub trait ChannelInterface: Send + Sync {
 
     /// Arms the CQ's next notification ([`Event::CqNotify`] to the event handler).
     fn req_notify_cq(&self, cq: CqId, mode: ArmMode) -> Result<(), VerbsError>;
+
+    /// Runs the verbs queued so far on the caller's thread, if the provider has no
+    /// dispatcher of its own (a CA on a simulated net: a blocking caller runs the queue
+    /// before it waits, as nothing else would); how many ran. Providers with a dispatcher
+    /// thread do nothing here.
+    fn run_queued(&self) -> usize {
+        0
+    }
 }

@@ -105,6 +105,38 @@ pub struct SoftCa {
     shared: Arc<Shared>,
     jobs: Sender<Job>,
     dispatcher: Option<JoinHandle<()>>,
+    /// On a simulated net: the queue the net runs instead of a dispatcher thread.
+    sim: Option<Arc<SimDispatch>>,
+}
+
+/// The dispatcher of a CA on a simulated net ([`hca::sim::SimNet`]): no thread; the net's
+/// owner runs its queue ([`hca::sim::SimTask`]), and so does a blocking caller
+/// ([`super::SyncCa`]) before it waits.
+struct SimDispatch {
+    hca: Arc<Hca>,
+    shared: Arc<Shared>,
+    queue: Mutex<Receiver<Job>>,
+}
+
+impl hca::sim::SimTask for SimDispatch {
+    fn run_queued(&self) -> usize {
+        let mut n = 0;
+        loop {
+            // One job at a time, the queue unlocked while it runs: a routine may queue more.
+            let job = self
+                .queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .try_recv();
+            let Ok(job) = job else {
+                return n;
+            };
+            n += 1;
+            if !run_job(&self.hca, &self.shared, job) {
+                return n;
+            }
+        }
+    }
 }
 
 impl fmt::Debug for SoftCa {
@@ -130,11 +162,24 @@ impl SoftCa {
             cq_notifications: AtomicU64::new(0),
         });
         let (jobs, queue) = channel();
-        let dispatcher = {
-            let (hca, shared) = (hca.clone(), shared.clone());
-            std::thread::Builder::new()
-                .name("softca-dispatch".into())
-                .spawn(move || dispatcher(&hca, &shared, queue))?
+        let (dispatcher, sim) = match hca.sim_net() {
+            Some(net) => {
+                let sim = Arc::new(SimDispatch {
+                    hca: hca.clone(),
+                    shared: shared.clone(),
+                    queue: Mutex::new(queue),
+                });
+                let task: Arc<dyn hca::sim::SimTask> = sim.clone();
+                net.register(Arc::downgrade(&task));
+                (None, Some(sim))
+            }
+            None => {
+                let (hca, shared) = (hca.clone(), shared.clone());
+                let t = std::thread::Builder::new()
+                    .name("softca-dispatch".into())
+                    .spawn(move || dispatcher(&hca, &shared, queue))?;
+                (Some(t), None)
+            }
         };
         // The HCA calls this from a port thread or a verb's caller, outside its locks: a CQ
         // notification goes to the handler at once (module doc); anything else is only
@@ -151,7 +196,8 @@ impl SoftCa {
             hca,
             shared,
             jobs,
-            dispatcher: Some(dispatcher),
+            dispatcher,
+            sim,
         })
     }
 
@@ -255,24 +301,32 @@ fn dispatcher(hca: &Hca, shared: &Shared, queue: Receiver<Job>) {
     // Waiting for work is the idle loop, not a call made at dispatch level: the marker is
     // raised per job.
     while let Ok(job) = queue.recv() {
-        let run: Box<dyn FnOnce()> = match job {
-            Job::Stop => break,
-            Job::Verb(work) => Box::new(move || work(hca, shared)),
-            Job::Event(event) => {
-                // Every event also lands in the HCA's own queue, which nobody reads when a
-                // handler consumes them: drain it so it stays bounded.
-                while hca.poll_event().is_some() {}
-                let Some(handler) = shared.handler() else {
-                    continue;
-                };
-                Box::new(move || handler(event))
-            }
-        };
-        let _dispatch = DispatchGuard::enter();
-        if catch_unwind(AssertUnwindSafe(run)).is_err() {
-            shared.panics.fetch_add(1, Ordering::Relaxed);
+        if !run_job(hca, shared, job) {
+            break;
         }
     }
+}
+
+/// Runs one job at dispatch level; false at [`Job::Stop`].
+fn run_job(hca: &Hca, shared: &Shared, job: Job) -> bool {
+    let run: Box<dyn FnOnce() + '_> = match job {
+        Job::Stop => return false,
+        Job::Verb(work) => Box::new(move || work(hca, shared)),
+        Job::Event(event) => {
+            // Every event also lands in the HCA's own queue, which nobody reads when a
+            // handler consumes them: drain it so it stays bounded.
+            while hca.poll_event().is_some() {}
+            let Some(handler) = shared.handler() else {
+                return true;
+            };
+            Box::new(move || handler(event))
+        }
+    };
+    let _dispatch = DispatchGuard::enter();
+    if catch_unwind(AssertUnwindSafe(run)).is_err() {
+        shared.panics.fetch_add(1, Ordering::Relaxed);
+    }
+    true
 }
 
 impl Drop for SoftCa {
@@ -289,6 +343,12 @@ impl Drop for SoftCa {
 }
 
 impl ChannelInterface for SoftCa {
+    fn run_queued(&self) -> usize {
+        self.sim
+            .as_ref()
+            .map_or(0, |s| hca::sim::SimTask::run_queued(&**s))
+    }
+
     fn open_ca(&self, on_event: EventHandler) -> Completion<CaAttr> {
         let opened =
             self.shared

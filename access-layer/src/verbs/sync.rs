@@ -69,7 +69,9 @@ impl<C: ChannelInterface + ?Sized> SyncCa<C> {
         verb: impl FnOnce(&C) -> Completion<T>,
     ) -> Result<T, VerbsError> {
         verifier::may_block(call)?;
-        verb(&self.ci).wait_timeout(self.timeout)
+        let c = verb(&self.ci);
+        self.ci.run_queued();
+        c.wait_timeout(self.timeout)
     }
 
     /// [`ChannelInterface::open_ca`], waiting.

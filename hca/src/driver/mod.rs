@@ -13,6 +13,7 @@ mod socket;
 
 use crate::engine::{Engine, Event, Transmit};
 use crate::ids::Guid;
+use crate::sim::{SimNet, SimNode};
 use crate::time::Time;
 use crate::wire::PathMtu;
 use mio::unix::SourceFd;
@@ -49,6 +50,9 @@ pub struct HcaConfig {
     /// The first QPN handed out ([`Engine::set_next_qpn`]): distinct ranges for devices
     /// that share a node GUID.
     pub first_qpn: u32,
+    /// Run on a simulated network instead of sockets: no socket, no thread; the net
+    /// delivers, fires the timers and supplies the clock ([`crate::sim::SimNet`]).
+    pub sim: Option<Arc<SimNet>>,
 }
 
 impl HcaConfig {
@@ -60,6 +64,7 @@ impl HcaConfig {
             udp_port: Engine::UDP_PORT,
             gso: true,
             first_qpn: 0,
+            sim: None,
         }
     }
 }
@@ -119,11 +124,26 @@ struct Port {
     waker: Waker,
 }
 
+/// A port's way out: a UDP socket with its thread, or the simulated net.
+enum PortIo {
+    Udp(Port),
+    Sim(SocketAddr),
+}
+
+impl PortIo {
+    fn wake(&self) {
+        if let PortIo::Udp(p) = self {
+            let _ = p.waker.wake();
+        }
+    }
+}
+
 struct Shared {
     engine: Mutex<Engine>,
     gso: bool,
     epoch: Instant,
-    ports: Vec<Port>,
+    ports: Vec<PortIo>,
+    net: Option<Arc<SimNet>>,
     stop: AtomicBool,
     events: Mutex<VecDeque<Event>>,
     event_cv: Condvar,
@@ -152,6 +172,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Shared {
     fn now(&self) -> Time {
+        if let Some(net) = &self.net {
+            return net.time();
+        }
         Time(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
@@ -181,7 +204,18 @@ impl Shared {
 
     /// Sends (and empties) `batch` on port index `i`, behind what already waits there.
     fn send_port(&self, i: usize, batch: &mut Vec<Transmit>, spent: &mut Vec<Vec<u8>>) {
-        let port = &self.ports[i];
+        let port = match &self.ports[i] {
+            PortIo::Udp(p) => p,
+            PortIo::Sim(src) => {
+                if let Some(net) = &self.net {
+                    for t in batch.drain(..) {
+                        net.send(*src, t.dst, t.bytes);
+                    }
+                }
+                batch.clear();
+                return;
+            }
+        };
         let mut pending = lock(&port.pending);
         if !pending.is_empty() {
             pending.extend(batch.drain(..));
@@ -256,7 +290,7 @@ impl Shared {
         });
         if wake {
             for p in &self.ports {
-                let _ = p.waker.wake();
+                p.wake();
             }
         }
         r
@@ -268,6 +302,9 @@ impl Hca {
     pub fn open(config: HcaConfig) -> Result<Hca, DriverError> {
         if config.ports.is_empty() {
             return Err(DriverError::NoPorts);
+        }
+        if let Some(net) = config.sim.clone() {
+            return Ok(Self::open_sim(config, net));
         }
         let mut sockets = Vec::new();
         let mut polls = Vec::new();
@@ -289,11 +326,11 @@ impl Hca {
                 .register(&mut SourceFd(&fd), SOCKET, Interest::READABLE)
                 .map_err(DriverError::Poll)?;
             let waker = Waker::new(poll.registry(), WAKE).map_err(DriverError::Poll)?;
-            ports.push(Port {
+            ports.push(PortIo::Udp(Port {
                 senders: Mutex::new(Sender::new(sock.clone())),
                 pending: Mutex::new(VecDeque::new()),
                 waker,
-            });
+            }));
             sockets.push(sock);
             polls.push(poll);
         }
@@ -306,6 +343,7 @@ impl Hca {
             gso: config.gso,
             epoch: Instant::now(),
             ports,
+            net: None,
             stop: AtomicBool::new(false),
             events: Mutex::new(VecDeque::new()),
             event_cv: Condvar::new(),
@@ -331,6 +369,47 @@ impl Hca {
             addrs,
             mtus,
         })
+    }
+
+    /// A device on the simulated net: its ports attached at their addresses, no socket,
+    /// no thread, no link MTU (a passive side follows the peer's offer).
+    fn open_sim(config: HcaConfig, net: Arc<SimNet>) -> Hca {
+        let addrs: Vec<SocketAddr> = config
+            .ports
+            .iter()
+            .map(|&ip| SocketAddr::new(ip, Engine::UDP_PORT))
+            .collect();
+        let shared = Arc::new(Shared {
+            engine: Mutex::new({
+                let mut e = Engine::new(config.node_guid, &config.ports);
+                e.set_next_qpn(config.first_qpn);
+                e
+            }),
+            gso: false,
+            epoch: Instant::now(),
+            ports: addrs.iter().map(|&a| PortIo::Sim(a)).collect(),
+            net: Some(net.clone()),
+            stop: AtomicBool::new(false),
+            events: Mutex::new(VecDeque::new()),
+            event_cv: Condvar::new(),
+            handler: Mutex::new(None),
+            io: IoCounters::default(),
+        });
+        let node: Arc<dyn SimNode> = shared.clone();
+        for (i, a) in addrs.iter().enumerate() {
+            net.attach(a.ip(), (i + 1) as u8, Arc::downgrade(&node));
+        }
+        Hca {
+            shared,
+            threads: Vec::new(),
+            mtus: vec![None; addrs.len()],
+            addrs,
+        }
+    }
+
+    /// The simulated net the device runs on, if it does.
+    pub fn sim_net(&self) -> Option<&Arc<SimNet>> {
+        self.shared.net.as_ref()
     }
 
     /// The bound address of each port.
@@ -414,7 +493,7 @@ impl Drop for Hca {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         for p in &self.shared.ports {
-            let _ = p.waker.wake();
+            p.wake();
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -436,7 +515,10 @@ fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll, addr
         let deadline = lock(&shared.engine).poll_timeout();
         let wait = deadline.map(|t| Duration::from_nanos(t.0.saturating_sub(shared.now().0)));
         let wait = wait.unwrap_or(IDLE_WAIT).min(IDLE_WAIT);
-        let want = !lock(&shared.ports[idx].pending).is_empty();
+        let want = match &shared.ports[idx] {
+            PortIo::Udp(p) => !lock(&p.pending).is_empty(),
+            PortIo::Sim(_) => false,
+        };
         if want != writable {
             let interest = if want {
                 Interest::READABLE | Interest::WRITABLE
@@ -496,7 +578,9 @@ fn port_thread(shared: &Shared, port: u8, mut rx: Receiver, mut poll: Poll, addr
 
 /// Sends what an earlier send could not.
 fn flush_pending(shared: &Shared, idx: usize) {
-    let port = &shared.ports[idx];
+    let PortIo::Udp(port) = &shared.ports[idx] else {
+        return;
+    };
     let mut pending = lock(&port.pending);
     if pending.is_empty() {
         return;
@@ -517,4 +601,24 @@ struct Scratch {
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+impl SimNode for Shared {
+    fn deliver(&self, port: u8, datagrams: &[(SocketAddr, Vec<u8>)]) {
+        self.with(|e, now| {
+            e.handle_datagrams(now, port, datagrams.iter().map(|(a, b)| (*a, b.as_slice())))
+        });
+    }
+
+    fn next_timer(&self) -> Option<Time> {
+        lock(&self.engine).poll_timeout()
+    }
+
+    fn fire_timers(&self, now: Time) {
+        self.with(|e, _| {
+            if e.poll_timeout().is_some_and(|t| t <= now) {
+                e.handle_timeout(now);
+            }
+        });
+    }
 }

@@ -6,8 +6,10 @@
 //! driver would: it delivers datagrams and fires timers in time order, and drains each
 //! engine's transmits after every input.
 
+mod net;
 mod rng;
 
+pub use net::{SimNet, SimNode, SimTask};
 pub use rng::Rng;
 
 use crate::engine::Engine;
@@ -145,26 +147,8 @@ impl Fabric {
     }
 
     fn log(&self, what: &str, from: usize, to: usize, bytes: &[u8]) {
-        if !self.trace {
-            return;
-        }
-        match crate::wire::Packet::parse(bytes) {
-            Ok(p) => {
-                let aeth = p
-                    .aeth
-                    .map(|a| format!(" {:?} msn {}", a.syndrome, a.msn))
-                    .unwrap_or_default();
-                eprintln!(
-                    "{:>12} {what:<8} {from}->{to} {:?} qp {} psn {:#08x}{}{aeth} len {}",
-                    self.now.0,
-                    p.bth.opcode,
-                    p.bth.dest_qp,
-                    p.bth.psn.get(),
-                    if p.bth.ack_req { " A" } else { "" },
-                    p.payload.len()
-                );
-            }
-            Err(e) => eprintln!("{:>12} {what:<8} {from}->{to} unparsable: {e}", self.now.0),
+        if self.trace {
+            trace_line(self.now, what, &from.to_string(), &to.to_string(), bytes);
         }
     }
 
@@ -287,5 +271,27 @@ impl Fabric {
                 return done(self);
             }
         }
+    }
+}
+
+/// One datagram's fate on stderr (`HCA_SIM_TRACE`).
+fn trace_line(now: Time, what: &str, from: &str, to: &str, bytes: &[u8]) {
+    match crate::wire::Packet::parse(bytes) {
+        Ok(p) => {
+            let aeth = p
+                .aeth
+                .map(|a| format!(" {:?} msn {}", a.syndrome, a.msn))
+                .unwrap_or_default();
+            eprintln!(
+                "{:>12} {what:<8} {from}->{to} {:?} qp {} psn {:#08x}{}{aeth} len {}",
+                now.0,
+                p.bth.opcode,
+                p.bth.dest_qp,
+                p.bth.psn.get(),
+                if p.bth.ack_req { " A" } else { "" },
+                p.payload.len()
+            );
+        }
+        Err(e) => eprintln!("{:>12} {what:<8} {from}->{to} unparsable: {e}", now.0),
     }
 }

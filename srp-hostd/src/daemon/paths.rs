@@ -92,7 +92,7 @@ impl Shared {
                 self.srb_timeout(),
             ));
             let service = s.service();
-            let spec = PathSpec {
+            let spec: PathSpec = PathSpec {
                 key: s.id(),
                 lun,
                 device: disk.clone(),

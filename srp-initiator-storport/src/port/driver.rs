@@ -1,6 +1,8 @@
 //! [`Port`]: the port driver's owner-facing side — start (HwFindAdapter, HwInitialize,
 //! QuerySupportedControlTypes), the submitter's entry point, bus resets on request,
-//! LU removal, stop and restart, and what the verifier saw.
+//! LU removal, stop and restart, what the verifier saw, and — in
+//! [`PortMode::Manual`](super::PortMode::Manual), where the whole-stack simulator drives
+//! the port in virtual time — [`Port::run_due`] and [`Port::next_due`].
 
 use super::miniport::{
     AdapterControl, FindAdapterStatus, Miniport, PortConfigurationInfo, SupportedControlTypes,
@@ -120,7 +122,7 @@ impl<M: Miniport> Shared<M> {
 
 impl<M: Miniport> Port<M> {
     /// Creates the device extension, finds and initializes the adapter, and starts the
-    /// port's threads.
+    /// port's threads (none in [`PortMode::Manual`](super::PortMode::Manual)).
     pub fn start(context: M::HwContext, config: PortConfig) -> Result<Port<M>, PortError> {
         let shared = Arc::new_cyclic(|me| Shared::new(M::default(), context, config, me.clone()));
         shared.find_and_initialize(false)?;
@@ -137,6 +139,9 @@ impl<M: Miniport> Port<M> {
             s.run = RunState::Running;
         }
         let mut threads = Vec::new();
+        if shared.manual() {
+            return Ok(Port { shared, threads });
+        }
         for (name, body) in [
             ("storport-dpc", worker::run_dpc::<M> as fn(Arc<Shared<M>>)),
             ("storport-timer", worker::run_timer::<M>),
@@ -153,7 +158,8 @@ impl<M: Miniport> Port<M> {
 
     /// Submits a request: queued, then started when the holds and depth allow; the
     /// completion gets the result exactly once. Invalid addresses, oversized buffers and
-    /// removed LUs complete at once with the SRB status StorPort uses.
+    /// removed LUs complete at once with the SRB status StorPort uses. In manual mode it
+    /// never waits for system memory (no free pages: [`MemoryError::Exhausted`](super::MemoryError::Exhausted)).
     pub fn submit(&self, mut request: SrbRequest) -> Result<Completion<SrbResult>, PortError> {
         validate(&request)?;
         let sh = &self.shared;
@@ -162,6 +168,12 @@ impl<M: Miniport> Port<M> {
                 return Err(PortError::ForeignBuffer);
             }
             SrbData::Buffer(b) => b,
+            // Manual mode: no waiting for pages (only the owner's thread could free them).
+            SrbData::Bytes(v) if sh.manual() => {
+                let b = sh.memory.try_alloc(v.len())?;
+                b.write(0, &v)?;
+                b
+            }
             SrbData::Bytes(v) => sh.memory.alloc_from(&v)?,
         };
         let management = request.function.is_management();
@@ -183,9 +195,38 @@ impl<M: Miniport> Port<M> {
             sh.wake_idle(&mut s);
         }
         // The submitter starts it itself (pump); the DPC hands back what completed at once.
-        sh.kick.notify_all();
+        sh.kick();
         sh.pump();
         Ok(completion)
+    }
+
+    /// Manual mode: does, at the clock's current `now()` and without blocking or sleeping,
+    /// what the port's threads would — DPC passes (completions to submitters, the
+    /// miniport's DPC routine if queued, its HwTimer if due, starting released requests,
+    /// holds lapsing), the timer's tick if due (the DPC watchdog, request timeouts, and
+    /// each timeout's bus reset inline) — until nothing more is due now. Returns how much
+    /// it did (completions, routines, requests started, ticks, resets); 0: nothing was due.
+    /// Does nothing (0) in [`PortMode::Threads`](super::PortMode::Threads). Not from inside
+    /// a miniport routine.
+    pub fn run_due(&self) -> usize {
+        if !self.shared.manual() {
+            return 0;
+        }
+        worker::run_due(&self.shared)
+    }
+
+    /// Manual mode: the earliest instant at which [`Port::run_due`] has something to do —
+    /// the miniport's timer, the timer's next tick while the port holds requests (ticks
+    /// every [`PortConfig::tick`] as the thread would), the end of a hold with a request
+    /// behind it; the clock's `now()` when work is due already (a queued DPC, completions
+    /// waiting, a request released). `None` when only an outside event (a submit, a
+    /// notification such as `IssueDpc`) can give it work, and always in
+    /// [`PortMode::Threads`](super::PortMode::Threads).
+    pub fn next_due(&self) -> Option<Instant> {
+        if !self.shared.manual() {
+            return None;
+        }
+        worker::next_due(&self.shared)
     }
 
     /// The machine's memory the port's requests carry their buffers in.
@@ -272,17 +313,23 @@ impl<M: Miniport> Port<M> {
         s.queues.lu(lu).removed = true;
         self.shared.flush_lu(&mut s, lu);
         drop(s);
-        self.shared.kick.notify_all();
+        self.shared.kick();
     }
 
     /// The LU is back (found again by a rescan).
     pub fn add_lu(&self, lu: LuAddress) {
         self.shared.lock().queues.lu(lu).removed = false;
-        self.shared.kick.notify_all();
+        self.shared.kick();
     }
 
     /// Stops the adapter: holds new requests, waits up to `drain` for the miniport to
     /// complete what it holds, then HwAdapterControl(StopAdapter) if supported.
+    ///
+    /// In [`PortMode::Manual`](super::PortMode::Manual) it never waits: the drain needs
+    /// time to pass, which only the owner can make happen. It runs what is due now
+    /// ([`Port::run_due`]); if the miniport still holds requests, the adapter runs again
+    /// and the answer is [`PortError::DrainTimeout`] at once (`drain` is not used): the
+    /// owner drains first, in virtual time, until [`Port::outstanding`] is 0, then stops.
     pub fn stop_adapter(&self, drain: Duration) -> Result<(), PortError> {
         al_verifier::may_block("Port::stop_adapter")
             .map_err(|_| PortError::BlockingAtDispatch("Port::stop_adapter"))?;
@@ -294,15 +341,18 @@ impl<M: Miniport> Port<M> {
             }
             s.run = RunState::Stopped;
         }
-        let deadline = Instant::now() + drain;
+        let deadline = sh.now() + drain;
         loop {
+            if sh.manual() {
+                worker::run_due(sh);
+            }
             let outstanding = sh.lock().queues.outstanding;
             if outstanding == 0 {
                 break;
             }
-            if Instant::now() >= deadline {
+            if sh.manual() || sh.now() >= deadline {
                 sh.lock().run = RunState::Running;
-                sh.kick.notify_all();
+                sh.kick();
                 return Err(PortError::DrainTimeout { outstanding });
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -330,7 +380,7 @@ impl<M: Miniport> Port<M> {
             sh.find_and_initialize(true)?;
         }
         sh.lock().run = RunState::Running;
-        sh.kick.notify_all();
+        sh.kick();
         sh.pump();
         Ok(())
     }
@@ -349,7 +399,7 @@ impl<M: Miniport> Port<M> {
 impl<M: Miniport> Drop for Port<M> {
     fn drop(&mut self) {
         self.shared.lock().shutdown = true;
-        self.shared.kick.notify_all();
+        self.shared.kick();
         self.shared.timer_wake.notify_all();
         let bugchecked = self.shared.is_bugchecked();
         for t in self.threads.drain(..) {

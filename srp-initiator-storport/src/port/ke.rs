@@ -5,6 +5,13 @@
 //! trips (a panic in debug builds, an error in release), so the routine's caller — the
 //! port — reports [`super::Violation::BlockingAtDispatch`]. [`stall_execution`]
 //! (KeStallExecutionProcessor) spins and is allowed anywhere.
+//!
+//! These are free functions with no port, so no port's clock: they measure real time
+//! (a stall is the processor kept busy, a wait a thread blocked — both real), and each
+//! returns after at most its real duration, whatever any virtual clock does. The SRP
+//! miniport calls none of them; a miniport that must stall under a manual-mode port (the
+//! simulator's virtual time) calls [`PortServices::stall_execution`](super::PortServices::stall_execution),
+//! which follows the port.
 
 use super::verifier;
 use access_layer::verbs::{in_dispatch, verifier as al_verifier};
@@ -37,10 +44,11 @@ fn may_block(call: &'static str) -> Result<(), KeError> {
     al_verifier::may_block(call).map_err(|_| KeError::BlockingAtDispatch { call })
 }
 
-/// KeStallExecutionProcessor / StorPortStallExecution: spins for `d`.
+/// KeStallExecutionProcessor / StorPortStallExecution: spins for `d` of real time (see the
+/// module doc for why not on a port's clock).
 pub fn stall_execution(d: Duration) {
-    let end = Instant::now() + d;
-    while Instant::now() < end {
+    let start = Instant::now();
+    while start.elapsed() < d {
         std::hint::spin_loop();
     }
 }

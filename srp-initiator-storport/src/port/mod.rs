@@ -22,8 +22,15 @@
 //! [`miniport`] (the trait), [`services`] (notifications), [`ke`] (kernel primitives with
 //! verifier hooks), [`verifier`] (violations); inside: `queue` (per-LU queues and holds),
 //! `shared` (state, call wrapper, completion, bugcheck), `pump` (BuildIo/StartIo),
-//! `reset` (bus reset, timeouts, DPC watchdog), `worker` (DPC and timer threads),
-//! `driver` ([`Port`]).
+//! `reset` (bus reset, timeouts, DPC watchdog), `worker` (DPC and timer passes, and the
+//! threads around them), `driver` ([`Port`]).
+//!
+//! Time and threads: the port reads the time only from [`PortConfig::clock`] (the system
+//! clock by default). In [`PortMode::Threads`] (the default) it runs two threads, the DPC
+//! and the timer. In [`PortMode::Manual`] it runs none: the whole-stack simulator drives
+//! the port in virtual time, single-threaded, calling [`Port::run_due`] for what is due at
+//! the clock's `now()` and [`Port::next_due`] to learn when to advance the clock next; the
+//! same calls at the same clock values give the same miniport calls.
 
 mod driver;
 pub mod ke;
@@ -53,7 +60,21 @@ pub use srb::{DataDirection, LuAddress, Srb, SrbData, SrbFunction, SrbId, SrbReq
 pub use status::SrbStatus;
 pub use verifier::{Routine, Violation};
 
+use std::sync::Arc;
 use std::time::Duration;
+
+/// How the port's DPC and timer run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PortMode {
+    /// Two threads (`storport-dpc`, `storport-timer`) run them, waiting in real time.
+    #[default]
+    Threads,
+    /// No thread: the owner calls [`Port::run_due`] whenever [`Port::next_due`] says (the
+    /// whole-stack simulator drives the port in virtual time). Nothing blocks or sleeps:
+    /// notifications only mark work, timeouts reset the bus inline, and
+    /// [`Port::stop_adapter`] does not wait for the drain.
+    Manual,
+}
 
 /// The port's own knobs.
 #[derive(Debug, Clone)]
@@ -69,6 +90,13 @@ pub struct PortConfig {
     /// The machine's memory, shared by every port of a host (request buffers live in it);
     /// `None`: the port gets its own of [`memory::DEFAULT_PAGES`] pages.
     pub memory: Option<std::sync::Arc<SystemMemory>>,
+    /// Where the port reads the time (every timeout, hold, timer and watchdog): the
+    /// system clock by default, a virtual one under the simulator (then with
+    /// [`PortMode::Manual`]: the threads of [`PortMode::Threads`] wait in real time, so a
+    /// clock given to them must advance by itself).
+    pub clock: Arc<dyn hca::time::Clock>,
+    /// Threads, or driven by its owner.
+    pub mode: PortMode,
 }
 
 impl Default for PortConfig {
@@ -79,6 +107,8 @@ impl Default for PortConfig {
             busy_retry: Duration::from_millis(250),
             lu_queue_depth: MAX_LU_QUEUE_DEPTH,
             memory: None,
+            clock: hca::time::system_clock(),
+            mode: PortMode::Threads,
         }
     }
 }

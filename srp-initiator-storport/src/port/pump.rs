@@ -6,19 +6,20 @@ use super::miniport::Miniport;
 use super::shared::{Owned, RunState, Shared};
 use super::srb::Srb;
 use super::verifier::{Routine, Violation};
-use std::time::Instant;
 
 impl<M: Miniport> Shared<M> {
-    /// Starts requests until the queues hold the rest.
-    pub(crate) fn pump(&self) {
+    /// Starts requests until the queues hold the rest; returns how many it started.
+    pub(crate) fn pump(&self) -> usize {
+        let mut started = 0;
         loop {
             let srb = {
                 let mut s = self.lock();
                 if s.run != RunState::Running || s.shutdown {
-                    return;
+                    return started;
                 }
-                let Some((_, srb)) = s.queues.next(Instant::now()) else {
-                    return;
+                let now = self.now();
+                let Some((_, srb)) = s.queues.next(now) else {
+                    return started;
                 };
                 s.owned.insert(
                     srb.id(),
@@ -31,6 +32,7 @@ impl<M: Miniport> Shared<M> {
                 srb
             };
             self.dispatch(srb);
+            started += 1;
         }
     }
 
@@ -51,9 +53,10 @@ impl<M: Miniport> Shared<M> {
             return;
         };
         {
+            let now = self.now();
             let mut s = self.lock();
             match s.owned.get_mut(&srb.id()) {
-                Some(o) => o.started = Some(Instant::now()),
+                Some(o) => o.started = Some(now),
                 None => return,
             }
         }

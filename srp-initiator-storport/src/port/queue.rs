@@ -45,6 +45,21 @@ impl Holds {
         self.busy.is_some() || self.paused_until.is_some()
     }
 
+    /// When the holds, as they stand, lapse by time alone (`None`: never, or only by an
+    /// outside event — a Ready, a Resume, completions). Call after [`Holds::holding`] at
+    /// `now`, so an expired one has lapsed.
+    fn lapses_at(&self, idle: bool, busy_retry: Duration) -> Option<Instant> {
+        let busy = match self.busy {
+            Some(b) if idle => Some(b.since + busy_retry),
+            Some(_) => return None,
+            None => None,
+        };
+        match (busy, self.paused_until) {
+            (Some(b), Some(p)) => Some(b.max(p)),
+            (b, p) => b.or(p),
+        }
+    }
+
     /// One request of this queue completed.
     fn completed(&mut self) {
         if let Some(b) = &mut self.busy {
@@ -176,6 +191,45 @@ impl<T> Queues<T> {
         None
     }
 
+    /// The earliest instant after `now` at which a hold lapses with a request waiting
+    /// behind it (holds that expired by `now` lapse here): what a manual-mode port must
+    /// wake for. `None` while nothing waits or nothing lapses by time alone.
+    pub(crate) fn next_release(&mut self, now: Instant) -> Option<Instant> {
+        let retry = self.busy_retry;
+        let mut next: Option<Instant> = None;
+        let mut waiting = false;
+        for q in self.lus.values_mut() {
+            if q.waiting.is_empty() || q.removed {
+                continue;
+            }
+            waiting = true;
+            let idle = q.outstanding == 0;
+            if q.holds.holding(now, idle, retry) {
+                next = min_some(next, q.holds.lapses_at(idle, retry));
+            }
+        }
+        let idle = self.outstanding == 0;
+        if waiting && self.adapter.holding(now, idle, retry) {
+            next = min_some(next, self.adapter.lapses_at(idle, retry));
+        }
+        next
+    }
+
+    /// Whether [`Queues::next`] would give a request at `now` (holds that expired lapse).
+    pub(crate) fn startable(&mut self, now: Instant) -> bool {
+        let retry = self.busy_retry;
+        if self.resetting > 0 || self.adapter.holding(now, self.outstanding == 0, retry) {
+            return false;
+        }
+        self.lus.values_mut().any(|q| {
+            let Some(&(_, management)) = q.waiting.front() else {
+                return false;
+            };
+            let held = q.holds.holding(now, q.outstanding == 0, retry) || q.outstanding >= q.depth;
+            !q.removed && (management || !held)
+        })
+    }
+
     /// A request of `lu` the miniport held completed.
     pub(crate) fn completed(&mut self, lu: LuAddress) {
         let q = self.lu(lu);
@@ -193,6 +247,14 @@ impl<T> Queues<T> {
             .values_mut()
             .flat_map(|q| q.waiting.drain(..).map(|(t, _)| t))
             .collect()
+    }
+}
+
+/// The earlier of two optional instants.
+fn min_some(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -26,7 +26,7 @@ impl<M: Miniport> Shared<M> {
         }
         let r = self.reset_locked(path, cause);
         self.lock().queues.resetting -= 1;
-        self.kick.notify_all();
+        self.kick();
         r
     }
 

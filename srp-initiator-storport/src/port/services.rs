@@ -13,7 +13,7 @@ use super::srb::{LuAddress, Srb, SrbId};
 use super::status::SrbStatus;
 use std::fmt;
 use std::sync::Weak;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The port as the miniport sees it (the HwDeviceExtension handle of every StorPort call).
 pub struct PortServices<M: Miniport> {
@@ -47,7 +47,7 @@ impl<M: Miniport> PortServices<M> {
             let mut s = sh.lock();
             f(&sh, &mut s);
             drop(s);
-            sh.kick.notify_all();
+            sh.kick();
         }
     }
 
@@ -67,8 +67,8 @@ impl<M: Miniport> PortServices<M> {
     /// DPC once `after` passed; replaces an earlier request (one timer per adapter);
     /// `Duration::ZERO` cancels it.
     pub fn request_timer_call(&self, after: Duration) {
-        self.with_state(|_, s| {
-            s.timer_at = (!after.is_zero()).then(|| Instant::now() + after);
+        self.with_state(|sh, s| {
+            s.timer_at = (!after.is_zero()).then(|| sh.now() + after);
         });
     }
 
@@ -131,10 +131,10 @@ impl<M: Miniport> PortServices<M> {
 
     /// `StorPortBusy(n)`: hold new requests until `n` complete (or Ready).
     pub fn busy(&self, requests_to_complete: u32) {
-        self.with_state(|_, s| {
+        self.with_state(|sh, s| {
             s.queues.adapter.busy = Some(Busy {
                 remaining: requests_to_complete.max(1),
-                since: Instant::now(),
+                since: sh.now(),
             });
         });
     }
@@ -146,8 +146,8 @@ impl<M: Miniport> PortServices<M> {
 
     /// `StorPortPause(seconds)`: hold every request until Resume or the time passes.
     pub fn pause(&self, timeout_seconds: u32) {
-        let until = Instant::now() + Duration::from_secs(u64::from(timeout_seconds));
-        self.with_state(|_, s| s.queues.adapter.paused_until = Some(until));
+        let hold = Duration::from_secs(u64::from(timeout_seconds));
+        self.with_state(|sh, s| s.queues.adapter.paused_until = Some(sh.now() + hold));
     }
 
     /// `StorPortResume`.
@@ -157,10 +157,10 @@ impl<M: Miniport> PortServices<M> {
 
     /// `StorPortDeviceBusy(lu, n)`: hold the LU's new requests until `n` of its complete.
     pub fn device_busy(&self, lu: LuAddress, requests_to_complete: u32) {
-        self.with_state(|_, s| {
+        self.with_state(|sh, s| {
             s.queues.lu(lu).holds.busy = Some(Busy {
                 remaining: requests_to_complete.max(1),
-                since: Instant::now(),
+                since: sh.now(),
             });
         });
     }
@@ -172,8 +172,8 @@ impl<M: Miniport> PortServices<M> {
 
     /// `StorPortPauseDevice(lu, seconds)`.
     pub fn pause_device(&self, lu: LuAddress, timeout_seconds: u32) {
-        let until = Instant::now() + Duration::from_secs(u64::from(timeout_seconds));
-        self.with_state(|_, s| s.queues.lu(lu).holds.paused_until = Some(until));
+        let hold = Duration::from_secs(u64::from(timeout_seconds));
+        self.with_state(|sh, s| s.queues.lu(lu).holds.paused_until = Some(sh.now() + hold));
     }
 
     /// `StorPortResumeDevice`.
@@ -188,6 +188,18 @@ impl<M: Miniport> PortServices<M> {
         }
         self.with_state(|_, s| s.queues.lu(lu).depth = depth);
         true
+    }
+
+    /// `StorPortStallExecution`: spins for `d` ([`super::ke::stall_execution`]). On a
+    /// [`PortMode::Manual`](super::PortMode::Manual) port it returns at once: the owner's
+    /// one thread is the only thing that advances the (virtual) clock, so waiting for it
+    /// would spin forever, and a stall is processor time, which virtual time does not
+    /// count. Nothing once the port is gone.
+    pub fn stall_execution(&self, d: Duration) {
+        match self.shared.upgrade() {
+            Some(sh) if !sh.manual() => super::ke::stall_execution(d),
+            _ => {}
+        }
     }
 
     /// The machine's memory: the physical addresses of scatter-gather elements are byte

@@ -2,7 +2,12 @@
 //! worker: one lock over the queues and tables (the port's spin lock; never held while a
 //! miniport routine runs), the StartIo lock, the call wrapper that runs every routine at
 //! dispatch level under the verifier, the completion path and the bugcheck.
+//!
+//! The tables are ordered by SRB id (`BTreeMap`), so whatever walks them — timeouts, the
+//! bugcheck, a reset's check — does so in the same order on every run (the simulator
+//! replays a run from its seed).
 
+use super::PortMode;
 use super::miniport::{Miniport, PortConfigurationInfo, SupportedControlTypes};
 use super::queue::Queues;
 use super::services::PortServices;
@@ -12,7 +17,7 @@ use super::verifier::{self, Routine, Violation};
 use super::{PortConfig, PortEvent};
 use access_layer::verbs::{Completer, DispatchGuard};
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, Weak};
@@ -44,14 +49,14 @@ pub(crate) struct Owned<X> {
 pub(crate) struct State<X> {
     pub(crate) run: RunState,
     pub(crate) queues: Queues<Srb<X>>,
-    pub(crate) owned: HashMap<SrbId, Owned<X>>,
-    pub(crate) completers: HashMap<SrbId, Completer<SrbResult>>,
+    pub(crate) owned: BTreeMap<SrbId, Owned<X>>,
+    pub(crate) completers: BTreeMap<SrbId, Completer<SrbResult>>,
     /// Completions for the worker to deliver, in order.
     pub(crate) done: Vec<(Completer<SrbResult>, SrbResult)>,
     pub(crate) events: Vec<PortEvent>,
     pub(crate) violations: Vec<Violation>,
     /// Routines running at dispatch level, for the DPC watchdog.
-    pub(crate) calls: HashMap<u64, (Routine, Instant)>,
+    pub(crate) calls: BTreeMap<u64, (Routine, Instant)>,
     pub(crate) next_call: u64,
     pub(crate) info: PortConfigurationInfo,
     pub(crate) supported: SupportedControlTypes,
@@ -64,6 +69,9 @@ pub(crate) struct State<X> {
     /// [`Shared::quiet`]); whoever gives them one wakes them ([`Shared::wake_idle`]).
     pub(crate) dpc_idle: bool,
     pub(crate) timer_idle: bool,
+    /// [`PortMode::Manual`]: when the timer thread would have last ticked (its schedule:
+    /// the next tick is `tick` later); None while the port is quiet (the thread asleep).
+    pub(crate) last_tick: Option<Instant>,
 }
 
 /// The port shared between its handles and threads.
@@ -78,8 +86,8 @@ pub(crate) struct Shared<M: Miniport> {
     /// Completion objects of finished requests, for new ones.
     pub(crate) completions: std::sync::Arc<access_layer::verbs::CompletionPool<super::SrbResult>>,
     pub(crate) state: Mutex<State<M::SrbExtension>>,
-    /// Wakes the worker.
-    pub(crate) kick: Condvar,
+    /// Wakes the DPC thread ([`Shared::kick`]).
+    pub(crate) dpc_wake: Condvar,
     /// Wakes the timer thread from its idle sleep.
     pub(crate) timer_wake: Condvar,
     pub(crate) bugchecked: AtomicBool,
@@ -131,12 +139,12 @@ impl<M: Miniport> Shared<M> {
             state: Mutex::new(State {
                 run: RunState::Stopped,
                 queues: Queues::new(config.lu_queue_depth, config.busy_retry),
-                owned: HashMap::new(),
-                completers: HashMap::new(),
+                owned: BTreeMap::new(),
+                completers: BTreeMap::new(),
                 done: Vec::new(),
                 events: Vec::new(),
                 violations: Vec::new(),
-                calls: HashMap::new(),
+                calls: BTreeMap::new(),
                 next_call: 0,
                 info: PortConfigurationInfo::default(),
                 supported: SupportedControlTypes::default(),
@@ -145,9 +153,10 @@ impl<M: Miniport> Shared<M> {
                 timer_at: None,
                 dpc_idle: false,
                 timer_idle: false,
+                last_tick: None,
             }),
             config,
-            kick: Condvar::new(),
+            dpc_wake: Condvar::new(),
             timer_wake: Condvar::new(),
             bugchecked: AtomicBool::new(false),
             startio: Mutex::new(false),
@@ -159,6 +168,24 @@ impl<M: Miniport> Shared<M> {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State<M::SrbExtension>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Now, on the port's clock (never `Instant::now()`: under the simulator the clock is
+    /// virtual).
+    pub(crate) fn now(&self) -> Instant {
+        self.config.clock.now()
+    }
+
+    /// Whether the owner drives the port ([`PortMode::Manual`]).
+    pub(crate) fn manual(&self) -> bool {
+        self.config.mode == PortMode::Manual
+    }
+
+    /// Wakes the DPC thread: the state changed (work is marked in it — a queued DPC,
+    /// completions, a released request — which is all a manual-mode port, with no thread
+    /// to wake, looks at: [`Port::next_due`](super::Port::next_due)).
+    pub(crate) fn kick(&self) {
+        self.dpc_wake.notify_all();
     }
 
     /// What the miniport gets to call back on.
@@ -175,13 +202,19 @@ impl<M: Miniport> Shared<M> {
     }
 
     /// Takes the StartIo lock; None once the port bugchecked (a StartIo may be stuck
-    /// holding it forever).
+    /// holding it forever). In manual mode the one thread never waits for it: held means
+    /// the owner called back into the port from inside HwStartIo (re-entry), which panics
+    /// (inside a miniport routine the verifier reports the panic) rather than deadlock.
     pub(crate) fn start_io_lock(&self) -> Option<StartIoLock<'_>> {
         let mut held = self.startio.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if self.is_bugchecked() {
                 return None;
             }
+            assert!(
+                !(*held && self.manual()),
+                "manual-mode port re-entered while the StartIo lock is held"
+            );
             if !*held {
                 *held = true;
                 return Some(StartIoLock {
@@ -210,7 +243,8 @@ impl<M: Miniport> Shared<M> {
             s.next_call += 1;
             let id = s.next_call;
             if dispatch {
-                s.calls.insert(id, (routine, Instant::now()));
+                let now = self.now();
+                s.calls.insert(id, (routine, now));
                 // The DPC watchdog watches it.
                 if s.timer_idle {
                     s.timer_idle = false;
@@ -268,14 +302,15 @@ impl<M: Miniport> Shared<M> {
         };
         s.queues.completed(srb.address());
         if let Some(again) = reissue {
+            let now = self.now();
             s.queues
-                .requeue(srb.address(), again, Instant::now(), self.config.tick);
+                .requeue(srb.address(), again, now, self.config.tick);
         } else if let (Some(c), Some(result)) = (s.completers.remove(&srb.id()), result) {
             s.done.push((c, result));
         }
         drop(s);
         self.lookaside.retire(owned.srb);
-        self.kick.notify_all();
+        self.kick();
     }
 
     /// Completes an SRB the miniport holds on the port's own authority (`status`).
@@ -318,10 +353,14 @@ impl<M: Miniport> Shared<M> {
 
     /// Wakes the DPC and timer threads out of an idle sleep (a request or a routine call
     /// is coming); cheap when they are not asleep.
+    /// In manual mode this starts the timer's schedule instead.
     pub(crate) fn wake_idle(&self, s: &mut State<M::SrbExtension>) {
+        if self.manual() && s.last_tick.is_none() {
+            s.last_tick = Some(self.now());
+        }
         if s.dpc_idle {
             s.dpc_idle = false;
-            self.kick.notify_all();
+            self.dpc_wake.notify_all();
         }
         if s.timer_idle {
             s.timer_idle = false;
@@ -353,7 +392,7 @@ impl<M: Miniport> Shared<M> {
         for (completer, result) in done {
             completer.complete(Ok(result));
         }
-        self.kick.notify_all();
+        self.kick();
         self.startio_free.notify_all();
     }
 

@@ -181,6 +181,7 @@ impl Adapter {
     ) -> Result<Adapter, OpenError> {
         let hca = Hca::open(HcaConfig {
             first_qpn: cfg.first_qpn,
+            sim: cfg.sim.clone(),
             ..HcaConfig::new(cfg.node_guid, vec![cfg.local])
         })
         .map_err(|e| OpenError::Hca(e.to_string()))?;
@@ -237,7 +238,10 @@ impl Adapter {
             port: 1,
             time_wait: Duration::from_millis(20),
             agent_id: 0x5e1f,
-            first_comm_id: access_layer::cm::random_comm_id(),
+            first_comm_id: cfg
+                .sim
+                .as_ref()
+                .map_or_else(access_layer::cm::random_comm_id, |n| n.random() as u32),
         });
         cm.set_pkey_table(vec![cfg.partition]);
         let inner = Inner {

@@ -151,6 +151,9 @@ pub struct SrpAdapterConfig {
     /// The partition to log in on (its P_Key; the default partition, 0xFFFF, unless the
     /// target exports the IOC on another). The adapter's port has this one partition.
     pub partition: hca::PKey,
+    /// Run the adapter's soft HCA on a simulated net (the whole-stack simulator) rather
+    /// than a UDP socket; its CM's first communication ID then comes from the net's seed.
+    pub sim: Option<std::sync::Arc<hca::sim::SimNet>>,
 }
 
 /// The SRB extension: what BuildIo prepared for StartIo.

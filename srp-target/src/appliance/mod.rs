@@ -14,6 +14,7 @@ pub mod limits;
 pub use error::{StartError, StartErrors};
 pub use limits::ChannelLimits;
 
+use crate::backend::medium::MediumLayer;
 use crate::backend::{Backend, FileBackend, RamBackend};
 use crate::config::{Backing, IocConfig, LunConfig, TargetConfig};
 use crate::exec::{LogicalUnit, LuConfig, Nexus};
@@ -77,7 +78,10 @@ pub struct Appliance {
     limits: ChannelLimits,
 }
 
-fn open_backend(l: &LunConfig) -> Result<Box<dyn Backend>, StartError> {
+fn open_backend(
+    l: &LunConfig,
+    layer: Option<&MediumLayer>,
+) -> Result<Box<dyn Backend>, StartError> {
     let backend_err = |source| StartError::Backend {
         lun: l.name.clone(),
         source,
@@ -101,6 +105,10 @@ fn open_backend(l: &LunConfig) -> Result<Box<dyn Backend>, StartError> {
             ));
         }
     };
+    let file = match layer {
+        Some(layer) => file.interpose(|m| (layer.0)(&l.name, m)),
+        None => file,
+    };
     let Some(log) = &l.record_writes else {
         return Ok(Box::new(file));
     };
@@ -120,8 +128,9 @@ fn open_lun(
     oui: Oui,
     limits: &ChannelLimits,
     state_dir: &std::path::Path,
+    layer: Option<&MediumLayer>,
 ) -> Result<LogicalUnit, StartError> {
-    let backend = open_backend(l)?;
+    let backend = open_backend(l, layer)?;
     let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
     lu.read_only = l.read_only;
     lu.write_cache = l.write_cache;
@@ -156,10 +165,25 @@ impl Appliance {
     /// Opens every LUN of `config` and lays out its IOCs; fails with every error if any LUN
     /// cannot be opened (nothing is left open then).
     pub fn build(config: &TargetConfig, limits: ChannelLimits) -> Result<Appliance, StartErrors> {
+        Self::build_layered(config, limits, None)
+    }
+
+    /// As [`Appliance::build`], with `layer` beneath every file LUN's backend.
+    pub fn build_layered(
+        config: &TargetConfig,
+        limits: ChannelLimits,
+        layer: Option<&MediumLayer>,
+    ) -> Result<Appliance, StartErrors> {
         let mut errors = Vec::new();
         let mut luns = BTreeMap::new();
         for l in &config.luns {
-            match open_lun(l, config.target.oui, &limits, &config.target.state_dir) {
+            match open_lun(
+                l,
+                config.target.oui,
+                &limits,
+                &config.target.state_dir,
+                layer,
+            ) {
                 Ok(lu) => {
                     luns.insert(l.name.clone(), Arc::new(lu));
                 }

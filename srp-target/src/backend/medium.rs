@@ -93,3 +93,18 @@ impl Medium for FileMedium {
         fallocate(&self.file, mode, off, l)
     }
 }
+
+/// A layer put beneath every file LUN's backend when the appliance is built
+/// ([`super::FileBackend::interpose`] with the LUN's name): the whole-stack simulator's disk
+/// model, which keeps what was flushed apart from what was only written.
+#[derive(Clone)]
+pub struct MediumLayer(pub std::sync::Arc<LayerFn>);
+
+/// What a [`MediumLayer`] calls: the LUN's name and its medium in, the medium to use out.
+pub type LayerFn = dyn Fn(&str, Box<dyn Medium>) -> Box<dyn Medium> + Send + Sync;
+
+impl fmt::Debug for MediumLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("MediumLayer")
+    }
+}

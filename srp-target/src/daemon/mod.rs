@@ -29,8 +29,10 @@ pub mod guards;
 pub mod login;
 pub mod port;
 mod run;
+mod stepped;
 
 pub use event::DaemonEvent;
+pub use stepped::SteppedDaemon;
 
 use crate::appliance::{ChannelLimits, StartErrors};
 use crate::config::TargetConfig;
@@ -60,7 +62,7 @@ pub const DEFAULT_WINDOW: u32 = 32;
 pub const DEFAULT_MAX_TRANSFER: u64 = 1 << 20;
 
 /// Events kept for a reader before new ones are dropped (the loop never blocks on a log).
-const EVENT_QUEUE: usize = 4096;
+pub(crate) const EVENT_QUEUE: usize = 4096;
 
 /// How the daemon runs, beyond the configuration file.
 #[derive(Clone, Debug)]
@@ -82,6 +84,13 @@ pub struct DaemonOptions {
     /// Who may use the control socket and how many at once (default: root and the
     /// daemon's user, 16 connections).
     pub control_access: CtlAccess,
+    /// Run on a simulated net (the whole-stack simulator, [`SteppedDaemon`]): every
+    /// port's device on it, the loop's clock its virtual one, backend jobs run inline on
+    /// the loop, CM communication IDs from its generator. `None`: UDP sockets, the system
+    /// clock, the worker pool.
+    pub sim: Option<Arc<hca::sim::SimNet>>,
+    /// A layer beneath every file LUN's backend (the simulator's disk model).
+    pub medium_layer: Option<crate::backend::medium::MediumLayer>,
 }
 
 impl Default for DaemonOptions {
@@ -99,6 +108,8 @@ impl Default for DaemonOptions {
             shutdown_step: Duration::from_secs(2),
             control_socket: None,
             control_access: CtlAccess::default(),
+            sim: None,
+            medium_layer: None,
         }
     }
 }

@@ -89,12 +89,14 @@ impl Port {
         rdma_cm_port: u16,
         limits: &ChannelLimits,
         bell: &Arc<Doorbell>,
+        sim: Option<&Arc<hca::sim::SimNet>>,
     ) -> Result<Port, DaemonError> {
         let p = &config.ports[index];
         let (dm, adverts) = super::dm::agents(config, p, limits)?;
         let guid = Guid(config.target.node_guid.0.wrapping_add(index as u64));
         let mut hc = HcaConfig::new(guid, vec![p.address.ip()]);
         hc.udp_port = p.address.port();
+        hc.sim = sim.cloned();
         let hca = Hca::open(hc).map_err(|source| DaemonError::Hca {
             name: p.name.clone(),
             address: p.address,
@@ -128,7 +130,8 @@ impl Port {
             port: 1,
             time_wait: TIME_WAIT,
             agent_id: (guid.0 as u32) ^ (index as u32),
-            first_comm_id: access_layer::cm::random_comm_id(),
+            // A simulated run draws it from the net's seed, so the run replays.
+            first_comm_id: sim.map_or_else(access_layer::cm::random_comm_id, |n| n.random() as u32),
         });
         cm.set_pkey_table(p.partitions.clone());
         for s in services(config, p, rdma_cm_port) {

@@ -60,6 +60,8 @@ pub(super) struct Loop {
     guards: crate::config::ChannelGuards,
     /// When idle channels were last looked at.
     last_sweep: Instant,
+    /// Where the loop reads the time (the system clock, or a simulated run's).
+    clock: Arc<dyn hca::time::Clock>,
 }
 
 impl Loop {
@@ -71,12 +73,30 @@ impl Loop {
         control: Receiver<Pending>,
         bell: Arc<Doorbell>,
     ) -> Result<(Loop, Started), DaemonError> {
-        let app = Appliance::build(config, options.limits).map_err(DaemonError::Appliance)?;
+        let app = Appliance::build_layered(config, options.limits, options.medium_layer.as_ref())
+            .map_err(DaemonError::Appliance)?;
         let rdma_cm_port = options.rdma_cm_port.unwrap_or(config.target.rdma_cm_port);
         let ports = (0..config.ports.len())
-            .map(|i| Port::open(config, i, rdma_cm_port, &options.limits, &bell))
+            .map(|i| {
+                Port::open(
+                    config,
+                    i,
+                    rdma_cm_port,
+                    &options.limits,
+                    &bell,
+                    options.sim.as_ref(),
+                )
+            })
             .collect::<Result<Vec<_>, _>>()?;
-        let executor: Arc<dyn Executor> = Arc::new(Workers::new(options.workers, options.queue)?);
+        // A simulated run has no thread but the simulator's: backend jobs run on the loop.
+        let executor: Arc<dyn Executor> = match options.sim {
+            Some(_) => Arc::new(crate::io::Inline),
+            None => Arc::new(Workers::new(options.workers, options.queue)?),
+        };
+        let clock: Arc<dyn hca::time::Clock> = match &options.sim {
+            Some(net) => net.clone(),
+            None => hca::time::system_clock(),
+        };
         let started = Started {
             iocs: app
                 .iocs()
@@ -118,7 +138,8 @@ impl Loop {
                 control,
                 bell,
                 guards: config.target.guards,
-                last_sweep: Instant::now(),
+                last_sweep: clock.now(),
+                clock,
             },
             started,
         ))
@@ -134,17 +155,40 @@ impl Loop {
         self.shutdown();
     }
 
-    /// Turns until one finds nothing, then waits as [`Loop::run`] says.
-    fn settle(&mut self) {
-        if self.turn() > 0 {
-            return;
-        }
+    /// When the loop next has timed work without an outside event: a CM timer or the idle
+    /// sweep (what a simulated run advances its clock to).
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        let now = self.clock.now();
+        let cm = self
+            .ports
+            .iter()
+            .filter_map(Port::next_timer)
+            .min()
+            .map(|d| now + d);
+        let sweep = self
+            .guards
+            .idle_probe
+            .filter(|_| !self.sessions.is_empty())
+            .map(|idle| self.last_sweep + sweep_period(idle));
+        cm.into_iter().chain(sweep).min()
+    }
+
+    /// Every port's GSI CQ and every channel's CQ armed (before a wait).
+    pub(super) fn arm(&self) {
         for p in &self.ports {
             p.arm();
         }
         for s in self.sessions.values() {
             s.io.arm();
         }
+    }
+
+    /// Turns until one finds nothing, then waits as [`Loop::run`] says.
+    fn settle(&mut self) {
+        if self.turn() > 0 {
+            return;
+        }
+        self.arm();
         if self.turn() > 0 {
             return;
         }
@@ -158,7 +202,7 @@ impl Loop {
     }
 
     /// One pass over every port and channel; returns how much happened.
-    fn turn(&mut self) -> usize {
+    pub(super) fn turn(&mut self) -> usize {
         let mut n = 0;
         for p in 0..self.ports.len() {
             for ev in self.ports[p].pump() {
@@ -193,8 +237,8 @@ impl Loop {
         let Some(idle) = self.guards.idle_probe else {
             return;
         };
-        let now = Instant::now();
-        if now.saturating_duration_since(self.last_sweep) < (idle / 4).min(Duration::from_secs(1)) {
+        let now = self.clock.now();
+        if now.saturating_duration_since(self.last_sweep) < sweep_period(idle) {
             return;
         }
         self.last_sweep = now;
@@ -318,6 +362,7 @@ impl Loop {
                 form,
             } => {
                 let Some(qpn) = io.qpn() else { return };
+                io.set_clock(self.clock.clone());
                 let Some(params) = answer.accept_params(qpn, psn) else {
                     return;
                 };
@@ -366,7 +411,7 @@ impl Loop {
                         ioc: ioc.clone(),
                         initiator: nexus.initiator,
                         form,
-                        since: Instant::now(),
+                        since: self.clock.now(),
                         silent: false,
                         from: req.primary_path.local_gid,
                     },
@@ -448,4 +493,10 @@ impl Loop {
             self.settle();
         }
     }
+}
+
+/// How often idle channels are looked at: a few times per probe interval, at most once a
+/// second.
+fn sweep_period(idle: Duration) -> Duration {
+    (idle / 4).min(Duration::from_secs(1))
 }

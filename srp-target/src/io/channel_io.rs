@@ -167,6 +167,8 @@ pub struct ChannelIo {
     /// When the initiator was last heard from: an IU received, or a SEND or RDMA operation
     /// its QP acknowledged ([`ChannelIo::probe_if_idle`]).
     last_heard: std::time::Instant,
+    /// Where `last_heard` is read (the system clock, or a simulated run's).
+    clock: std::sync::Arc<dyn hca::time::Clock>,
     /// The SRP_CRED_REQ in flight is an idle probe.
     probing: bool,
     /// Idle probes sent.
@@ -278,6 +280,7 @@ impl ChannelIo {
             held_tmf: Vec::new(),
             cred_in_flight: false,
             last_heard: std::time::Instant::now(),
+            clock: hca::time::system_clock(),
             probing: false,
             probes: 0,
             wcs: Vec::with_capacity(POLL_BATCH),
@@ -370,7 +373,7 @@ impl ChannelIo {
             self.on_wc(wc);
         }
         if wcs.iter().any(|wc| wc.status == WcStatus::Success) {
-            self.last_heard = std::time::Instant::now();
+            self.last_heard = self.clock.now();
         }
         self.wcs = wcs;
         while let Ok(done) = self.done_rx.try_recv() {

@@ -13,6 +13,13 @@ use super::{ChannelIo, IoState, SendFlags, SendOp, SendWr, WrKind, sge};
 use std::time::{Duration, Instant};
 
 impl ChannelIo {
+    /// Reads the time from `clock` from now on (a simulated run's virtual clock); the
+    /// initiator counts as heard from now.
+    pub fn set_clock(&mut self, clock: std::sync::Arc<dyn hca::time::Clock>) {
+        self.last_heard = clock.now();
+        self.clock = clock;
+    }
+
     /// Probes the initiator if it has been silent for `idle` or longer at `now` and nothing
     /// else is outstanding that would show it gone (commands in flight have their own
     /// transfers and responses, a credit request its own SEND). Returns whether a probe was
