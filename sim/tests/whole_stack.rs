@@ -35,6 +35,13 @@ fn run_range(range: std::ops::Range<u64>) -> Vec<Result<Report, Box<Failure>>> {
                         return;
                     }
                     let r = run(&Scenario::new(seed));
+                    // A soak shows failures and progress as they come.
+                    if let Err(f) = &r {
+                        eprintln!("{f}");
+                    }
+                    if seed % 1000 == 0 {
+                        eprintln!("... seed {seed}");
+                    }
                     results
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -75,10 +82,7 @@ fn seeds() {
                     }
                 }
             }
-            Err(f) => {
-                eprintln!("{f}");
-                failures.push(f.seed);
-            }
+            Err(f) => failures.push(f.seed),
         }
     }
     eprintln!(
