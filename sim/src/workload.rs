@@ -120,10 +120,12 @@ impl Workload {
         self.model.crash();
     }
 
-    /// When the next command is due, `elapsed` after the start (None: when one ends).
-    pub fn next_due(&self) -> Option<std::time::Duration> {
+    /// When the next command is due after the start, if later than `elapsed` (a command
+    /// already due waits for a command to end: its blocks are busy).
+    pub fn next_due(&self, elapsed: std::time::Duration) -> Option<std::time::Duration> {
         (self.stats.issued < self.shape.ops && self.pending.len() < self.shape.depth)
             .then(|| self.due(self.stats.issued))
+            .filter(|&d| d > elapsed)
     }
 
     fn due(&self, i: u64) -> std::time::Duration {

@@ -322,6 +322,8 @@ impl World {
                 // run moves on (counted in the log).
                 Some(t) if t <= now => {
                     self.idle_wakeups += 1;
+                    let who = self.due_now(now);
+                    self.log(format!("idle wakeup: {who} had work due and did none"));
                     self.net.advance_to(Time(now.0 + 1_000));
                 }
                 Some(t) => self.net.advance_to(t),
@@ -361,9 +363,29 @@ impl World {
             self.host.next_due().map(at),
             self.schedule.iter().map(|(t, _)| *t).min(),
             self.started
-                .and_then(|s| self.workload.next_due().map(|d| s + d)),
+                .and_then(|s| self.workload.next_due(self.now() - s).map(|d| s + d)),
         ];
         candidates.into_iter().flatten().min()
+    }
+
+    /// Who says it has work due at `now` (for the log of an idle wakeup).
+    fn due_now(&self, now: Time) -> String {
+        let at = |i: std::time::Instant| self.net.time_of(i);
+        let due = |t: Option<Time>| t.is_some_and(|t| t <= now);
+        let mut who = Vec::new();
+        if due(self.net.next_event()) {
+            who.push("the net");
+        }
+        if due(self.target.next_due().map(at)) {
+            who.push("the target");
+        }
+        if due(self.host.next_due().map(at)) {
+            who.push("the host");
+        }
+        if due(self.schedule.iter().map(|(t, _)| *t).min()) {
+            who.push("the fault schedule");
+        }
+        who.join(", ")
     }
 
     /// The workload's commands in and out.

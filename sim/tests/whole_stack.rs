@@ -63,7 +63,7 @@ fn seeds() {
     let started = std::time::Instant::now();
     let mut failures = Vec::new();
     let (mut reads, mut virtual_ns, mut crashes, mut failovers, mut lost) = (0, 0u128, 0, 0, 0);
-    let (mut flaps, mut cuts, mut crash_plans) = (0, 0, 0);
+    let (mut flaps, mut cuts, mut crash_plans, mut idle) = (0, 0, 0, 0);
     let mut runs = 0;
     for r in run_range(range.clone()) {
         runs += 1;
@@ -74,6 +74,7 @@ fn seeds() {
                 crashes += r.crashes;
                 failovers += r.failovers;
                 lost += r.sectors_lost;
+                idle += r.idle_wakeups;
                 for (_, f) in &r.plan.events {
                     match f {
                         Fault::Flap { .. } => flaps += 1,
@@ -86,7 +87,7 @@ fn seeds() {
         }
     }
     eprintln!(
-        "{runs} seeds ({range:?}) in {:?}: {reads} reads checked, {:.1} s virtual, {flaps} link flaps, {cuts} partitions, {crashes} target crashes ({crash_plans} planned; {lost} sectors set back), {failovers} failovers; failed: {failures:?}",
+        "{runs} seeds ({range:?}) in {:?}: {reads} reads checked, {:.1} s virtual, {flaps} link flaps, {cuts} partitions, {crashes} target crashes ({crash_plans} planned; {lost} sectors set back), {failovers} failovers, {idle} idle wakeups; failed: {failures:?}",
         started.elapsed(),
         virtual_ns as f64 / 1e9
     );
