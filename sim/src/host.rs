@@ -8,6 +8,7 @@
 
 use access_layer::verbs::Completion as Done;
 use hca::sim::SimNet;
+use mpio::Policy;
 use mpio::{
     Acquire, Completion, DiskIdentity, Dsm, DsmIdentifier, IoKind, Issued, MpConfig, MpCore,
     Outcome, PathLabel, PathSpec, SrpDsm, Transport, VerifyJob,
@@ -16,7 +17,7 @@ use srp::initiator::PortState;
 use srp_initiator_storport::port::{
     DataDirection, LuAddress, Port, PortConfig, PortMode, SrbResult, SystemMemory,
 };
-use srp_initiator_storport::srp::{RegistrationMode, SrpAdapterConfig, SrpMiniport};
+use srp_initiator_storport::srp::{LoginVia, RegistrationMode, SrpAdapterConfig, SrpMiniport};
 use srp_target::config::IocConfig;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -96,6 +97,43 @@ struct Scanned {
     identity: DiskIdentity,
 }
 
+/// How the host is set up: drawn from the seed, so the runs cover both login forms, both
+/// registration modes and every multipath policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostSetup {
+    /// The login form of both paths.
+    pub login: LoginVia,
+    /// How data buffers are registered.
+    pub registration: RegistrationMode,
+    /// The multipath policy (path 0 preferred under failover only).
+    pub policy: Policy,
+}
+
+impl HostSetup {
+    /// The setup of seed `seed`.
+    pub fn draw(seed: u64) -> HostSetup {
+        let mut rng = hca::sim::Rng::new(seed ^ 0x686f_7374);
+        let login = if rng.chance(0.3) {
+            LoginVia::RdmaCm {
+                port: srp_target::daemon::DEFAULT_RDMA_CM_PORT,
+            }
+        } else {
+            LoginVia::IbCm
+        };
+        let registration = if rng.chance(0.2) {
+            RegistrationMode::TrustTarget
+        } else {
+            RegistrationMode::PerIo
+        };
+        let policy = Policy::ALL[rng.range(0, Policy::ALL.len() as u64) as usize];
+        HostSetup {
+            login,
+            registration,
+            policy,
+        }
+    }
+}
+
 /// What the host did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct HostStats {
@@ -123,6 +161,7 @@ pub struct SimHost {
     finished: Vec<(u64, Op, CmdResult)>,
     verifies: Vec<Verify>,
     next_tick: Instant,
+    setup: HostSetup,
     /// What it did.
     pub stats: HostStats,
 }
@@ -139,6 +178,7 @@ impl std::fmt::Debug for SimHost {
 /// The adapter of one path: the host daemon's defaults, with transport timers short
 /// enough that a run sees reconnects, fast-io-fail and device loss.
 fn adapter(
+    setup: &HostSetup,
     net: &Arc<SimNet>,
     local: IpAddr,
     target: IpAddr,
@@ -155,7 +195,7 @@ fn adapter(
         initiator_port_id: PortId::new(0, hca::Guid(0x0002_c903_00ee_0100), IoClass::SrpR16a),
         target_port_id: ioc.target_port_id(),
         service_id: ioc.service_id,
-        login_via: srp_initiator_storport::srp::LoginVia::IbCm,
+        login_via: setup.login,
         max_transfer: 64 << 10,
         max_luns: 1,
         queue_depth: 32,
@@ -168,7 +208,7 @@ fn adapter(
         cmd_timeout: Duration::from_secs(15),
         login_timeout: Duration::from_secs(5),
         max_wait: Duration::from_millis(100),
-        registration: RegistrationMode::PerIo,
+        registration: setup.registration,
         partition: hca::PKey::DEFAULT,
         sim: Some(net.clone()),
     }
@@ -183,6 +223,7 @@ impl SimHost {
     pub fn start(
         net: &Arc<SimNet>,
         paths: &[(IpAddr, IpAddr, IocConfig)],
+        setup: HostSetup,
     ) -> Result<SimHost, String> {
         let memory = SystemMemory::new(2048);
         let mut ports = Vec::new();
@@ -194,7 +235,7 @@ impl SimHost {
                 mode: PortMode::Manual,
                 ..PortConfig::default()
             };
-            let cfg = adapter(net, *local, *target, ioc, n as u64);
+            let cfg = adapter(&setup, net, *local, *target, ioc, n as u64);
             let port = Port::<SrpMiniport>::start(cfg, config).map_err(port_error)?;
             ports.push(Arc::new(port));
             labels.push(format!("{local} -> {target} ({})", ioc.name));
@@ -217,6 +258,7 @@ impl SimHost {
             finished: Vec::new(),
             verifies: Vec::new(),
             next_tick: net.instant_at(net.time()),
+            setup,
             stats: HostStats::default(),
         })
     }
@@ -419,6 +461,7 @@ impl SimHost {
             return;
         };
         let config = MpConfig {
+            policy: self.setup.policy,
             no_path_retry: Duration::from_secs(60),
             ..MpConfig::default()
         };
@@ -437,7 +480,7 @@ impl SimHost {
                 lun: 0,
                 device: i,
                 id: s.id.clone(),
-                preferred: false,
+                preferred: i == 0,
                 weight: 1,
                 label: PathLabel {
                     local: self.labels[i].clone(),

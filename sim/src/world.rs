@@ -8,7 +8,7 @@
 //! is a function of its seed: [`run`] twice with one seed gives the same [`Report`].
 
 use crate::faults::{Fault, FaultMix, FaultPlan};
-use crate::host::SimHost;
+use crate::host::{HostSetup, SimHost};
 use crate::target::SimTarget;
 use crate::workload::{Shape, Workload, WorkloadStats};
 use hca::sim::{FabricStats, Rng, SimNet};
@@ -64,6 +64,8 @@ impl Scenario {
 pub struct Report {
     /// The seed.
     pub seed: u64,
+    /// The host's setup it drew.
+    pub setup: HostSetup,
     /// The faults it drew.
     pub plan: FaultPlan,
     /// Virtual time the run took.
@@ -107,6 +109,7 @@ pub struct Failure {
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "seed {} failed: {}", self.seed, self.reason)?;
+        writeln!(f, "host: {:?}", self.report.setup)?;
         writeln!(f, "faults: {:?}", self.report.plan)?;
         writeln!(
             f,
@@ -171,6 +174,7 @@ struct World {
     steps: u64,
     idle_wakeups: u64,
     seed: u64,
+    setup: HostSetup,
     workload_span: Duration,
 }
 
@@ -204,7 +208,8 @@ pub fn run(scenario: &Scenario) -> Result<Report, Box<Failure>> {
     let paths: Vec<(IpAddr, IpAddr, srp_target::config::IocConfig)> = (0..2)
         .map(|i| (HOST[i], TARGET[i], target.iocs()[i].clone()))
         .collect();
-    let host = SimHost::start(&net, &paths).map_err(|e| fail_early(format!("host: {e}")))?;
+    let setup = HostSetup::draw(seed);
+    let host = SimHost::start(&net, &paths, setup).map_err(|e| fail_early(format!("host: {e}")))?;
     let mut w = World {
         net: net.clone(),
         target,
@@ -224,6 +229,7 @@ pub fn run(scenario: &Scenario) -> Result<Report, Box<Failure>> {
         steps: 0,
         idle_wakeups: 0,
         seed,
+        setup,
         workload_span: scenario.shape.span,
     };
     let outcome = w.run();
@@ -242,6 +248,7 @@ pub fn run(scenario: &Scenario) -> Result<Report, Box<Failure>> {
 fn empty_report(seed: u64, plan: &FaultPlan) -> Report {
     Report {
         seed,
+        setup: HostSetup::draw(seed),
         plan: plan.clone(),
         virtual_time: Duration::ZERO,
         workload: WorkloadStats::default(),
@@ -271,6 +278,7 @@ impl World {
         let snapshot = self.host.snapshot();
         Report {
             seed: self.plan_seed(),
+            setup: self.setup,
             plan: self.plan.clone(),
             virtual_time: Duration::from_nanos(self.now().0),
             workload: self.workload.stats,
@@ -292,7 +300,10 @@ impl World {
 
     /// Runs until the workload is done, or fails.
     fn run(&mut self) -> Result<(), String> {
-        self.log(format!("seed {}: faults {:?}", self.seed, self.plan));
+        self.log(format!(
+            "seed {}: host {:?}, faults {:?}",
+            self.seed, self.setup, self.plan
+        ));
         let limit = self.now() + LIMIT;
         loop {
             self.settle()?;
