@@ -24,13 +24,24 @@
 //! - [`mount`]: [`BlockFiles::mount`], the [`Mounted`] guard, adding and removing disks.
 
 pub mod device;
+// The FUSE file system, its mount and what only they use (the disk set, byte I/O over
+// blocks, the range lock): Linux only (`/dev/fuse` and the kernel's mount call). The device
+// trait is portable, so `mpio` builds for any target.
+#[cfg(target_os = "linux")]
 mod disks;
+#[cfg(target_os = "linux")]
 mod fs;
+#[cfg(target_os = "linux")]
 mod io;
+#[cfg(target_os = "linux")]
 pub mod mount;
+#[cfg(target_os = "linux")]
 mod range_lock;
 
 pub use device::{BlockDevice, DeviceError};
+#[cfg(target_os = "linux")]
 pub use disks::DiskError;
+#[cfg(target_os = "linux")]
 pub use io::IoError;
+#[cfg(target_os = "linux")]
 pub use mount::{BlockFiles, MountError, MountOptions, Mounted};

@@ -21,13 +21,20 @@
 //! Modules: [`wire`] (formats), [`frame`] (typed requests and replies, framing on a
 //! stream), [`server`] and [`client`].
 
+// The formats ([`wire`], [`frame`]) are portable; the server and the client are Unix stream
+// sockets with `SO_PEERCRED` and `/proc/self/fd` paths, so Linux only. A Windows build's IOCTL
+// path is the driver's device object, not this socket.
+#[cfg(target_os = "linux")]
 pub mod client;
 pub mod frame;
+#[cfg(target_os = "linux")]
 pub mod server;
 pub mod wire;
 
+#[cfg(target_os = "linux")]
 pub use client::{CtlClient, CtlError, refusal_or};
 pub use frame::{Reply, Request};
+#[cfg(target_os = "linux")]
 pub use server::{
     Answer, CaDirectory, CaSocket, CtlAccess, CtlServer, CtlServerStats, CtlService,
     DirectoryEntry, answer,

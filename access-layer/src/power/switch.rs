@@ -1,7 +1,9 @@
 //! [`PowerSwitch`]: what a provider does physically when its HCA changes power state.
 
 use super::PowerState;
-use crate::verbs::{Completion, SoftCa, VerbsError};
+use crate::verbs::Completion;
+#[cfg(target_os = "linux")]
+use crate::verbs::{SoftCa, VerbsError};
 
 /// The physical side of a power transition, implemented by a verbs provider.
 pub trait PowerSwitch: Send + Sync {
@@ -13,6 +15,7 @@ pub trait PowerSwitch: Send + Sync {
 /// peers' QPs retry and, if the HCA stays down past their retry budget, fail. In D0 every
 /// port is active again. A short engine call (as the data-path verbs make), so it completes
 /// at once.
+#[cfg(target_os = "linux")]
 impl PowerSwitch for SoftCa {
     fn set_power(&self, state: PowerState) -> Completion<()> {
         let active = state == PowerState::D0;

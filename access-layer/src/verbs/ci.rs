@@ -66,6 +66,20 @@ pub struct CaAttr {
     pub ports: Vec<PortAttr>,
 }
 
+/// What a provider has done: how its consumer used the CA ([`super::SoftCa::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaStats {
+    /// Resource verbs started (each completed asynchronously).
+    pub resource_verbs: u64,
+    /// Of those, started at dispatch level (a DPC, a completion routine, a port driver's
+    /// StartIo): proof that the consumer's dispatch-level paths use the asynchronous form.
+    pub resource_verbs_at_dispatch: u64,
+    /// CQ notifications delivered to the event handler.
+    pub cq_notifications: u64,
+    /// Completion routines or event handlers that panicked (a verifier trip among them).
+    pub routine_panics: u64,
+}
+
 /// The verbs of one channel adapter. See the module doc for the completion model.
 pub trait ChannelInterface: Send + Sync {
     /// Opens the CA for a consumer whose asynchronous events (CQ notifications, QP errors,

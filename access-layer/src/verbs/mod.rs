@@ -24,15 +24,19 @@ pub mod ci;
 pub mod completion;
 pub mod dispatch;
 pub mod doorbell;
+// The provider over the software HCA's UDP driver (`hca::driver`, Linux only). On Windows the
+// `ChannelInterface` is implemented over the platform's kernel verbs provider instead.
+#[cfg(target_os = "linux")]
 pub mod soft;
 pub mod sync;
 pub mod verifier;
 
-pub use ci::{CaAttr, ChannelInterface, EventHandler, MrSpec, PortAttr};
+pub use ci::{CaAttr, CaStats, ChannelInterface, EventHandler, MrSpec, PortAttr};
 pub use completion::{Completer, Completion, CompletionPool};
 pub use dispatch::{DispatchGuard, at_dispatch, in_dispatch};
 pub use doorbell::Doorbell;
-pub use soft::{CaStats, SoftCa};
+#[cfg(target_os = "linux")]
+pub use soft::SoftCa;
 pub use sync::SyncCa;
 
 /// Why a verb failed.

@@ -17,7 +17,7 @@
 //! consumer without a second thread hop. Data-path verbs (post, poll, arm) are direct
 //! engine calls on the caller's thread.
 
-use super::ci::{CaAttr, ChannelInterface, EventHandler, MrSpec, PortAttr};
+use super::ci::{CaAttr, CaStats, ChannelInterface, EventHandler, MrSpec, PortAttr};
 use super::dispatch::DispatchGuard;
 use super::{Completion, VerbsError};
 use hca::driver::Hca;
@@ -48,20 +48,6 @@ struct Shared {
     resource_verbs: AtomicU64,
     at_dispatch: AtomicU64,
     cq_notifications: AtomicU64,
-}
-
-/// What a [`SoftCa`] has done: how its consumer used it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CaStats {
-    /// Resource verbs started (each completed asynchronously).
-    pub resource_verbs: u64,
-    /// Of those, started at dispatch level (a DPC, a completion routine, a port driver's
-    /// StartIo): proof that the consumer's dispatch-level paths use the asynchronous form.
-    pub resource_verbs_at_dispatch: u64,
-    /// CQ notifications delivered to the event handler.
-    pub cq_notifications: u64,
-    /// Completion routines or event handlers that panicked (a verifier trip among them).
-    pub routine_panics: u64,
 }
 
 impl Shared {

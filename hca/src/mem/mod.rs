@@ -203,6 +203,7 @@ impl MemBlock {
 }
 
 /// Why a file transfer into or out of a block failed.
+#[cfg(unix)]
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FileIoError {
@@ -228,6 +229,10 @@ pub enum FileIoError {
 /// gives an unspecified mix of bytes exactly as concurrent RDMA does. Little-endian hosts
 /// only (byte `i` of the block must be byte `i` in memory; elsewhere the copy goes
 /// through the checked word path).
+///
+/// Unix only (`pread`/`pwrite` on the file descriptor): the file-backed target and the
+/// benchmark peer are Linux programs, and a Windows kernel driver reads no `std::fs::File`.
+#[cfg(unix)]
 impl MemBlock {
     /// Reads `len` bytes of `file` at `file_offset` into the block at `offset`.
     pub fn read_file(
@@ -436,6 +441,7 @@ mod tests {
         assert_eq!(got[..], out[..50]);
     }
 
+    #[cfg(unix)]
     #[test]
     fn file_transfers_go_straight_between_block_and_file() {
         use std::os::unix::fs::FileExt;

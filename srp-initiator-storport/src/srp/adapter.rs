@@ -1,8 +1,9 @@
 //! One adapter (one IOC): what HwFindAdapter opens at passive level — the channel adapter
-//! (the soft HCA under the access layer's [`SoftCa`]), its GSI port and CM endpoint, the RC
-//! CQ, the control memory for IUs and the registration (a fast-registration pool over the
-//! SRBs' own pages, or under [`RegistrationMode::TrustTarget`] one region over all of the
-//! machine's memory) — and the state the routines and the DPC share. Data buffers are the
+//! ([`AdapterCa`]: the soft HCA under the access layer's `SoftCa`), its GSI port and CM
+//! endpoint, the RC CQ, the control memory for IUs and the registration (a
+//! fast-registration pool over the SRBs' own pages, or under
+//! [`RegistrationMode::TrustTarget`] one region over all of the machine's memory) — and the
+//! state the routines and the DPC share. Data buffers are the
 //! SRBs' pages in system memory, registered as they are: no bounce memory, no copy.
 //!
 //! Every verb of the RC channel goes through the access layer's [`ChannelInterface`]: the
@@ -25,12 +26,12 @@ use crate::port::PortServices;
 use access_layer::cm::{CmConfig, CmEndpoint, ConnId};
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
 use access_layer::mad::cm::CmRep;
-use access_layer::verbs::{ChannelInterface, MrSpec, SoftCa, SyncCa};
-use hca::driver::{Hca, HcaConfig};
-use hca::engine::{CqId, QpId};
+use access_layer::verbs::{CaStats, ChannelInterface, MrSpec, SyncCa};
+use hca::engine::{CqId, Engine, QpId};
 use hca::inline_one::InlineOne;
 use hca::mem::MemBlock;
 use hca::mr::{Access, MrKey, MrKeys, PdId};
+use hca::time::Time;
 use hca::verbs::SendWr;
 use hca::wire::PathMtu;
 use hca::{Gid, Lkey, Qpn};
@@ -65,6 +66,77 @@ const DESC: u32 = 16;
 pub(crate) const SEND_WR: u64 = 1 << 32;
 /// See [`SEND_WR`].
 pub(crate) const RECV_WR: u64 = 2 << 32;
+
+// The path MTU a REQ offers when the port's link MTU is unknown (rxe's on plain Ethernet).
+#[cfg(target_os = "linux")]
+use hca::driver::link::FALLBACK_MTU;
+/// The path MTU a REQ offers when the port's link MTU is unknown (rxe's on plain Ethernet,
+/// as `hca::driver::link::FALLBACK_MTU` on Linux).
+#[cfg(not(target_os = "linux"))]
+const FALLBACK_MTU: PathMtu = PathMtu::Mtu1024;
+
+/// The channel adapter an adapter runs on: the access layer's verbs ([`ChannelInterface`])
+/// and what the adapter takes from the device itself — its clock, and its engine for the
+/// MAD services (QP1 under the GSI port and the CM), the P_Key table and port counters.
+///
+/// On Linux it is the soft HCA under the access layer's `SoftCa`. No other provider exists:
+/// elsewhere HwFindAdapter fails with [`OpenError::NoProvider`] (on Windows the CA would
+/// come from the platform's HCA driver through IBAL's interface, with IBAL's CM and MAD
+/// services in place of the engine's; see docs/architecture.md, "Windows portability").
+pub(crate) trait AdapterCa: ChannelInterface {
+    /// The device's clock, without taking the engine's lock.
+    fn now(&self) -> Time;
+    /// Runs `f` once on the device's engine (what the device produces is sent and its
+    /// events dispatched before this returns).
+    fn with_engine(&self, f: &mut dyn FnMut(&mut Engine, Time));
+    /// How the adapter used the CA's verbs.
+    fn stats(&self) -> CaStats;
+}
+
+impl dyn AdapterCa {
+    /// [`AdapterCa::with_engine`] with a result.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Engine, Time) -> R) -> R {
+        let mut f = Some(f);
+        let mut r = None;
+        self.with_engine(&mut |e, now| r = f.take().map(|f| f(e, now)));
+        r.expect("the engine runs a routine exactly once")
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl AdapterCa for access_layer::verbs::SoftCa {
+    fn now(&self) -> Time {
+        self.hca().now()
+    }
+
+    fn with_engine(&self, f: &mut dyn FnMut(&mut Engine, Time)) {
+        self.hca().with(f);
+    }
+
+    fn stats(&self) -> CaStats {
+        access_layer::verbs::SoftCa::stats(self)
+    }
+}
+
+/// Opens the adapter's channel adapter: the soft HCA on a UDP port (or the simulated net).
+#[cfg(target_os = "linux")]
+fn open_ca(cfg: &SrpAdapterConfig) -> Result<Arc<dyn AdapterCa>, OpenError> {
+    use hca::driver::{Hca, HcaConfig};
+    let hca = Hca::open(HcaConfig {
+        first_qpn: cfg.first_qpn,
+        sim: cfg.sim.clone(),
+        ..HcaConfig::new(cfg.node_guid, vec![cfg.local])
+    })
+    .map_err(|e| OpenError::Hca(e.to_string()))?;
+    let ca = access_layer::verbs::SoftCa::new(hca).map_err(|e| OpenError::Hca(e.to_string()))?;
+    Ok(Arc::new(ca))
+}
+
+/// No channel adapter provider here: the soft HCA's driver is Linux only.
+#[cfg(not(target_os = "linux"))]
+fn open_ca(_cfg: &SrpAdapterConfig) -> Result<Arc<dyn AdapterCa>, OpenError> {
+    Err(OpenError::NoProvider)
+}
 
 /// A command the channel core holds for an SRB.
 #[derive(Debug)]
@@ -122,7 +194,7 @@ pub(crate) struct Inner {
 pub(crate) struct Adapter {
     pub(crate) cfg: SrpAdapterConfig,
     /// The channel adapter: every verb goes through its [`ChannelInterface`].
-    pub(crate) ca: Arc<SoftCa>,
+    pub(crate) ca: Arc<dyn AdapterCa>,
     /// The path MTU our REQ offers: the port's active MTU (its link's, as rxe derives it).
     pub(crate) mtu: PathMtu,
     /// Completions of the asynchronous verbs, for the DPC.
@@ -156,6 +228,13 @@ pub enum OpenError {
     /// A verb or the registration pool.
     #[error("setup: {0}")]
     Setup(String),
+    /// No channel adapter provider on this platform: the soft HCA runs on Linux only, and
+    /// a Windows build's CA must come from the platform's HCA driver.
+    #[error(
+        "no channel adapter on this platform: the soft HCA is Linux only; \
+         the CA must come from the platform's HCA driver"
+    )]
+    NoProvider,
 }
 
 impl Adapter {
@@ -179,13 +258,7 @@ impl Adapter {
         cfg: SrpAdapterConfig,
         port: &PortServices<super::SrpMiniport>,
     ) -> Result<Adapter, OpenError> {
-        let hca = Hca::open(HcaConfig {
-            first_qpn: cfg.first_qpn,
-            sim: cfg.sim.clone(),
-            ..HcaConfig::new(cfg.node_guid, vec![cfg.local])
-        })
-        .map_err(|e| OpenError::Hca(e.to_string()))?;
-        let ca = Arc::new(SoftCa::new(hca).map_err(|e| OpenError::Hca(e.to_string()))?);
+        let ca = open_ca(&cfg)?;
         let sync = SyncCa::new(ca.clone());
         let setup = |what: &str| {
             let what = what.to_string();
@@ -203,13 +276,11 @@ impl Adapter {
             .ports
             .first()
             .and_then(|p| p.link_mtu)
-            .unwrap_or(hca::driver::link::FALLBACK_MTU);
+            .unwrap_or(FALLBACK_MTU);
         // One partition: the one the adapter logs in on (its REQ, QP1 and RC QP use it).
-        ca.hca()
-            .with(|e, _| e.set_pkey_table(1, vec![cfg.partition]))
+        ca.with(|e, _| e.set_pkey_table(1, vec![cfg.partition]))
             .map_err(|e| OpenError::Setup(format!("P_Key table: {e}")))?;
         let gsi = ca
-            .hca()
             .with(|e, now| GsiPort::open(e, now, 1, GsiPortConfig::default()))
             .map_err(|e| OpenError::Setup(format!("GSI: {e}")))?;
         let ctrl_len = (SEND_SLOTS + RECV_SLOTS) as u64 * SLOT;
@@ -297,7 +368,7 @@ impl Adapter {
     /// inline in the SRP_CMD, so bounded by the IU length we ask for too. The target must
     /// accept that many table entries (srp-target's default: one per 4 KiB of max_transfer).
     fn strategy(
-        sync: &SyncCa<SoftCa>,
+        sync: &SyncCa<dyn AdapterCa>,
         pd: PdId,
         cfg: &SrpAdapterConfig,
         block: &Arc<MemBlock>,

@@ -10,7 +10,6 @@ use super::{SrbExt, outcome};
 use crate::port::{PortServices, Srb, SrbStatus};
 use access_layer::cm::CmEvent;
 use access_layer::mad::cm::CmRejReason;
-use access_layer::verbs::ChannelInterface;
 use hca::verbs::{ArmMode, Wc, WcOpcode, WcStatus};
 use srp::initiator::{Action, Completion, Event};
 
@@ -63,7 +62,7 @@ impl Adapter {
         {
             let s = self.lock();
             let _ = self.ca.req_notify_cq(s.cq, ArmMode::NextCompletion);
-            let _ = self.ca.hca().with(|e, _| s.gsi.arm(e));
+            let _ = self.ca.with(|e, _| s.gsi.arm(e));
         }
         if self.round(port) > 0 {
             return None;
@@ -84,7 +83,7 @@ impl Adapter {
     fn pump_cm(&self, s: &mut Inner) -> usize {
         let Inner { gsi, cm, .. } = s;
         let mut mads = 0;
-        let events = self.ca.hca().with(|e, now| {
+        let events = self.ca.with(|e, now| {
             while let Ok(Some((from, mad))) = gsi.recv(e, now) {
                 mads += 1;
                 cm.handle_mad(now, from, &mad.0);
@@ -109,7 +108,7 @@ impl Adapter {
     /// Sends the MADs the CM has queued (a DREQ, a DREP). Non-blocking.
     pub(crate) fn flush_cm(&self, s: &mut Inner) {
         let Inner { gsi, cm, .. } = s;
-        self.ca.hca().with(|e, now| {
+        self.ca.with(|e, now| {
             while let Some(out) = cm.poll_transmit() {
                 let _ = gsi.send(e, now, &out);
             }

@@ -210,7 +210,7 @@ impl SrpMiniport {
         };
         // Not nested: the adapter lock is dropped before the status lock is taken.
         let state = a.lock().channel.state();
-        let hca = a.ca.hca().with(|e, _| e.port_stats(1)).unwrap_or_default();
+        let hca = a.ca.with(|e, _| e.port_stats(1)).unwrap_or_default();
         a.status().snapshot(state, a.cfg.login_via.as_str(), hca)
     }
 

@@ -1,5 +1,5 @@
 //! The adapter's queue-pair verbs, all non-blocking (callable at dispatch level), through
-//! the access layer's [`ChannelInterface`]: creating the RC QP for a login and sending the
+//! the access layer's `ChannelInterface`: creating the RC QP for a login and sending the
 //! CM REQ once it exists, connecting it when the REP comes (RTR/RTS, receives, RTU),
 //! posting an IU with the REG_MRs of its command chained in front, and destroying the QP.
 //! The QP's creation and connection are asynchronous verbs; the DPC continues the login
@@ -11,7 +11,6 @@ use super::pending::VerbDone;
 use access_layer::cm::{ConnectParams, QpPsns};
 use access_layer::mad::cm::{CmRep, CmaHeader, RdmaPortSpace};
 use access_layer::mad::{MadAddress, Mtu, ServiceId};
-use access_layer::verbs::ChannelInterface;
 use hca::engine::{QpId, RcConnect};
 use hca::mr::Access;
 use hca::qp::QpInit;
@@ -312,6 +311,6 @@ impl Adapter {
 
     /// The device's clock (no lock taken).
     pub(crate) fn now(&self) -> Time {
-        self.ca.hca().now()
+        self.ca.now()
     }
 }
