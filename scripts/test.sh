@@ -42,15 +42,16 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 # The portable crates (the sans-IO cores, the verbs interface, the StorPort miniport and its
-# emulated port, multipath) type-check for Windows; the Linux-only pieces (UDP driver, control
-# socket, FUSE) are behind cfg. `cargo check` needs no MSVC linker or WDK. See
-# docs/architecture.md, "Windows portability".
+# emulated port, the iSCSI model's emulated port, multipath) type-check for Windows; the
+# Linux-only pieces (UDP driver, control socket, FUSE) are behind cfg. `cargo check` needs no
+# MSVC linker or WDK. See docs/architecture.md, "Windows portability".
 echo "== cargo check x86_64-pc-windows-msvc (portable crates)"
 if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-pc-windows-msvc; then
     rustup target add x86_64-pc-windows-msvc
 fi
 cargo check --locked --quiet --target x86_64-pc-windows-msvc \
-    -p wirekit -p scsi -p hca -p srp -p access-layer -p srp-initiator-storport -p srp-host -p mpio
+    -p wirekit -p scsi -p hca -p srp -p access-layer -p srp-initiator-storport \
+    -p srp-initiator-iscsi-model -p srp-host -p mpio
 
 echo "== cargo doc -D warnings (intra-doc links)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet

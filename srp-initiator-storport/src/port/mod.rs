@@ -56,7 +56,9 @@ pub use miniport::{
 pub use queue::MAX_LU_QUEUE_DEPTH;
 pub use services::PortServices;
 pub use sgl::{PAGE_SIZE, ScatterGatherList, SgElement};
-pub use srb::{DataDirection, LuAddress, Srb, SrbData, SrbFunction, SrbId, SrbRequest, SrbResult};
+pub use srb::{
+    DataDirection, LuAddress, Srb, SrbData, SrbFunction, SrbId, SrbOwner, SrbRequest, SrbResult,
+};
 pub use status::SrbStatus;
 pub use verifier::{Routine, Violation};
 

@@ -365,6 +365,53 @@ impl<X: Default> Srb<X> {
     }
 }
 
+/// The port's side of an SRB: what a port driver — this crate's or another model's (the
+/// iSCSI model's SCSIport-era port builds its SCSI_REQUEST_BLOCKs from the same type) —
+/// keeps of each request it gives a driver. It makes the SRB, marks it completed and takes
+/// the submitter's result; the driver only ever gets [`Srb`] handles ([`SrbOwner::srb`]),
+/// so it can do none of these.
+pub struct SrbOwner<X> {
+    srb: Srb<X>,
+}
+
+impl<X> fmt::Debug for SrbOwner<X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SrbOwner").field(&self.srb).finish()
+    }
+}
+
+impl<X: Default> SrbOwner<X> {
+    /// The SRB `id` for `request`, its data in `data` (the request's own buffer, placed in
+    /// system memory), mapped by the buffer's scatter-gather list; the request's own
+    /// `data` field is not used. The extension starts zeroed (`Default`).
+    pub fn new(id: SrbId, request: SrbRequest, data: DataBuffer) -> SrbOwner<X> {
+        SrbOwner {
+            srb: Srb {
+                inner: Arc::new(Inner::fresh(id, request, data)),
+            },
+        }
+    }
+}
+
+impl<X> SrbOwner<X> {
+    /// The handle the driver gets (clones are the same SRB).
+    pub fn srb(&self) -> &Srb<X> {
+        &self.srb
+    }
+
+    /// Marks the SRB completed; false if it already was.
+    pub fn mark_completed(&self) -> bool {
+        self.srb.mark_completed()
+    }
+
+    /// The submitter's result, taking the data buffer: the driver's status, SCSI status
+    /// and sense, or `status` when the port completes on its own authority (`forced`: then
+    /// it never waits for a driver holding the SRB, and the data stays behind if one does).
+    pub fn take_result(&self, status: Option<SrbStatus>, forced: bool) -> SrbResult {
+        self.srb.take_result(status, forced)
+    }
+}
+
 impl<X: Default> Srb<X> {
     /// A fresh SRB for the same request (same id, same buffer, zeroed extension): how the
     /// port re-issues a request the miniport completed with `SRB_STATUS_BUSY`.

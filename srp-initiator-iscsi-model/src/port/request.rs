@@ -1,0 +1,190 @@
+//! [`Request`]: a request as the driver holds it — the SRB handle (data, status, sense,
+//! extension: everything of [`Srb`]) plus its [`QueueTag`] — and its typed lifecycle
+//! ([`RequestState`]: queued → started → completed by the driver, or flushed by the port),
+//! which is how the port tells a double completion from a completion after a flush.
+
+use super::{LuAddress, Srb, SrbId, SrbOwner};
+use std::fmt;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// SRB `QueueTag`: a request's tag, unique among its LU's outstanding requests. 0 to 254;
+/// 255 is `SP_UNTAGGED`, never a tag here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueTag(pub u8);
+
+impl QueueTag {
+    /// `SP_UNTAGGED`.
+    pub const UNTAGGED: QueueTag = QueueTag(0xff);
+    /// How many tags an LU has.
+    pub const COUNT: u16 = 255;
+}
+
+impl fmt::Display for QueueTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Why the port completed a request on its own authority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FlushCause {
+    /// A bus reset flushed it (`SRB_STATUS_BUS_RESET`).
+    Reset,
+    /// The driver still held it when its removal entry returned.
+    Removal,
+    /// The port bugchecked (`SRB_STATUS_INTERNAL_ERROR`).
+    BugCheck,
+}
+
+/// Where a request is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestState {
+    /// Given to the driver, not completed.
+    Started,
+    /// The driver completed it.
+    Completed,
+    /// The port completed it.
+    Flushed(FlushCause),
+}
+
+/// What ending a request's life is, for [`RequestState::end`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// The driver completes it.
+    Complete,
+    /// The port flushes it.
+    Flush(FlushCause),
+}
+
+impl RequestState {
+    /// The transition table: only a started request ends; ending an ended one gives back
+    /// the state it was in (the caller turns it into a violation).
+    pub(crate) fn end(self, how: End) -> Result<RequestState, RequestState> {
+        match (self, how) {
+            // The one legal end of each kind.
+            (RequestState::Started, End::Complete) => Ok(RequestState::Completed),
+            (RequestState::Started, End::Flush(c)) => Ok(RequestState::Flushed(c)),
+            // Already over: a double completion, a completion after a flush, or a flush
+            // of something the driver completed (the port never does that).
+            (ended, _) => Err(ended),
+        }
+    }
+}
+
+struct Inner<X> {
+    owner: SrbOwner<X>,
+    tag: QueueTag,
+    state: Mutex<RequestState>,
+}
+
+/// A request the port gave the driver: clones are the same request. Derefs to its
+/// [`Srb`] (read and write the data, set the status and sense, use the extension).
+pub struct Request<X> {
+    inner: Arc<Inner<X>>,
+}
+
+impl<X> Clone for Request<X> {
+    fn clone(&self) -> Self {
+        Request {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<X> fmt::Debug for Request<X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("id", &self.id())
+            .field("lu", &self.address())
+            .field("tag", &self.inner.tag)
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+impl<X> Deref for Request<X> {
+    type Target = Srb<X>;
+
+    fn deref(&self) -> &Srb<X> {
+        self.inner.owner.srb()
+    }
+}
+
+impl<X> Request<X> {
+    /// A started request.
+    pub(crate) fn new(owner: SrbOwner<X>, tag: QueueTag) -> Request<X> {
+        Request {
+            inner: Arc::new(Inner {
+                owner,
+                tag,
+                state: Mutex::new(RequestState::Started),
+            }),
+        }
+    }
+
+    /// Its tag on its LU.
+    pub fn tag(&self) -> QueueTag {
+        self.inner.tag
+    }
+
+    /// Where it is in its life.
+    pub fn state(&self) -> RequestState {
+        *self
+            .inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether two handles are the same request.
+    pub fn same(&self, other: &Request<X>) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Its SRB's identity (also through the deref; here to name it in logs).
+    pub fn request_id(&self) -> SrbId {
+        self.id()
+    }
+
+    /// Its LU (as [`Srb::address`]).
+    pub fn lu(&self) -> LuAddress {
+        self.address()
+    }
+
+    /// Ends its life (see [`RequestState::end`]).
+    pub(crate) fn end(&self, how: End) -> Result<RequestState, RequestState> {
+        let mut s = self
+            .inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let next = s.end(how)?;
+        *s = next;
+        Ok(next)
+    }
+
+    /// The port's side of the SRB.
+    pub(crate) fn owner(&self) -> &SrbOwner<X> {
+        &self.inner.owner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_started_request_ends() {
+        let s = RequestState::Started;
+        assert_eq!(s.end(End::Complete), Ok(RequestState::Completed));
+        let flushed = RequestState::Flushed(FlushCause::Reset);
+        assert_eq!(s.end(End::Flush(FlushCause::Reset)), Ok(flushed));
+        assert_eq!(
+            RequestState::Completed.end(End::Complete),
+            Err(RequestState::Completed),
+            "a double completion"
+        );
+        assert_eq!(flushed.end(End::Complete), Err(flushed), "after a flush");
+    }
+}
