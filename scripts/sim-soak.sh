@@ -9,7 +9,7 @@
 #
 # Release build (a seed takes ~0.1 s there); two seeds at a time. One summary line goes to
 # stdout and to sim/soak.log; a failing seed prints its fault plan and log tail, and
-#   SIM_SEED=n SIM_LOG=1 cargo test -p srp-sim --test whole_stack sim_seed -- --nocapture
+#   SIM_SEED=n SIM_LOG=1 cargo test -p srp-sim --test whole_stack sim_seed -- --ignored --nocapture
 # replays it exactly (SIM_TRACE_LBA=n adds every command on one block, HCA_SIM_TRACE=1 every
 # datagram). The default test run (scripts/test.sh) runs seeds 1..101 in a debug build.
 set -euo pipefail

@@ -123,7 +123,7 @@ impl std::fmt::Display for Failure {
         )?;
         writeln!(
             f,
-            "replay: SIM_SEED={} cargo test -p srp-sim --test whole_stack sim_seed -- --nocapture",
+            "replay: SIM_SEED={} cargo test -p srp-sim --test whole_stack sim_seed -- --ignored --nocapture",
             self.seed
         )?;
         for l in &self.log {

@@ -2,8 +2,8 @@
 //! loop, the StorPort-model initiator and multipath on the simulated net, with faults and
 //! crashes, every read checked (docs/testing.md, "Whole-stack simulation").
 //!
-//! - `SIM_SEED=n`: `replay` runs seed `n` alone, printing its log (`HCA_SIM_TRACE=1` adds
-//!   every datagram).
+//! - `SIM_SEED=n` with `--ignored`: `sim_seed` runs seed `n` alone, printing its report
+//!   (`SIM_LOG=1` its log, `HCA_SIM_TRACE=1` every datagram).
 //! - `SIM_SEEDS=a..b`: `seeds` runs that range instead of the default one
 //!   (`scripts/sim-soak.sh` runs thousands this way).
 
@@ -94,11 +94,15 @@ fn seeds() {
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
 }
 
+/// Replays seed `SIM_SEED` alone (a tool, not part of the default run: it is ignored
+/// unless asked for with `--ignored`).
 #[test]
+#[ignore = "replays one seed: SIM_SEED=n cargo test -p srp-sim --test whole_stack sim_seed -- --ignored --nocapture"]
 fn sim_seed() {
-    let Some(seed) = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) else {
-        return;
-    };
+    let seed: u64 = std::env::var("SIM_SEED")
+        .expect("set SIM_SEED to the seed to replay")
+        .parse()
+        .expect("SIM_SEED is a number");
     match run(&Scenario::new(seed)) {
         Ok(r) => eprintln!("seed {seed} passed: {r:#?}"),
         Err(f) => panic!("{f}"),
