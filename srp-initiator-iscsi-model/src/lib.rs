@@ -15,7 +15,8 @@
 //! driver on it (the `srp::initiator` channel core over the access layer's verbs), PnP of
 //! IOCs, power ordering, and the WMI-like management surface.
 //!
-//! Modules: [`port`].
+//! Modules: [`port`], [`srp`] (the SRP driver).
 #![deny(unsafe_code)]
 
 pub mod port;
+pub mod srp;

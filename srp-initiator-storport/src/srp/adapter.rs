@@ -20,9 +20,9 @@
 //! engine lock is only ever entered innermost.
 
 use super::pending::{Pending, VerbDone};
+use super::side::PortSide;
 use super::status::StatusLog;
 use super::{RegistrationMode, SrpAdapterConfig};
-use crate::port::PortServices;
 use access_layer::cm::{CmConfig, CmEndpoint, ConnId};
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
 use access_layer::mad::cm::CmRep;
@@ -216,7 +216,7 @@ pub(crate) struct Adapter {
     pub(crate) status: Mutex<StatusLog>,
     /// The port: its DPC runs the adapter's (queued by the device's CQ notifications and
     /// by work queued from outside the DPC).
-    pub(crate) port: PortServices<super::SrpMiniport>,
+    pub(crate) port: Arc<dyn PortSide>,
 }
 
 /// Why the adapter could not be opened.
@@ -256,7 +256,7 @@ impl Adapter {
     /// Opens everything (passive level).
     pub(crate) fn open(
         cfg: SrpAdapterConfig,
-        port: &PortServices<super::SrpMiniport>,
+        port: Arc<dyn PortSide>,
     ) -> Result<Adapter, OpenError> {
         let ca = open_ca(&cfg)?;
         let sync = SyncCa::new(ca.clone());
@@ -269,7 +269,7 @@ impl Adapter {
         let p = port.clone();
         let attr = sync
             .open_ca(Arc::new(move |_| {
-                p.issue_dpc();
+                p.wake();
             }))
             .map_err(setup("open_ca"))?;
         let mtu = attr
@@ -357,7 +357,7 @@ impl Adapter {
             mapped_all_memory: AtomicU64::new(0),
             remapped: AtomicU64::new(0),
             status: Mutex::new(StatusLog::new(target)),
-            port: port.clone(),
+            port,
         })
     }
 

@@ -23,8 +23,9 @@
 //! - RestartAdapter: a fresh core logs in (the port paused until it has).
 
 use super::adapter::{Adapter, Mgmt};
-use super::{SrbExt, SrpMiniport, dpc};
-use crate::port::{PortServices, Srb, SrbFunction, SrbStatus};
+use super::side::PortSide;
+use super::{SrbExt, dpc};
+use crate::port::{Srb, SrbFunction, SrbStatus};
 use std::time::Duration;
 
 /// How long a logout waits for the target to close the channel before sending the DREQ.
@@ -32,7 +33,7 @@ pub(crate) const LOGOUT_LINGER: Duration = Duration::from_secs(1);
 
 impl Adapter {
     /// StartIo of ABORT_COMMAND, RESET_LOGICAL_UNIT and RESET_DEVICE.
-    pub(crate) fn start_management(&self, port: &PortServices<SrpMiniport>, srb: Srb<SrbExt>) {
+    pub(crate) fn start_management(&self, port: &dyn PortSide, srb: Srb<SrbExt>) {
         let mut done = dpc::done_list();
         {
             let mut s = self.lock();
@@ -93,11 +94,11 @@ impl Adapter {
         }
         dpc::complete_all(port, done);
         // A task management request's timer is the DPC's.
-        self.port.issue_dpc();
+        self.port.wake();
     }
 
     /// HwAdapterControl(StopAdapter): see the module doc.
-    pub(crate) fn stop(&self, port: &PortServices<SrpMiniport>) {
+    pub(crate) fn stop(&self, port: &dyn PortSide) {
         let mut done = dpc::done_list();
         {
             let mut s = self.lock();
@@ -109,17 +110,17 @@ impl Adapter {
             if s.paused {
                 // Stopped while logging in: the port holds nothing for the login now.
                 s.paused = false;
-                port.resume();
+                port.release();
             }
         }
         dpc::complete_all(port, done);
         // The DREQ after the linger is the DPC's (its timer).
-        self.port.issue_dpc();
+        self.port.wake();
     }
 
     /// HwAdapterControl(RestartAdapter): what is left of the old channel goes, a fresh core
     /// logs in.
-    pub(crate) fn restart(&self, port: &PortServices<SrpMiniport>) {
+    pub(crate) fn restart(&self, port: &dyn PortSide) {
         let mut done = dpc::done_list();
         {
             let mut s = self.lock();
@@ -129,6 +130,6 @@ impl Adapter {
             self.relogin(&mut s, port, &mut done);
         }
         dpc::complete_all(port, done);
-        self.port.issue_dpc();
+        self.port.wake();
     }
 }

@@ -6,8 +6,9 @@
 //! code.
 
 use super::adapter::{Adapter, Inner, RECV_WR, SEND_WR, SLOT};
+use super::side::PortSide;
 use super::{SrbExt, outcome};
-use crate::port::{PortServices, Srb, SrbStatus};
+use crate::port::{Srb, SrbStatus};
 use access_layer::cm::CmEvent;
 use access_layer::mad::cm::CmRejReason;
 use hca::verbs::{ArmMode, Wc, WcOpcode, WcStatus};
@@ -30,7 +31,7 @@ pub(crate) fn done_list() -> Done {
 impl Adapter {
     /// One DPC round; returns how much it did (MADs, CM events, completions, timers fired,
     /// core actions): 0 means there was nothing to do.
-    pub(crate) fn round(&self, port: &PortServices<super::SrpMiniport>) -> usize {
+    pub(crate) fn round(&self, port: &dyn PortSide) -> usize {
         let mut done = done_list();
         let mut n;
         {
@@ -56,7 +57,7 @@ impl Adapter {
     /// found work, run again at once.
     pub(crate) fn idle(
         &self,
-        port: &PortServices<super::SrpMiniport>,
+        port: &dyn PortSide,
         max: std::time::Duration,
     ) -> Option<std::time::Duration> {
         {
@@ -209,12 +210,7 @@ impl Adapter {
     }
 
     /// Drains the core: actions, then events. Reports a QP failure noticed on the way.
-    pub(crate) fn run_actions(
-        &self,
-        s: &mut Inner,
-        port: &PortServices<super::SrpMiniport>,
-        done: &mut Done,
-    ) -> usize {
+    pub(crate) fn run_actions(&self, s: &mut Inner, port: &dyn PortSide, done: &mut Done) -> usize {
         let mut n = 0;
         loop {
             if s.qp_failed {
@@ -251,7 +247,7 @@ impl Adapter {
                 self.post_reg(s, retries);
                 if s.paused {
                     s.paused = false;
-                    port.resume();
+                    port.release();
                 }
             }
         }
@@ -347,9 +343,9 @@ impl Adapter {
 }
 
 /// RequestComplete for each (outside the adapter lock).
-pub(crate) fn complete_all(port: &PortServices<super::SrpMiniport>, mut done: Done) {
+pub(crate) fn complete_all(port: &dyn PortSide, mut done: Done) {
     for srb in done.drain(..) {
-        port.request_complete(&srb);
+        port.complete(&srb);
     }
     DONE_SPARE.with_borrow_mut(|spare| {
         if spare.capacity() < done.capacity() {

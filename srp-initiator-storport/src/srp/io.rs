@@ -17,10 +17,11 @@
 //!   torn down and a fresh core logs in again (SINGLE, so the target drops the old one).
 
 use super::adapter::{Active, Adapter, Inner};
-use super::{SrbExt, SrpMiniport, dpc};
-use crate::port::{DataDirection, PortServices, Srb, SrbFunction, SrbStatus};
+use super::side::PortSide;
+use super::{SrbExt, dpc};
+use crate::port::{DataDirection, Srb, SrbFunction, SrbStatus};
 use srp::initiator::registration::{Mapping, MappingKind, RegError, Segment};
-use srp::initiator::{Command, DataDescriptors, DataDir, InitiatorChannel};
+use srp::initiator::{Command, DataDescriptors, DataDir, InitiatorChannel, InitiatorError};
 use srp::wire::cmd::TaskAttr;
 use std::sync::atomic::Ordering;
 
@@ -33,9 +34,9 @@ pub(crate) struct Prepared {
     pub(crate) dir: DataDir,
 }
 
-fn finish_now(port: &PortServices<SrpMiniport>, srb: &Srb<SrbExt>, status: SrbStatus) -> bool {
+fn finish_now(port: &dyn PortSide, srb: &Srb<SrbExt>, status: SrbStatus) -> bool {
     srb.set_status(status);
-    port.request_complete(srb);
+    port.complete(srb);
     false
 }
 
@@ -62,12 +63,24 @@ impl Adapter {
         })
     }
 
-    pub(crate) fn build_io(&self, port: &PortServices<SrpMiniport>, srb: &Srb<SrbExt>) -> bool {
+    /// HwBuildIo: [`Adapter::prepare`], completing the SRB at once when it cannot go.
+    pub(crate) fn build_io(&self, port: &dyn PortSide, srb: &Srb<SrbExt>) -> bool {
+        match self.prepare(srb) {
+            Ok(()) => true,
+            Err(status) => finish_now(port, srb, status),
+        }
+    }
+
+    /// Maps an EXECUTE_SCSI SRB's buffer and leaves the ready command in its extension
+    /// (other functions need nothing). The status it must complete with when it cannot go:
+    /// BUSY when no region is free (try again after a completion), INVALID_LUN,
+    /// INVALID_REQUEST. Never waits.
+    pub(crate) fn prepare(&self, srb: &Srb<SrbExt>) -> Result<(), SrbStatus> {
         if srb.function() != SrbFunction::ExecuteScsi {
-            return true;
+            return Ok(());
         }
         let Ok(lun) = scsi::Lun::from_number(u32::from(srb.address().lun)) else {
-            return finish_now(port, srb, SrbStatus::INVALID_LUN);
+            return Err(SrbStatus::INVALID_LUN);
         };
         let dir = match srb.direction() {
             DataDirection::None => DataDir::None,
@@ -77,13 +90,8 @@ impl Adapter {
         let mapped = self.map_srb(srb, dir);
         let mut m = match mapped {
             Ok(m) => m,
-            Err(e) => {
-                let status = match e {
-                    RegError::Busy { .. } => SrbStatus::BUSY,
-                    _ => SrbStatus::INVALID_REQUEST,
-                };
-                return finish_now(port, srb, status);
-            }
+            Err(RegError::Busy { .. }) => return Err(SrbStatus::BUSY),
+            Err(_) => return Err(SrbStatus::INVALID_REQUEST),
         };
         match m.kind {
             MappingKind::Immediate => self.mapped.0.fetch_add(1, Ordering::Relaxed),
@@ -110,28 +118,46 @@ impl Adapter {
             dir,
         };
         srb.with_extension(|x| x.prepared = Some(prepared));
+        Ok(())
+    }
+
+    /// HwStartIo: [`Adapter::submit`]; an SRB the channel cannot take now completes BUSY
+    /// (the port issues it again).
+    pub(crate) fn start_io(&self, port: &dyn PortSide, srb: Srb<SrbExt>) -> bool {
+        if let Some(srb) = self.submit(port, srb) {
+            srb.set_status(SrbStatus::BUSY);
+            port.complete(&srb);
+        }
         true
     }
 
-    pub(crate) fn start_io(&self, port: &PortServices<SrpMiniport>, srb: Srb<SrbExt>) -> bool {
+    /// Starts a prepared SRB ([`Adapter::prepare`]): an EXECUTE_SCSI goes to the channel
+    /// core and what it yields is executed (the SEND behind its REG_MRs); FLUSH and
+    /// SHUTDOWN complete SUCCESS (the target's cache is the target's: SYNCHRONIZE CACHE
+    /// travels as a command); management SRBs start their TMF. Gives the SRB back,
+    /// unprepared and not completed, when the channel cannot take it now — not logged in,
+    /// or its queue is full — for the caller to complete BUSY or to hold and submit again
+    /// (prepared anew). Never waits.
+    pub(crate) fn submit(&self, port: &dyn PortSide, srb: Srb<SrbExt>) -> Option<Srb<SrbExt>> {
         match srb.function() {
             SrbFunction::ExecuteScsi => {}
             SrbFunction::Flush | SrbFunction::Shutdown => {
                 finish_now(port, &srb, SrbStatus::SUCCESS);
-                return true;
+                return None;
             }
             SrbFunction::AbortCommand
             | SrbFunction::ResetLogicalUnit
             | SrbFunction::ResetDevice => {
                 self.start_management(port, srb);
-                return true;
+                return None;
             }
         }
         let Some(p) = srb.with_extension(|x| x.prepared.take()) else {
             finish_now(port, &srb, SrbStatus::ERROR);
-            return true;
+            return None;
         };
         let mut done = dpc::done_list();
+        let mut refused = None;
         {
             let mut s = self.lock();
             let now = self.now();
@@ -143,26 +169,35 @@ impl Adapter {
                     s.cmds.insert(
                         id,
                         Active {
-                            srb: srb.clone(),
+                            srb,
                             handle: p.handle,
                             dir: p.dir,
                         },
                     );
                 }
-                Err(_) => {
+                Err(r) => {
                     // Its REG_MRs were never posted.
                     self.discard(p.handle);
-                    srb.set_status(SrbStatus::BUSY);
-                    done.push(srb);
+                    if matches!(
+                        r.reason,
+                        InitiatorError::Busy { .. } | InitiatorError::WrongState(_)
+                    ) {
+                        refused = Some(srb);
+                    } else {
+                        // It can never be carried (a CDB the IU cannot hold).
+                        tracing::warn!(reason = %r.reason, "a command the channel cannot carry");
+                        srb.set_status(SrbStatus::INVALID_REQUEST);
+                        done.push(srb);
+                    }
                 }
             }
             self.run_actions(&mut s, port, &mut done);
         }
         dpc::complete_all(port, done);
-        true
+        refused
     }
 
-    pub(crate) fn reset_bus(&self, port: &PortServices<SrpMiniport>) -> bool {
+    pub(crate) fn reset_bus(&self, port: &dyn PortSide) -> bool {
         let mut done = dpc::done_list();
         {
             let mut s = self.lock();
@@ -172,7 +207,7 @@ impl Adapter {
         }
         dpc::complete_all(port, done);
         // The login's timers are the DPC's.
-        self.port.issue_dpc();
+        self.port.wake();
         true
     }
 
@@ -194,17 +229,12 @@ impl Adapter {
 
     /// A fresh channel core logs in (SINGLE, so the target drops any old channel); the
     /// port is paused until it has.
-    pub(crate) fn relogin(
-        &self,
-        s: &mut Inner,
-        port: &PortServices<SrpMiniport>,
-        done: &mut dpc::Done,
-    ) {
+    pub(crate) fn relogin(&self, s: &mut Inner, port: &dyn PortSide, done: &mut dpc::Done) {
         let now = self.now();
         s.channel = InitiatorChannel::new(Adapter::channel_config(&self.cfg));
         s.channel.connect(now);
         s.paused = true;
-        port.pause(self.cfg.login_timeout.as_secs().max(1) as u32);
+        port.hold(self.cfg.login_timeout.as_secs().max(1) as u32);
         self.run_actions(s, port, done);
     }
 }

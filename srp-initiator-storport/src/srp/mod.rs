@@ -43,11 +43,15 @@ mod dpc;
 mod io;
 mod outcome;
 mod pending;
+mod side;
 mod status;
+mod transport;
 mod verbs;
 
 pub use adapter::OpenError;
+pub use side::PortSide;
 pub use status::{AdapterStatus, LoginFailure};
+pub use transport::SrpTransport;
 
 use crate::port::{
     AdapterControl, AdapterControlStatus, FindAdapterStatus, Miniport, PortConfigurationInfo,
@@ -165,7 +169,7 @@ pub struct SrbExt {
 /// The device extension.
 #[derive(Default)]
 pub struct SrpMiniport {
-    adapter: OnceLock<Arc<Adapter>>,
+    adapter: OnceLock<SrpTransport>,
 }
 
 impl std::fmt::Debug for SrpMiniport {
@@ -178,71 +182,59 @@ impl std::fmt::Debug for SrpMiniport {
 
 impl SrpMiniport {
     fn adapter(&self) -> Option<&Arc<Adapter>> {
+        self.adapter.get().map(|t| &t.a)
+    }
+
+    /// The adapter's transport, once HwFindAdapter opened it.
+    pub fn transport(&self) -> Option<&SrpTransport> {
         self.adapter.get()
     }
 
     /// The channel core's port state (for tests and displays).
     pub fn channel_state(&self) -> Option<srp::initiator::PortState> {
-        self.adapter().map(|a| a.lock().channel.state())
+        self.transport().map(SrpTransport::channel_state)
     }
 
     /// Buffers BuildIo mapped so far: (as immediate data, through fast registration).
     pub fn mapped(&self) -> (u64, u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.adapter().map_or((0, 0), |a| {
-            (a.mapped.0.load(Relaxed), a.mapped.1.load(Relaxed))
-        })
+        self.transport().map_or((0, 0), SrpTransport::mapped)
     }
 
     /// Buffers BuildIo described through the all-memory region
     /// ([`RegistrationMode::TrustTarget`]) so far.
     pub fn mapped_all_memory(&self) -> u64 {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.adapter()
-            .map_or(0, |a| a.mapped_all_memory.load(Relaxed))
+        self.transport().map_or(0, SrpTransport::mapped_all_memory)
     }
 
     /// The adapter's state for a host daemon: port state, login and loss counts, the last
     /// failure and the negotiated limits. All defaults before HwFindAdapter.
     pub fn status(&self) -> AdapterStatus {
-        let Some(a) = self.adapter() else {
-            return AdapterStatus::default();
-        };
-        // Not nested: the adapter lock is dropped before the status lock is taken.
-        let state = a.lock().channel.state();
-        let hca = a.ca.with(|e, _| e.port_stats(1)).unwrap_or_default();
-        a.status().snapshot(state, a.cfg.login_via.as_str(), hca)
+        self.transport()
+            .map_or_else(AdapterStatus::default, SrpTransport::status)
     }
 
-    /// For a multipath layer with another path: while the channel is down and holding I/O,
-    /// fail what it holds now, as at fast_io_fail (the core's `fail_fast_now`); the DPC
-    /// completes those SRBs with SELECTION_TIMEOUT at its next round. Reconnects go on.
+    /// See [`SrpTransport::fail_fast_now`].
     pub fn fail_fast_now(&self) {
-        if let Some(a) = self.adapter() {
-            let now = a.now();
-            a.lock().channel.fail_fast_now(now);
-            // Their completions are the DPC's to hand back.
-            a.port.issue_dpc();
+        if let Some(t) = self.transport() {
+            t.fail_fast_now();
         }
     }
 
     /// How the adapter used its channel adapter's verbs (resource verbs started at
     /// dispatch level, CQ notifications, routine panics); `None` before HwFindAdapter.
     pub fn verbs(&self) -> Option<access_layer::verbs::CaStats> {
-        self.adapter().map(|a| a.ca.stats())
+        self.transport().map(SrpTransport::verbs)
     }
 
     /// Held commands whose buffers were registered again after a reconnect.
     pub fn remapped(&self) -> u64 {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.adapter().map_or(0, |a| a.remapped.load(Relaxed))
+        self.transport().map_or(0, SrpTransport::remapped)
     }
 
     /// Free pages of system memory and regions of the FRMR pool in each state (all zero
     /// under [`RegistrationMode::TrustTarget`]).
     pub fn resources(&self) -> Option<(usize, srp::initiator::registration::PoolCounts)> {
-        self.adapter()
-            .map(|a| (a.memory.free_pages(), a.reg().counts()))
+        self.transport().map(SrpTransport::resources)
     }
 }
 
@@ -288,14 +280,14 @@ impl Miniport for SrpMiniport {
         if self.adapter.get().is_some() {
             return FindAdapterStatus::Found;
         }
-        let a = match Adapter::open(context.clone(), port) {
+        let a = match Adapter::open(context.clone(), Arc::new(port.clone())) {
             Ok(a) => a,
             Err(e) => {
                 tracing::error!(%e, local = %context.local, "the adapter could not be opened");
                 return FindAdapterStatus::Error;
             }
         };
-        if self.adapter.set(Arc::new(a)).is_err() {
+        if self.adapter.set(SrpTransport { a: Arc::new(a) }).is_err() {
             return FindAdapterStatus::Error;
         }
         FindAdapterStatus::Found

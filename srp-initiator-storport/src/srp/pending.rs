@@ -11,8 +11,7 @@
 //!
 //! [`Adapter::verbs_done`]: super::adapter::Adapter
 
-use super::SrpMiniport;
-use crate::port::PortServices;
+use super::side::PortSide;
 use access_layer::verbs::VerbsError;
 use hca::engine::QpId;
 use hca::mr::MrKeys;
@@ -46,11 +45,11 @@ pub(crate) enum VerbDone {
 /// The completions waiting for the DPC (a leaf lock).
 pub(crate) struct Pending {
     done: Mutex<Vec<VerbDone>>,
-    port: PortServices<SrpMiniport>,
+    port: Arc<dyn PortSide>,
 }
 
 impl Pending {
-    pub(crate) fn new(port: PortServices<SrpMiniport>) -> Pending {
+    pub(crate) fn new(port: Arc<dyn PortSide>) -> Pending {
         Pending {
             done: Mutex::new(Vec::new()),
             port,
@@ -68,7 +67,7 @@ impl Pending {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(f(result));
-            me.port.issue_dpc();
+            me.port.wake();
         }
     }
 

@@ -1,0 +1,254 @@
+//! [`SrpDriver`]: the SRP initiator as an iSCSI-model driver, on the emulated port of
+//! [`crate::port`]. The SRP logic is the `srp::initiator` channel core under the same
+//! transport the StorPort miniport runs ([`SrpTransport`]: the soft HCA port, CM, the RC
+//! channel, per-I/O FRMR by default, task management, reconnects and the transport
+//! timers); what differs is the model around it.
+//!
+//! Contract (who runs what, at which level):
+//! - `initialize` (passive): opens the transport (resources, waits for the verbs), starts
+//!   the worker thread and the login; returns the limits (one bus, one target,
+//!   `max_luns` LUNs, `max_transfer`, `queue_depth` tags per LU, at most 255). It does not
+//!   wait for the login: requests queue in the driver until the channel is up, and the
+//!   owner reads [`SrpDriver::status`].
+//! - `start_request` (dispatch): queues the request for the worker and wakes it; nothing
+//!   else. The worker (`worker`, passive) moves requests into the transport, runs its
+//!   completion rounds and completes requests to the port.
+//! - `reset` (dispatch): takes every request back from the worker's queue and the
+//!   transport (they are the port's to complete BUS_RESET), resets the channel (teardown,
+//!   a fresh SINGLE login); a completion the transport produces afterwards for one of them
+//!   is dropped, never handed to the port.
+//! - `remove` (passive): orderly — waits (bounded by the command timeout) for what the
+//!   transport holds, logs out, waits for the channel to close; anything left fails
+//!   `SRB_STATUS_NO_DEVICE`. Surprise — the IOC is gone: the channel is abandoned without a
+//!   logout and everything fails `SRB_STATUS_NO_DEVICE` at once (a multipath layer fails
+//!   over on it).
+//! - `power` (passive): D3 — the port drained the driver; the driver logs out and closes
+//!   the channel (a kernel client goes down before its HCA). D0 — a fresh login; requests
+//!   the port replays wait in the driver until it is up.
+//! - `unload` (passive): the worker stops and is joined; the transport is dropped (what
+//!   is left of the channel is torn down).
+//!
+//! Files: `side` (held requests, wake-ups, completion to the port), `worker` (the worker
+//! thread).
+
+mod side;
+mod worker;
+
+use crate::port::{
+    Driver, DriverInfo, InitializeError, PortHandle, PowerState, REMOVAL_STATUS, Request,
+};
+use side::Side;
+use srp_initiator_storport::srp::{AdapterStatus, SrbExt, SrpAdapterConfig, SrpTransport};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What `initialize` opened.
+struct Running {
+    side: Arc<Side>,
+    transport: Arc<SrpTransport>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The SRP initiator driver of the iSCSI model (see the module doc).
+pub struct SrpDriver {
+    cfg: SrpAdapterConfig,
+    running: OnceLock<Running>,
+}
+
+impl std::fmt::Debug for SrpDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SrpDriver")
+            .field("local", &self.cfg.local)
+            .field("target", &self.cfg.target)
+            .field("started", &self.running.get().is_some())
+            .finish()
+    }
+}
+
+/// How often a passive-level wait looks again (removal, power: rare, bounded waits on
+/// another thread's progress; never on the I/O path).
+const RECHECK: Duration = Duration::from_millis(2);
+
+impl SrpDriver {
+    /// A driver for the login `cfg` describes (the same configuration the StorPort
+    /// miniport's HwFindAdapter takes).
+    pub fn new(cfg: SrpAdapterConfig) -> SrpDriver {
+        SrpDriver {
+            cfg,
+            running: OnceLock::new(),
+        }
+    }
+
+    /// The transport, once initialized.
+    pub fn transport(&self) -> Option<&SrpTransport> {
+        self.running.get().map(|r| &*r.transport)
+    }
+
+    /// Port state, logins, losses, the last failure, the negotiated limits (defaults
+    /// before `initialize`).
+    pub fn status(&self) -> AdapterStatus {
+        self.transport()
+            .map_or_else(AdapterStatus::default, SrpTransport::status)
+    }
+
+    /// For a multipath layer with another path: fail what the channel holds now while it
+    /// is down (see [`SrpTransport::fail_fast_now`]).
+    pub fn fail_fast_now(&self) {
+        if let Some(t) = self.transport() {
+            t.fail_fast_now();
+        }
+    }
+
+    /// Requests the driver holds (its queue and the transport).
+    pub fn held(&self) -> usize {
+        self.running.get().map_or(0, |r| r.side.held())
+    }
+
+    /// Completions the transport produced for requests a reset or removal had already
+    /// handed back to the port (dropped, as the model requires).
+    pub fn dropped_completions(&self) -> u64 {
+        self.running
+            .get()
+            .map_or(0, |r| r.side.dropped_completions.load(Relaxed))
+    }
+
+    /// Waits (passive) until `done` or `bound` passes; whether it became true.
+    fn wait(bound: Duration, mut done: impl FnMut() -> bool) -> bool {
+        let end = Instant::now() + bound;
+        loop {
+            if done() {
+                return true;
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(RECHECK);
+        }
+    }
+
+    /// Logs out and waits (bounded) for the channel to close.
+    fn logout(r: &Running, bound: Duration) {
+        r.transport.stop();
+        if !Self::wait(bound, || r.transport.closed()) {
+            tracing::warn!(target = %r.transport.config().target, "the logout did not finish in {bound:?}; the channel is torn down");
+        }
+    }
+
+    /// Fails every request the driver holds with `status` (removal).
+    fn fail_all(r: &Running, status: crate::port::SrbStatus) {
+        let _gate = r.side.gate();
+        let (waiting, inside) = r.side.take_all();
+        // The transport's completions for these now find nothing held: failed here, once.
+        for req in waiting.iter().chain(inside.iter()) {
+            req.set_status(status);
+            r.side.port.complete_request(req);
+        }
+        r.transport.abandon(status);
+    }
+}
+
+impl Driver for SrpDriver {
+    type Extension = SrbExt;
+
+    fn initialize(&self, port: &PortHandle<Self>) -> Result<DriverInfo, InitializeError> {
+        let memory = port
+            .system_memory()
+            .ok_or_else(|| InitializeError("the port has no system memory".into()))?;
+        let side = Arc::new(Side::new(port.clone(), memory));
+        let transport = SrpTransport::open(self.cfg.clone(), side.clone())
+            .map_err(|e| InitializeError(format!("opening the SRP transport: {e}")))?;
+        let transport = Arc::new(transport);
+        let (s, t, max_wait) = (side.clone(), transport.clone(), self.cfg.max_wait);
+        let worker = std::thread::Builder::new()
+            .name("srp-iscsi-worker".into())
+            .spawn(move || worker::run(s, t, max_wait))
+            .map_err(|e| InitializeError(format!("the worker thread: {e}")))?;
+        transport.connect();
+        let running = Running {
+            side,
+            transport,
+            worker: Mutex::new(Some(worker)),
+        };
+        if self.running.set(running).is_err() {
+            return Err(InitializeError("initialized twice".into()));
+        }
+        Ok(DriverInfo {
+            number_of_buses: 1,
+            max_targets: 1,
+            max_luns: self.cfg.max_luns.max(1),
+            max_transfer_bytes: self.cfg.max_transfer as usize,
+            tags_per_lu: self.cfg.queue_depth.clamp(1, 255) as u16,
+        })
+    }
+
+    fn start_request(&self, port: &PortHandle<Self>, request: Request<SrbExt>) {
+        match self.running.get() {
+            Some(r) => r.side.queue(request),
+            None => {
+                request.set_status(crate::port::SrbStatus::NO_HBA);
+                port.complete_request(&request);
+            }
+        }
+    }
+
+    fn reset(&self, _port: &PortHandle<Self>, _path_id: u8) -> bool {
+        let Some(r) = self.running.get() else {
+            return false;
+        };
+        let _gate = r.side.gate();
+        // Everything held becomes the port's (it completes them BUS_RESET after this).
+        let (waiting, inside) = r.side.take_all();
+        tracing::info!(
+            target = %self.cfg.target,
+            waiting = waiting.len(),
+            inside = inside.len(),
+            "bus reset: the channel is reset"
+        );
+        r.transport.reset()
+    }
+
+    fn remove(&self, _port: &PortHandle<Self>, surprise: bool) {
+        let Some(r) = self.running.get() else {
+            return;
+        };
+        if surprise {
+            tracing::warn!(target = %self.cfg.target, held = r.side.held(), "surprise removal: the IOC is gone; failing what the driver holds");
+            Self::fail_all(r, REMOVAL_STATUS);
+            return;
+        }
+        let bound = self.cfg.cmd_timeout + Duration::from_secs(1);
+        if !Self::wait(bound, || r.side.held() == 0) {
+            tracing::warn!(target = %self.cfg.target, held = r.side.held(), "removal: requests still held after {bound:?}; failing them");
+        }
+        Self::fail_all(r, REMOVAL_STATUS);
+        Self::logout(r, Duration::from_secs(2));
+    }
+
+    fn power(&self, _port: &PortHandle<Self>, state: PowerState) {
+        let Some(r) = self.running.get() else {
+            return;
+        };
+        match state {
+            PowerState::D3 => Self::logout(r, Duration::from_secs(2)),
+            PowerState::D0 => r.transport.restart(),
+        }
+    }
+
+    fn unload(&self, _port: &PortHandle<Self>) {
+        let Some(r) = self.running.get() else {
+            return;
+        };
+        r.side.lock().stop = true;
+        r.side.wake.notify_all();
+        let worker = r
+            .worker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(w) = worker {
+            let _ = w.join();
+        }
+    }
+}
