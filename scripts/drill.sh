@@ -6,7 +6,7 @@
 # Writes the report and the picture to the output directory (default ./drill-out).
 #
 #   bash scripts/drill.sh [OUT_DIR]
-#   DRILL_FAULT=admin|ioc DRILL_WARMUP=3 DRILL_FAULT_SECS=10 DRILL_AFTER=5 bash scripts/drill.sh
+#   DRILL_DRIVER=storport|iscsi-model DRILL_FAULT=admin|ioc DRILL_WARMUP=3 DRILL_FAULT_SECS=10 DRILL_AFTER=5 bash scripts/drill.sh
 #
 # Needs root (FUSE). Everything it starts is stopped on exit, even on failure.
 set -euo pipefail
@@ -70,6 +70,7 @@ node_guid = "0x0002c90300d10100"
 disks_dir = "$work/disks"
 control_socket = "$work/host.sock"
 sweep_interval = "1s"
+driver = "${DRILL_DRIVER:-storport}"
 
 [timers]
 reconnect_delay = "1s"

@@ -10,12 +10,12 @@
 //! [`execute_retrying`] retries what a disk driver retries (unit attention, BUSY, becoming
 //! ready, a reset), for the scan's commands; I/O retries are the DSM's.
 
+use crate::adapter::HostAdapter;
 use access_layer::verbs::Completion;
 pub use mpio::{Outcome, TransportKind};
 use srp_initiator_storport::port::{
-    DataDirection, LuAddress, Port, SrbData, SrbRequest, SrbResult, SrbStatus,
+    DataDirection, LuAddress, SrbData, SrbRequest, SrbResult, SrbStatus,
 };
-use srp_initiator_storport::srp::SrpMiniport;
 use std::time::Duration;
 
 /// Sense bytes asked for (descriptor sense fits too).
@@ -127,12 +127,37 @@ fn judge(r: &SrbResult) -> Outcome {
     }
 }
 
+/// Whatever takes an SRB and completes it once: a login's [`HostAdapter`] (either driver
+/// model), or an emulated StorPort port driven directly (the simulator, benchmarks).
+pub trait SrbPort {
+    /// Hands `req` to the port; why not, if it refused.
+    fn submit_srb(&self, req: SrbRequest) -> Result<Completion<SrbResult>, String>;
+}
+
+impl SrbPort for HostAdapter {
+    fn submit_srb(&self, req: SrbRequest) -> Result<Completion<SrbResult>, String> {
+        self.submit(req)
+    }
+}
+
+impl<M: srp_initiator_storport::port::Miniport> SrbPort for srp_initiator_storport::port::Port<M> {
+    fn submit_srb(&self, req: SrbRequest) -> Result<Completion<SrbResult>, String> {
+        self.submit(req).map_err(|e| e.to_string())
+    }
+}
+
+impl<T: SrbPort + ?Sized> SrbPort for std::sync::Arc<T> {
+    fn submit_srb(&self, req: SrbRequest) -> Result<Completion<SrbResult>, String> {
+        (**self).submit_srb(req)
+    }
+}
+
 /// Submits `cdb` for `lu`: `data` is the bytes to write (`Out`) or a buffer of the
 /// transfer length (`In`) — pages of the port's system memory for the data path, bytes
 /// the port copies in for control commands; `timeout` is the SRB's TimeOutValue. Wait
 /// with [`finish`] or [`finish_read`].
 pub fn submit(
-    port: &Port<SrpMiniport>,
+    port: &impl SrbPort,
     lu: LuAddress,
     cdb: &[u8],
     direction: DataDirection,
@@ -141,7 +166,7 @@ pub fn submit(
 ) -> Result<Completion<SrbResult>, Outcome> {
     let mut req = SrbRequest::scsi(lu, cdb, direction, data).with_timeout(timeout);
     req.sense_len = SENSE_LEN;
-    port.submit(req)
+    port.submit_srb(req)
         .map_err(|e| Outcome::NoDevice(format!("the port refused the request: {e}")))
 }
 
@@ -218,7 +243,7 @@ pub fn rw_cdb(read: bool, lba: u64, blocks: u32, fua: bool) -> scsi::CdbBytes {
 
 /// Runs `cdb` on `lu` and waits ([`submit`] then [`finish`]).
 pub fn execute(
-    port: &Port<SrpMiniport>,
+    port: &impl SrbPort,
     lu: LuAddress,
     cdb: &[u8],
     direction: DataDirection,
@@ -233,7 +258,7 @@ pub fn execute(
 
 /// [`execute`] with the retry policy, at most `tries` times.
 pub fn execute_retrying(
-    port: &Port<SrpMiniport>,
+    port: &impl SrbPort,
     lu: LuAddress,
     cdb: &[u8],
     direction: DataDirection,

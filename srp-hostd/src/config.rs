@@ -8,7 +8,10 @@
 //! disks_dir = "/run/srp-host/srp-host/disks"
 //! control_socket = "/run/srp-host/srp-host.sock"
 //! control_group = "srpadmin"         # optional: its members may use the socket (else root only)
+//! state_dir = "/var/lib/srp-host/srp-host"  # persistent logins are kept here
 //! registration = "per-io"            # or "trust-target" (the 2005 all-memory region)
+//! driver = "storport"                # the initiator's Windows driver model: "storport"
+//!                                    # (Server 2003 miniport) or "iscsi-model" (XP)
 //! queue_depth = 32                   # per LU
 //! max_transfer = "256KiB"
 //! max_luns = 16                      # LUN numbers 0..max_luns are scanned
@@ -44,6 +47,7 @@
 //! login = "rdma-cm"                  # this portal's login form (default: host.login)
 //! rdma_cm_port = 5555                # (default: host.rdma_cm_port)
 //! partition = "0xffff"               # the P_Key to log in on (default 0xffff)
+//! driver = "iscsi-model"             # this portal's driver model (default: host.driver)
 //! ```
 //!
 //! Contract: [`HostConfig::from_str`] reports every problem at once, each with its key;
@@ -112,6 +116,35 @@ impl LoginChoice {
     }
 }
 
+/// Which initiator driver model runs a login (docs/host.md, "Two driver models").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum DriverModel {
+    /// The StorPort miniport (`srp-initiator-storport`): the Windows Server 2003 model.
+    #[default]
+    StorPort,
+    /// The iSCSI-model driver (`srp-initiator-iscsi-model`): the Windows XP model.
+    IscsiModel,
+}
+
+impl DriverModel {
+    /// Parses `storport` or `iscsi-model`.
+    pub fn parse(text: &str) -> Option<DriverModel> {
+        match text {
+            "storport" => Some(DriverModel::StorPort),
+            "iscsi-model" => Some(DriverModel::IscsiModel),
+            _ => None,
+        }
+    }
+
+    /// Its name in the configuration and listings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriverModel::StorPort => "storport",
+            DriverModel::IscsiModel => "iscsi-model",
+        }
+    }
+}
+
 /// The RDMA-CM port Linux ib_srpt is conventionally given (`rdma_cm_port`).
 pub const DEFAULT_RDMA_CM_PORT: u16 = 5555;
 
@@ -135,6 +168,8 @@ pub struct PortalConfig {
     /// The partition (P_Key) its logins use: 0xFFFF, the default partition, unless the
     /// target exports its IOCs on another.
     pub partition: hca::PKey,
+    /// The driver model its logins run under.
+    pub driver: DriverModel,
 }
 
 impl PortalConfig {
@@ -149,6 +184,7 @@ impl PortalConfig {
             login: LoginChoice::default(),
             rdma_cm_port: DEFAULT_RDMA_CM_PORT,
             partition: hca::PKey::DEFAULT,
+            driver: DriverModel::default(),
         }
     }
 }
@@ -169,8 +205,12 @@ pub struct HostConfig {
     /// A group (its ID) whose members may use the control socket too (mode 0660); without
     /// one, root and the daemon's user only (0600).
     pub control_group: Option<u32>,
+    /// Where the daemon keeps its state across restarts (the persistent logins).
+    pub state_dir: PathBuf,
     /// Memory registration.
     pub registration: RegistrationMode,
+    /// The driver model logins run under (a portal may say otherwise).
+    pub driver: DriverModel,
     /// Per-LU queue depth.
     pub queue_depth: u32,
     /// Largest transfer per command.
@@ -229,7 +269,9 @@ struct RawHost {
     disks_dir: Option<PathBuf>,
     control_socket: Option<PathBuf>,
     control_group: Option<String>,
+    state_dir: Option<PathBuf>,
     registration: Option<String>,
+    driver: Option<String>,
     queue_depth: Option<i64>,
     max_transfer: Option<toml::Value>,
     max_luns: Option<i64>,
@@ -261,6 +303,7 @@ struct RawPortal {
     login: Option<String>,
     rdma_cm_port: Option<i64>,
     partition: Option<String>,
+    driver: Option<String>,
 }
 
 /// The default daemon name.
@@ -328,7 +371,9 @@ impl HostConfig {
             disks_dir: PathBuf::from(format!("/run/srp-host/{name}/disks")),
             control_socket: default_socket(name),
             control_group: None,
+            state_dir: PathBuf::from(format!("/var/lib/srp-host/{name}")),
             registration: RegistrationMode::default(),
+            driver: DriverModel::default(),
             queue_depth: 32,
             max_transfer: 256 << 10,
             max_luns: 16,
@@ -391,6 +436,13 @@ impl HostConfig {
                 p.push(format!("host.disks_dir {}: must be absolute", d.display()));
             }
         }
+        if let Some(d) = h.state_dir {
+            if d.is_absolute() {
+                c.state_dir = d;
+            } else {
+                p.push(format!("host.state_dir {}: must be absolute", d.display()));
+            }
+        }
         if let Some(s) = h.control_socket {
             if !s.is_absolute() || s.as_os_str().len() > 107 {
                 p.push(format!(
@@ -419,6 +471,18 @@ impl HostConfig {
             Some(o) => p.push(format!(
                 "host.registration {o:?}: \"per-io\" or \"trust-target\""
             )),
+        }
+        let model = |key: &str, v: &Option<String>, p: &mut Vec<String>| {
+            v.as_deref().and_then(|t| {
+                let m = DriverModel::parse(t);
+                if m.is_none() {
+                    p.push(format!("{key} {t:?}: \"storport\" or \"iscsi-model\""));
+                }
+                m
+            })
+        };
+        if let Some(m) = model("host.driver", &h.driver, &mut p) {
+            c.driver = m;
         }
         if let Some(q) = h.queue_depth {
             match u32::try_from(q) {
@@ -589,6 +653,8 @@ impl HostConfig {
                     &mut p,
                 )
                 .unwrap_or(c.rdma_cm_port),
+                driver: model(&format!("portal[{i}].driver"), &rp.driver, &mut p)
+                    .unwrap_or(c.driver),
                 ..PortalConfig::new(address)
             };
             if let Some(k) = &rp.partition {
@@ -642,6 +708,8 @@ mod tests {
 name = "h1"
 node_guid = "0x0002c90300beef01"
 registration = "trust-target"
+driver = "iscsi-model"
+state_dir = "/var/lib/srp-test/h1"
 queue_depth = 16
 max_transfer = "128KiB"
 max_luns = 4
@@ -663,6 +731,9 @@ iocs = ["0002:c903:00a1:b401"]
 preferred = true
 weight = 3
 partition = "0x8001"
+driver = "storport"
+[[portal]]
+address = "127.0.0.4"
 "#,
             "t.toml",
         )
@@ -686,6 +757,10 @@ partition = "0x8001"
         assert_eq!(c.portals[0].local.len(), 2);
         assert_eq!(c.portals[0].iocs, vec![Guid(0x0002_c903_00a1_b401)]);
         assert_eq!(c.control_socket, PathBuf::from("/run/srp-host/h1.sock"));
+        assert_eq!(c.state_dir, PathBuf::from("/var/lib/srp-test/h1"));
+        assert_eq!(c.driver, DriverModel::IscsiModel);
+        assert_eq!(c.portals[0].driver, DriverModel::StorPort, "overridden");
+        assert_eq!(c.portals[1].driver, DriverModel::IscsiModel, "the host's");
     }
 
     #[test]
@@ -731,6 +806,8 @@ queue_depth = 0
 max_transfer = "3MB"
 cmd_timeout = "soon"
 registration = "yolo"
+driver = "scsiport"
+state_dir = "relative/dir"
 [timers]
 reconnect_delay = "off"
 fast_io_fail = "off"
@@ -753,6 +830,8 @@ local = ["127.0.0.2", "127.0.0.2"]
             "host.max_transfer",
             "host.cmd_timeout",
             "host.registration",
+            "host.driver \"scsiport\": \"storport\" or \"iscsi-model\"",
+            "host.state_dir relative/dir: must be absolute",
             "timers:",
             "portal[0].address",
             "portal[1].local 127.0.0.2: listed twice",

@@ -9,14 +9,14 @@
 //! Once the disk is gone (its session dropped) every call answers
 //! [`Outcome::NoDevice`] at once and the adapter is released.
 
+use crate::adapter::HostAdapter;
 use crate::command::{Outcome, TransportKind, execute, finish, finish_read, submit};
 use crate::scan::{LunInfo, cdb};
 use mpio::{PathDevice, Transport};
 use scsi::cdb::{Command, LongCdb, SynchronizeCache};
 use scsi::{BlockCount, Lba};
 use srp::initiator::PortState;
-use srp_initiator_storport::port::{DataDirection, LuAddress, Port};
-use srp_initiator_storport::srp::SrpMiniport;
+use srp_initiator_storport::port::{DataDirection, LuAddress};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
@@ -25,7 +25,7 @@ use std::time::Duration;
 pub struct SrpDisk {
     /// The adapter; `None` once gone, so a lost session's adapter (and its local address)
     /// is freed even while the multipath disk or a block-file handle keeps this alive.
-    port: RwLock<Option<Arc<Port<SrpMiniport>>>>,
+    port: RwLock<Option<Arc<HostAdapter>>>,
     info: LunInfo,
     max_blocks: u32,
     timeout: Duration,
@@ -45,7 +45,7 @@ impl SrpDisk {
     /// The disk `info` on `port`: pieces of at most `max_transfer` bytes, each SRB timing
     /// out after `timeout`.
     pub fn new(
-        port: Arc<Port<SrpMiniport>>,
+        port: Arc<HostAdapter>,
         info: LunInfo,
         max_transfer: u32,
         timeout: Duration,
@@ -81,7 +81,7 @@ impl SrpDisk {
     }
 
     /// The adapter, unless the disk is gone.
-    fn port(&self) -> Result<Arc<Port<SrpMiniport>>, Outcome> {
+    fn port(&self) -> Result<Arc<HostAdapter>, Outcome> {
         let port = self
             .port
             .read()
@@ -226,7 +226,7 @@ impl PathDevice for SrpDisk {
         let Ok(port) = self.port() else {
             return Transport::Gone;
         };
-        match port.miniport().status().state {
+        match port.status().state {
             Some(PortState::Running) => Transport::Up,
             Some(PortState::Lost) => Transport::Gone,
             _ => Transport::Down,
@@ -235,7 +235,7 @@ impl PathDevice for SrpDisk {
 
     fn fail_fast(&self) {
         if let Ok(port) = self.port() {
-            port.miniport().fail_fast_now();
+            port.fail_fast_now();
         }
     }
 }

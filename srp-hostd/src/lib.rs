@@ -1,8 +1,8 @@
 //! The SRP host daemon: `srpctl host run -c host.toml`.
 //!
 //! It sweeps the configured portals over Device Management, logs in to each SRP IOC found
-//! through the StorPort-model SRP miniport (one emulated adapter per login, one local
-//! address per adapter), scans each login's LUNs (REPORT LUNS, INQUIRY, VPD 0x83, READ
+//! through the StorPort-model SRP miniport or the iSCSI-model SRP driver (`[host] driver`;
+//! one emulated adapter per login, one local address per adapter), scans each login's LUNs (REPORT LUNS, INQUIRY, VPD 0x83, READ
 //! CAPACITY) and exposes every LUN as a FUSE block file in the disks directory; reads,
 //! writes and flushes become SCSI commands (flush → SYNCHRONIZE CACHE, O_DSYNC → FUA). A
 //! session whose device-loss timer expires loses its disks cleanly (their open handles get
@@ -16,16 +16,20 @@
 //! - [`command`]: one SCSI command through a port, waited on, its outcome classified.
 //! - [`scan`]: a login's LUNs and their identities.
 //! - [`disk`]: [`disk::SrpDisk`], the block device over a port's LU.
+//! - [`adapter`]: a login's adapter under the StorPort or the iSCSI driver model.
+//! - [`persist`]: the persistent logins, kept across restarts.
 //! - [`session`]: one login: its adapter, its disks, its state.
 //! - [`daemon`]: [`HostDaemon`]: sessions, the supervisor, the block files, the socket.
 //! - [`control`]: the control socket's messages, service and client.
 
+pub mod adapter;
 pub mod command;
 pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod discover;
 pub mod disk;
+pub mod persist;
 pub mod scan;
 pub mod session;
 

@@ -8,12 +8,12 @@
 //! complete ([`ScanResult::unreachable`]: not evidence of a LUN gone). Identities are the DSM's
 //! ([`mpio::identity`]: MSDSM's ranking, named as Linux names WWIDs).
 
+use crate::adapter::HostAdapter;
 use crate::command::{Outcome, execute_retrying};
 use mpio::{Dsm, DsmIdentifier};
 use scsi::Lun;
 use scsi::cdb::{Command, Inquiry, ReadCapacity16, ReportLuns, SelectReport, VpdPage};
-use srp_initiator_storport::port::{DataDirection, LuAddress, Port};
-use srp_initiator_storport::srp::SrpMiniport;
+use srp_initiator_storport::port::{DataDirection, LuAddress};
 use std::time::Duration;
 use wirekit::WireRepr;
 
@@ -94,13 +94,7 @@ pub fn cdb(c: Command) -> Vec<u8> {
     b
 }
 
-fn run_in(
-    port: &Port<SrpMiniport>,
-    lu: LuAddress,
-    c: Command,
-    len: usize,
-    timeout: Duration,
-) -> Outcome {
+fn run_in(port: &HostAdapter, lu: LuAddress, c: Command, len: usize, timeout: Duration) -> Outcome {
     execute_retrying(
         port,
         lu,
@@ -137,7 +131,7 @@ fn text(b: &[u8]) -> String {
 /// names the SRP target port (its identifier in hex): with the LUN, the identity of an LU
 /// whose VPD 0x83 names none.
 pub fn scan(
-    port: &Port<SrpMiniport>,
+    port: &HostAdapter,
     dsm: &dyn Dsm,
     max_luns: u8,
     timeout: Duration,
@@ -174,7 +168,7 @@ pub fn scan(
 
 /// INQUIRY, VPD 0x83 (claimed by the DSM) and READ CAPACITY of one LUN.
 fn probe(
-    port: &Port<SrpMiniport>,
+    port: &HostAdapter,
     dsm: &dyn Dsm,
     address: LuAddress,
     timeout: Duration,

@@ -1,4 +1,5 @@
-//! One login: an emulated StorPort adapter running the SRP miniport from a local address to
+//! One login: an adapter under the configured driver model ([`HostAdapter`]: the StorPort
+//! miniport or the iSCSI-model driver) running the SRP initiator from a local address to
 //! one IOC's SRP service, and the disks found behind it.
 //!
 //! Contract: [`Session::open`] starts the adapter (HwFindAdapter opens the soft HCA port on
@@ -8,6 +9,8 @@
 //! transport timers; [`Session::state`] reports where it stands. Dropping a session drops
 //! its adapter (the soft HCA port closes; the target sees the channel go).
 
+use crate::adapter::HostAdapter;
+use crate::config::DriverModel;
 use crate::config::HostConfig;
 use crate::control::SessionInfo;
 use crate::discover::SrpService;
@@ -15,8 +18,8 @@ use crate::disk::SrpDisk;
 use hca::Guid;
 use srp::initiator::PortState;
 use srp::wire::{IoClass, PortId};
-use srp_initiator_storport::port::{PAGE_SIZE, Port, PortConfig, PortEvent, SystemMemory};
-use srp_initiator_storport::srp::{LoginFailure, LoginVia, SrpAdapterConfig, SrpMiniport};
+use srp_initiator_storport::port::{PAGE_SIZE, SystemMemory};
+use srp_initiator_storport::srp::{LoginFailure, LoginVia, SrpAdapterConfig};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -73,7 +76,7 @@ pub struct Session {
     service: SrpService,
     local: IpAddr,
     via: LoginVia,
-    port: Arc<Port<SrpMiniport>>,
+    port: Arc<HostAdapter>,
     disks: Mutex<Vec<SessionDisk>>,
     /// What a rescan has logged about this session's LUNs (skipped, refused): rescans run
     /// every sweep, so each is logged once.
@@ -137,9 +140,18 @@ pub fn adapter_config(
     }
 }
 
+/// The driver model a login to `service` runs under: its portal's, else the host's.
+pub fn driver_model(config: &HostConfig, service: &SrpService) -> DriverModel {
+    config
+        .portals
+        .iter()
+        .find(|p| p.address == service.portal)
+        .map_or(config.driver, |p| p.driver)
+}
+
 impl Session {
-    /// Logs in to `service` from `local` (see the module contract), its adapter's SRB
-    /// buffers in the host's `memory`, trying each form of
+    /// Logs in to `service` from `local` (see the module contract) under the driver model
+    /// `model`, its adapter's SRB buffers in the host's `memory`, trying each form of
     /// `forms` in turn while the target rejects the form below SRP or does not answer; an
     /// SRP_LOGIN_REJ ends the attempt (the form is understood, the login refused). The
     /// error names every form's failure.
@@ -149,11 +161,12 @@ impl Session {
         local: IpAddr,
         config: &HostConfig,
         forms: &[LoginVia],
+        model: DriverModel,
         memory: &Arc<SystemMemory>,
     ) -> Result<Session, String> {
         let mut failures = Vec::new();
         for &via in forms {
-            match Self::login(&service, local, config, via, first_qpn(id), memory) {
+            match Self::login(&service, local, config, via, first_qpn(id), model, memory) {
                 Ok(port) => {
                     if !failures.is_empty() {
                         tracing::info!(
@@ -198,16 +211,13 @@ impl Session {
         config: &HostConfig,
         via: LoginVia,
         first_qpn: u32,
+        model: DriverModel,
         memory: &Arc<SystemMemory>,
-    ) -> Result<Port<SrpMiniport>, (String, bool)> {
+    ) -> Result<HostAdapter, (String, bool)> {
         let hw = adapter_config(config, service, local, via, first_qpn);
-        let port_config = PortConfig {
-            memory: Some(memory.clone()),
-            ..PortConfig::default()
-        };
         // The previous attempt's adapter (another login form) is gone: dropping its port
         // joined the port's threads and closed its HCA, UDP socket included.
-        let port = Port::<SrpMiniport>::start(hw, port_config).map_err(|e| {
+        let port = HostAdapter::start(model, hw, memory).map_err(|e| {
             (
                 format!(
                     "cannot start the adapter on {local}: {e} (is UDP 4791 on {local} in use?)"
@@ -217,7 +227,7 @@ impl Session {
         })?;
         let end = Instant::now() + config.login_timeout + Duration::from_secs(1);
         loop {
-            let st = port.miniport().status();
+            let st = port.status();
             if st.state == Some(PortState::Running) {
                 return Ok(port);
             }
@@ -256,7 +266,7 @@ impl Session {
     }
 
     /// The adapter.
-    pub fn port(&self) -> &Arc<Port<SrpMiniport>> {
+    pub fn port(&self) -> &Arc<HostAdapter> {
         &self.port
     }
 
@@ -275,7 +285,7 @@ impl Session {
 
     /// Where it stands.
     pub fn state(&self) -> SessionState {
-        match self.port.miniport().status().state {
+        match self.port.status().state {
             Some(PortState::Running) => SessionState::Running,
             Some(PortState::Blocked) => SessionState::Blocked,
             Some(PortState::FailFast) => SessionState::FailFast,
@@ -286,15 +296,12 @@ impl Session {
 
     /// Whether the miniport asked for a rescan since the last call.
     pub fn bus_changed(&self) -> bool {
-        self.port
-            .take_events()
-            .iter()
-            .any(|e| matches!(e, PortEvent::BusChangeDetected { .. }))
+        self.port.bus_changed()
     }
 
     /// The control socket's view.
     pub fn info(&self) -> SessionInfo {
-        let st = self.port.miniport().status();
+        let st = self.port.status();
         SessionInfo {
             id: self.id,
             portal: self.service.portal,
@@ -310,6 +317,7 @@ impl Session {
             outstanding: self.port.outstanding(),
             disks: self.disks().iter().map(|d| d.name.clone()).collect(),
             login: self.via.as_str().to_owned(),
+            driver: self.port.model().as_str().to_owned(),
             hca: crate::control::hca_counters(&st.hca),
         }
     }
@@ -321,7 +329,7 @@ impl Session {
         if self.state() == SessionState::Lost {
             return;
         }
-        if let Err(e) = self.port.stop_adapter(Duration::from_secs(2)) {
+        if let Err(e) = self.port.stop(Duration::from_secs(2)) {
             tracing::debug!(session = self.id, %e, "stopping the adapter");
         }
     }

@@ -49,6 +49,7 @@ fn session(id: u32, portal: IpAddr, disks: Vec<String>) -> SessionInfo {
         outstanding: 0,
         disks,
         login: "rdma-cm".into(),
+        driver: "iscsi-model".into(),
         hca: Default::default(),
     }
 }
@@ -152,6 +153,11 @@ impl HostControl for FakeHost {
                 disks.extend(new);
                 Ok(HostAnswer::LoggedIn(vec![s]))
             }
+            // The socket layer only: none kept, so none to forget.
+            HostRequest::PersistentLogins => Ok(HostAnswer::Persistent(Vec::new())),
+            HostRequest::RemovePersistent { index } => {
+                Err(HostControlError::NoSuchPersistent(index))
+            }
             HostRequest::Logout { session } => {
                 let Some(i) = sessions.iter().position(|s| s.id == session) else {
                     return Err(HostControlError::NoSuchSession(session));
@@ -231,6 +237,8 @@ fn every_request_round_trips() {
             portal: ip("10.0.0.7"),
             local: Some(ip("10.0.0.3")),
             ioc_guid: Some("0x0002c90300000002".into()),
+            persistent: false,
+            driver: None,
         })
         .expect("login");
     assert_eq!(created.len(), 1);
@@ -291,12 +299,13 @@ fn refusals_reach_the_client_with_their_reason() {
         Err(ClientError::Refused(HostControlError::NoSuchSession(42))) => {}
         other => panic!("{other:?}"),
     }
+    assert_eq!(c.persistent_logins().expect("list"), Vec::new());
+    match c.forget_persistent(3) {
+        Err(ClientError::Refused(HostControlError::NoSuchPersistent(3))) => {}
+        other => panic!("{other:?}"),
+    }
     let e = c
-        .login(LoginSpec {
-            portal: ip("10.9.9.9"),
-            local: None,
-            ioc_guid: None,
-        })
+        .login(LoginSpec::to(ip("10.9.9.9")))
         .expect_err("nothing there");
     assert_eq!(
         e.to_string(),

@@ -45,9 +45,9 @@ fn start_target(dir: &Path) -> Daemon {
     Daemon::start(config, DaemonOptions::default()).expect("target starts")
 }
 
-fn host_config(dir: &Path) -> HostConfig {
+fn host_config(dir: &Path, driver: &str) -> HostConfig {
     let text = format!(
-        "[host]\nname = \"faults\"\nnode_guid = \"0x0002c90300f1f100\"\n\
+        "[host]\nname = \"faults\"\nnode_guid = \"0x0002c90300f1f100\"\ndriver = \"{driver}\"\n\
          disks_dir = \"{}\"\ncontrol_socket = \"{}\"\nsweep_interval = \"500ms\"\n\
          cmd_timeout = \"5s\"\nlogin_timeout = \"2s\"\n\n\
          [timers]\nreconnect_delay = \"1s\"\nfast_io_fail = \"4s\"\ndev_loss = \"8s\"\n\n\
@@ -130,11 +130,19 @@ fn the_disk(host: &HostDaemon) -> PathBuf {
     PathBuf::from(&disks[0].path)
 }
 
+/// The host suite runs under both initiator driver models, one after the other.
 #[test]
 fn a_restarted_target_is_invisible_and_a_lost_one_fails_cleanly() {
+    for driver in ["storport", "iscsi-model"] {
+        eprintln!("driver model: {driver}");
+        restarted_then_lost(driver);
+    }
+}
+
+fn restarted_then_lost(driver: &str) {
     let dir = TempDir::new("faults");
     let target = start_target(dir.path());
-    let host = HostDaemon::start(host_config(dir.path())).expect("host daemon starts");
+    let host = HostDaemon::start(host_config(dir.path(), driver)).expect("host daemon starts");
     let path = the_disk(&host);
     let file = OpenOptions::new()
         .read(true)

@@ -1,4 +1,4 @@
-//! `srpctl login|logout|sessions|disks|paths`, `srpctl policy set` and `srpctl path
+//! `srpctl login|logout|persistent|sessions|disks|paths`, `srpctl policy set` and `srpctl path
 //! fail|restore`: a running host daemon's control socket (`srpctl host run`). Lists print as
 //! aligned tables (`paths` in the shape of `multipath -ll`: a disk, then its paths), or the
 //! model's JSON with `--json`; errors, the daemon's refusals included, end the command with
@@ -28,6 +28,21 @@ pub(crate) enum HostCtl {
         /// not logged in to yet.
         #[arg(long)]
         ioc: Option<String>,
+        /// Keep the login: the daemon records it and logs in again at every start (and
+        /// whenever it is down), as the iSCSI initiator's persistent logins.
+        #[arg(long)]
+        persistent: bool,
+        /// The driver model for its sessions: storport or iscsi-model (default: the
+        /// portal's, else the host's `driver`).
+        #[arg(long)]
+        driver: Option<String>,
+        #[command(flatten)]
+        at: HostCtlArgs,
+    },
+    /// The persistent logins (`srpctl login --persistent`), or forget one.
+    Persistent {
+        #[command(subcommand)]
+        what: Option<PersistentCmd>,
         #[command(flatten)]
         at: HostCtlArgs,
     },
@@ -57,6 +72,16 @@ pub(crate) enum HostCtl {
     Path {
         #[command(subcommand)]
         what: PathCmd,
+    },
+}
+
+/// `srpctl persistent …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum PersistentCmd {
+    /// Forget a persistent login (its sessions stay until logged out).
+    Forget {
+        /// Its index (as `srpctl persistent` lists them).
+        index: u32,
     },
 }
 
@@ -137,15 +162,35 @@ pub(crate) fn run(cmd: HostCtl) -> Result<()> {
             portal,
             local,
             ioc,
+            persistent,
+            driver,
             at,
         } => {
             let spec = LoginSpec {
                 portal,
                 local,
                 ioc_guid: ioc,
+                persistent,
+                driver,
             };
             let created = at.connect()?.login(spec)?;
             print(&at, serde_json::to_value(&created)?, || logged_in(&created))
+        }
+        HostCtl::Persistent { what: None, at } => {
+            let v = at.connect()?.persistent_logins()?;
+            print(&at, serde_json::to_value(&v)?, || persistent_table(&v))
+        }
+        HostCtl::Persistent {
+            what: Some(PersistentCmd::Forget { index }),
+            at,
+        } => {
+            let spec = at.connect()?.forget_persistent(index)?;
+            print(&at, serde_json::to_value(&spec)?, || {
+                format!(
+                    "persistent login {index} forgotten: {}\n",
+                    persistent_text(&spec)
+                )
+            })
         }
         HostCtl::Logout { session, at } => {
             let removed = at.connect()?.logout(session)?;
@@ -263,6 +308,35 @@ fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     out
 }
 
+/// One persistent login in words.
+fn persistent_text(l: &LoginSpec) -> String {
+    format!(
+        "portal {} from {} IOC {} driver {}",
+        l.portal,
+        l.local
+            .map_or("(any free local address)".into(), |a| a.to_string()),
+        l.ioc_guid.as_deref().unwrap_or("(every SRP IOC)"),
+        l.driver.as_deref().unwrap_or("(configured)")
+    )
+}
+
+fn persistent_table(v: &[LoginSpec]) -> String {
+    let rows = v
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            vec![
+                i.to_string(),
+                l.portal.to_string(),
+                l.local.map_or("-".into(), |a| a.to_string()),
+                l.ioc_guid.clone().unwrap_or_else(|| "*".into()),
+                l.driver.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    table(&["INDEX", "PORTAL", "LOCAL", "IOC", "DRIVER"], rows)
+}
+
 fn sessions_table(v: &[SessionInfo]) -> String {
     let rows = v
         .iter()
@@ -278,6 +352,7 @@ fn sessions_table(v: &[SessionInfo]) -> String {
                 },
                 s.state.clone(),
                 s.login.clone(),
+                s.driver.clone(),
                 format!("{}/{}", s.logins, s.losses),
                 s.outstanding.to_string(),
                 s.disks.len().to_string(),
@@ -294,6 +369,7 @@ fn sessions_table(v: &[SessionInfo]) -> String {
             "IOC",
             "STATE",
             "LOGIN",
+            "DRIVER",
             "LOGINS/LOSSES",
             "OUTSTANDING",
             "DISKS",

@@ -7,15 +7,24 @@
 use serde_json::Value;
 use std::process::Command;
 
+/// The host suite runs under both initiator driver models, one after the other.
 #[test]
 fn the_readme_drill_passes_and_its_picture_shows_the_failover() {
-    let out = std::env::temp_dir().join(format!("srp-drill-test-{}", std::process::id()));
+    for driver in ["storport", "iscsi-model"] {
+        eprintln!("driver model: {driver}");
+        drill(driver);
+    }
+}
+
+fn drill(driver: &str) {
+    let out = std::env::temp_dir().join(format!("srp-drill-test-{}-{driver}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/drill.sh");
     let run = Command::new("timeout")
         .args(["180", "bash", script])
         .arg(&out)
         .env("SRPCTL", env!("CARGO_BIN_EXE_srpctl"))
+        .env("DRILL_DRIVER", driver)
         .env("DRILL_WARMUP", "2")
         .env("DRILL_FAULT_SECS", "3")
         .env("DRILL_AFTER", "3")

@@ -10,7 +10,7 @@ mod block;
 mod process;
 
 use block::{FsMount, LoopDev, TempDir, bounded, pattern, run};
-use process::{HostProcess, TargetProcess};
+use process::{HostProcess, SRPCTL, TargetProcess, output_within};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -39,11 +39,11 @@ fn target_config(dir: &Path) -> PathBuf {
     cfg
 }
 
-fn host_config(dir: &Path) -> (PathBuf, PathBuf) {
+fn host_config(dir: &Path, driver: &str) -> (PathBuf, PathBuf) {
     let cfg = dir.join("host.toml");
     let disks = dir.join("disks");
     let text = format!(
-        "[host]\nname = \"e2e-host\"\nnode_guid = \"0x0002c90300e1e100\"\n\
+        "[host]\nname = \"e2e-host\"\nnode_guid = \"0x0002c90300e1e100\"\ndriver = \"{driver}\"\n\
          disks_dir = \"{}\"\ncontrol_socket = \"{}\"\nsweep_interval = \"1s\"\n\n\
          [timers]\nreconnect_delay = \"1s\"\nfast_io_fail = \"10s\"\ndev_loss = \"60s\"\n\n\
          [[portal]]\naddress = \"127.0.140.1\"\nlocal = [\"127.0.140.2\"]\n",
@@ -73,12 +73,20 @@ fn the_disk(disks: &Path) -> PathBuf {
     }
 }
 
+/// The host suite runs under both initiator driver models, one after the other.
 #[test]
 fn ext4_through_an_srp_disk_survives_restarting_both_daemons() {
-    bounded(240, || {
+    for driver in ["storport", "iscsi-model"] {
+        eprintln!("driver model: {driver}");
+        ext4_survives_restarts(driver);
+    }
+}
+
+fn ext4_survives_restarts(driver: &'static str) {
+    bounded(240, move || {
         let dir = TempDir::new("host-e2e");
         let target_cfg = target_config(dir.path());
-        let (host_cfg, disks) = host_config(dir.path());
+        let (host_cfg, disks) = host_config(dir.path(), driver);
         let ext = dir.path().join("mnt");
         std::fs::create_dir_all(&ext).expect("mkdir");
         {
@@ -95,6 +103,14 @@ fn ext4_through_an_srp_disk_survives_restarting_both_daemons() {
                 "named by its NAA identity: {name}"
             );
             assert_eq!(std::fs::metadata(&file).expect("stat").len(), 64 << 20);
+            let mut ask = std::process::Command::new(SRPCTL);
+            ask.args(["sessions", "--json", "--socket"])
+                .arg(dir.path().join("host.sock"));
+            let sessions = String::from_utf8_lossy(&output_within(ask, 10).stdout).into_owned();
+            assert!(
+                sessions.contains(&format!("\"driver\":\"{driver}\"")),
+                "the session runs the {driver} model: {sessions}"
+            );
             let dev = LoopDev::attach(&file);
             run("mkfs.ext4", &["-q", "-F", &dev.0]);
             let fs = FsMount::mount(&dev.0, &ext);

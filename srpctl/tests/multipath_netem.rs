@@ -89,7 +89,7 @@ fn multipath_under_netem_loses_no_io_and_no_data() {
         .into();
     let chaos = ChaosLinks::new(&tns, &hns, &links, seed);
     let target_cfg = write_target_config(dir.path());
-    let (host_cfg, disks_dir, socket) = write_host_config(dir.path());
+    let (host_cfg, disks_dir, socket) = write_host_config(dir.path(), "storport");
     let _target = TargetProcess::start_command(tns.exec(SRPCTL), &target_cfg);
     let host = HostProcess::start_command(hns.exec(SRPCTL), &host_cfg, &disks_dir);
     let disk = wait_two_active_paths(&socket);

@@ -66,8 +66,16 @@ fn link_drill(
     r
 }
 
+/// The host suite runs under both initiator driver models, one after the other.
 #[test]
 fn cutting_each_link_then_both_loses_no_io_and_no_data() {
+    for driver in ["storport", "iscsi-model"] {
+        eprintln!("driver model: {driver}");
+        cut_each_link_then_both(driver);
+    }
+}
+
+fn cut_each_link_then_both(driver: &str) {
     let dir = TempDir::new("mp-netns");
     let tns = Netns::new("srpt-tgt");
     let hns = Netns::new("srpt-host");
@@ -82,7 +90,7 @@ fn cutting_each_link_then_both_loses_no_io_and_no_data() {
         )
     });
     let target_cfg = write_target_config(dir.path());
-    let (host_cfg, disks_dir, socket) = write_host_config(dir.path());
+    let (host_cfg, disks_dir, socket) = write_host_config(dir.path(), driver);
     let _target = TargetProcess::start_command(tns.exec(SRPCTL), &target_cfg);
     let host = HostProcess::start_command(hns.exec(SRPCTL), &host_cfg, &disks_dir);
 
@@ -98,7 +106,7 @@ fn cutting_each_link_then_both_loses_no_io_and_no_data() {
     // Each link in turn: the other path carries the I/O; the stall is far below the
     // fast-I/O-fail timer.
     for (i, (link, session)) in links.iter().zip([s1, s2]).enumerate() {
-        let label = format!("link{}", i + 1);
+        let label = format!("{driver}-link{}", i + 1);
         let r = link_drill(
             &hns,
             &socket,
@@ -129,7 +137,7 @@ fn cutting_each_link_then_both_loses_no_io_and_no_data() {
         &hns,
         &socket,
         dir.path(),
-        "both",
+        &format!("{driver}-both"),
         s1,
         &down,
         &up,
@@ -139,7 +147,7 @@ fn cutting_each_link_then_both_loses_no_io_and_no_data() {
     let fault_ms = BOTH_FAULT_S as f64 * 1000.0;
     assert!(
         stall >= fault_ms * 0.8 && stall < NO_PATH_RETRY_S as f64 * 1000.0,
-        "both links: max stall {stall} ms for a {fault_ms} ms cut (no_path_retry {NO_PATH_RETRY_S} s)"
+        "{driver}, both links: max stall {stall} ms for a {fault_ms} ms cut (no_path_retry {NO_PATH_RETRY_S} s)"
     );
     eprintln!(
         "stalls: link1/link2 see above; both {stall} ms for a {fault_ms} ms cut \

@@ -210,6 +210,22 @@ impl HostClient {
             other => Err(unexpected(&other)),
         }
     }
+
+    /// The persistent logins, in the order they were added.
+    pub fn persistent_logins(&mut self) -> Result<Vec<LoginSpec>, ClientError> {
+        self.list(&HostRequest::PersistentLogins, |a| match a {
+            HostAnswer::Persistent(v) => Ok(v),
+            other => Err(other),
+        })
+    }
+
+    /// Forgets persistent login `index` (its sessions stay until logged out); returns it.
+    pub fn forget_persistent(&mut self, index: u32) -> Result<LoginSpec, ClientError> {
+        match self.call(&HostRequest::RemovePersistent { index }, 0, REPLY)? {
+            HostAnswer::Forgotten(spec) => Ok(spec),
+            other => Err(unexpected(&other)),
+        }
+    }
 }
 
 fn unexpected(answer: &HostAnswer) -> ClientError {
@@ -219,6 +235,8 @@ fn unexpected(answer: &HostAnswer) -> ClientError {
         HostAnswer::LoggedIn(_) => "LoggedIn",
         HostAnswer::LoggedOut { .. } => "LoggedOut",
         HostAnswer::Done { .. } => "Done",
+        HostAnswer::Persistent(_) => "Persistent",
+        HostAnswer::Forgotten(_) => "Forgotten",
     };
     ClientError::BadReply(format!("a {kind} answer to another request"))
 }

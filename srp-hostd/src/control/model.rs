@@ -42,6 +42,9 @@ pub struct SessionInfo {
     /// The login form that logged in: `ib-cm` or `rdma-cm`.
     #[serde(default)]
     pub login: String,
+    /// The driver model the session runs under: `storport` or `iscsi-model`.
+    #[serde(default)]
+    pub driver: String,
     /// The session's HCA port counters by name (`hca::engine::Stats::named`): packets,
     /// drops by reason (`icrc_errors`, `unknown_qp`, `pkey_mismatch`, `wrong_peer`,
     /// `wrong_state`, `malformed`, …), NAKs sent and received, retransmits, and `dropped`
@@ -157,6 +160,36 @@ pub struct LoginSpec {
     /// Only this IOC (GUID, `0x`-prefixed hex or plain 16 hex digits); default: every IOC
     /// with an SRP service not logged in to yet.
     pub ioc_guid: Option<String>,
+    /// Keep it: the daemon records the login and establishes it again at every start
+    /// (and every sweep while it is down), as the iSCSI initiator's persistent logins.
+    #[serde(default)]
+    pub persistent: bool,
+    /// The driver model for its sessions (`storport` or `iscsi-model`); default: the
+    /// portal's, else the host's.
+    #[serde(default)]
+    pub driver: Option<String>,
+}
+
+impl LoginSpec {
+    /// A login to every SRP IOC at `portal` from a free local address, not persistent,
+    /// under the configured driver model.
+    pub fn to(portal: IpAddr) -> LoginSpec {
+        LoginSpec {
+            portal,
+            local: None,
+            ioc_guid: None,
+            persistent: false,
+            driver: None,
+        }
+    }
+
+    /// Whether two specs name the same login (persistence aside).
+    pub fn same_login(&self, other: &LoginSpec) -> bool {
+        self.portal == other.portal
+            && self.local == other.local
+            && self.ioc_guid == other.ioc_guid
+            && self.driver == other.driver
+    }
 }
 
 /// A request to the daemon.
@@ -188,6 +221,13 @@ pub enum HostRequest {
         /// back in service after a successful path verify.
         enabled: bool,
     },
+    /// List the persistent logins.
+    PersistentLogins,
+    /// Forget persistent login `index` (its sessions stay until logged out).
+    RemovePersistent {
+        /// Its index in the list.
+        index: u32,
+    },
 }
 
 /// The daemon's answer.
@@ -209,6 +249,10 @@ pub enum HostAnswer {
         /// Their names.
         disks: Vec<String>,
     },
+    /// The persistent logins, in the order they were added.
+    Persistent(Vec<LoginSpec>),
+    /// The persistent login removed.
+    Forgotten(LoginSpec),
 }
 
 /// Why the daemon refused or failed a request.
@@ -234,6 +278,9 @@ pub enum HostControlError {
     /// The portal did not answer Device Management, or the login failed.
     #[error("{0}")]
     Failed(String),
+    /// No persistent login with that index.
+    #[error("no persistent login {0}")]
+    NoSuchPersistent(u32),
     /// A request the daemon cannot parse.
     #[error("bad request: {0}")]
     BadRequest(String),

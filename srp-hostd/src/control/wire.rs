@@ -10,6 +10,8 @@
 //! | `0x0304` LOGOUT     | [`Logout`] `{"session":3}`                             | `{"Ok":{"LoggedOut":{…}}}`    |
 //! | `0x0305` SET_POLICY | [`SetPolicy`] `{"disk":"srp0","policy":"round-robin"}` | `{"Ok":{"Done":{…}}}`         |
 //! | `0x0306` SET_PATH   | [`SetPath`] `{"session":3,"enabled":false}`            | `{"Ok":{"Done":{…}}}`         |
+//! | `0x0307` PERSISTENT | [`ListPage`] `{"start":0}`                             | `{"Ok":{"Persistent":[…]}}`   |
+//! | `0x0308` FORGET     | [`Forget`] `{"index":0}`                               | `{"Ok":{"Forgotten":{…}}}`    |
 //!
 //! - A request body is the JSON of the request's parameters (the opcode says which request):
 //!   the payload of the [`HostRequest`] variant, plus the page start for the lists.
@@ -43,6 +45,18 @@ pub const LOGOUT: u16 = 0x0304;
 pub const SET_POLICY: u16 = 0x0305;
 /// Take a path out of service or return it ([`SetPath`] → `HostAnswer::Done`).
 pub const SET_PATH: u16 = 0x0306;
+
+/// List the persistent logins ([`ListPage`] → a page of `HostAnswer::Persistent`).
+pub const PERSISTENT: u16 = 0x0307;
+/// Forget a persistent login ([`Forget`] → `HostAnswer::Forgotten`).
+pub const FORGET: u16 = 0x0308;
+
+/// The body of a FORGET request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forget {
+    /// The persistent login's index.
+    pub index: u32,
+}
 
 /// The body of a list request: entries from `start` on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +119,10 @@ pub fn encode_request(
                 enabled: *enabled,
             })?,
         ),
+        HostRequest::PersistentLogins => (PERSISTENT, serde_json::to_vec(&ListPage { start })?),
+        HostRequest::RemovePersistent { index } => {
+            (FORGET, serde_json::to_vec(&Forget { index: *index })?)
+        }
     })
 }
 
@@ -130,6 +148,11 @@ pub fn decode_request(opcode: u16, body: &[u8]) -> Result<(HostRequest, u32), Ct
             let SetPath { session, enabled } = json(body)?;
             (HostRequest::SetPath { session, enabled }, 0)
         }
+        PERSISTENT => (HostRequest::PersistentLogins, json::<ListPage>(body)?.start),
+        FORGET => {
+            let Forget { index } = json(body)?;
+            (HostRequest::RemovePersistent { index }, 0)
+        }
         _ => return Err(CtlStatus::UnknownOpcode),
     })
 }
@@ -140,6 +163,7 @@ pub fn encode_answer(answer: Answer, start: u32) -> Vec<u8> {
     let answer = match answer {
         Ok(HostAnswer::Sessions(v)) => page(v, start, HostAnswer::Sessions, "session"),
         Ok(HostAnswer::Disks(v)) => page(v, start, HostAnswer::Disks, "disk"),
+        Ok(HostAnswer::Persistent(v)) => page(v, start, HostAnswer::Persistent, "persistent login"),
         other => other,
     };
     let body = to_json(&answer);
@@ -272,6 +296,7 @@ mod tests {
             outstanding: 0,
             disks: (0..disks).map(|i| format!("srp{i}")).collect(),
             login: "ib-cm".into(),
+            driver: "storport".into(),
             hca: [("icrc_errors".to_owned(), 1u64)].into_iter().collect(),
         }
     }
@@ -283,15 +308,29 @@ mod tests {
             portal: "10.0.0.1".parse().expect("ip"),
             local: None,
             ioc_guid: Some("0x0002c90300a1b2c3".into()),
+            persistent: true,
+            driver: Some("iscsi-model".into()),
         };
-        let cases: [(HostRequest, u32, u16, &str); 7] = [
+        let cases: [(HostRequest, u32, u16, &str); 9] = [
             (HostRequest::Sessions, 5, SESSIONS, r#"{"start":5}"#),
             (HostRequest::Disks, 0, DISKS, r#"{"start":0}"#),
             (
                 HostRequest::Login(spec),
                 0,
                 LOGIN,
-                r#"{"portal":"10.0.0.1","local":null,"ioc_guid":"0x0002c90300a1b2c3"}"#,
+                r#"{"portal":"10.0.0.1","local":null,"ioc_guid":"0x0002c90300a1b2c3","persistent":true,"driver":"iscsi-model"}"#,
+            ),
+            (
+                HostRequest::PersistentLogins,
+                2,
+                PERSISTENT,
+                r#"{"start":2}"#,
+            ),
+            (
+                HostRequest::RemovePersistent { index: 4 },
+                0,
+                FORGET,
+                r#"{"index":4}"#,
             ),
             (
                 HostRequest::Logout { session: 3 },
@@ -336,7 +375,9 @@ mod tests {
 
     #[test]
     fn bad_requests_are_refused() {
-        for op in [SESSIONS, DISKS, LOGIN, LOGOUT, SET_POLICY, SET_PATH] {
+        for op in [
+            SESSIONS, DISKS, LOGIN, LOGOUT, SET_POLICY, SET_PATH, PERSISTENT, FORGET,
+        ] {
             for body in [
                 &b""[..],
                 b"{",
@@ -375,7 +416,7 @@ mod tests {
             Err(CtlStatus::Malformed)
         );
         assert_eq!(
-            decode_request(0x0307, br#"{"start":0}"#),
+            decode_request(0x0309, br#"{"start":0}"#),
             Err(CtlStatus::UnknownOpcode)
         );
         assert_eq!(

@@ -28,7 +28,7 @@ impl Shared {
         // Each session's HCA counters, read once for all its paths.
         let hca: std::collections::BTreeMap<u32, hca::engine::Stats> = sessions
             .iter()
-            .map(|s| (s.id(), s.port().miniport().status().hca))
+            .map(|s| (s.id(), s.port().status().hca))
             .collect();
         disks
             .iter()
@@ -108,14 +108,35 @@ impl HostControl for Shared {
             HostRequest::Sessions => Ok(HostAnswer::Sessions(self.sessions())),
             HostRequest::Disks => Ok(HostAnswer::Disks(self.disks())),
             HostRequest::Login(spec) => {
-                let iocs = self
-                    .config
-                    .portals
-                    .iter()
-                    .find(|p| p.address == spec.portal && spec.ioc_guid.is_none())
-                    .map(|p| p.iocs.clone())
-                    .unwrap_or_default();
-                self.login(&spec, &iocs).map(HostAnswer::LoggedIn)
+                let created = self.login(&spec, &self.portal_iocs(&spec))?;
+                if spec.persistent {
+                    lock(&self.persistent).add(&spec).map_err(|e| {
+                        HostControlError::Failed(format!(
+                            "logged in ({} sessions), but the persistent login could not be \
+                             recorded in {}: {e}",
+                            created.len(),
+                            self.config.state_dir.display()
+                        ))
+                    })?;
+                    tracing::info!(portal = %spec.portal, ioc = ?spec.ioc_guid, "persistent login recorded");
+                }
+                Ok(HostAnswer::LoggedIn(created))
+            }
+            HostRequest::PersistentLogins => Ok(HostAnswer::Persistent(
+                lock(&self.persistent).list().to_vec(),
+            )),
+            HostRequest::RemovePersistent { index } => {
+                let removed = lock(&self.persistent).remove(index as usize);
+                match removed {
+                    None => Err(HostControlError::NoSuchPersistent(index)),
+                    Some(Err(e)) => Err(HostControlError::Failed(format!(
+                        "the persistent logins could not be written: {e}"
+                    ))),
+                    Some(Ok(spec)) => {
+                        tracing::info!(portal = %spec.portal, ioc = ?spec.ioc_guid, "persistent login forgotten");
+                        Ok(HostAnswer::Forgotten(spec))
+                    }
+                }
             }
             HostRequest::Logout { session } => {
                 let _serial = lock(&self.logins);

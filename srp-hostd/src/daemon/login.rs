@@ -2,9 +2,10 @@
 //! service without a session.
 
 use super::{Shared, lock};
+use crate::config::DriverModel;
 use crate::control::{HostControlError, LoginSpec, SessionInfo};
 use crate::discover::{SrpService, route_source, srp_services, sweep};
-use crate::session::Session;
+use crate::session::{Session, driver_model};
 use hca::Guid;
 use srp_initiator_storport::srp::LoginVia;
 use std::net::IpAddr;
@@ -58,11 +59,7 @@ impl Shared {
             if self.stopping() {
                 return;
             }
-            let spec = LoginSpec {
-                portal: p.address,
-                local: None,
-                ioc_guid: None,
-            };
+            let spec = LoginSpec::to(p.address);
             let outcome = self.login(&spec, &p.iocs);
             for s in outcome.iter().flatten() {
                 tracing::info!(
@@ -75,6 +72,41 @@ impl Shared {
             }
             self.note_sweep(p.address, outcome.as_ref().err());
         }
+        self.persistent_logins();
+    }
+
+    /// Establishes every persistent login that has no session (at start, and at every
+    /// sweep while one is down): as the operator's login was, with its own IOC, local
+    /// address and driver model.
+    fn persistent_logins(&self) {
+        let specs = lock(&self.persistent).list().to_vec();
+        for spec in specs {
+            if self.stopping() {
+                return;
+            }
+            let outcome = self.login(&spec, &self.portal_iocs(&spec));
+            for s in outcome.iter().flatten() {
+                tracing::info!(
+                    session = s.id,
+                    ioc = s.ioc_guid,
+                    driver = s.driver,
+                    disks = ?s.disks,
+                    "persistent login established"
+                );
+            }
+            self.note_sweep(spec.portal, outcome.as_ref().err());
+        }
+    }
+
+    /// The IOCs a login to `spec.portal` is limited to: the configured portal's list,
+    /// unless the spec names its IOC.
+    pub(super) fn portal_iocs(&self, spec: &LoginSpec) -> Vec<Guid> {
+        self.config
+            .portals
+            .iter()
+            .find(|p| p.address == spec.portal && spec.ioc_guid.is_none())
+            .map(|p| p.iocs.clone())
+            .unwrap_or_default()
     }
 
     /// Logs a portal's sweep failure at warning level once per change (every sweep retries,
@@ -137,6 +169,14 @@ impl Shared {
         if self.stopping() {
             return Err(HostControlError::Stopping);
         }
+        let model = match spec.driver.as_deref() {
+            None => None,
+            Some(t) => Some(DriverModel::parse(t).ok_or_else(|| {
+                HostControlError::BadRequest(format!(
+                    "driver {t:?}: \"storport\" or \"iscsi-model\""
+                ))
+            })?),
+        };
         let only = match &spec.ioc_guid {
             Some(g) => Some(Guid(
                 crate::config::parse_id64(g).map_err(HostControlError::BadRequest)?,
@@ -199,7 +239,16 @@ impl Shared {
                 st.next_id - 1
             };
             let forms = self.login_forms(&service);
-            match Session::open(id, service, local, &self.config, &forms, &self.memory) {
+            let model = model.unwrap_or_else(|| driver_model(&self.config, &service));
+            match Session::open(
+                id,
+                service,
+                local,
+                &self.config,
+                &forms,
+                model,
+                &self.memory,
+            ) {
                 Ok(s) => {
                     let s = Arc::new(s);
                     {

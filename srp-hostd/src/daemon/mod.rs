@@ -102,6 +102,8 @@ struct Shared {
     state: Mutex<State>,
     /// Serializes sweeps, logins and logouts.
     logins: Mutex<()>,
+    /// The persistent logins (a leaf lock).
+    persistent: Mutex<crate::persist::PersistentLogins>,
     wake: Condvar,
 }
 
@@ -197,6 +199,7 @@ impl HostDaemon {
     }
 
     fn launch(config: HostConfig, exposure: Exposure) -> HostDaemon {
+        let persistent = crate::persist::PersistentLogins::load(&config.state_dir);
         let shared = Arc::new(Shared {
             memory: SystemMemory::new(crate::session::memory_pages(&config)),
             config,
@@ -207,6 +210,7 @@ impl HostDaemon {
                 ..State::default()
             }),
             logins: Mutex::new(()),
+            persistent: Mutex::new(persistent),
             wake: Condvar::new(),
         });
         let mut threads = Vec::new();

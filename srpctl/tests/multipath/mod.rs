@@ -48,14 +48,14 @@ pub fn write_target_config(dir: &Path) -> PathBuf {
     cfg
 }
 
-/// Writes the host's configuration in `dir`; returns it, its disks directory and its
+/// Writes the host's configuration in `dir` (its logins under the driver model `driver`); returns it, its disks directory and its
 /// control socket.
-pub fn write_host_config(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+pub fn write_host_config(dir: &Path, driver: &str) -> (PathBuf, PathBuf, PathBuf) {
     let cfg = dir.join("host.toml");
     let disks = dir.join("disks");
     let socket = dir.join("host.sock");
     let text = format!(
-        "[host]\nname = \"mp-netns\"\nnode_guid = \"0x0002c90300e7e100\"\n\
+        "[host]\nname = \"mp-netns\"\nnode_guid = \"0x0002c90300e7e100\"\ndriver = \"{driver}\"\n\
          disks_dir = \"{disks}\"\ncontrol_socket = \"{sock}\"\nsweep_interval = \"1s\"\n\n\
          [timers]\nreconnect_delay = \"1s\"\nfast_io_fail = \"{FAST_IO_FAIL_S}s\"\n\
          dev_loss = \"600s\"\n\n\

@@ -1,0 +1,174 @@
+//! [`HostAdapter`]: one login's initiator under the driver model the configuration chose —
+//! the StorPort miniport under its emulated StorPort, or the iSCSI-model SRP driver under
+//! its emulated SCSIport-era port. Both run the same SRP transport and take the same
+//! SRBs; the daemon, its disks and multipath see one interface.
+//!
+//! Contract: [`HostAdapter::start`] opens the adapter and starts the login without waiting
+//! for it (the caller reads [`HostAdapter::status`]); [`HostAdapter::submit`] hands an SRB
+//! to the port, whose completion comes exactly once; [`HostAdapter::stop`] logs out in
+//! order (StorPort: StopAdapter after a bounded drain; iSCSI model: orderly removal and
+//! unload); [`HostAdapter::surprise_remove`] is the IOC disappearing (iSCSI model: the
+//! driver fails what it holds with NO_DEVICE at once; StorPort, which sees no removal:
+//! the channel is abandoned the same way through the transport, as its PnP would).
+
+use crate::config::DriverModel;
+use access_layer::verbs::Completion;
+use srp_initiator_iscsi_model::port as iscsi;
+use srp_initiator_iscsi_model::srp::SrpDriver;
+use srp_initiator_storport::port::{
+    DataBuffer, MemoryError, Port, PortConfig, PortEvent, SrbRequest, SrbResult, SrbStatus,
+    SystemMemory,
+};
+use srp_initiator_storport::srp::{AdapterStatus, SrpAdapterConfig, SrpMiniport, SrpTransport};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A login's adapter under one of the two driver models.
+pub enum HostAdapter {
+    /// The StorPort miniport.
+    StorPort(Port<SrpMiniport>),
+    /// The iSCSI-model driver.
+    IscsiModel(iscsi::Port<SrpDriver>),
+}
+
+impl std::fmt::Debug for HostAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostAdapter")
+            .field("model", &self.model())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HostAdapter {
+    /// Opens the adapter for `cfg` under `model`, its SRB buffers in `memory`, and starts
+    /// the login.
+    pub fn start(
+        model: DriverModel,
+        cfg: SrpAdapterConfig,
+        memory: &Arc<SystemMemory>,
+    ) -> Result<HostAdapter, String> {
+        match model {
+            DriverModel::StorPort => {
+                let config = PortConfig {
+                    memory: Some(memory.clone()),
+                    ..PortConfig::default()
+                };
+                Port::<SrpMiniport>::start(cfg, config)
+                    .map(HostAdapter::StorPort)
+                    .map_err(|e| e.to_string())
+            }
+            DriverModel::IscsiModel => {
+                let config = iscsi::PortConfig {
+                    memory: Some(memory.clone()),
+                    ..iscsi::PortConfig::default()
+                };
+                iscsi::Port::start(SrpDriver::new(cfg), config)
+                    .map(HostAdapter::IscsiModel)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Its driver model.
+    pub fn model(&self) -> DriverModel {
+        match self {
+            HostAdapter::StorPort(_) => DriverModel::StorPort,
+            HostAdapter::IscsiModel(_) => DriverModel::IscsiModel,
+        }
+    }
+
+    /// The SRP transport (once the adapter opened it).
+    pub fn transport(&self) -> Option<&SrpTransport> {
+        match self {
+            HostAdapter::StorPort(p) => p.miniport().transport(),
+            HostAdapter::IscsiModel(p) => p.driver().transport(),
+        }
+    }
+
+    /// Hands `req` to the port.
+    pub fn submit(&self, req: SrbRequest) -> Result<Completion<SrbResult>, String> {
+        match self {
+            HostAdapter::StorPort(p) => p.submit(req).map_err(|e| e.to_string()),
+            HostAdapter::IscsiModel(p) => p.submit(req).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Port state, logins, losses, the last failure, the HCA port's counters.
+    pub fn status(&self) -> AdapterStatus {
+        match self {
+            HostAdapter::StorPort(p) => p.miniport().status(),
+            HostAdapter::IscsiModel(p) => p.driver().status(),
+        }
+    }
+
+    /// For multipath with another path: fail what the channel holds now while it is down.
+    pub fn fail_fast_now(&self) {
+        match self {
+            HostAdapter::StorPort(p) => p.miniport().fail_fast_now(),
+            HostAdapter::IscsiModel(p) => p.driver().fail_fast_now(),
+        }
+    }
+
+    /// Requests the port has handed to the driver and not had back.
+    pub fn outstanding(&self) -> u32 {
+        match self {
+            HostAdapter::StorPort(p) => p.outstanding(),
+            HostAdapter::IscsiModel(p) => u32::try_from(p.outstanding()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Whether the driver reported a change of its devices since the last call (a
+    /// rescan is due).
+    pub fn bus_changed(&self) -> bool {
+        match self {
+            HostAdapter::StorPort(p) => p
+                .take_events()
+                .iter()
+                .any(|e| matches!(e, PortEvent::BusChangeDetected { .. })),
+            HostAdapter::IscsiModel(p) => p.take_events().iter().any(|e| {
+                matches!(
+                    e,
+                    iscsi::PortEvent::DeviceArrived(_) | iscsi::PortEvent::DeviceRemoved(_)
+                )
+            }),
+        }
+    }
+
+    /// A buffer for a read of `len` bytes in the port's memory.
+    pub fn read_buffer(&self, len: usize) -> Result<DataBuffer, MemoryError> {
+        match self {
+            HostAdapter::StorPort(p) => p.read_buffer(len),
+            HostAdapter::IscsiModel(p) => p.read_buffer(len),
+        }
+    }
+
+    /// A buffer holding `bytes` in the port's memory.
+    pub fn buffer_from(&self, bytes: &[u8]) -> Result<DataBuffer, MemoryError> {
+        match self {
+            HostAdapter::StorPort(p) => p.buffer_from(bytes),
+            HostAdapter::IscsiModel(p) => p.buffer_from(bytes),
+        }
+    }
+
+    /// Logs out in order after at most `drain` for what is outstanding.
+    pub fn stop(&self, drain: Duration) -> Result<(), String> {
+        match self {
+            HostAdapter::StorPort(p) => p.stop_adapter(drain).map_err(|e| e.to_string()),
+            HostAdapter::IscsiModel(p) => p.unload().map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The IOC is gone (its unit left the fabric, an operator pulled it): everything held
+    /// fails NO_DEVICE now and the channel is abandoned without a logout.
+    pub fn surprise_remove(&self) -> Result<(), String> {
+        match self {
+            HostAdapter::StorPort(p) => {
+                if let Some(t) = p.miniport().transport() {
+                    t.abandon(SrbStatus::NO_DEVICE);
+                }
+                Ok(())
+            }
+            HostAdapter::IscsiModel(p) => p.surprise_remove().map_err(|e| e.to_string()),
+        }
+    }
+}
