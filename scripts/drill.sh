@@ -23,6 +23,8 @@ pids=()
 cleanup() {
     stop_pids "${pids[@]}"
     umount -l "$work/disks" 2>/dev/null || true
+    # The daemons' logs go with the report (a failed drill is read from them).
+    cp "$work/target.log" "$work/host.log" "$out/" 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT

@@ -1,6 +1,7 @@
 //! `ctl_host`: the host daemon's control service ([`HostService`], JSON bodies) behind the
 //! socket framing ([`crate::ctl_frame`]), over a daemon that answers from a fixed world
-//! (twelve sessions and eight disks: both lists span several pages).
+//! (twelve sessions, eight disks, three persistent logins: the first two lists span
+//! several pages).
 //!
 //! Beyond the framing checks, for every service request: a body that decodes reaches the
 //! daemon as exactly that request, and re-encodes (canonically, once) to a body that
@@ -14,8 +15,8 @@ use crate::input::Input;
 use access_layer::ctl::wire::{CtlStatus, MAX_BODY, REPLY_BIT};
 use access_layer::ctl::{Reply, Request};
 use srp_hostd::control::wire::{
-    self, DISKS, LOGIN, LOGOUT, SESSIONS, SET_PATH, SET_POLICY, decode_answer, decode_request,
-    encode_answer, encode_request,
+    self, DISKS, FORGET, LOGIN, LOGOUT, PERSISTENT, SESSIONS, SET_PATH, SET_POLICY, decode_answer,
+    decode_request, encode_answer, encode_request,
 };
 use srp_hostd::control::{
     DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, HostService, LoginSpec,
@@ -24,12 +25,15 @@ use srp_hostd::control::{
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-const OPCODES: [u16; 7] = [SESSIONS, DISKS, LOGIN, LOGOUT, SET_POLICY, SET_PATH, 0x0307];
+const OPCODES: [u16; 9] = [
+    SESSIONS, DISKS, LOGIN, LOGOUT, SET_POLICY, SET_PATH, PERSISTENT, FORGET, 0x0309,
+];
 const POLICIES: [&str; 3] = ["round-robin", "failover-only", "least-queue-depth"];
 
 struct World {
     sessions: Vec<SessionInfo>,
     disks: Vec<DiskInfo>,
+    persistent: Vec<LoginSpec>,
 }
 
 fn world() -> &'static World {
@@ -52,6 +56,7 @@ fn world() -> &'static World {
                 outstanding: i,
                 disks: (0..i).map(|d| format!("srp{d}")).collect(),
                 login: "ib-cm".into(),
+                driver: ["storport", "iscsi-model"][i as usize % 2].into(),
                 hca: [("icrc_errors".to_owned(), u64::from(i))].into(),
             })
             .collect();
@@ -96,7 +101,19 @@ fn world() -> &'static World {
                     .collect(),
             })
             .collect();
-        World { sessions, disks }
+        let persistent = (0..3)
+            .map(|i| LoginSpec {
+                ioc_guid: Some(format!("{:#018x}", 0x0002_c903_00a1_b2c0u64 + i)),
+                persistent: true,
+                driver: (i == 1).then(|| "iscsi-model".into()),
+                ..LoginSpec::to(ip(1))
+            })
+            .collect();
+        World {
+            sessions,
+            disks,
+            persistent,
+        }
     })
 }
 
@@ -138,6 +155,11 @@ fn answer(request: &HostRequest) -> Result<HostAnswer, HostControlError> {
                 disks: s.disks.clone(),
             }),
             None => Err(HostControlError::NoSuchSession(*id)),
+        },
+        HostRequest::PersistentLogins => Ok(HostAnswer::Persistent(w.persistent.clone())),
+        HostRequest::RemovePersistent { index } => match w.persistent.get(*index as usize) {
+            Some(l) => Ok(HostAnswer::Forgotten(l.clone())),
+            None => Err(HostControlError::NoSuchPersistent(*index)),
         },
     }
 }
@@ -196,7 +218,13 @@ fn body(input: &mut Input<'_>, opcode: u16) -> Vec<u8> {
             ioc_guid: input
                 .bool()
                 .then(|| text(input, &["0x0002c90300a1b2c3", "0002:c903:00a1:b2c3", "0x"])),
+            persistent: input.bool(),
+            driver: input
+                .bool()
+                .then(|| text(input, &["storport", "iscsi-model"])),
         }),
+        PERSISTENT => HostRequest::PersistentLogins,
+        FORGET => HostRequest::RemovePersistent { index: session },
         LOGOUT => HostRequest::Logout { session },
         SET_POLICY => HostRequest::SetPolicy {
             disk: text(input, &["srp0", "srp7", "srp8"]),
@@ -259,7 +287,10 @@ fn check(daemon: &Daemon, x: Exchange<'_>) {
     let (op, again) = encode_request(&req, start).expect("a decoded request encodes");
     assert_eq!(op, opcode);
     assert_eq!(decode_request(op, &again), Ok((req.clone(), start)));
-    let is_list = matches!(req, HostRequest::Sessions | HostRequest::Disks);
+    let is_list = matches!(
+        req,
+        HostRequest::Sessions | HostRequest::Disks | HostRequest::PersistentLogins
+    );
     let (_, again2) = encode_request(&req, start).expect("encodes");
     assert_eq!(again, again2);
     let Reply::Service {
@@ -285,6 +316,18 @@ fn check(daemon: &Daemon, x: Exchange<'_>) {
             assert!(
                 rest.starts_with(&page),
                 "a page of the sessions from {start}"
+            );
+            assert_eq!(
+                page.is_empty(),
+                rest.is_empty(),
+                "an empty page before the end"
+            );
+        }
+        Ok(HostAnswer::Persistent(page)) if is_list => {
+            let rest: Vec<_> = w.persistent.iter().skip(skip).cloned().collect();
+            assert!(
+                rest.starts_with(&page),
+                "a page of the persistent logins from {start}"
             );
             assert_eq!(
                 page.is_empty(),

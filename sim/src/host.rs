@@ -210,6 +210,7 @@ fn adapter(
         max_wait: Duration::from_millis(100),
         registration: setup.registration,
         partition: hca::PKey::DEFAULT,
+        ioc_watch: None,
         sim: Some(net.clone()),
     }
 }

@@ -39,6 +39,22 @@ impl std::fmt::Debug for HostAdapter {
     }
 }
 
+/// An iSCSI-model adapter is unloaded when it goes (a lost or surprise-removed session
+/// skips the orderly logout): the driver's worker stops and the soft HCA port is released.
+impl Drop for HostAdapter {
+    fn drop(&mut self) {
+        if let HostAdapter::IscsiModel(p) = self
+            && !matches!(
+                p.state(),
+                iscsi::Lifecycle::Unloaded | iscsi::Lifecycle::BugChecked
+            )
+            && let Err(e) = p.unload()
+        {
+            tracing::debug!(%e, "unloading the iSCSI-model driver");
+        }
+    }
+}
+
 impl HostAdapter {
     /// Opens the adapter for `cfg` under `model`, its SRB buffers in `memory`, and starts
     /// the login.

@@ -136,6 +136,7 @@ pub fn adapter_config(
             .iter()
             .find(|p| p.address == service.portal)
             .map_or(hca::PKey::DEFAULT, |p| p.partition),
+        ioc_watch: None,
         sim: None,
     }
 }
@@ -214,7 +215,11 @@ impl Session {
         model: DriverModel,
         memory: &Arc<SystemMemory>,
     ) -> Result<HostAdapter, (String, bool)> {
-        let hw = adapter_config(config, service, local, via, first_qpn);
+        let mut hw = adapter_config(config, service, local, via, first_qpn);
+        if model == DriverModel::IscsiModel {
+            // The iSCSI model sees its device's life: the IOC is watched for removal.
+            hw.ioc_watch = Some(config.sweep_interval);
+        }
         // The previous attempt's adapter (another login form) is gone: dropping its port
         // joined the port's threads and closed its HCA, UDP socket included.
         let port = HostAdapter::start(model, hw, memory).map_err(|e| {
@@ -268,6 +273,20 @@ impl Session {
     /// The adapter.
     pub fn port(&self) -> &Arc<HostAdapter> {
         &self.port
+    }
+
+    /// Whether its adapter watches the IOC through Device Management (the iSCSI model: it
+    /// sees its device's removal; StorPort hides it).
+    pub fn watched(&self) -> bool {
+        self.port.model() == DriverModel::IscsiModel
+    }
+
+    /// What the adapter's IOC watch found since the last call.
+    pub fn take_ioc_events(&self) -> Vec<access_layer::dm::DmEvent> {
+        self.port
+            .transport()
+            .map(|t| t.take_ioc_events())
+            .unwrap_or_default()
     }
 
     /// Whether `what` is new for this session (the first time it is noted).

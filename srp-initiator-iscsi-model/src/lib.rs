@@ -11,9 +11,13 @@
 //! request a reset or removal flushed, no double completion, no I/O left at removal — and
 //! its verifier bugchecks the port on a break without hanging any submitter.
 //!
-//! Today: the port and its verifier, proven with a RAM driver (`tests/`). Later: the SRP
-//! driver on it (the `srp::initiator` channel core over the access layer's verbs), PnP of
-//! IOCs, power ordering, and the WMI-like management surface.
+//! [`srp`] is the SRP initiator in that shape: the same SRP transport the StorPort miniport
+//! runs (`srp_initiator_storport::srp::SrpTransport`, over the `srp::initiator` channel
+//! core and the access layer's verbs), owned by the driver's worker thread; its power in
+//! its HCA's power domain ([`srp::power`]). The host daemon (`srp-hostd`) runs it under
+//! `driver = "iscsi-model"`, feeds IOC removal to it from the access layer's PnP, and keeps
+//! persistent logins. The port is proven with a RAM driver, the SRP driver against the
+//! real target (`tests/`).
 //!
 //! Modules: [`port`], [`srp`] (the SRP driver).
 #![deny(unsafe_code)]

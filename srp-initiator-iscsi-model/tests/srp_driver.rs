@@ -453,3 +453,63 @@ fn surprise_removal_of_an_ioc_under_load_fails_over_and_loses_no_acknowledged_wr
     drop((a, b));
     drop(daemon);
 }
+
+#[test]
+fn the_power_domain_takes_the_driver_down_before_its_hca_and_up_after() {
+    use srp_initiator_iscsi_model::srp::power::power_domain;
+    use srp_target::daemon::DaemonEvent;
+    let (daemon, iocs) = target(11);
+    let mem = memory();
+    let port = Arc::new(driver(11, 12, &iocs[0], &mem));
+    let before = pattern(40, 2, 1);
+    assert_eq!(
+        run(&port, write_req(&port, 40, &before)).status,
+        SrbStatus::SUCCESS
+    );
+    while daemon.events().try_recv().is_ok() {}
+    let domain = power_domain(&port, BOUND);
+    domain
+        .power_down()
+        .expect("a transition starts")
+        .wait_timeout(BOUND)
+        .expect("down, in time");
+    let t = port.driver().transport().expect("open");
+    assert_eq!(
+        port.state(),
+        srp_initiator_iscsi_model::port::Lifecycle::PoweredDown
+    );
+    assert!(!t.hca_port_active(), "the HCA went down last");
+    // The driver went down first, while its HCA still carried traffic: its logout reached
+    // the target, which closed the channel as logged out (not by a timeout).
+    let end = Instant::now() + BOUND;
+    let reason = loop {
+        let left = end.saturating_duration_since(Instant::now());
+        match daemon.events().recv_timeout(left) {
+            Ok(DaemonEvent::Logout { reason, .. }) => break reason,
+            Ok(_) => {}
+            Err(e) => panic!("no logout at the target: {e}"),
+        }
+    };
+    assert!(reason.contains("logged out"), "{reason}");
+    let after = pattern(40, 2, 2);
+    let c = port
+        .submit(write_req(&port, 40, &after))
+        .expect("accepted in D3");
+    assert!(
+        c.wait_timeout(Duration::from_millis(300)).is_err(),
+        "nothing runs in D3"
+    );
+    domain
+        .power_up()
+        .expect("a transition starts")
+        .wait_timeout(BOUND)
+        .expect("up, in time");
+    assert!(t.hca_port_active(), "the HCA came up first");
+    let r = c.wait_timeout(BOUND).expect("replayed after D0");
+    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    assert_eq!(read_back(&port, 40, 2), after);
+    port.unload().expect("unload");
+    assert!(port.violations().is_empty(), "{:?}", port.violations());
+    drop(port);
+    drop(daemon);
+}

@@ -2,7 +2,9 @@
 //! target and a host daemon on loopback 127.0.202.x (two IOCs, one multipath disk with two
 //! paths), `srpctl drill failover --fault ioc`. It must pass, report no I/O error and no
 //! mismatch, and its picture must show the fault, the failover and the failback. The test
-//! runs the script with this build's `srpctl` (SRPCTL) and short phases. Needs root (FUSE).
+//! runs the script with this build's `srpctl` (SRPCTL) and short phases, under each driver
+//! model: under the iSCSI model the disabled IOC's session is surprise-removed (the IOC
+//! left its unit) and logged in again after the restore. Needs root (FUSE).
 
 use serde_json::Value;
 use std::process::Command;
@@ -38,7 +40,16 @@ fn drill(driver: &str) {
         serde_json::from_slice(&std::fs::read(out.join("drill-report.json")).expect("the report"))
             .expect("JSON");
     let svg = std::fs::read_to_string(out.join("drill.svg")).expect("the picture");
+    let host_log = std::fs::read_to_string(out.join("host.log")).expect("the host's log");
     let _ = std::fs::remove_dir_all(&out);
+    // The iSCSI model sees the IOC leave its unit (Device Management through PnP) and
+    // surprise-removes the session; StorPort hides removal and waits for the transport.
+    let surprise = host_log.contains("the IOC left its I/O unit: surprise removal");
+    assert_eq!(surprise, driver == "iscsi-model", "{driver}:\n{host_log}");
+    assert!(
+        report["failback_ms"].as_f64().is_some(),
+        "{driver}: the IOC's path carried I/O again after the restore: {report:#}"
+    );
     let summary = report.to_string();
     assert!(summary.contains("\"errors\":0"), "{summary}");
     assert!(summary.contains("\"mismatches\":0"), "{summary}");

@@ -106,10 +106,11 @@ fn ext4_survives_restarts(driver: &'static str) {
             let mut ask = std::process::Command::new(SRPCTL);
             ask.args(["sessions", "--json", "--socket"])
                 .arg(dir.path().join("host.sock"));
-            let sessions = String::from_utf8_lossy(&output_within(ask, 10).stdout).into_owned();
-            assert!(
-                sessions.contains(&format!("\"driver\":\"{driver}\"")),
-                "the session runs the {driver} model: {sessions}"
+            let sessions: serde_json::Value =
+                serde_json::from_slice(&output_within(ask, 10).stdout).expect("sessions JSON");
+            assert_eq!(
+                sessions[0]["driver"], driver,
+                "the session runs the {driver} model: {sessions:#}"
             );
             let dev = LoopDev::attach(&file);
             run("mkfs.ext4", &["-q", "-F", &dev.0]);

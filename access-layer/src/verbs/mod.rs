@@ -78,6 +78,14 @@ pub enum VerbsError {
         /// The verb.
         verb: &'static str,
     },
+    /// A device could not make a transition (a client device's power IRP failed).
+    #[error("{device}: {reason}")]
+    DeviceFailed {
+        /// The device.
+        device: String,
+        /// Why.
+        reason: String,
+    },
     /// The HCA is powered down and its queue of requests to replay on power-up is full.
     #[error("the HCA is powered down and {max} requests already wait for power-up")]
     PoweredDownQueueFull {

@@ -257,6 +257,9 @@ impl Shared {
                             .insert((s.service().portal, s.service().ioc_guid.0), s.login_via());
                         st.sessions.insert(id, s.clone());
                     }
+                    if s.watched() {
+                        self.bus.add(id, s.local());
+                    }
                     self.expose(&s);
                     created.push(s.info());
                 }

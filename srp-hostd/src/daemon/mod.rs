@@ -33,6 +33,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+mod bus;
 mod control;
 mod login;
 mod paths;
@@ -104,6 +105,8 @@ struct Shared {
     logins: Mutex<()>,
     /// The persistent logins (a leaf lock).
     persistent: Mutex<crate::persist::PersistentLogins>,
+    /// The IOC bus: IOC removal seen by watched sessions, through the access layer's PnP.
+    bus: bus::IocBus,
     wake: Condvar,
 }
 
@@ -211,6 +214,7 @@ impl HostDaemon {
             }),
             logins: Mutex::new(()),
             persistent: Mutex::new(persistent),
+            bus: bus::IocBus::new(),
             wake: Condvar::new(),
         });
         let mut threads = Vec::new();
@@ -298,7 +302,9 @@ impl HostDaemon {
         for s in sessions {
             self.shared.remove_disks(&s);
             s.close();
+            self.shared.bus.remove(s.id());
         }
+        self.shared.bus.close();
         if let Some(m) = self.mounted.take() {
             if let Err(e) = m.unmount() {
                 tracing::warn!(%e, "unmounting the disks directory");

@@ -16,6 +16,7 @@ impl Shared {
         let s = lock(&self.state).sessions.remove(&id)?;
         let removed = self.remove_disks(&s);
         s.close();
+        self.bus.remove(id);
         Some(removed)
     }
 

@@ -57,8 +57,10 @@ impl Shared {
         }
     }
 
-    /// Drops lost sessions; rescans those whose bus changed.
+    /// Surprise-removes the sessions whose IOC left its unit (the IOC bus), drops lost
+    /// sessions, rescans those whose bus changed.
     fn check_sessions(&self) {
+        self.ioc_removals();
         let sessions: Vec<Arc<Session>> = lock(&self.state).sessions.values().cloned().collect();
         for s in sessions {
             match s.state() {
@@ -76,6 +78,44 @@ impl Shared {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// Feeds every watched session's Device Management findings to the IOC bus, then acts
+    /// on the IOCs it reports removed: each session to such an IOC is surprise-removed
+    /// (what it holds fails NO_DEVICE at once; multipath moves it to another path) and
+    /// dropped. The IOC's return is the next sweep's to log in to.
+    fn ioc_removals(&self) {
+        let watched: Vec<Arc<Session>> = lock(&self.state)
+            .sessions
+            .values()
+            .filter(|s| s.watched())
+            .cloned()
+            .collect();
+        for s in &watched {
+            let events = s.take_ioc_events();
+            if !events.is_empty() {
+                self.bus.feed(s.id(), events);
+            }
+        }
+        for (id, ioc) in self.bus.take_removed() {
+            let Some(s) = lock(&self.state).sessions.get(&id).cloned() else {
+                continue;
+            };
+            if s.service().ioc_guid != ioc {
+                continue;
+            }
+            tracing::warn!(
+                session = id,
+                ioc = %format!("{:#018x}", ioc.0),
+                portal = %s.service().portal,
+                "the IOC left its I/O unit: surprise removal of the session"
+            );
+            if let Err(e) = s.port().surprise_remove() {
+                tracing::warn!(session = id, %e, "surprise removal");
+            }
+            let _serial = lock(&self.logins);
+            self.drop_session(id);
         }
     }
 }

@@ -26,11 +26,13 @@
 //!   the channel (a kernel client goes down before its HCA). D0 — a fresh login; requests
 //!   the port replays wait in the driver until it is up.
 //! - `unload` (passive): the worker stops and is joined; the transport is dropped (what
-//!   is left of the channel is torn down).
+//!   is left of the channel is torn down). A driver dropped without its unload stops and
+//!   joins its worker too, so the soft HCA port and its address are always released.
 //!
 //! Files: `side` (held requests, wake-ups, completion to the port), `worker` (the worker
-//! thread).
+//! thread), [`power`] (the driver in its HCA's power domain: down before it, up after).
 
+pub mod power;
 mod side;
 mod worker;
 
@@ -149,6 +151,33 @@ impl SrpDriver {
     }
 }
 
+impl Running {
+    /// Stops the worker and joins it (unload; or the driver dropped without one).
+    fn stop_worker(&self) {
+        self.side.lock().stop = true;
+        self.side.wake.notify_all();
+        let worker = self
+            .worker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(w) = worker {
+            let _ = w.join();
+        }
+    }
+}
+
+/// A driver dropped without its unload (a port dropped while the device was there, or
+/// after a bugcheck) still stops its worker: the thread holds the transport, and with it
+/// the soft HCA port and its address.
+impl Drop for SrpDriver {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.get() {
+            r.stop_worker();
+        }
+    }
+}
+
 impl Driver for SrpDriver {
     type Extension = SrbExt;
 
@@ -237,18 +266,8 @@ impl Driver for SrpDriver {
     }
 
     fn unload(&self, _port: &PortHandle<Self>) {
-        let Some(r) = self.running.get() else {
-            return;
-        };
-        r.side.lock().stop = true;
-        r.side.wake.notify_all();
-        let worker = r
-            .worker
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(w) = worker {
-            let _ = w.join();
+        if let Some(r) = self.running.get() {
+            r.stop_worker();
         }
     }
 }

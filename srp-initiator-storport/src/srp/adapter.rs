@@ -91,6 +91,12 @@ pub(crate) trait AdapterCa: ChannelInterface {
     fn with_engine(&self, f: &mut dyn FnMut(&mut Engine, Time));
     /// How the adapter used the CA's verbs.
     fn stats(&self) -> CaStats;
+    /// Puts the device in a power state (the access layer's `PowerSwitch`: the soft HCA's
+    /// ports go inactive in D3); completes when it is there.
+    fn set_power(
+        &self,
+        state: access_layer::power::PowerState,
+    ) -> access_layer::verbs::Completion<()>;
 }
 
 impl dyn AdapterCa {
@@ -115,6 +121,13 @@ impl AdapterCa for access_layer::verbs::SoftCa {
 
     fn stats(&self) -> CaStats {
         access_layer::verbs::SoftCa::stats(self)
+    }
+
+    fn set_power(
+        &self,
+        state: access_layer::power::PowerState,
+    ) -> access_layer::verbs::Completion<()> {
+        access_layer::power::PowerSwitch::set_power(self, state)
     }
 }
 
@@ -188,6 +201,8 @@ pub(crate) struct Inner {
     pub(crate) qp_failed: bool,
     /// The DPC's completion array, kept between rounds.
     pub(crate) wcs: Vec<hca::verbs::Wc>,
+    /// The IOC's Device Management watch, if configured.
+    pub(crate) watch: Option<super::watch::IocWatch>,
 }
 
 /// The adapter.
@@ -335,6 +350,9 @@ impl Adapter {
             paused: false,
             qp_failed: false,
             wcs: Vec::with_capacity(256),
+            watch: cfg.ioc_watch.map(|period| {
+                super::watch::IocWatch::new(ca.now(), Gid::from_ip(cfg.target), period)
+            }),
         };
         let target = format!(
             "IOC {:#018x} at {} ({})",

@@ -73,21 +73,33 @@ impl Adapter {
         let until = |t: Option<hca::time::Time>| {
             t.map(|t| std::time::Duration::from_nanos(t.0.saturating_sub(now.0)))
         };
-        let wait = [until(s.channel.poll_timeout()), until(s.cm.poll_timeout())]
-            .into_iter()
-            .flatten()
-            .fold(max, std::cmp::Ord::min);
+        let watch = s.watch.as_ref().and_then(|w| w.poll_timeout());
+        let wait = [
+            until(s.channel.poll_timeout()),
+            until(s.cm.poll_timeout()),
+            until(watch),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(max, std::cmp::Ord::min);
         Some(wait)
     }
 
-    /// MADs in, CM timers, MADs out, CM events to the core; returns MADs and events seen.
+    /// MADs in (Device Management ones to the IOC watch, the rest to the CM), CM and
+    /// watch timers, MADs out, CM events to the core; returns MADs and events seen.
     fn pump_cm(&self, s: &mut Inner) -> usize {
-        let Inner { gsi, cm, .. } = s;
+        let Inner { gsi, cm, watch, .. } = s;
         let mut mads = 0;
         let events = self.ca.with(|e, now| {
             while let Ok(Some((from, mad))) = gsi.recv(e, now) {
                 mads += 1;
-                cm.handle_mad(now, from, &mad.0);
+                match watch {
+                    Some(w) if super::watch::IocWatch::wants(&mad) => w.handle_mad(now, from, mad),
+                    _ => cm.handle_mad(now, from, &mad.0),
+                }
+            }
+            if let Some(w) = watch {
+                mads += w.run(e, now, gsi);
             }
             if cm.poll_timeout().is_some_and(|t| t <= now) {
                 cm.handle_timeout(now);

@@ -47,6 +47,7 @@ mod side;
 mod status;
 mod transport;
 mod verbs;
+mod watch;
 
 pub use adapter::OpenError;
 pub use side::PortSide;
@@ -155,6 +156,11 @@ pub struct SrpAdapterConfig {
     /// The partition to log in on (its P_Key; the default partition, 0xFFFF, unless the
     /// target exports the IOC on another). The adapter's port has this one partition.
     pub partition: hca::PKey,
+    /// Watch the IOC through Device Management on the adapter's own GSI port, sweeping the
+    /// target's I/O unit this often (`None`: not watched — StorPort hides device removal
+    /// from a miniport). What the sweeps find (the IOC leaving the unit, coming back) comes
+    /// out of [`SrpTransport::take_ioc_events`], for a PnP manager.
+    pub ioc_watch: Option<Duration>,
     /// Run the adapter's soft HCA on a simulated net (the whole-stack simulator) rather
     /// than a UDP socket; its CM's first communication ID then comes from the net's seed.
     pub sim: Option<std::sync::Arc<hca::sim::SimNet>>,

@@ -131,6 +131,35 @@ impl SrpTransport {
         self.a.restart(&*self.a.port);
     }
 
+    /// What the IOC watch's Device Management sweeps found since the last call (empty
+    /// without `ioc_watch`): the unit and the IOCs arriving and leaving, in order, for a
+    /// PnP manager (`access_layer::pnp::PnpManager::dm_event`).
+    pub fn take_ioc_events(&self) -> Vec<access_layer::dm::DmEvent> {
+        self.a
+            .lock()
+            .watch
+            .as_mut()
+            .map(|w| std::mem::take(&mut w.events))
+            .unwrap_or_default()
+    }
+
+    /// Puts the transport's channel adapter (its soft HCA) in `state`: in D3 its ports are
+    /// inactive and drop traffic. For a power domain whose client devices (the driver) go
+    /// down before it and come up after it.
+    pub fn set_hca_power(
+        &self,
+        state: access_layer::power::PowerState,
+    ) -> access_layer::verbs::Completion<()> {
+        self.a.ca.set_power(state)
+    }
+
+    /// Whether port 1 of the transport's channel adapter is active.
+    pub fn hca_port_active(&self) -> bool {
+        self.a
+            .ca
+            .with(|e, _| e.ports().first().is_some_and(|p| p.active))
+    }
+
     /// Requests it holds (commands and task management).
     pub fn held(&self) -> usize {
         let s = self.a.lock();

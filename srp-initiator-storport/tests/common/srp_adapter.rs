@@ -52,6 +52,7 @@ impl Adapter {
             max_wait: Duration::from_millis(100),
             registration: RegistrationMode::PerIo,
             partition: hca::PKey::DEFAULT,
+            ioc_watch: None,
             sim: None,
         }
     }

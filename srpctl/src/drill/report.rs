@@ -108,16 +108,35 @@ pub(crate) fn path_left_active(samples: &[Sample], session: u32, at_us: u64) -> 
         .map(|s| s.at_us)
 }
 
-/// When path `session` first completes I/O again after `at_us`: the first sample at or after
-/// it whose counter is above the sample before.
+/// When path `session` — or a path to the same target (IOC and portal) that replaced it, as
+/// a session surprise-removed and logged in again — first completes I/O again after
+/// `at_us`: the first sample at or after it whose counter (summed over those paths) is
+/// above the sample before.
 pub(crate) fn path_carries_io(samples: &[Sample], session: u32, at_us: u64) -> Option<u64> {
+    let target = samples
+        .iter()
+        .find_map(|s| s.path(session))
+        .map(|p| p.target.clone());
+    let ops = |s: &Sample| -> Option<u64> {
+        let mut paths = s
+            .paths
+            .iter()
+            .filter(|p| p.session == session || target.as_ref().is_some_and(|t| *t == p.target));
+        let first = paths.next()?;
+        Some(first.ops + paths.map(|p| p.ops).sum::<u64>())
+    };
     samples
         .windows(2)
         .filter(|w| w[1].at_us >= at_us)
         .find(|w| {
-            let ops = |s: &Sample| s.path(session).map(|p| p.ops);
-            matches!((ops(&w[0]), ops(&w[1])), (Some(a), Some(b)) if b > a)
-                || matches!((ops(&w[0]), ops(&w[1])), (None, Some(b)) if b > 0)
+            // A replacement path starts its own count: any count on a path that was not
+            // there before is I/O carried.
+            let fresh = w[1].paths.iter().any(|p| {
+                p.ops > 0
+                    && w[0].path(p.session).is_none()
+                    && (p.session == session || target.as_ref() == Some(&p.target))
+            });
+            fresh || matches!((ops(&w[0]), ops(&w[1])), (Some(a), Some(b)) if b > a)
         })
         .map(|w| w[1].at_us)
 }
@@ -368,6 +387,8 @@ mod tests {
                 .iter()
                 .map(|&(session, ops, state)| PathSample {
                     session,
+                    // Session 3 is session 1 logged in again (the same IOC at the same portal).
+                    target: format!("ioc{}", if session == 3 { 1 } else { session }),
                     ops,
                     state: state.into(),
                     in_flight: 0,
@@ -419,6 +440,16 @@ mod tests {
         assert_eq!(path_left_active(&samples, 1, 500_000), Some(600_000));
         assert_eq!(path_carries_io(&samples, 1, 900_000), Some(1_200_000));
         assert_eq!(path_left_active(&samples, 2, 500_000), None);
+        // Path 1 surprise-removed and back as session 3: its target's I/O is the failback.
+        let replaced = vec![
+            sample(400, &[(1, 150, "active"), (2, 200, "active")]),
+            sample(600, &[(2, 400, "active")]),
+            sample(1000, &[(2, 700, "active"), (3, 0, "active")]),
+            sample(1200, &[(2, 800, "active"), (3, 40, "active")]),
+        ];
+        assert_eq!(path_left_active(&replaced, 1, 500_000), Some(600_000));
+        assert_eq!(path_carries_io(&replaced, 1, 900_000), Some(1_200_000));
+        assert_eq!(path_carries_io(&replaced, 2, 900_000), Some(1_000_000));
         let iops = path_iops(&samples, 2_000_000);
         assert_eq!(iops.len(), 2);
         // Second 0: path 1 did 150 ops, path 2 did 700 ops; second 1: 100 and 100.

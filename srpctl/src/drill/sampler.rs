@@ -16,6 +16,9 @@ pub(crate) const PERIOD: Duration = Duration::from_millis(200);
 pub(crate) struct PathSample {
     /// The path's session.
     pub(crate) session: u32,
+    /// What it reaches: the IOC's GUID and the portal (a path that comes back as a new
+    /// session — the iSCSI model's surprise removal and re-login — reaches the same).
+    pub(crate) target: String,
     /// Reads plus writes completed on it so far.
     pub(crate) ops: u64,
     /// Its state (`active`, `standby`, `failed`, …).
@@ -46,6 +49,7 @@ impl Sample {
                 .iter()
                 .map(|p| PathSample {
                     session: p.session,
+                    target: format!("{}@{}", p.ioc_guid, p.portal),
                     ops: p.reads + p.writes,
                     state: p.state.clone(),
                     in_flight: p.in_flight,

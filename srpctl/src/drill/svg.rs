@@ -239,12 +239,14 @@ mod tests {
                 paths: vec![
                     PathSample {
                         session: 1,
+                        target: "ioc1".into(),
                         ops: i.min(10) * 100,
                         state: if i > 10 { "admin-down" } else { "active" }.into(),
                         in_flight: 0,
                     },
                     PathSample {
                         session: 2,
+                        target: "ioc2".into(),
                         ops: i * 150,
                         state: "active".into(),
                         in_flight: 0,

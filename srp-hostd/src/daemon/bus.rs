@@ -1,0 +1,138 @@
+//! The daemon's IOC bus — what IBAL's ibiou is to a Windows host: the access layer's PnP
+//! manager holds the I/O units and controllers each watched session's adapter found through
+//! Device Management (the adapter's own DM client on its GSI port, `ioc_watch`), and the
+//! bus, registered with it for IOU and IOC events, acts on an IOC leaving a unit that still
+//! answers: the sessions to it that run the iSCSI-model driver are surprise-removed (the
+//! driver fails what it holds NO_DEVICE at once, so multipath moves the I/O to another
+//! path) and dropped; the next sweep logs in again when the IOC comes back. A unit that
+//! stops answering (a cut link, a target down) takes its IOCs out of the tree too, but
+//! that is not acted on: a silent portal is a path problem, for the transport timers and
+//! multipath (`no_path_retry`), as under StorPort. StorPort sessions are not watched: StorPort
+//! hides device removal from a miniport, and their transport timers decide.
+//!
+//! Each watched session's adapter is a CA of its own in the PnP tree (on the wire they
+//! share the host's node GUID): [`ca_of`] names it by session. PnP callbacks run at
+//! dispatch level and only queue; the sweeper thread takes the queue each tick.
+
+use access_layer::dm::DmEvent;
+use access_layer::pnp::{ClientHandle, EventClasses, PnpConfig, PnpEvent, PnpManager};
+use access_layer::verbs::{CaAttr, PortAttr};
+use hca::{Gid, Guid};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The PnP name of session `id`'s adapter.
+pub(super) fn ca_of(id: u32) -> Guid {
+    Guid(0x0253_4341_0000_0000 | u64::from(id))
+}
+
+/// IOC removals the PnP client queued: (the adapter's CA, the unit's portal, the IOC's
+/// GUID).
+#[derive(Default)]
+struct Inbox {
+    removed: Mutex<Vec<(Guid, Gid, Guid)>>,
+}
+
+/// The bus (see the module doc).
+pub(super) struct IocBus {
+    pnp: PnpManager,
+    inbox: Arc<Inbox>,
+    client: Mutex<Option<ClientHandle<PnpEvent>>>,
+}
+
+impl IocBus {
+    /// A bus with no CA, its client registered for IOC events.
+    pub(super) fn new() -> IocBus {
+        let pnp = PnpManager::new(PnpConfig::default());
+        let inbox = Arc::new(Inbox::default());
+        let classes = EventClasses::IOC | EventClasses::IOU;
+        let client = pnp.register(inbox.clone(), classes, |inbox, ev| match ev {
+            PnpEvent::IocRemoved { ca, guid, addr } => {
+                tracing::info!(ca = %format!("{:#018x}", ca.0), ioc = %format!("{:#018x}", guid.0), portal = ?addr.gid, "PnP: IOC removed");
+                inbox
+                    .removed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push((*ca, addr.gid, *guid));
+            }
+            PnpEvent::IouRemoved { ca, addr } => {
+                // The unit stopped answering (its IOCs went just before): a silent portal
+                // is a path problem, not an IOC leaving — the transport timers and
+                // multipath decide, so those removals are not acted on.
+                let mut removed = inbox.removed.lock().unwrap_or_else(PoisonError::into_inner);
+                let before = removed.len();
+                removed.retain(|(c, g, _)| !(c == ca && *g == addr.gid));
+                if removed.len() < before {
+                    tracing::info!(portal = ?addr.gid, "PnP: the I/O unit stopped answering; its IOCs are not removed (the transport timers decide)");
+                }
+            }
+            PnpEvent::IocArrived { record, .. } => {
+                tracing::debug!(ioc = %format!("{:#018x}", record.profile.guid.0), "PnP: IOC arrived");
+            }
+            _ => {}
+        });
+        IocBus {
+            pnp,
+            inbox,
+            client: Mutex::new(Some(client)),
+        }
+    }
+
+    /// Session `id`'s adapter (from `local`) joins the tree.
+    pub(super) fn add(&self, id: u32, local: IpAddr) {
+        let attr = CaAttr {
+            node_guid: ca_of(id),
+            ports: vec![PortAttr {
+                port: 1,
+                gid: Gid::from_ip(local),
+                active: true,
+                link_mtu: None,
+            }],
+        };
+        if let Err(e) = self.pnp.ca_added(&attr) {
+            tracing::warn!(session = id, %e, "PnP: the session's adapter could not join the IOC bus");
+        }
+    }
+
+    /// Session `id`'s adapter leaves the tree (its units and IOCs with it, unreported to
+    /// the bus's own client as anything to act on: the session is gone already).
+    pub(super) fn remove(&self, id: u32) {
+        // Not in the tree (not watched): nothing to do.
+        let _ = self.pnp.ca_removed(ca_of(id));
+    }
+
+    /// What session `id`'s watch found, into the tree.
+    pub(super) fn feed(&self, id: u32, events: Vec<DmEvent>) {
+        for ev in events {
+            if let Err(e) = self.pnp.dm_event(ca_of(id), ev) {
+                tracing::warn!(session = id, %e, "PnP: a DM event the tree refused");
+            }
+        }
+    }
+
+    /// The IOC removals queued since the last call: (session, IOC GUID).
+    pub(super) fn take_removed(&self) -> Vec<(u32, Guid)> {
+        std::mem::take(
+            &mut *self
+                .inbox
+                .removed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+        .into_iter()
+        .map(|(ca, _, ioc)| ((ca.0 & 0xffff_ffff) as u32, ioc))
+        .collect()
+    }
+
+    /// Closes the bus's PnP client (no callback runs after this returns).
+    pub(super) fn close(&self) {
+        if let Some(c) = self
+            .client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            let _ = c.close();
+        }
+    }
+}
