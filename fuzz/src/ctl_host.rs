@@ -1,7 +1,7 @@
 //! `ctl_host`: the host daemon's control service ([`HostService`], JSON bodies) behind the
 //! socket framing ([`crate::ctl_frame`]), over a daemon that answers from a fixed world
-//! (twelve sessions, eight disks, three persistent logins: the first two lists span
-//! several pages).
+//! (twelve sessions, eight disks, three persistent logins, forty targets, three portals:
+//! the sessions, disks and targets span several pages).
 //!
 //! Beyond the framing checks, for every service request: a body that decodes reaches the
 //! daemon as exactly that request, and re-encodes (canonically, once) to a body that
@@ -15,18 +15,19 @@ use crate::input::Input;
 use access_layer::ctl::wire::{CtlStatus, MAX_BODY, REPLY_BIT};
 use access_layer::ctl::{Reply, Request};
 use srp_hostd::control::wire::{
-    self, DISKS, FORGET, LOGIN, LOGOUT, PERSISTENT, SESSIONS, SET_PATH, SET_POLICY, decode_answer,
-    decode_request, encode_answer, encode_request,
+    self, DISKS, FORGET, LOGIN, LOGOUT, PERSISTENT, PORTALS, SESSIONS, SET_PATH, SET_POLICY,
+    TARGETS, decode_answer, decode_request, encode_answer, encode_request,
 };
 use srp_hostd::control::{
     DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, HostService, LoginSpec,
-    PathInfo, SessionInfo,
+    PathInfo, PortalInfo, SessionInfo, TargetInfo,
 };
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-const OPCODES: [u16; 9] = [
-    SESSIONS, DISKS, LOGIN, LOGOUT, SET_POLICY, SET_PATH, PERSISTENT, FORGET, 0x0309,
+const OPCODES: [u16; 11] = [
+    SESSIONS, DISKS, LOGIN, LOGOUT, SET_POLICY, SET_PATH, PERSISTENT, FORGET, TARGETS, PORTALS,
+    0x030b,
 ];
 const POLICIES: [&str; 3] = ["round-robin", "failover-only", "least-queue-depth"];
 
@@ -34,6 +35,8 @@ struct World {
     sessions: Vec<SessionInfo>,
     disks: Vec<DiskInfo>,
     persistent: Vec<LoginSpec>,
+    targets: Vec<TargetInfo>,
+    portals: Vec<PortalInfo>,
 }
 
 fn world() -> &'static World {
@@ -109,10 +112,37 @@ fn world() -> &'static World {
                 ..LoginSpec::to(ip(1))
             })
             .collect();
+        let targets = (0..40)
+            .map(|i| TargetInfo {
+                portal: ip(1 + (i % 3) as u8),
+                ioc_guid: format!("{:#018x}", 0x0002_c903_00a1_b2c0u64 + u64::from(i)),
+                ioc_name: format!("ioc{i} \u{2603}"),
+                id_ext: "0x0000000000000001".into(),
+                service_id: format!("{:#018x}", 0x0002_c903_00a1_b2c0u64 + u64::from(i)),
+                sessions: (0..i % 4).collect(),
+            })
+            .collect();
+        let portals = (0..3)
+            .map(|i| PortalInfo {
+                address: ip(1 + i),
+                configured: i != 2,
+                local: vec![ip(10 + i)],
+                driver: "iscsi-model".into(),
+                login: "auto".into(),
+                last_sweep: match i {
+                    0 => None,
+                    1 => Some(Ok(2)),
+                    _ => Some(Err("no answer within 3s".into())),
+                },
+                swept_secs_ago: (i > 0).then_some(u64::from(i)),
+            })
+            .collect();
         World {
             sessions,
             disks,
             persistent,
+            targets,
+            portals,
         }
     })
 }
@@ -157,6 +187,8 @@ fn answer(request: &HostRequest) -> Result<HostAnswer, HostControlError> {
             None => Err(HostControlError::NoSuchSession(*id)),
         },
         HostRequest::PersistentLogins => Ok(HostAnswer::Persistent(w.persistent.clone())),
+        HostRequest::Targets => Ok(HostAnswer::Targets(w.targets.clone())),
+        HostRequest::Portals => Ok(HostAnswer::Portals(w.portals.clone())),
         HostRequest::RemovePersistent { index } => match w.persistent.get(*index as usize) {
             Some(l) => Ok(HostAnswer::Forgotten(l.clone())),
             None => Err(HostControlError::NoSuchPersistent(*index)),
@@ -224,6 +256,8 @@ fn body(input: &mut Input<'_>, opcode: u16) -> Vec<u8> {
                 .then(|| text(input, &["storport", "iscsi-model"])),
         }),
         PERSISTENT => HostRequest::PersistentLogins,
+        TARGETS => HostRequest::Targets,
+        PORTALS => HostRequest::Portals,
         FORGET => HostRequest::RemovePersistent { index: session },
         LOGOUT => HostRequest::Logout { session },
         SET_POLICY => HostRequest::SetPolicy {
@@ -242,6 +276,16 @@ fn body(input: &mut Input<'_>, opcode: u16) -> Vec<u8> {
     encode_request(&request, start)
         .map(|(_, b)| b)
         .unwrap_or_default()
+}
+
+/// `page` is a page of `all` from `skip`, empty only at the end.
+fn check_page<T: Clone + PartialEq + std::fmt::Debug>(all: &[T], skip: usize, page: &[T], what: &str) {
+    let rest = all.get(skip..).unwrap_or_default();
+    assert!(
+        rest.starts_with(page),
+        "a page of the {what} from {skip}: {page:?} of {rest:?}"
+    );
+    assert_eq!(page.is_empty(), rest.is_empty(), "an empty page before the end");
 }
 
 /// One input.
@@ -289,7 +333,11 @@ fn check(daemon: &Daemon, x: Exchange<'_>) {
     assert_eq!(decode_request(op, &again), Ok((req.clone(), start)));
     let is_list = matches!(
         req,
-        HostRequest::Sessions | HostRequest::Disks | HostRequest::PersistentLogins
+        HostRequest::Sessions
+            | HostRequest::Disks
+            | HostRequest::PersistentLogins
+            | HostRequest::Targets
+            | HostRequest::Portals
     );
     let (_, again2) = encode_request(&req, start).expect("encodes");
     assert_eq!(again, again2);
@@ -324,17 +372,10 @@ fn check(daemon: &Daemon, x: Exchange<'_>) {
             );
         }
         Ok(HostAnswer::Persistent(page)) if is_list => {
-            let rest: Vec<_> = w.persistent.iter().skip(skip).cloned().collect();
-            assert!(
-                rest.starts_with(&page),
-                "a page of the persistent logins from {start}"
-            );
-            assert_eq!(
-                page.is_empty(),
-                rest.is_empty(),
-                "an empty page before the end"
-            );
+            check_page(&w.persistent, skip, &page, "persistent logins");
         }
+        Ok(HostAnswer::Targets(page)) if is_list => check_page(&w.targets, skip, &page, "targets"),
+        Ok(HostAnswer::Portals(page)) if is_list => check_page(&w.portals, skip, &page, "portals"),
         Ok(HostAnswer::Disks(page)) if is_list => {
             let rest: Vec<_> = w.disks.iter().skip(skip).cloned().collect();
             assert!(rest.starts_with(&page), "a page of the disks from {start}");

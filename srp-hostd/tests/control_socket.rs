@@ -155,6 +155,8 @@ impl HostControl for FakeHost {
             }
             // The socket layer only: none kept, so none to forget.
             HostRequest::PersistentLogins => Ok(HostAnswer::Persistent(Vec::new())),
+            HostRequest::Targets => Ok(HostAnswer::Targets(Vec::new())),
+            HostRequest::Portals => Ok(HostAnswer::Portals(Vec::new())),
             HostRequest::RemovePersistent { index } => {
                 Err(HostControlError::NoSuchPersistent(index))
             }
@@ -300,6 +302,8 @@ fn refusals_reach_the_client_with_their_reason() {
         other => panic!("{other:?}"),
     }
     assert_eq!(c.persistent_logins().expect("list"), Vec::new());
+    assert_eq!(c.targets().expect("targets"), Vec::new());
+    assert_eq!(c.portals().expect("portals"), Vec::new());
     match c.forget_persistent(3) {
         Err(ClientError::Refused(HostControlError::NoSuchPersistent(3))) => {}
         other => panic!("{other:?}"),

@@ -121,6 +121,26 @@ fn a_persistent_login_comes_back_after_a_host_daemon_restart_until_forgotten() {
         "{:?}",
         host.sessions()
     );
+    // The management lists: both IOCs found at the portal, each with its session; the
+    // configured portal swept, with both SRP services.
+    match call(&host, HostRequest::Targets) {
+        Ok(HostAnswer::Targets(v)) => {
+            let mut found: Vec<_> = v
+                .iter()
+                .map(|t| (t.ioc_guid.clone(), t.sessions.len()))
+                .collect();
+            found.sort();
+            assert_eq!(found, vec![(IOC_A.into(), 1), (IOC_B.into(), 1)], "{v:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match call(&host, HostRequest::Portals) {
+        Ok(HostAnswer::Portals(v)) => {
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert!(v[0].configured && v[0].last_sweep == Some(Ok(2)), "{v:?}");
+        }
+        other => panic!("{other:?}"),
+    }
     match call(&host, HostRequest::RemovePersistent { index: 1 }) {
         Err(HostControlError::NoSuchPersistent(1)) => {}
         other => panic!("{other:?}"),

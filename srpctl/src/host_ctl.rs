@@ -1,4 +1,4 @@
-//! `srpctl login|logout|persistent|sessions|disks|paths`, `srpctl policy set` and `srpctl path
+//! `srpctl login|logout|persistent|sessions|targets|portals|disks|paths`, `srpctl policy set` and `srpctl path
 //! fail|restore`: a running host daemon's control socket (`srpctl host run`). Lists print as
 //! aligned tables (`paths` in the shape of `multipath -ll`: a disk, then its paths), or the
 //! model's JSON with `--json`; errors, the daemon's refusals included, end the command with
@@ -8,7 +8,9 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use srp_hostd::config::{DEFAULT_NAME, default_socket};
-use srp_hostd::control::{DiskInfo, HostClient, LoginSpec, PathInfo, SessionInfo};
+use srp_hostd::control::{
+    DiskInfo, HostClient, LoginSpec, PathInfo, PortalInfo, SessionInfo, TargetInfo,
+};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -55,6 +57,12 @@ pub(crate) enum HostCtl {
     },
     /// The host daemon's sessions: portal, local address, IOC, state, reconnects, disks.
     Sessions(HostCtlArgs),
+    /// The SRP targets the host daemon's sweeps found (portal, IOC, target port, service
+    /// ID) and the sessions logged in to each.
+    Targets(HostCtlArgs),
+    /// The portals the host daemon knows (configured, or named by a login): local
+    /// addresses, driver model, login form, what the last sweep found.
+    Portals(HostCtlArgs),
     /// The host daemon's disks, one per logical unit over all its paths: block file,
     /// identity, size, policy, usable/total paths, queued I/O, counters.
     Disks(HostCtlArgs),
@@ -203,6 +211,14 @@ pub(crate) fn run(cmd: HostCtl) -> Result<()> {
                 )
             })
         }
+        HostCtl::Targets(at) => {
+            let v = at.connect()?.targets()?;
+            print(&at, serde_json::to_value(&v)?, || targets_table(&v))
+        }
+        HostCtl::Portals(at) => {
+            let v = at.connect()?.portals()?;
+            print(&at, serde_json::to_value(&v)?, || portals_table(&v))
+        }
         HostCtl::Sessions(at) => {
             let v = at.connect()?.sessions()?;
             print(&at, serde_json::to_value(&v)?, || sessions_table(&v))
@@ -306,6 +322,75 @@ fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
         out.push_str(&line(r));
     }
     out
+}
+
+fn targets_table(v: &[TargetInfo]) -> String {
+    let rows = v
+        .iter()
+        .map(|t| {
+            vec![
+                t.portal.to_string(),
+                if t.ioc_name.is_empty() {
+                    t.ioc_guid.clone()
+                } else {
+                    format!("{} ({})", t.ioc_name, t.ioc_guid)
+                },
+                t.id_ext.clone(),
+                t.service_id.clone(),
+                if t.sessions.is_empty() {
+                    "-".into()
+                } else {
+                    t.sessions
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                },
+            ]
+        })
+        .collect();
+    table(&["PORTAL", "IOC", "ID_EXT", "SERVICE ID", "SESSIONS"], rows)
+}
+
+fn portals_table(v: &[PortalInfo]) -> String {
+    let rows = v
+        .iter()
+        .map(|p| {
+            vec![
+                p.address.to_string(),
+                if p.configured { "yes" } else { "no" }.into(),
+                if p.local.is_empty() {
+                    "(routed)".into()
+                } else {
+                    p.local
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                },
+                p.driver.clone(),
+                p.login.clone(),
+                match (&p.last_sweep, p.swept_secs_ago) {
+                    (None, _) => "never".into(),
+                    (Some(Ok(n)), ago) => {
+                        format!("{n} SRP service(s), {}s ago", ago.unwrap_or(0))
+                    }
+                    (Some(Err(e)), ago) => format!("failed {}s ago: {e}", ago.unwrap_or(0)),
+                },
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "PORTAL",
+            "CONFIGURED",
+            "LOCAL",
+            "DRIVER",
+            "LOGIN",
+            "LAST SWEEP",
+        ],
+        rows,
+    )
 }
 
 /// One persistent login in words.

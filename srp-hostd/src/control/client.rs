@@ -7,7 +7,10 @@
 //! LOGIN and LOGOUT wait up to [`SLOW_REPLY`], and so does SET_PATH (returning a path to
 //! service verifies it first: a TEST UNIT READY bounded by the command timeout).
 
-use super::model::{DiskInfo, HostAnswer, HostControlError, HostRequest, LoginSpec, SessionInfo};
+use super::model::{
+    DiskInfo, HostAnswer, HostControlError, HostRequest, LoginSpec, PortalInfo, SessionInfo,
+    TargetInfo,
+};
 use super::wire::{decode_answer, encode_request};
 use access_layer::ctl::frame::{ReadError, read_message, write_message};
 use access_layer::ctl::wire::{Hello, REPLY_BIT, VERSION_MAX, VERSION_MIN};
@@ -219,6 +222,22 @@ impl HostClient {
         })
     }
 
+    /// The SRP targets the sweeps found.
+    pub fn targets(&mut self) -> Result<Vec<TargetInfo>, ClientError> {
+        self.list(&HostRequest::Targets, |a| match a {
+            HostAnswer::Targets(v) => Ok(v),
+            other => Err(other),
+        })
+    }
+
+    /// The portals: configured, or named by a login.
+    pub fn portals(&mut self) -> Result<Vec<PortalInfo>, ClientError> {
+        self.list(&HostRequest::Portals, |a| match a {
+            HostAnswer::Portals(v) => Ok(v),
+            other => Err(other),
+        })
+    }
+
     /// Forgets persistent login `index` (its sessions stay until logged out); returns it.
     pub fn forget_persistent(&mut self, index: u32) -> Result<LoginSpec, ClientError> {
         match self.call(&HostRequest::RemovePersistent { index }, 0, REPLY)? {
@@ -237,6 +256,8 @@ fn unexpected(answer: &HostAnswer) -> ClientError {
         HostAnswer::Done { .. } => "Done",
         HostAnswer::Persistent(_) => "Persistent",
         HostAnswer::Forgotten(_) => "Forgotten",
+        HostAnswer::Targets(_) => "Targets",
+        HostAnswer::Portals(_) => "Portals",
     };
     ClientError::BadReply(format!("a {kind} answer to another request"))
 }

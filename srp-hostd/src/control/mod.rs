@@ -1,5 +1,6 @@
 //! The host daemon's control interface: sessions, disks and their paths, login and logout,
-//! policies and administrative path switches.
+//! persistent logins, the targets and portals found, policies and administrative path
+//! switches (the MS iSCSI initiator's management classes, over a socket).
 //!
 //! Contract:
 //! - [`model`]: requests and answers as plain data, and [`HostControl`], what the daemon
@@ -17,6 +18,6 @@ pub mod wire;
 pub use client::{ClientError, HostClient};
 pub use model::{
     DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, LoginSpec, PathInfo,
-    SessionInfo, hca_counters,
+    PortalInfo, SessionInfo, TargetInfo, hca_counters,
 };
 pub use service::HostService;

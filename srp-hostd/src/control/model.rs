@@ -149,6 +149,44 @@ pub struct DiskInfo {
     pub paths: Vec<PathInfo>,
 }
 
+/// An SRP target port a sweep found (the MS iSCSI initiator's `MSiSCSIInitiator_TargetClass`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    /// The portal it was found at.
+    pub portal: IpAddr,
+    /// The IOC's GUID.
+    pub ioc_guid: String,
+    /// The IOC's IDString.
+    pub ioc_name: String,
+    /// The target port's identifier extension.
+    pub id_ext: String,
+    /// Its CM service ID.
+    pub service_id: String,
+    /// The sessions logged in to it.
+    pub sessions: Vec<u32>,
+}
+
+/// A portal the daemon knows (`MSiSCSIInitiator_SendTargetPortalClass`): configured, or
+/// named by a login.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortalInfo {
+    /// The target port's address.
+    pub address: IpAddr,
+    /// In the configuration file (else only named by a login).
+    pub configured: bool,
+    /// Its configured local addresses.
+    pub local: Vec<IpAddr>,
+    /// The driver model its logins run under.
+    pub driver: String,
+    /// Its login form (`ib-cm`, `rdma-cm`, `auto`).
+    pub login: String,
+    /// What its last sweep found: `None` before the first, else the number of SRP
+    /// services or why it failed.
+    pub last_sweep: Option<Result<u32, String>>,
+    /// How long ago, in seconds.
+    pub swept_secs_ago: Option<u64>,
+}
+
 /// Whom to log in to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoginSpec {
@@ -228,6 +266,10 @@ pub enum HostRequest {
         /// Its index in the list.
         index: u32,
     },
+    /// List the SRP targets the sweeps found.
+    Targets,
+    /// List the portals.
+    Portals,
 }
 
 /// The daemon's answer.
@@ -253,6 +295,10 @@ pub enum HostAnswer {
     Persistent(Vec<LoginSpec>),
     /// The persistent login removed.
     Forgotten(LoginSpec),
+    /// The SRP targets found, by portal.
+    Targets(Vec<TargetInfo>),
+    /// The portals.
+    Portals(Vec<PortalInfo>),
 }
 
 /// Why the daemon refused or failed a request.

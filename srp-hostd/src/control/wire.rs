@@ -12,6 +12,8 @@
 //! | `0x0306` SET_PATH   | [`SetPath`] `{"session":3,"enabled":false}`            | `{"Ok":{"Done":{…}}}`         |
 //! | `0x0307` PERSISTENT | [`ListPage`] `{"start":0}`                             | `{"Ok":{"Persistent":[…]}}`   |
 //! | `0x0308` FORGET     | [`Forget`] `{"index":0}`                               | `{"Ok":{"Forgotten":{…}}}`    |
+//! | `0x0309` TARGETS    | [`ListPage`] `{"start":0}`                             | `{"Ok":{"Targets":[…]}}`      |
+//! | `0x030a` PORTALS    | [`ListPage`] `{"start":0}`                             | `{"Ok":{"Portals":[…]}}`      |
 //!
 //! - A request body is the JSON of the request's parameters (the opcode says which request):
 //!   the payload of the [`HostRequest`] variant, plus the page start for the lists.
@@ -50,6 +52,11 @@ pub const SET_PATH: u16 = 0x0306;
 pub const PERSISTENT: u16 = 0x0307;
 /// Forget a persistent login ([`Forget`] → `HostAnswer::Forgotten`).
 pub const FORGET: u16 = 0x0308;
+
+/// List the SRP targets the sweeps found ([`ListPage`] → a page of `HostAnswer::Targets`).
+pub const TARGETS: u16 = 0x0309;
+/// List the portals ([`ListPage`] → a page of `HostAnswer::Portals`).
+pub const PORTALS: u16 = 0x030a;
 
 /// The body of a FORGET request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +130,8 @@ pub fn encode_request(
         HostRequest::RemovePersistent { index } => {
             (FORGET, serde_json::to_vec(&Forget { index: *index })?)
         }
+        HostRequest::Targets => (TARGETS, serde_json::to_vec(&ListPage { start })?),
+        HostRequest::Portals => (PORTALS, serde_json::to_vec(&ListPage { start })?),
     })
 }
 
@@ -153,6 +162,8 @@ pub fn decode_request(opcode: u16, body: &[u8]) -> Result<(HostRequest, u32), Ct
             let Forget { index } = json(body)?;
             (HostRequest::RemovePersistent { index }, 0)
         }
+        TARGETS => (HostRequest::Targets, json::<ListPage>(body)?.start),
+        PORTALS => (HostRequest::Portals, json::<ListPage>(body)?.start),
         _ => return Err(CtlStatus::UnknownOpcode),
     })
 }
@@ -164,6 +175,8 @@ pub fn encode_answer(answer: Answer, start: u32) -> Vec<u8> {
         Ok(HostAnswer::Sessions(v)) => page(v, start, HostAnswer::Sessions, "session"),
         Ok(HostAnswer::Disks(v)) => page(v, start, HostAnswer::Disks, "disk"),
         Ok(HostAnswer::Persistent(v)) => page(v, start, HostAnswer::Persistent, "persistent login"),
+        Ok(HostAnswer::Targets(v)) => page(v, start, HostAnswer::Targets, "target"),
+        Ok(HostAnswer::Portals(v)) => page(v, start, HostAnswer::Portals, "portal"),
         other => other,
     };
     let body = to_json(&answer);
@@ -311,7 +324,9 @@ mod tests {
             persistent: true,
             driver: Some("iscsi-model".into()),
         };
-        let cases: [(HostRequest, u32, u16, &str); 9] = [
+        let cases: [(HostRequest, u32, u16, &str); 11] = [
+            (HostRequest::Targets, 1, TARGETS, r#"{"start":1}"#),
+            (HostRequest::Portals, 0, PORTALS, r#"{"start":0}"#),
             (HostRequest::Sessions, 5, SESSIONS, r#"{"start":5}"#),
             (HostRequest::Disks, 0, DISKS, r#"{"start":0}"#),
             (
@@ -376,7 +391,8 @@ mod tests {
     #[test]
     fn bad_requests_are_refused() {
         for op in [
-            SESSIONS, DISKS, LOGIN, LOGOUT, SET_POLICY, SET_PATH, PERSISTENT, FORGET,
+            SESSIONS, DISKS, LOGIN, LOGOUT, SET_POLICY, SET_PATH, PERSISTENT, FORGET, TARGETS,
+            PORTALS,
         ] {
             for body in [
                 &b""[..],
@@ -416,7 +432,7 @@ mod tests {
             Err(CtlStatus::Malformed)
         );
         assert_eq!(
-            decode_request(0x0309, br#"{"start":0}"#),
+            decode_request(0x030b, br#"{"start":0}"#),
             Err(CtlStatus::UnknownOpcode)
         );
         assert_eq!(

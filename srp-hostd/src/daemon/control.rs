@@ -1,9 +1,11 @@
-//! What the control interface reports (sessions, disks and their paths) and
+//! What the control interface reports (sessions, disks and their paths, targets, portals)
+//! and
 //! [`HostControl`] for the daemon's shared state.
 
 use super::{Exposure, Shared, lock};
 use crate::control::{
-    DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, PathInfo, SessionInfo,
+    DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, PathInfo, PortalInfo,
+    SessionInfo, TargetInfo,
 };
 use crate::session::Session;
 use mpio::{MultipathDisk, PathState, Policy};
@@ -102,6 +104,74 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// The SRP targets the last sweep of each portal found, with their sessions.
+    fn targets(&self) -> Vec<TargetInfo> {
+        let st = lock(&self.state);
+        st.discovered
+            .values()
+            .filter_map(|d| d.found.as_ref().ok())
+            .flatten()
+            .map(|svc| TargetInfo {
+                portal: svc.portal,
+                ioc_guid: format!("{:#018x}", svc.ioc_guid.0),
+                ioc_name: svc.ioc_name.clone(),
+                id_ext: format!("{:#018x}", svc.id_ext),
+                service_id: format!("{:#018x}", svc.service_id.0),
+                sessions: st
+                    .sessions
+                    .values()
+                    .filter(|s| s.serves(svc))
+                    .map(|s| s.id())
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The configured portals, then any other a login or a persistent login named.
+    fn portals(&self) -> Vec<PortalInfo> {
+        let st = lock(&self.state);
+        let mut addresses: Vec<(IpAddr, bool)> = self
+            .config
+            .portals
+            .iter()
+            .map(|p| (p.address, true))
+            .collect();
+        let persistent: Vec<IpAddr> = lock(&self.persistent)
+            .list()
+            .iter()
+            .map(|l| l.portal)
+            .collect();
+        let named = st.discovered.keys().copied().chain(persistent);
+        for a in named {
+            if !addresses.iter().any(|(b, _)| *b == a) {
+                addresses.push((a, false));
+            }
+        }
+        addresses
+            .into_iter()
+            .map(|(address, configured)| {
+                let p = self.config.portals.iter().find(|p| p.address == address);
+                let d = st.discovered.get(&address);
+                PortalInfo {
+                    address,
+                    configured,
+                    local: p.map(|p| p.local.clone()).unwrap_or_default(),
+                    driver: p.map_or(self.config.driver, |p| p.driver).as_str().into(),
+                    login: p.map_or(self.config.login, |p| p.login).as_str().into(),
+                    last_sweep: d.map(|d| {
+                        d.found
+                            .as_ref()
+                            .map(|v| u32::try_from(v.len()).unwrap_or(u32::MAX))
+                            .map_err(Clone::clone)
+                    }),
+                    swept_secs_ago: d.map(|d| d.at.elapsed().as_secs()),
+                }
+            })
+            .collect()
+    }
+}
+
 impl HostControl for Shared {
     fn call(&self, request: HostRequest) -> Result<HostAnswer, HostControlError> {
         match request {
@@ -122,6 +192,8 @@ impl HostControl for Shared {
                 }
                 Ok(HostAnswer::LoggedIn(created))
             }
+            HostRequest::Targets => Ok(HostAnswer::Targets(self.targets())),
+            HostRequest::Portals => Ok(HostAnswer::Portals(self.portals())),
             HostRequest::PersistentLogins => Ok(HostAnswer::Persistent(
                 lock(&self.persistent).list().to_vec(),
             )),

@@ -1,7 +1,7 @@
 //! Sweeping the portals and logging in: one channel per free local address to each SRP
 //! service without a session.
 
-use super::{Shared, lock};
+use super::{Discovery, Shared, lock};
 use crate::config::DriverModel;
 use crate::control::{HostControlError, LoginSpec, SessionInfo};
 use crate::discover::{SrpService, route_source, srp_services, sweep};
@@ -10,7 +10,7 @@ use hca::Guid;
 use srp_initiator_storport::srp::LoginVia;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long one Device Management sweep may take.
 const SWEEP_TIMEOUT: Duration = Duration::from_secs(3);
@@ -200,14 +200,24 @@ impl Shared {
             .iter()
             .find(|p| p.address == spec.portal)
             .map_or(hca::PKey::DEFAULT, |p| p.partition);
-        let found = sweep(
+        let swept = sweep(
             spec.portal,
             sweep_from,
             self.config.node_guid,
             pkey,
             SWEEP_TIMEOUT,
-        )
-        .map_err(|e| HostControlError::Failed(e.to_string()))?;
+        );
+        lock(&self.state).discovered.insert(
+            spec.portal,
+            Discovery {
+                at: Instant::now(),
+                found: swept
+                    .as_ref()
+                    .map(|f| srp_services(spec.portal, f))
+                    .map_err(ToString::to_string),
+            },
+        );
+        let found = swept.map_err(|e| HostControlError::Failed(e.to_string()))?;
         let wanted: Vec<SrpService> = srp_services(spec.portal, &found)
             .into_iter()
             .filter(|s| iocs.is_empty() || iocs.contains(&s.ioc_guid))

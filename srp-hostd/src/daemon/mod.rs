@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod bus;
 mod control;
@@ -91,6 +91,17 @@ struct State {
     learned_login: BTreeMap<(std::net::IpAddr, u64), srp_initiator_storport::srp::LoginVia>,
     /// The last sweep failure logged per portal (a failure is logged once per change).
     sweep_errors: BTreeMap<std::net::IpAddr, String>,
+    /// What each portal's last sweep found (or why it failed), and when.
+    discovered: BTreeMap<std::net::IpAddr, Discovery>,
+}
+
+/// A portal's last sweep.
+#[derive(Debug, Clone)]
+struct Discovery {
+    /// When it ended.
+    at: Instant,
+    /// The SRP services found, or why the sweep failed.
+    found: Result<Vec<crate::discover::SrpService>, String>,
 }
 
 /// What the supervisor, the control socket and the handle share.
