@@ -12,8 +12,8 @@ mod srp_adapter;
 
 use srp_adapter::{Adapter, timers};
 use srp_initiator_iscsi_model::port::{
-    DataDirection, LuAddress, Port, PortConfig, PowerState, SrbRequest, SrbResult, SrbStatus,
-    SystemMemory,
+    DataDirection, LuAddress, Port, PortConfig, PowerState, SrbFunction, SrbId, SrbRequest,
+    SrbResult, SrbStatus, SystemMemory,
 };
 use srp_initiator_iscsi_model::srp::SrpDriver;
 use srp_target::config::TargetConfig;
@@ -508,6 +508,41 @@ fn the_power_domain_takes_the_driver_down_before_its_hca_and_up_after() {
     let r = c.wait_timeout(BOUND).expect("replayed after D0");
     assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
     assert_eq!(read_back(&port, 40, 2), after);
+    port.unload().expect("unload");
+    assert!(port.violations().is_empty(), "{:?}", port.violations());
+    drop(port);
+    drop(daemon);
+}
+
+#[test]
+fn task_management_goes_through_the_same_transport() {
+    let (daemon, iocs) = target(13);
+    let mem = memory();
+    let port = driver(13, 14, &iocs[0], &mem);
+    let management = |function, target| {
+        let mut r = SrbRequest::management(function, lu());
+        r.abort_target = target;
+        run(&port, r)
+    };
+    // An abort of a request the driver does not hold: ABORT_FAILED.
+    let r = management(SrbFunction::AbortCommand, Some(SrbId(u64::MAX)));
+    assert_eq!(r.status, SrbStatus::ABORT_FAILED, "{r:?}");
+    // LOGICAL UNIT RESET answered FUNCTION COMPLETE by the target.
+    let r = management(SrbFunction::ResetLogicalUnit, None);
+    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    // RESET_DEVICE: a channel reset and a fresh login; I/O goes on after it.
+    let r = management(SrbFunction::ResetDevice, None);
+    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    let data = pattern(90, 1, 9);
+    let mut r = run(&port, write_req(&port, 90, &data));
+    if r.status != SrbStatus::SUCCESS {
+        // The new nexus reports its reset once: UNIT ATTENTION (sense key 6).
+        assert_eq!(r.sense.get(2).map(|k| k & 0x0f), Some(6), "{r:?}");
+        r = run(&port, write_req(&port, 90, &data));
+    }
+    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    assert_eq!(read_back(&port, 90, 1), data);
+    assert!(port.driver().status().logins >= 2, "logged in again");
     port.unload().expect("unload");
     assert!(port.violations().is_empty(), "{:?}", port.violations());
     drop(port);
