@@ -150,26 +150,43 @@ fn b_our_host_logs_in_to_linux_ib_srpt_and_verifies_through_the_block_file() {
         "{found}"
     );
 
+    // Our host under each driver model in turn, against the same ib_srpt: the StorPort
+    // miniport, then the iSCSI-model driver (whose adapter also watches the IOC through
+    // ib_srpt's Device Management agent on its own GSI port).
+    for driver in ["storport", "iscsi-model"] {
+        smoke_b_host(&ns, &work.path().join(driver), driver);
+    }
+    let file = cap.stop();
+    let frames = dissects_cleanly(&file, 1000).expect("the capture dissects");
+    guest.shutdown().expect("shutdown");
+    eprintln!("smoke B: {frames} frames dissected; {:?}", t0.elapsed());
+}
+
+/// Direction B's host under `driver`: logs in (RDMA-CM), a verified fio run through its
+/// block file; under the iSCSI model the IOC watch runs against ib_srpt's DM agent and
+/// must not take the live IOC for gone.
+fn smoke_b_host(ns: &NetNs, dir: &std::path::Path, driver: &str) {
+    std::fs::create_dir_all(dir).expect("host dir");
     // The matrix's host config, its first portal only (this guest has one NIC).
-    let text = direction_b::host_config(work.path());
+    let text = direction_b::host_config(dir, driver);
     let text = &text[..text
         .find("\n\n[[portal]]\naddress = \"192.168.78.1\"")
         .expect("portal 2")];
-    let conf = work.path().join("host.toml");
+    let conf = dir.join("host.toml");
     std::fs::write(&conf, format!("{text}\n")).expect("write host.toml");
-    let sock = work.path().join("host.sock").display().to_string();
+    let sock = dir.join("host.sock").display().to_string();
     let mut host = Daemon::start(
-        &ns,
+        ns,
         "host",
         &["host", "run", "-c", conf.to_str().expect("utf-8")],
-        &work.path().join("host.log"),
+        &dir.join("host.log"),
     )
     .expect("start host");
     host.wait_for_log("control socket", Duration::from_secs(90))
         .expect("host up");
     let end = Instant::now() + Duration::from_secs(60);
     let file = loop {
-        let out = srpctl(&ns, &["disks", "--json", "--socket", &sock]).expect("disks");
+        let out = srpctl(ns, &["disks", "--json", "--socket", &sock]).expect("disks");
         let v: serde_json::Value = serde_json::from_str(&out).expect("json");
         if let Some(p) = v[0]["path"].as_str().filter(|p| !p.is_empty()) {
             break p.to_owned();
@@ -177,8 +194,10 @@ fn b_our_host_logs_in_to_linux_ib_srpt_and_verifies_through_the_block_file() {
         assert!(Instant::now() < end, "no disk: {out}\n{}", host.log());
         std::thread::sleep(Duration::from_millis(500));
     };
-    let sessions = srpctl(&ns, &["sessions", "--json", "--socket", &sock]).expect("sessions");
-    assert!(sessions.contains("\"login\": \"rdma-cm\""), "{sessions}");
+    let sessions = srpctl(ns, &["sessions", "--json", "--socket", &sock]).expect("sessions");
+    let v: serde_json::Value = serde_json::from_str(&sessions).expect("json");
+    assert_eq!(v[0]["login"], "rdma-cm", "{sessions}");
+    assert_eq!(v[0]["driver"], driver, "{sessions}");
     let mut m = Matrix::default();
     let ok = m.check("host", "B.block-file-fio-verify", || {
         let out = std::process::Command::new("fio")
@@ -211,10 +230,16 @@ fn b_our_host_logs_in_to_linux_ib_srpt_and_verifies_through_the_block_file() {
         }
         Ok("32 MiB verified".into())
     });
-    assert!(ok, "fio through the block file failed:\n{}", host.log());
+    assert!(
+        ok,
+        "{driver}: fio through the block file failed:\n{}",
+        host.log()
+    );
+    let log = host.log();
+    assert!(
+        !log.contains("surprise removal"),
+        "{driver}: the live IOC was taken for gone:\n{log}"
+    );
     host.stop();
-    let file = cap.stop();
-    let frames = dissects_cleanly(&file, 1000).expect("the capture dissects");
-    guest.shutdown().expect("shutdown");
-    eprintln!("smoke B: {frames} frames dissected; {:?}", t0.elapsed());
+    eprintln!("smoke B: {driver} verified");
 }

@@ -17,10 +17,17 @@ use std::time::{Duration, Instant};
 pub const HOST_GUID: &str = "0002c90300b0b001";
 const T: Duration = Duration::from_secs(120);
 
-/// `host.toml`: two portals (the guest's two addresses), login "auto", quick timers.
-pub fn host_config(work: &Path) -> String {
+/// The driver model direction B's host runs: `SRP_INTEROP_DRIVER` (`storport`, the
+/// default, or `iscsi-model`).
+pub fn driver() -> String {
+    std::env::var("SRP_INTEROP_DRIVER").unwrap_or_else(|_| "storport".into())
+}
+
+/// `host.toml`: two portals (the guest's two addresses), login "auto", quick timers, the
+/// initiator under the driver model `driver`.
+pub fn host_config(work: &Path, driver: &str) -> String {
     format!(
-        "[host]\nname = \"interop\"\nnode_guid = \"0x{HOST_GUID}\"\n\
+        "[host]\nname = \"interop\"\nnode_guid = \"0x{HOST_GUID}\"\ndriver = \"{driver}\"\n\
          disks_dir = \"{disks}\"\ncontrol_socket = \"{sock}\"\n\
          login = \"auto\"\nlogin_timeout = \"10s\"\nsweep_interval = \"2s\"\ncmd_timeout = \"30s\"\n\n\
          [timers]\nreconnect_delay = \"2s\"\nfast_io_fail = \"5s\"\ndev_loss = \"120s\"\n\n\
@@ -52,7 +59,7 @@ pub fn run(m: &mut Matrix) -> Result<()> {
     )?;
     m.check(l, "B.discover", || discover(&ns, &lio));
     let conf = work.path().join("host.toml");
-    std::fs::write(&conf, host_config(work.path()))
+    std::fs::write(&conf, host_config(work.path(), &driver()))
         .map_err(Error::io(format!("write {}", conf.display())))?;
     let conf = conf.display().to_string();
     let sock = work.path().join("host.sock").display().to_string();
