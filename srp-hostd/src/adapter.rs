@@ -7,17 +7,15 @@
 //! for it (the caller reads [`HostAdapter::status`]); [`HostAdapter::submit`] hands an SRB
 //! to the port, whose completion comes exactly once; [`HostAdapter::stop`] logs out in
 //! order (StorPort: StopAdapter after a bounded drain; iSCSI model: orderly removal and
-//! unload); [`HostAdapter::surprise_remove`] is the IOC disappearing (iSCSI model: the
-//! driver fails what it holds with NO_DEVICE at once; StorPort, which sees no removal:
-//! the channel is abandoned the same way through the transport, as its PnP would).
+//! unload); [`HostAdapter::surprise_remove`] is the IOC disappearing (iSCSI model only:
+//! the driver fails what it holds with NO_DEVICE at once; StorPort sees no removal).
 
 use crate::config::DriverModel;
 use access_layer::verbs::Completion;
 use srp_initiator_iscsi_model::port as iscsi;
 use srp_initiator_iscsi_model::srp::SrpDriver;
 use srp_initiator_storport::port::{
-    DataBuffer, MemoryError, Port, PortConfig, PortEvent, SrbRequest, SrbResult, SrbStatus,
-    SystemMemory,
+    DataBuffer, MemoryError, Port, PortConfig, PortEvent, SrbRequest, SrbResult, SystemMemory,
 };
 use srp_initiator_storport::srp::{AdapterStatus, SrpAdapterConfig, SrpMiniport, SrpTransport};
 use std::sync::Arc;
@@ -174,16 +172,15 @@ impl HostAdapter {
         }
     }
 
-    /// The IOC is gone (its unit left the fabric, an operator pulled it): everything held
-    /// fails NO_DEVICE now and the channel is abandoned without a logout.
+    /// The IOC is gone (it left its unit): under the iSCSI model the port's surprise
+    /// removal — everything the driver holds fails NO_DEVICE now and the channel is
+    /// abandoned without a logout. The StorPort miniport sees no device removal (StorPort
+    /// hides it): refused, its transport timers decide.
     pub fn surprise_remove(&self) -> Result<(), String> {
         match self {
-            HostAdapter::StorPort(p) => {
-                if let Some(t) = p.miniport().transport() {
-                    t.abandon(SrbStatus::NO_DEVICE);
-                }
-                Ok(())
-            }
+            HostAdapter::StorPort(_) => Err("the StorPort miniport sees no device removal; \
+                 its transport timers decide"
+                .into()),
             HostAdapter::IscsiModel(p) => p.surprise_remove().map_err(|e| e.to_string()),
         }
     }

@@ -105,7 +105,7 @@ impl Side {
     }
 
     /// Waits (passive level, the worker) until woken or `timeout` passes.
-    pub(crate) fn sleep(&self, timeout: Duration) -> MutexGuard<'_, SideState> {
+    pub(crate) fn wait_for_work(&self, timeout: Duration) -> MutexGuard<'_, SideState> {
         let s = self.lock();
         let (mut s, _) = self
             .wake

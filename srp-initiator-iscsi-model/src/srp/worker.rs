@@ -52,7 +52,7 @@ pub(crate) fn run(side: Arc<Side>, transport: Arc<SrpTransport>, max_wait: Durat
             continue;
         }
         drop(s);
-        drop(side.sleep(wait.max(Duration::from_micros(50))));
+        drop(side.wait_for_work(wait.max(Duration::from_micros(50))));
     }
 }
 
