@@ -279,13 +279,22 @@ fn body(input: &mut Input<'_>, opcode: u16) -> Vec<u8> {
 }
 
 /// `page` is a page of `all` from `skip`, empty only at the end.
-fn check_page<T: Clone + PartialEq + std::fmt::Debug>(all: &[T], skip: usize, page: &[T], what: &str) {
+fn check_page<T: Clone + PartialEq + std::fmt::Debug>(
+    all: &[T],
+    skip: usize,
+    page: &[T],
+    what: &str,
+) {
     let rest = all.get(skip..).unwrap_or_default();
     assert!(
         rest.starts_with(page),
         "a page of the {what} from {skip}: {page:?} of {rest:?}"
     );
-    assert_eq!(page.is_empty(), rest.is_empty(), "an empty page before the end");
+    assert_eq!(
+        page.is_empty(),
+        rest.is_empty(),
+        "an empty page before the end"
+    );
 }
 
 /// One input.
