@@ -300,24 +300,17 @@ impl Miniport for SrpMiniport {
     }
 
     fn initialize(&self, port: &PortServices<Self>) -> bool {
-        let Some(a) = self.adapter() else {
+        let Some(t) = self.transport() else {
             return false;
         };
-        for lun in 0..a.cfg.max_luns {
-            port.set_device_queue_depth(crate::port::LuAddress::new(0, 0, lun), a.cfg.queue_depth);
+        for lun in 0..t.config().max_luns {
+            port.set_device_queue_depth(
+                crate::port::LuAddress::new(0, 0, lun),
+                t.config().queue_depth,
+            );
         }
-        let mut done = dpc::done_list();
-        {
-            let mut s = a.lock();
-            s.paused = true;
-            port.pause(a.cfg.login_timeout.as_secs().max(1) as u32);
-            let now = a.now();
-            s.channel.connect(now);
-            a.run_actions(&mut s, port, &mut done);
-        }
-        dpc::complete_all(port, done);
-        // The login's timers are the DPC's.
-        port.issue_dpc();
+        // Paused until the login succeeds; the login's timers are the DPC's.
+        t.connect();
         true
     }
 
