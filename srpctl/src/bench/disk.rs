@@ -2,13 +2,16 @@
 //!
 //! In one process: the target daemon serving a file LUN on /dev/shm (random data: a file
 //! given with `--file`, or one made here and removed at the end) at `--target`, and the
-//! StorPort-model SRP miniport driven directly through its port (`Port::submit` of READ
-//! SRBs, the host daemon's adapter configuration) from `--host`, as fio's nbd engine drives
+//! SRP initiator driven directly through its port — the StorPort miniport, or with
+//! `--driver` the iSCSI-model driver (`HostAdapter::submit` of READ SRBs, the host daemon's
+//! adapter configuration) — from `--host`, as fio's nbd engine drives
 //! libnbd. Each completion routine submits the next request, so exactly `depth` requests
 //! stay outstanding. Workloads: 4 KiB random read at `--depth` (IOPS), 128 KiB sequential
 //! read at `--depth` (MiB/s), 4 KiB random read at depth 1 (average latency). With
 //! `--registration both` two sessions (per-I/O FRMR, and the all-memory region from the
-//! next host address) run the same points interleaved, for the FRMR-cost goal. Rounds
+//! next host address) run the same points interleaved, for the FRMR-cost goal; with
+//! `--driver both` the iSCSI-model driver's sessions run beside the StorPort miniport's
+//! (from the next addresses), labelled `iscsi-model …`. Rounds
 //! interleave every point; medians are reported, with the bytes that crossed loopback per
 //! data byte and the process's CPU time per I/O (target and initiator together).
 //!
@@ -19,11 +22,13 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 use hca::Guid;
 use srp::initiator::PortState;
 use srp_hostd::HostConfig;
+use srp_hostd::adapter::HostAdapter;
+use srp_hostd::config::DriverModel;
 use srp_hostd::discover::SrpService;
 use srp_initiator_storport::port::{
-    DataBuffer, DataDirection, LuAddress, Port, PortConfig, SrbRequest, SrbResult, SrbStatus,
+    DataBuffer, DataDirection, LuAddress, SrbRequest, SrbResult, SrbStatus, SystemMemory,
 };
-use srp_initiator_storport::srp::{RegistrationMode, SrpMiniport};
+use srp_initiator_storport::srp::RegistrationMode;
 use srp_target::config::TargetConfig;
 use srp_target::daemon::{Daemon, DaemonOptions};
 use std::io::Write;
@@ -42,6 +47,17 @@ pub(crate) enum Registration {
     /// One region over all of the host's system memory (the 2005 model).
     TrustTarget,
     /// Both, as two sessions measured interleaved (the FRMR-cost goal).
+    Both,
+}
+
+/// Which initiator driver model runs the sessions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Driver {
+    /// The StorPort miniport (the default).
+    Storport,
+    /// The iSCSI-model driver.
+    IscsiModel,
+    /// Both, as sessions measured interleaved (the second model from the next addresses).
     Both,
 }
 
@@ -116,6 +132,10 @@ pub(crate) struct Options {
     /// as two sessions measured interleaved (the FRMR-cost goal).
     #[arg(long, value_enum, default_value = "per-io")]
     pub(crate) registration: Registration,
+    /// The initiator's driver model: the StorPort miniport (the default), the iSCSI-model
+    /// driver, or both as sessions measured interleaved.
+    #[arg(long, value_enum, default_value = "storport")]
+    pub(crate) driver: Driver,
     /// An existing backing file (random data, a multiple of 4 KiB) to serve read-only and
     /// leave in place; default: a file of --size-mib random bytes made on /dev/shm and
     /// removed at the end.
@@ -247,7 +267,7 @@ fn srb_ok(r: &SrbResult) -> bool {
 }
 
 /// Runs `cdb` and waits (setup only).
-fn execute(port: &Port<SrpMiniport>, cdb: &[u8], len: usize) -> Result<SrbResult> {
+fn execute(port: &HostAdapter, cdb: &[u8], len: usize) -> Result<SrbResult> {
     let dir = if len == 0 {
         DataDirection::None
     } else {
@@ -271,7 +291,8 @@ fn read16(lba: u64, blocks: u32) -> [u8; 16] {
 /// One logged-in initiator.
 struct Session {
     registration: RegistrationMode,
-    port: Arc<Port<SrpMiniport>>,
+    driver: DriverModel,
+    port: Arc<HostAdapter>,
     /// Blocks of the LU and their size.
     blocks: u64,
     block_size: u32,
@@ -283,7 +304,9 @@ impl Session {
         target: &TargetConfig,
         local: IpAddr,
         registration: RegistrationMode,
+        driver: DriverModel,
         guid: u64,
+        memory: &Arc<SystemMemory>,
     ) -> Result<Session> {
         let ioc = &target.iocs[0];
         let service = SrpService {
@@ -304,11 +327,11 @@ impl Session {
             srp_initiator_storport::srp::LoginVia::IbCm,
             0,
         );
-        let port = Port::<SrpMiniport>::start(hw, PortConfig::default())
+        let port = HostAdapter::start(driver, hw, memory)
             .map_err(|e| anyhow!("starting the adapter on {local}: {e}"))?;
         let end = Instant::now() + host.login_timeout + Duration::from_secs(1);
         loop {
-            let st = port.miniport().status();
+            let st = port.status();
             if st.state == Some(PortState::Running) {
                 break;
             }
@@ -342,16 +365,23 @@ impl Session {
         );
         Ok(Session {
             registration,
+            driver,
             port: Arc::new(port),
             blocks: last + 1,
             block_size,
         })
     }
 
-    fn label(&self) -> &'static str {
-        match self.registration {
+    /// The session's name in the report: its registration, prefixed by its driver model
+    /// unless that is the StorPort miniport (`per-io`, `iscsi-model per-io`).
+    fn label(&self) -> String {
+        let reg = match self.registration {
             RegistrationMode::PerIo => "per-io",
             RegistrationMode::TrustTarget => "trust-target",
+        };
+        match self.driver {
+            DriverModel::StorPort => reg.to_owned(),
+            DriverModel::IscsiModel => format!("iscsi-model {reg}"),
         }
     }
 
@@ -381,7 +411,7 @@ impl Session {
 
 /// The state of one point's run, shared by its completion routines.
 struct Job {
-    port: Weak<Port<SrpMiniport>>,
+    port: Weak<HostAdapter>,
     blocks_per_io: u64,
     /// Slots of `blocks_per_io` in the LU.
     slots: u64,
@@ -526,7 +556,10 @@ fn measure(s: &Session, w: Workload, depth: usize, secs: f64, seed: u64) -> Resu
     for i in 0..depth {
         let mut rng = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         next_rand(&mut rng);
-        let buf = s.port.buffer(bytes as usize).context("a read buffer")?;
+        let buf = s
+            .port
+            .read_buffer(bytes as usize)
+            .context("a read buffer")?;
         job.issue(buf, rng);
     }
     let deadline = start + Duration::from_secs_f64(secs);
@@ -590,7 +623,8 @@ fn median(v: &[f64]) -> f64 {
 /// The medians of one (session, workload) over the rounds.
 struct Point {
     workload: Workload,
-    registration: &'static str,
+    registration: String,
+    driver: DriverModel,
     rounds: Vec<Sample>,
 }
 
@@ -627,17 +661,33 @@ pub(crate) fn run(o: &Options) -> Result<()> {
         Registration::TrustTarget => vec![RegistrationMode::TrustTarget],
         Registration::Both => vec![RegistrationMode::PerIo, RegistrationMode::TrustTarget],
     };
+    let drivers: Vec<DriverModel> = match o.driver {
+        Driver::Storport => vec![DriverModel::StorPort],
+        Driver::IscsiModel => vec![DriverModel::IscsiModel],
+        Driver::Both => vec![DriverModel::StorPort, DriverModel::IscsiModel],
+    };
+    // One system memory for every session, as a host daemon has (sized as it sizes it).
+    let mut host = HostConfig::with_portals("srpctl-bench-disk", Vec::new());
+    host.queue_depth = host.queue_depth.max(o.depth as u32).min(255);
+    let memory =
+        SystemMemory::new(srp_hostd::session::memory_pages(&host) * modes.len() * drivers.len());
     let mut sessions = Vec::new();
     let mut local = o.host;
-    for (i, &m) in modes.iter().enumerate() {
-        sessions.push(Session::open(
-            o,
-            &config,
-            local,
-            m,
-            0x0002_c903_00be_d210 + i as u64,
-        )?);
-        local = next_addr(local);
+    let mut i = 0u64;
+    for &d in &drivers {
+        for &m in &modes {
+            sessions.push(Session::open(
+                o,
+                &config,
+                local,
+                m,
+                d,
+                0x0002_c903_00be_d210 + i,
+                &memory,
+            )?);
+            local = next_addr(local);
+            i += 1;
+        }
     }
     for s in &sessions {
         s.verify(&backing.path)?;
@@ -659,6 +709,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
             points.push(Point {
                 workload: w,
                 registration: s.label(),
+                driver: s.driver,
                 rounds: Vec::new(),
             });
         }
@@ -680,7 +731,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
         }
     }
     for s in sessions {
-        let _ = s.port.stop_adapter(Duration::from_secs(2));
+        let _ = s.port.stop(Duration::from_secs(2));
         drop(s);
     }
     daemon.shutdown();
@@ -694,6 +745,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
                     "workload": p.workload.key(),
                     "name": p.workload.name(o.depth),
                     "registration": p.registration,
+                    "driver": p.driver.as_str(),
                     "depth": p.workload.depth(o.depth),
                     "block_bytes": p.workload.bytes(),
                     "iops": p.med(|s| s.iops),
@@ -724,7 +776,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
         return Ok(());
     }
     println!(
-        "\n{:<18}  {:<12}  {:>12}  {:<6}  {:>10}  {:>9}  {:>10}  {:>10}  {:>8}  {:>9}",
+        "\n{:<18}  {:<20}  {:>12}  {:<6}  {:>10}  {:>9}  {:>10}  {:>10}  {:>8}  {:>9}",
         "workload",
         "registration",
         "median",
@@ -739,7 +791,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     for p in &points {
         let (v, unit) = p.headline();
         println!(
-            "{:<18}  {:<12}  {:>12.1}  {:<6}  {:>10.0}  {:>9.1}  {:>10.1}  {:>10.1}  {:>8.2}  {:>9.1}",
+            "{:<18}  {:<20}  {:>12.1}  {:<6}  {:>10.0}  {:>9.1}  {:>10.1}  {:>10.1}  {:>8.2}  {:>9.1}",
             p.workload.name(o.depth),
             p.registration,
             v,
@@ -772,6 +824,24 @@ pub(crate) fn run(o: &Options) -> Result<()> {
                     "  {:<18}  per-io {a:.1} {unit}, trust-target {b:.1} {unit}: {:+.1} %",
                     w.name(o.depth),
                     cost * 100.0
+                );
+            }
+        }
+    }
+    if o.driver == Driver::Both {
+        println!("\nDriver models (the iSCSI model against StorPort, per-io, same run):");
+        for &w in &o.workloads {
+            let get = |r: &str| {
+                points
+                    .iter()
+                    .find(|p| p.workload == w && p.registration == r)
+                    .map(Point::headline)
+            };
+            if let (Some((a, unit)), Some((b, _))) = (get("iscsi-model per-io"), get("per-io")) {
+                println!(
+                    "  {:<18}  iscsi-model {a:.1} {unit}, storport {b:.1} {unit}: ratio {:.3}",
+                    w.name(o.depth),
+                    a / b
                 );
             }
         }
