@@ -11,13 +11,14 @@
 //! Dispatch: [`scsi::Command::parse`] against the one opcode table, restricted to
 //! [`supported_opcodes`], which also answers REPORT SUPPORTED OPERATION CODES.
 //!
-//! Files: [`counters`] (per-LUN command counters), [`inquiry`] (INQUIRY, VPD pages), [`io`] (READ, WRITE, VERIFY, COMPARE AND WRITE,
+//! Files: [`commands`] (the supported-command table of docs/target.md), [`counters`] (per-LUN command counters), [`inquiry`] (INQUIRY, VPD pages), [`io`] (READ, WRITE, VERIFY, COMPARE AND WRITE,
 //! SYNCHRONIZE CACHE, READ CAPACITY), [`provisioning`] (WRITE SAME, UNMAP), [`mode`] (MODE
 //! SENSE/SELECT), [`report`] (REPORT LUNS, REPORT SUPPORTED OPERATION CODES, REPORT TARGET
 //! PORT GROUPS, and commands to a LUN that does not exist), [`pr`] (PERSISTENT RESERVE
 //! IN/OUT and the reservation conflict check every command passes first), [`ua`] (unit
 //! attention conditions, checked before everything else).
 
+pub mod commands;
 pub mod counters;
 mod durability;
 pub mod inquiry;
