@@ -55,12 +55,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
          at dispatch level; the SRP miniport never calls it",
     ),
     (
-        "srp-initiator-iscsi-model/src/srp/mod.rs",
-        "std::thread::sleep(RECHECK);",
-        "the iSCSI-model driver's removal and power-down waiting (bounded) for its worker to \
-         finish what it holds: administration at passive level, not I/O",
-    ),
-    (
         "mpio/src/mpdisk.rs",
         "std::thread::sleep(pause);",
         "the DSM's retry back-off (BUSY, becoming ready): a delay the device asked for",

@@ -44,7 +44,7 @@ use srp_initiator_storport::srp::{AdapterStatus, SrbExt, SrpAdapterConfig, SrpTr
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What `initialize` opened.
 struct Running {
@@ -68,10 +68,6 @@ impl std::fmt::Debug for SrpDriver {
             .finish()
     }
 }
-
-/// How often a passive-level wait looks again (removal, power: rare, bounded waits on
-/// another thread's progress; never on the I/O path).
-const RECHECK: Duration = Duration::from_millis(2);
 
 impl SrpDriver {
     /// A driver for the login `cfg` describes (the same configuration the StorPort
@@ -116,24 +112,10 @@ impl SrpDriver {
             .map_or(0, |r| r.side.dropped_completions.load(Relaxed))
     }
 
-    /// Waits (passive) until `done` or `bound` passes; whether it became true.
-    fn wait(bound: Duration, mut done: impl FnMut() -> bool) -> bool {
-        let end = Instant::now() + bound;
-        loop {
-            if done() {
-                return true;
-            }
-            if Instant::now() >= end {
-                return false;
-            }
-            std::thread::sleep(RECHECK);
-        }
-    }
-
     /// Logs out and waits (bounded) for the channel to close.
     fn logout(r: &Running, bound: Duration) {
         r.transport.stop();
-        if !Self::wait(bound, || r.transport.closed()) {
+        if !r.side.wait_for(bound, || r.transport.closed()) {
             tracing::warn!(target = %r.transport.config().target, "the logout did not finish in {bound:?}; the channel is torn down");
         }
     }
@@ -248,7 +230,7 @@ impl Driver for SrpDriver {
             return;
         }
         let bound = self.cfg.cmd_timeout + Duration::from_secs(1);
-        if !Self::wait(bound, || r.side.held() == 0) {
+        if !r.side.wait_for(bound, || r.side.held() == 0) {
             tracing::warn!(target = %self.cfg.target, held = r.side.held(), "removal: requests still held after {bound:?}; failing them");
         }
         Self::fail_all(r, REMOVAL_STATUS);

@@ -33,6 +33,9 @@ pub(crate) struct SideState {
     pub(crate) holding: bool,
     /// The worker is to exit.
     pub(crate) stop: bool,
+    /// Counts the worker's rounds that did work and the completions handed to the port:
+    /// what a passive-level waiter ([`Side::wait_for`]) waits to change.
+    pub(crate) progress: u64,
 }
 
 /// The driver's side of the transport (see the module doc).
@@ -43,6 +46,8 @@ pub(crate) struct Side {
     pub(crate) gate: Mutex<()>,
     state: Mutex<SideState>,
     pub(crate) wake: Condvar,
+    /// Signalled when `progress` moves.
+    progressed: Condvar,
     /// Completions the transport produced for requests a reset or removal had already
     /// handed to the port.
     pub(crate) dropped_completions: AtomicU64,
@@ -56,6 +61,7 @@ impl Side {
             gate: Mutex::new(()),
             state: Mutex::new(SideState::default()),
             wake: Condvar::new(),
+            progressed: Condvar::new(),
             dropped_completions: AtomicU64::new(0),
         }
     }
@@ -99,6 +105,36 @@ impl Side {
         (waiting, inside)
     }
 
+    /// Something moved (a round did work, a request went back to the port): wakes the
+    /// passive-level waiters.
+    pub(crate) fn progress(&self, s: &mut SideState) {
+        s.progress = s.progress.wrapping_add(1);
+        self.progressed.notify_all();
+    }
+
+    /// Waits (passive level: removal, power) until `done()` holds or `bound` passes,
+    /// looking again each time the worker makes progress; whether it holds. `done` runs
+    /// without the side's lock held (it may take the transport's).
+    pub(crate) fn wait_for(&self, bound: Duration, mut done: impl FnMut() -> bool) -> bool {
+        let end = std::time::Instant::now() + bound;
+        loop {
+            let seen = self.lock().progress;
+            if done() {
+                return true;
+            }
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let s = self.lock();
+            drop(
+                self.progressed
+                    .wait_timeout_while(s, left, |s| s.progress == seen)
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+        }
+    }
+
     /// How many requests the driver holds.
     pub(crate) fn held(&self) -> usize {
         self.lock().held.len()
@@ -121,7 +157,10 @@ impl PortSide for Side {
         let mut s = self.lock();
         match s.held.remove(&srb.id()) {
             // Under the lock, so a reset or removal cannot hand it to the port meanwhile.
-            Some(request) => self.port.complete_request(&request),
+            Some(request) => {
+                self.port.complete_request(&request);
+                self.progress(&mut s);
+            }
             None => {
                 self.dropped_completions.fetch_add(1, Relaxed);
                 tracing::debug!(id = %srb.id(), "a completion for a request the port already flushed");

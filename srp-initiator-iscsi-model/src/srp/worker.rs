@@ -35,6 +35,7 @@ pub(crate) fn run(side: Arc<Side>, transport: Arc<SrpTransport>, max_wait: Durat
             }
         }
         if did > 0 {
+            side.progress(&mut side.lock());
             continue;
         }
         let Some(wait) = transport.idle(max_wait) else {
