@@ -53,45 +53,35 @@ impl Shared {
             .any(|s| s.serves(service))
     }
 
-    /// One sweep of every configured portal, logging in where needed.
+    /// One sweep: every configured portal, then every persistent login (established
+    /// again at start, and at every sweep while it has no session: as the operator's
+    /// login was, with its own IOC, local address and driver model), logging in where
+    /// needed.
     pub(super) fn sweep_all(&self) {
-        for p in self.config.portals.clone() {
+        let configured = self
+            .config
+            .portals
+            .iter()
+            .map(|p| (LoginSpec::to(p.address), p.iocs.clone()));
+        let persistent: Vec<(LoginSpec, Vec<Guid>)> = lock(&self.persistent)
+            .list()
+            .iter()
+            .map(|spec| (spec.clone(), self.portal_iocs(spec)))
+            .collect();
+        for (spec, iocs) in configured.chain(persistent) {
             if self.stopping() {
                 return;
             }
-            let spec = LoginSpec::to(p.address);
-            let outcome = self.login(&spec, &p.iocs);
+            let outcome = self.login(&spec, &iocs);
             for s in outcome.iter().flatten() {
                 tracing::info!(
                     session = s.id,
                     ioc = s.ioc_guid,
                     login = s.login,
+                    driver = s.driver,
+                    persistent = spec.persistent,
                     disks = ?s.disks,
                     "logged in"
-                );
-            }
-            self.note_sweep(p.address, outcome.as_ref().err());
-        }
-        self.persistent_logins();
-    }
-
-    /// Establishes every persistent login that has no session (at start, and at every
-    /// sweep while one is down): as the operator's login was, with its own IOC, local
-    /// address and driver model.
-    fn persistent_logins(&self) {
-        let specs = lock(&self.persistent).list().to_vec();
-        for spec in specs {
-            if self.stopping() {
-                return;
-            }
-            let outcome = self.login(&spec, &self.portal_iocs(&spec));
-            for s in outcome.iter().flatten() {
-                tracing::info!(
-                    session = s.id,
-                    ioc = s.ioc_guid,
-                    driver = s.driver,
-                    disks = ?s.disks,
-                    "persistent login established"
                 );
             }
             self.note_sweep(spec.portal, outcome.as_ref().err());

@@ -804,16 +804,19 @@ pub(crate) fn run(o: &Options) -> Result<()> {
             p.med(|s| s.allocs_per_io)
         );
     }
+    // The headline of session `label` at workload `w`, for the same-run comparisons.
+    let headline = |w: Workload, label: &str| {
+        points
+            .iter()
+            .find(|p| p.workload == w && p.registration == label)
+            .map(Point::headline)
+    };
     if o.registration == Registration::Both {
         println!("\nFRMR cost (per-io against trust-target, same run; goal ≤ 5 %):");
         for &w in &o.workloads {
-            let get = |r: &str| {
-                points
-                    .iter()
-                    .find(|p| p.workload == w && p.registration == r)
-                    .map(Point::headline)
-            };
-            if let (Some((a, unit)), Some((b, _))) = (get("per-io"), get("trust-target")) {
+            if let (Some((a, unit)), Some((b, _))) =
+                (headline(w, "per-io"), headline(w, "trust-target"))
+            {
                 // Cost: lower throughput or higher latency with FRMR.
                 let cost = if w == Workload::Lat4k {
                     a / b - 1.0
@@ -831,13 +834,9 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     if o.driver == Driver::Both {
         println!("\nDriver models (the iSCSI model against StorPort, per-io, same run):");
         for &w in &o.workloads {
-            let get = |r: &str| {
-                points
-                    .iter()
-                    .find(|p| p.workload == w && p.registration == r)
-                    .map(Point::headline)
-            };
-            if let (Some((a, unit)), Some((b, _))) = (get("iscsi-model per-io"), get("per-io")) {
+            if let (Some((a, unit)), Some((b, _))) =
+                (headline(w, "iscsi-model per-io"), headline(w, "per-io"))
+            {
                 println!(
                     "  {:<18}  iscsi-model {a:.1} {unit}, storport {b:.1} {unit}: ratio {:.3}",
                     w.name(o.depth),
