@@ -258,6 +258,48 @@ fn submitter(
     })
 }
 
+/// Four submitters over ranges of `span` blocks from `base`, on the first port, failing
+/// over to the second (see [`submitter`]).
+struct Load {
+    go: Arc<AtomicBool>,
+    ledger: Arc<Mutex<Ledger>>,
+    stats: Arc<Stats>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(ports: [Arc<Port<SrpDriver>>; 2], base: u32, span: u32) -> Load {
+        let go = Arc::new(AtomicBool::new(true));
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let stats = Arc::new(Stats::default());
+        let threads = (0..4)
+            .map(|i| {
+                submitter(
+                    ports.clone(),
+                    base + i * span..base + (i + 1) * span,
+                    go.clone(),
+                    ledger.clone(),
+                    stats.clone(),
+                )
+            })
+            .collect();
+        Load {
+            go,
+            ledger,
+            stats,
+            threads,
+        }
+    }
+
+    /// Stops the submitters and joins them.
+    fn stop(self) {
+        self.go.store(false, SeqCst);
+        for t in self.threads {
+            t.join().expect("submitter");
+        }
+    }
+}
+
 #[derive(Default)]
 struct Stats {
     acked: AtomicU64,
@@ -281,25 +323,10 @@ fn verified_io_through_the_srp_driver_then_orderly_removal_and_unload() {
         SrbStatus::SUCCESS
     );
     assert_eq!(read_back(&port, 64, 256), big);
-    let go = Arc::new(AtomicBool::new(true));
-    let ledger = Arc::new(Mutex::new(Ledger::default()));
-    let stats = Arc::new(Stats::default());
-    let threads: Vec<_> = (0..4)
-        .map(|i| {
-            submitter(
-                [port.clone(), port.clone()],
-                1000 + i * 50..1000 + (i + 1) * 50,
-                go.clone(),
-                ledger.clone(),
-                stats.clone(),
-            )
-        })
-        .collect();
+    let load = Load::start([port.clone(), port.clone()], 1000, 50);
+    let (ledger, stats) = (load.ledger.clone(), load.stats.clone());
     std::thread::sleep(Duration::from_secs(2));
-    go.store(false, SeqCst);
-    for t in threads {
-        t.join().expect("submitter");
-    }
+    load.stop();
     assert!(stats.verified.load(SeqCst) > 50, "I/O flowed");
     assert_eq!(stats.failed.load(SeqCst), 0);
     ledger.lock().expect("ledger").check(&port);
@@ -318,29 +345,14 @@ fn a_bus_reset_under_load_hands_everything_back_and_logs_in_again() {
     let (daemon, iocs) = target(3);
     let mem = memory();
     let port = Arc::new(driver(3, 4, &iocs[0], &mem));
-    let go = Arc::new(AtomicBool::new(true));
-    let ledger = Arc::new(Mutex::new(Ledger::default()));
-    let stats = Arc::new(Stats::default());
-    let threads: Vec<_> = (0..4)
-        .map(|i| {
-            submitter(
-                [port.clone(), port.clone()],
-                i * 40..(i + 1) * 40,
-                go.clone(),
-                ledger.clone(),
-                stats.clone(),
-            )
-        })
-        .collect();
+    let load = Load::start([port.clone(), port.clone()], 0, 40);
+    let (ledger, stats) = (load.ledger.clone(), load.stats.clone());
     std::thread::sleep(Duration::from_millis(500));
     for _ in 0..3 {
         assert!(port.reset_bus(0).expect("a reset at passive level"));
         std::thread::sleep(Duration::from_millis(400));
     }
-    go.store(false, SeqCst);
-    for t in threads {
-        t.join().expect("submitter");
-    }
+    load.stop();
     eprintln!(
         "acked {}, failed {}, dropped completions {}",
         stats.acked.load(SeqCst),
@@ -404,20 +416,8 @@ fn surprise_removal_of_an_ioc_under_load_fails_over_and_loses_no_acknowledged_wr
     let mem = memory();
     let a = Arc::new(driver(7, 8, &iocs[0], &mem));
     let b = Arc::new(driver(7, 9, &iocs[1], &mem));
-    let go = Arc::new(AtomicBool::new(true));
-    let ledger = Arc::new(Mutex::new(Ledger::default()));
-    let stats = Arc::new(Stats::default());
-    let threads: Vec<_> = (0..4)
-        .map(|i| {
-            submitter(
-                [a.clone(), b.clone()],
-                2000 + i * 40..2000 + (i + 1) * 40,
-                go.clone(),
-                ledger.clone(),
-                stats.clone(),
-            )
-        })
-        .collect();
+    let load = Load::start([a.clone(), b.clone()], 2000, 40);
+    let (ledger, stats) = (load.ledger.clone(), load.stats.clone());
     std::thread::sleep(Duration::from_millis(700));
     let acked_before = stats.acked.load(SeqCst);
     let removed = Instant::now();
@@ -425,10 +425,7 @@ fn surprise_removal_of_an_ioc_under_load_fails_over_and_loses_no_acknowledged_wr
     assert!(removed.elapsed() < Duration::from_secs(2), "no hang");
     assert_eq!(a.driver().held(), 0, "everything held was answered");
     std::thread::sleep(Duration::from_millis(700));
-    go.store(false, SeqCst);
-    for t in threads {
-        t.join().expect("submitter");
-    }
+    load.stop();
     eprintln!(
         "acked {} (before the removal {acked_before}), failed {}, verified {}",
         stats.acked.load(SeqCst),
