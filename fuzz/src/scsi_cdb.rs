@@ -16,7 +16,7 @@ pub fn run(data: &[u8]) {
                 "emitted CDB must parse to the same command"
             );
             if let Command::ReportSupportedOpcodes(req) = cmd {
-                let _ = rsoc::one_command(OPCODES, &req);
+                let _ = rsoc::one_command(OPCODES, &req, rsoc::no_timeouts);
             }
         }
         Err(e) => {

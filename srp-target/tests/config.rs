@@ -73,6 +73,7 @@ fn ram_lun(name: &str, size_bytes: u64) -> LunConfig {
         name: name.into(),
         backing: Backing::Ram { size_bytes },
         block_size: BlockSize::B512,
+        physical_block_size: None,
         read_only: false,
         write_cache: true,
         write_cache_changeable: false,
@@ -188,6 +189,7 @@ fn example_parses_to_expected_values() {
                     size_bytes: Some(64 << 30),
                 },
                 block_size: BlockSize::B512,
+                physical_block_size: None,
                 read_only: false,
                 write_cache: true,
                 write_cache_changeable: false,
@@ -199,6 +201,7 @@ fn example_parses_to_expected_values() {
                     path: "/dev/disk/by-id/nvme-example-part1".into(),
                 },
                 block_size: BlockSize::B4096,
+                physical_block_size: None,
                 read_only: false,
                 write_cache: false,
                 write_cache_changeable: false,
@@ -212,6 +215,7 @@ fn example_parses_to_expected_values() {
                     size_bytes: None,
                 },
                 block_size: BlockSize::B512,
+                physical_block_size: None,
                 read_only: true,
                 write_cache: true,
                 write_cache_changeable: false,
@@ -272,7 +276,7 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &edit("size = \"64MiB\"", "size = \"64MiB\"\nsise = 1"),
-        "target.toml: lun \"vol1\".sise: unknown key; expected one of: name, file, device, ram, size, block_size, read_only, write_cache, write_cache_changeable, record_writes",
+        "target.toml: lun \"vol1\".sise: unknown key; expected one of: name, file, device, ram, size, block_size, physical_block_size, read_only, write_cache, write_cache_changeable, record_writes",
     );
     fails(
         &edit("[target]", "[target]\nnode = 1"),
@@ -710,7 +714,7 @@ fn all_errors_are_reported_together() {
         errors(&text),
         [
             "target.toml: port[1].address: invalid address \"nowhere\": expected an IP address, optionally with :port (host names are not resolved)",
-            "target.toml: lun \"vol1\".colour: unknown key; expected one of: name, file, device, ram, size, block_size, read_only, write_cache, write_cache_changeable, record_writes",
+            "target.toml: lun \"vol1\".colour: unknown key; expected one of: name, file, device, ram, size, block_size, physical_block_size, read_only, write_cache, write_cache_changeable, record_writes",
             "target.toml: lun \"vol1\".size: size 1000 bytes is not a multiple of the block size 512",
             "target.toml: ioc[0].ports[1]: port \"p7\" is not defined (defined: p0, p1)",
             "target.toml: ioc[0].exports.3: LUN \"vol9\" is not defined (defined: vol1, vol2)",

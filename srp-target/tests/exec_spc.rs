@@ -34,7 +34,7 @@ fn standard_inquiry() {
         .chunks(2)
         .map(|c| u16::from_be_bytes([c[0], c[1]]))
         .collect();
-    assert_eq!(v, [0x00a0, 0x0460, 0x04c0, 0x0955, 0, 0, 0, 0]);
+    assert_eq!(v, [0x00a0, 0x0460, 0x0600, 0x04c0, 0x0955, 0, 0, 0]);
     assert!(d[74..].iter().all(|&b| b == 0));
     // Cut to the allocation length.
     assert_eq!(good(&lu, &inquiry(None, 5), &[]), d[..5].to_vec());

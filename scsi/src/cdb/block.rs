@@ -1,6 +1,6 @@
 //! SYNCHRONIZE CACHE, WRITE SAME, UNMAP, START STOP UNIT and READ CAPACITY (SBC-3).
 
-use super::rw::{Rw10Cdb, lba_len, rw10, rw16};
+use super::rw::{Rw10Cdb, lba_len, put_long};
 use super::{CdbError, Command, LongCdb, flag, put, read};
 use crate::units::{BlockCount, Lba};
 use zerocopy::network_endian::{U16, U32, U64};
@@ -39,11 +39,26 @@ impl SynchronizeCache {
 
     pub(super) fn emit(&self, opcode: u8, out: &mut [u8]) -> Result<(), CdbError> {
         let flags = flag(self.immed, SYNC_IMMED);
-        match self.cdb {
-            LongCdb::Ten => put(out, &rw10(opcode, flags, self.lba, self.blocks)?),
-            LongCdb::Sixteen => put(out, &rw16(opcode, flags, self.lba, self.blocks)),
-        }
+        put_ten_or_sixteen(out, self.cdb, opcode, flags, self.lba, self.blocks)
     }
+}
+
+/// A command with only 10- and 16-byte forms: its CDB, or `OutOfRange` for a 12-byte one.
+pub(super) fn put_ten_or_sixteen(
+    out: &mut [u8],
+    cdb: LongCdb,
+    opcode: u8,
+    flags: u8,
+    lba: Lba,
+    n: BlockCount,
+) -> Result<(), CdbError> {
+    if cdb == LongCdb::Twelve {
+        return Err(CdbError::OutOfRange {
+            field: "CDB size (this command has no 12-byte form)",
+            value: 12,
+        });
+    }
+    put_long(out, cdb, opcode, flags, lba, n)
 }
 
 pub(super) fn sync_cache10(c: &[u8]) -> Result<Command, CdbError> {
@@ -93,10 +108,7 @@ impl WriteSame {
             });
         }
         let flags = flag(self.unmap, WS_UNMAP) | flag(self.anchor, WS_ANCHOR);
-        match self.cdb {
-            LongCdb::Ten => put(out, &rw10(opcode, flags, self.lba, self.blocks)?),
-            LongCdb::Sixteen => put(out, &rw16(opcode, flags, self.lba, self.blocks)),
-        }
+        put_ten_or_sixteen(out, self.cdb, opcode, flags, self.lba, self.blocks)
     }
 }
 

@@ -9,29 +9,37 @@
 //! reserved bit zero and fails on a value its field cannot hold.
 //!
 //! Files: [`opcodes`] (the table), [`spc`] (TEST UNIT READY, REQUEST SENSE, INQUIRY, REPORT
-//! LUNS), [`mode`] (MODE SELECT/SENSE), [`rw`] (READ, WRITE, VERIFY, COMPARE AND WRITE), [`block`]
-//! (SYNCHRONIZE CACHE, WRITE SAME, UNMAP, START STOP UNIT, READ CAPACITY), [`pr`]
-//! (PERSISTENT RESERVE IN/OUT), [`maint`] (MAINTENANCE IN), [`rsoc`] (REPORT SUPPORTED
-//! OPERATION CODES parameter data).
+//! LUNS), [`mode`] (MODE SELECT/SENSE), [`rw`] (READ, WRITE, VERIFY, COMPARE AND WRITE),
+//! [`writes`] (WRITE AND VERIFY, ORWRITE, WRITE ATOMIC), [`block`] (SYNCHRONIZE CACHE,
+//! WRITE SAME, UNMAP, START STOP UNIT, READ CAPACITY), [`medium`] (PRE-FETCH, GET LBA
+//! STATUS, READ DEFECT DATA, PREVENT ALLOW MEDIUM REMOVAL), [`reserve`] (RESERVE/RELEASE),
+//! [`pr`] (PERSISTENT RESERVE IN/OUT), [`maint`] (MAINTENANCE IN), [`rsoc`] (REPORT
+//! SUPPORTED OPERATION CODES parameter data).
 
 pub mod block;
 mod error;
 pub mod maint;
+pub mod medium;
 pub mod mode;
 pub mod opcodes;
 pub mod pr;
+pub mod reserve;
 pub mod rsoc;
 pub mod rw;
 pub mod spc;
+pub mod writes;
 
 pub use block::{ReadCapacity16, StartStopUnit, SynchronizeCache, Unmap, WriteSame};
 pub use error::CdbError;
 pub use maint::{ReportSupportedOpcodes, ReportTargetPortGroups, ReportingOptions};
+pub use medium::{GetLbaStatus, PreFetch, ReadDefectData};
 pub use mode::{ModeSelect, ModeSense, PageControl};
 pub use opcodes::{OPCODES, OpcodeInfo};
 pub use pr::{PrIn, PrInAction, PrOut, PrOutAction, PrScope, PrType};
+pub use reserve::ReserveCdb;
 pub use rw::{ByteCheck, CompareAndWrite, ReadWrite, Verify};
 pub use spc::{Inquiry, ReportLuns, RequestSense, SelectReport, VpdPage};
+pub use writes::{WriteAndVerify, WriteAtomic};
 
 use wirekit::WireRepr;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -50,11 +58,13 @@ pub enum RwCdb {
 }
 
 /// Which CDB carries a command that exists in 10- and 16-byte forms (VERIFY, SYNCHRONIZE
-/// CACHE, WRITE SAME).
+/// CACHE, WRITE SAME, PRE-FETCH) and, for VERIFY and WRITE AND VERIFY, a 12-byte one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LongCdb {
     /// 10-byte: 32-bit LBA, 16-bit length.
     Ten,
+    /// 12-byte: 32-bit LBA, 32-bit length (VERIFY(12), WRITE AND VERIFY(12) only).
+    Twelve,
     /// 16-byte: 64-bit LBA, 32-bit length.
     Sixteen,
 }
@@ -83,6 +93,15 @@ pub enum Command {
     ModeSense(ModeSense),
     /// START STOP UNIT (1Bh).
     StartStopUnit(StartStopUnit),
+    /// PREVENT ALLOW MEDIUM REMOVAL (1Eh).
+    PreventAllowMediumRemoval {
+        /// PREVENT (2 bits).
+        prevent: u8,
+    },
+    /// RESERVE(6) (16h) / RESERVE(10) (56h): the SCSI-2 logical unit reservation.
+    Reserve(ReserveCdb),
+    /// RELEASE(6) (17h) / RELEASE(10) (57h).
+    Release(ReserveCdb),
     /// READ CAPACITY(10) (25h).
     ReadCapacity10,
     /// SERVICE ACTION IN(16) (9Eh) / READ CAPACITY(16) (10h).
@@ -91,10 +110,22 @@ pub enum Command {
     Read(ReadWrite),
     /// WRITE(6/10/12/16) (0Ah, 2Ah, AAh, 8Ah).
     Write(ReadWrite),
-    /// VERIFY(10/16) (2Fh, 8Fh).
+    /// VERIFY(10/12/16) (2Fh, AFh, 8Fh).
     Verify(Verify),
+    /// WRITE AND VERIFY(10/12/16) (2Eh, AEh, 8Eh).
+    WriteAndVerify(WriteAndVerify),
+    /// ORWRITE(16) (8Bh): a READ(16)-shaped CDB ([`RwCdb::Sixteen`] only).
+    OrWrite(ReadWrite),
+    /// WRITE ATOMIC(16) (9Ch).
+    WriteAtomic(WriteAtomic),
     /// COMPARE AND WRITE (89h).
     CompareAndWrite(CompareAndWrite),
+    /// PRE-FETCH(10/16) (34h, 90h).
+    PreFetch(PreFetch),
+    /// SERVICE ACTION IN(16) (9Eh) / GET LBA STATUS (12h).
+    GetLbaStatus(GetLbaStatus),
+    /// READ DEFECT DATA(10/12) (37h, B7h).
+    ReadDefectData(ReadDefectData),
     /// SYNCHRONIZE CACHE(10/16) (35h, 91h).
     SynchronizeCache(SynchronizeCache),
     /// WRITE SAME(10/16) (41h, 93h).
@@ -124,12 +155,28 @@ impl Command {
             C::ModeSelect(m) => (if m.cdb == ModeCdb::Six { 0x15 } else { 0x55 }, None),
             C::ModeSense(m) => (if m.cdb == ModeCdb::Six { 0x1a } else { 0x5a }, None),
             C::StartStopUnit(_) => (0x1b, None),
+            C::PreventAllowMediumRemoval { .. } => (0x1e, None),
+            C::Reserve(r) => (r.opcode(true), None),
+            C::Release(r) => (r.opcode(false), None),
             C::ReadCapacity10 => (0x25, None),
             C::ReadCapacity16(_) => (0x9e, Some(0x10)),
             C::Read(rw) => (rw.opcode(true), None),
             C::Write(rw) => (rw.opcode(false), None),
-            C::Verify(v) => (if v.cdb == LongCdb::Ten { 0x2f } else { 0x8f }, None),
+            C::Verify(v) => (
+                match v.cdb {
+                    LongCdb::Ten => 0x2f,
+                    LongCdb::Twelve => 0xaf,
+                    LongCdb::Sixteen => 0x8f,
+                },
+                None,
+            ),
+            C::WriteAndVerify(w) => (w.opcode(), None),
+            C::OrWrite(_) => (0x8b, None),
+            C::WriteAtomic(_) => (0x9c, None),
             C::CompareAndWrite(_) => (0x89, None),
+            C::PreFetch(p) => (p.opcode(), None),
+            C::GetLbaStatus(_) => (0x9e, Some(medium::SA_GET_LBA_STATUS)),
+            C::ReadDefectData(r) => (if r.twelve { 0xb7 } else { 0x37 }, None),
             C::SynchronizeCache(s) => (if s.cdb == LongCdb::Ten { 0x35 } else { 0x91 }, None),
             C::WriteSame(w) => (if w.cdb == LongCdb::Ten { 0x41 } else { 0x93 }, None),
             C::Unmap(_) => (0x42, None),
@@ -184,11 +231,20 @@ impl<'a> WireRepr<'a> for Command {
             C::ModeSelect(x) => x.emit(opcode, out),
             C::ModeSense(x) => x.emit(opcode, out),
             C::StartStopUnit(x) => x.emit(out),
+            C::PreventAllowMediumRemoval { prevent } => medium::emit_prevent_allow(*prevent, out),
+            C::Reserve(x) => x.emit(true, out),
+            C::Release(x) => x.emit(false, out),
             C::ReadCapacity10 => block::emit_read_capacity10(out),
             C::ReadCapacity16(x) => x.emit(out),
             C::Read(x) | C::Write(x) => x.emit(opcode, out),
             C::Verify(x) => x.emit(opcode, out),
+            C::WriteAndVerify(x) => x.emit(out),
+            C::OrWrite(x) => writes::emit_orwrite(x, out),
+            C::WriteAtomic(x) => x.emit(out),
             C::CompareAndWrite(x) => x.emit(out),
+            C::PreFetch(x) => x.emit(out),
+            C::GetLbaStatus(x) => x.emit(out),
+            C::ReadDefectData(x) => x.emit(out),
             C::SynchronizeCache(x) => x.emit(opcode, out),
             C::WriteSame(x) => x.emit(opcode, out),
             C::Unmap(x) => x.emit(out),

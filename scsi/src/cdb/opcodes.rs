@@ -13,7 +13,7 @@
 //!   information), as SBC-3 requires for a logical unit without them.
 //! - Obsolete fields (READ CAPACITY's LBA and PMI, SYNC_NV, FUA_NV): clear, as in SBC-4.
 
-use super::{CdbError, Command, block, maint, mode, pr, rw, spc};
+use super::{CdbError, Command, block, maint, medium, mode, pr, reserve, rw, spc, writes};
 
 /// One supported command: operation code, service action, name and CDB usage data.
 #[derive(Clone, Copy, Debug)]
@@ -70,20 +70,31 @@ const TABLE: &[OpcodeInfo] = &[
     e(0x12, None, "INQUIRY", &[0x12, 0x01, 0xff, 0xff, 0xff, C], spc::inquiry),
     // PF, SP; PARAMETER LIST LENGTH.
     e(0x15, None, "MODE SELECT(6)", &[0x15, 0x11, 0, 0, 0xff, C], mode::mode_select6),
+    // Logical unit reservations only: no 3RDPTY, no extents (cdb/reserve.rs).
+    e(0x16, None, "RESERVE(6)", &[0x16, 0, 0, 0, 0, C], reserve::reserve6),
+    e(0x17, None, "RELEASE(6)", &[0x17, 0, 0, 0, 0, C], reserve::release6),
     // DBD; PC, PAGE CODE; SUBPAGE CODE; ALLOCATION LENGTH.
     e(0x1a, None, "MODE SENSE(6)", &[0x1a, 0x08, 0xff, 0xff, 0xff, C], mode::mode_sense6),
     // IMMED; POWER CONDITION MODIFIER; POWER CONDITION, NO_FLUSH, LOEJ, START.
     e(0x1b, None, "START STOP UNIT", &[0x1b, 0x01, 0, 0x0f, 0xf7, C], block::start_stop_unit),
+    // PREVENT.
+    e(0x1e, None, "PREVENT ALLOW MEDIUM REMOVAL", &[0x1e, 0, 0, 0, 0x03, C], medium::prevent_allow),
     // LBA and PMI are obsolete (SBC-4).
     e(0x25, None, "READ CAPACITY(10)", &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, C], block::read_capacity10),
     // DPO, FUA; LBA; (GROUP NUMBER); TRANSFER LENGTH.
     e(0x28, None, "READ(10)", &[0x28, 0x18, W[0], W[1], W[2], W[3], 0, 0xff, 0xff, C], rw::read10),
     e(0x2a, None, "WRITE(10)", &[0x2a, 0x18, W[0], W[1], W[2], W[3], 0, 0xff, 0xff, C], rw::write10),
+    // DPO, BYTCHK bit 1 (its 10b and 11b are reserved); LBA; TRANSFER LENGTH.
+    e(0x2e, None, "WRITE AND VERIFY(10)", &[0x2e, 0x12, W[0], W[1], W[2], W[3], 0, 0xff, 0xff, C], writes::write_and_verify10),
     // DPO, BYTCHK; LBA; VERIFICATION LENGTH.
     e(0x2f, None, "VERIFY(10)", &[0x2f, 0x16, W[0], W[1], W[2], W[3], 0, 0xff, 0xff, C], rw::verify10),
+    // IMMED; LBA; PREFETCH LENGTH.
+    e(0x34, None, "PRE-FETCH(10)", &[0x34, 0x02, W[0], W[1], W[2], W[3], 0, 0xff, 0xff, C], medium::prefetch10),
     // IMMED; LBA; NUMBER OF LOGICAL BLOCKS.
     e(0x35, None, "SYNCHRONIZE CACHE(10)", &[0x35, 0x02, W[0], W[1], W[2], W[3], 0, 0xff, 0xff, C],
         block::sync_cache10),
+    // REQ_PLIST, REQ_GLIST, DEFECT LIST FORMAT; ALLOCATION LENGTH.
+    e(0x37, None, "READ DEFECT DATA(10)", &[0x37, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, C], medium::read_defect_data10),
     // ANCHOR, UNMAP; LBA; NUMBER OF LOGICAL BLOCKS.
     e(0x41, None, "WRITE SAME(10)", &[0x41, 0x18, W[0], W[1], W[2], W[3], 0, 0xff, 0xff, C],
         block::write_same10),
@@ -91,6 +102,9 @@ const TABLE: &[OpcodeInfo] = &[
     e(0x42, None, "UNMAP", &[0x42, 0x01, 0, 0, 0, 0, 0, 0xff, 0xff, C], block::unmap),
     // PF, SP; PARAMETER LIST LENGTH.
     e(0x55, None, "MODE SELECT(10)", &[0x55, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, C], mode::mode_select10),
+    // Logical unit form only: 3RDPTY, LONGID and the parameter list clear.
+    e(0x56, None, "RESERVE(10)", &[0x56, 0, 0, 0, 0, 0, 0, 0, 0, C], reserve::reserve10),
+    e(0x57, None, "RELEASE(10)", &[0x57, 0, 0, 0, 0, 0, 0, 0, 0, C], reserve::release10),
     // LLBAA, DBD; PC, PAGE CODE; SUBPAGE CODE; ALLOCATION LENGTH.
     e(0x5a, None, "MODE SENSE(10)", &[0x5a, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, C], mode::mode_sense10),
     // SERVICE ACTION; ALLOCATION LENGTH.
@@ -112,12 +126,22 @@ const TABLE: &[OpcodeInfo] = &[
     // DPO, FUA; LBA; NUMBER OF LOGICAL BLOCKS in byte 13 (SBC-3).
     e(0x89, None, "COMPARE AND WRITE", &[0x89, 0x18, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, 0, 0, 0xff, 0, C], rw::compare_and_write),
     e(0x8a, None, "WRITE(16)", &[0x8a, 0x18, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], rw::write16),
+    // DPO, FUA; LBA; TRANSFER LENGTH.
+    e(0x8b, None, "ORWRITE(16)", &[0x8b, 0x18, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], writes::orwrite16),
+    // DPO, BYTCHK bit 1; LBA; TRANSFER LENGTH.
+    e(0x8e, None, "WRITE AND VERIFY(16)", &[0x8e, 0x12, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], writes::write_and_verify16),
     e(0x8f, None, "VERIFY(16)", &[0x8f, 0x16, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], rw::verify16),
+    // IMMED; LBA; PREFETCH LENGTH.
+    e(0x90, None, "PRE-FETCH(16)", &[0x90, 0x02, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], medium::prefetch16),
     e(0x91, None, "SYNCHRONIZE CACHE(16)", &[0x91, 0x02, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], block::sync_cache16),
     // ANCHOR, UNMAP (NDOB unsupported); LBA; NUMBER OF LOGICAL BLOCKS.
     e(0x93, None, "WRITE SAME(16)", &[0x93, 0x18, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], block::write_same16),
+    // DPO, FUA; LBA; ATOMIC BOUNDARY; TRANSFER LENGTH (16 bits).
+    e(0x9c, None, "WRITE ATOMIC(16)", &[0x9c, 0x18, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0xff, 0xff, 0xff, 0xff, 0, C], writes::write_atomic16),
     // SERVICE ACTION 10h; LBA and PMI obsolete (SBC-4); ALLOCATION LENGTH.
     e(0x9e, Some(0x10), "READ CAPACITY(16)", &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, W[0], W[1], W[2], W[3], 0, C], block::read_capacity16),
+    // SERVICE ACTION 12h; STARTING LBA; ALLOCATION LENGTH.
+    e(0x9e, Some(0x12), "GET LBA STATUS", &[0x9e, 0x12, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], medium::get_lba_status),
     // SELECT REPORT; ALLOCATION LENGTH.
     e(0xa0, None, "REPORT LUNS", &[0xa0, 0, 0xff, 0, 0, 0, W[0], W[1], W[2], W[3], 0, C], spc::report_luns),
     // PARAMETER DATA FORMAT 000b/001b (bit 5), SERVICE ACTION 0Ah; ALLOCATION LENGTH.
@@ -127,6 +151,12 @@ const TABLE: &[OpcodeInfo] = &[
     e(0xa3, Some(0x0c), "REPORT SUPPORTED OPERATION CODES", &[0xa3, 0x0c, 0x83, 0xff, 0xff, 0xff, W[0], W[1], W[2], W[3], 0, C], maint::report_supported_opcodes),
     e(0xa8, None, "READ(12)", &[0xa8, 0x18, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], rw::read12),
     e(0xaa, None, "WRITE(12)", &[0xaa, 0x18, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], rw::write12),
+    // DPO, BYTCHK bit 1; LBA; TRANSFER LENGTH.
+    e(0xae, None, "WRITE AND VERIFY(12)", &[0xae, 0x12, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], writes::write_and_verify12),
+    // DPO, BYTCHK; LBA; VERIFICATION LENGTH.
+    e(0xaf, None, "VERIFY(12)", &[0xaf, 0x16, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], rw::verify12),
+    // REQ_PLIST, REQ_GLIST, DEFECT LIST FORMAT; ADDRESS DESCRIPTOR INDEX; ALLOCATION LENGTH.
+    e(0xb7, None, "READ DEFECT DATA(12)", &[0xb7, 0x1f, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], medium::read_defect_data12),
 ];
 
 /// Every command this crate parses, sorted by operation code and service action.
@@ -245,10 +275,10 @@ mod tests {
             dispatch(&[0x04, 0, 0, 0, 0, 0]).map(|e| e.name),
             Err(CdbError::InvalidOpcode(0x04))
         );
-        // SERVICE ACTION IN(16) with GET LBA STATUS (12h), which we do not implement.
+        // SERVICE ACTION IN(16) with REPORT REFERRALS (13h), which we do not implement.
         let mut cdb = [0u8; 16];
         cdb[0] = 0x9e;
-        cdb[1] = 0x12;
+        cdb[1] = 0x13;
         assert_eq!(
             dispatch(&cdb).map(|e| e.name),
             Err(CdbError::InvalidField { byte: 1, bit: 4 })

@@ -1,8 +1,8 @@
 //! REPORT SUPPORTED OPERATION CODES parameter data (SPC-4), built from the opcode
 //! table so what a target reports is exactly what it parses.
 //!
-//! We have no timeout figures, so command timeouts descriptors (RCTD=1) carry zero
-//! timeouts, which SPC-4 defines as "no timeout information".
+//! Command timeouts descriptors (RCTD=1) carry what the caller's `timeouts` says for each
+//! command ([`no_timeouts`]: zeros, which SPC-4 defines as "no timeout information").
 
 use super::{CdbError, OpcodeInfo, ReportSupportedOpcodes, ReportingOptions};
 use zerocopy::network_endian::{U16, U32};
@@ -65,18 +65,38 @@ pub const SUPPORT_NOT_SUPPORTED: u8 = 0b001;
 /// SUPPORT 011b: supported in conformance with a SCSI standard.
 pub const SUPPORT_STANDARD: u8 = 0b011;
 
-const NO_TIMEOUTS: TimeoutsDescriptor = TimeoutsDescriptor {
-    len: U16::new(0x0a),
-    reserved: 0,
-    command_specific: 0,
-    nominal_s: U32::new(0),
-    recommended_s: U32::new(0),
-};
+/// A command's timeouts, in seconds (0: no information).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CommandTimeouts {
+    /// NOMINAL COMMAND PROCESSING TIMEOUT: how long the command normally takes at most.
+    pub nominal_s: u32,
+    /// RECOMMENDED COMMAND TIMEOUT: how long to wait before giving it up.
+    pub recommended_s: u32,
+}
+
+/// What a device without timeout figures reports: no information.
+pub fn no_timeouts(_: &OpcodeInfo) -> CommandTimeouts {
+    CommandTimeouts::default()
+}
+
+fn timeouts_descriptor(t: CommandTimeouts) -> TimeoutsDescriptor {
+    TimeoutsDescriptor {
+        len: U16::new(0x0a),
+        reserved: 0,
+        command_specific: 0,
+        nominal_s: U32::new(t.nominal_s),
+        recommended_s: U32::new(t.recommended_s),
+    }
+}
 
 /// The all-commands format (REPORTING OPTIONS 000b): a 4-byte COMMAND DATA LENGTH, then an
 /// 8-byte descriptor per entry of `table`, each followed by a 12-byte timeouts descriptor
-/// when `rctd`. Truncating to the ALLOCATION LENGTH is the caller's job.
-pub fn all_commands(table: &[OpcodeInfo], rctd: bool) -> Vec<u8> {
+/// when `rctd` (from `timeouts`). Truncating to the ALLOCATION LENGTH is the caller's job.
+pub fn all_commands(
+    table: &[OpcodeInfo],
+    rctd: bool,
+    timeouts: fn(&OpcodeInfo) -> CommandTimeouts,
+) -> Vec<u8> {
     let mut out = vec![0u8; 4];
     for e in table {
         let d = CommandDescriptor {
@@ -95,7 +115,7 @@ pub fn all_commands(table: &[OpcodeInfo], rctd: bool) -> Vec<u8> {
         };
         out.extend_from_slice(d.as_bytes());
         if rctd {
-            out.extend_from_slice(NO_TIMEOUTS.as_bytes());
+            out.extend_from_slice(timeouts_descriptor(timeouts(e)).as_bytes());
         }
     }
     // At most a few hundred entries of 20 bytes: far below u32::MAX.
@@ -111,6 +131,7 @@ pub fn all_commands(table: &[OpcodeInfo], rctd: bool) -> Vec<u8> {
 pub fn one_command(
     table: &[OpcodeInfo],
     req: &ReportSupportedOpcodes,
+    timeouts: fn(&OpcodeInfo) -> CommandTimeouts,
 ) -> Result<Vec<u8>, CdbError> {
     let has_sa = table
         .iter()
@@ -118,7 +139,7 @@ pub fn one_command(
     let known = table.iter().any(|e| e.opcode == req.opcode);
     let bad_option = CdbError::InvalidField { byte: 2, bit: 2 };
     let sa = match req.options {
-        ReportingOptions::All => return Ok(all_commands(table, req.rctd)),
+        ReportingOptions::All => return Ok(all_commands(table, req.rctd, timeouts)),
         ReportingOptions::OneCommand if has_sa => return Err(bad_option),
         ReportingOptions::OneCommandWithServiceAction if known && !has_sa => {
             return Err(bad_option);
@@ -148,7 +169,7 @@ pub fn one_command(
     let mut out = h.as_bytes().to_vec();
     out.extend_from_slice(e.usage);
     if req.rctd {
-        out.extend_from_slice(NO_TIMEOUTS.as_bytes());
+        out.extend_from_slice(timeouts_descriptor(timeouts(e)).as_bytes());
     }
     Ok(out)
 }
@@ -189,7 +210,7 @@ mod tests {
             0x00, 0, 0x00, 0x00, 0, 0x00, 0x00, 0x06, // TEST UNIT READY, no SA, CDB LENGTH 6
             0x9e, 0, 0x00, 0x10, 0, 0x01, 0x00, 0x10, // 9Eh SA 10h, SERVACTV, CDB LENGTH 16
         ];
-        assert_eq!(all_commands(&table, false), want);
+        assert_eq!(all_commands(&table, false, no_timeouts), want);
     }
 
     #[test]
@@ -201,8 +222,8 @@ mod tests {
             0x28, 0, 0, 0, 0, 0x02, 0, 10, // READ(10), CTDP, CDB LENGTH 10
             0x00, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // timeouts: length 10, no information
         ];
-        assert_eq!(all_commands(&table, true), want);
-        let full = all_commands(OPCODES, true);
+        assert_eq!(all_commands(&table, true, no_timeouts), want);
+        let full = all_commands(OPCODES, true, no_timeouts);
         assert_eq!(full.len(), 4 + 20 * OPCODES.len());
     }
 
@@ -216,7 +237,7 @@ mod tests {
             0x28, 0x18, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00, // READ(10) usage data
         ];
         assert_eq!(
-            one_command(OPCODES, &req(ReportingOptions::OneCommand, 0x28, 0, false)),
+            one_command(OPCODES, &req(ReportingOptions::OneCommand, 0x28, 0, false), no_timeouts),
             Ok(want.to_vec())
         );
         let rc16 = one_command(
@@ -227,6 +248,7 @@ mod tests {
                 0x10,
                 true,
             ),
+            no_timeouts,
         );
         let rc16 = rc16.expect("supported");
         assert_eq!(&rc16[..4], &[0x00, 0x83, 0x00, 0x10]);
@@ -238,19 +260,19 @@ mod tests {
     fn one_command_unsupported_and_contradictions() {
         let not_supported = vec![0x00, 0x01, 0x00, 0x00];
         assert_eq!(
-            one_command(OPCODES, &req(ReportingOptions::OneCommand, 0x04, 0, false)),
+            one_command(OPCODES, &req(ReportingOptions::OneCommand, 0x04, 0, false), no_timeouts),
             Ok(not_supported.clone())
         );
         let sa12 = req(
             ReportingOptions::OneCommandWithServiceAction,
             0x9e,
-            0x12,
+            0x13,
             false,
         );
-        assert_eq!(one_command(OPCODES, &sa12), Ok(not_supported));
+        assert_eq!(one_command(OPCODES, &sa12, no_timeouts), Ok(not_supported));
         let bad = CdbError::InvalidField { byte: 2, bit: 2 };
         assert_eq!(
-            one_command(OPCODES, &req(ReportingOptions::OneCommand, 0x5e, 0, false)),
+            one_command(OPCODES, &req(ReportingOptions::OneCommand, 0x5e, 0, false), no_timeouts),
             Err(bad)
         );
         let no_sa = req(
@@ -259,7 +281,7 @@ mod tests {
             0,
             false,
         );
-        assert_eq!(one_command(OPCODES, &no_sa), Err(bad));
+        assert_eq!(one_command(OPCODES, &no_sa, no_timeouts), Err(bad));
         // 011b: the service action is ignored for an opcode without them.
         let optional = req(
             ReportingOptions::OneCommandServiceActionOptional,
@@ -268,10 +290,10 @@ mod tests {
             false,
         );
         assert_eq!(
-            one_command(OPCODES, &optional).map(|v| v[1]),
+            one_command(OPCODES, &optional, no_timeouts).map(|v| v[1]),
             Ok(SUPPORT_STANDARD)
         );
         let all = req(ReportingOptions::All, 0, 0, false);
-        assert_eq!(one_command(OPCODES, &all), Ok(all_commands(OPCODES, false)));
+        assert_eq!(one_command(OPCODES, &all, no_timeouts), Ok(all_commands(OPCODES, false, no_timeouts)));
     }
 }

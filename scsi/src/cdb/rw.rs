@@ -1,4 +1,4 @@
-//! READ and WRITE (6/10/12/16), VERIFY (10/16) and COMPARE AND WRITE (SBC-3).
+//! READ and WRITE (6/10/12/16), VERIFY (10/12/16) and COMPARE AND WRITE (SBC-3).
 
 use super::{CdbError, Command, LongCdb, RwCdb, fit, flag, put, read};
 use crate::units::{BlockCount, Lba};
@@ -177,17 +177,7 @@ impl ReadWrite {
                 )
             }
             RwCdb::Ten => put(out, &rw10(opcode, flags, self.lba, self.blocks)?),
-            RwCdb::Twelve => put(
-                out,
-                &Rw12Cdb {
-                    opcode,
-                    flags,
-                    lba: U32::new(fit("LOGICAL BLOCK ADDRESS", self.lba.0)?),
-                    length: U32::new(self.blocks.0),
-                    group: 0,
-                    control: 0,
-                },
-            ),
+            RwCdb::Twelve => put_long(out, LongCdb::Twelve, opcode, flags, self.lba, self.blocks),
             RwCdb::Sixteen => put(out, &rw16(opcode, flags, self.lba, self.blocks)),
         }
     }
@@ -217,7 +207,33 @@ pub(super) fn rw16(opcode: u8, flags: u8, lba: Lba, n: BlockCount) -> Rw16Cdb {
     }
 }
 
-/// (flags, LBA, length) of a 10- or 16-byte LBA/length CDB.
+/// Writes the 10-, 12- or 16-byte LBA/length CDB `cdb` to `out`.
+pub(super) fn put_long(
+    out: &mut [u8],
+    cdb: LongCdb,
+    opcode: u8,
+    flags: u8,
+    lba: Lba,
+    n: BlockCount,
+) -> Result<(), CdbError> {
+    match cdb {
+        LongCdb::Ten => put(out, &rw10(opcode, flags, lba, n)?),
+        LongCdb::Twelve => put(
+            out,
+            &Rw12Cdb {
+                opcode,
+                flags,
+                lba: U32::new(fit("LOGICAL BLOCK ADDRESS", lba.0)?),
+                length: U32::new(n.0),
+                group: 0,
+                control: 0,
+            },
+        ),
+        LongCdb::Sixteen => put(out, &rw16(opcode, flags, lba, n)),
+    }
+}
+
+/// (flags, LBA, length) of a 10-, 12- or 16-byte LBA/length CDB.
 pub(super) fn lba_len(cdb: LongCdb, c: &[u8]) -> Result<(u8, Lba, BlockCount), CdbError> {
     Ok(match cdb {
         LongCdb::Ten => {
@@ -227,6 +243,10 @@ pub(super) fn lba_len(cdb: LongCdb, c: &[u8]) -> Result<(u8, Lba, BlockCount), C
                 Lba(h.lba.get().into()),
                 BlockCount(h.length.get().into()),
             )
+        }
+        LongCdb::Twelve => {
+            let h: Rw12Cdb = read(c)?;
+            (h.flags, Lba(h.lba.get().into()), BlockCount(h.length.get()))
         }
         LongCdb::Sixteen => {
             let h: Rw16Cdb = read(c)?;
@@ -245,10 +265,7 @@ fn read_write(cdb: RwCdb, c: &[u8]) -> Result<ReadWrite, CdbError> {
             (0, Lba(lba), BlockCount(n))
         }
         RwCdb::Ten => lba_len(LongCdb::Ten, c)?,
-        RwCdb::Twelve => {
-            let h: Rw12Cdb = read(c)?;
-            (h.flags, Lba(h.lba.get().into()), BlockCount(h.length.get()))
-        }
+        RwCdb::Twelve => lba_len(LongCdb::Twelve, c)?,
         RwCdb::Sixteen => lba_len(LongCdb::Sixteen, c)?,
     };
     Ok(ReadWrite {
@@ -339,15 +356,15 @@ impl Verify {
             ByteCheck::CompareOne => 0b11,
         };
         let flags = flag(self.dpo, DPO) | bytchk << BYTCHK_SHIFT;
-        match self.cdb {
-            LongCdb::Ten => put(out, &rw10(opcode, flags, self.lba, self.blocks)?),
-            LongCdb::Sixteen => put(out, &rw16(opcode, flags, self.lba, self.blocks)),
-        }
+        put_long(out, self.cdb, opcode, flags, self.lba, self.blocks)
     }
 }
 
 pub(super) fn verify10(c: &[u8]) -> Result<Command, CdbError> {
     Verify::decode(LongCdb::Ten, c)
+}
+pub(super) fn verify12(c: &[u8]) -> Result<Command, CdbError> {
+    Verify::decode(LongCdb::Twelve, c)
 }
 pub(super) fn verify16(c: &[u8]) -> Result<Command, CdbError> {
     Verify::decode(LongCdb::Sixteen, c)

@@ -32,6 +32,14 @@ pub enum StartError {
         /// What is wrong, naming the file.
         reason: String,
     },
+    /// The LUN's physical block size disagrees with its block device's own.
+    #[error("lun \"{lun}\": {why}")]
+    Geometry {
+        /// The LUN's name.
+        lun: String,
+        /// What disagrees, naming the device.
+        why: String,
+    },
     /// More IOCs than relative port numbers (65535).
     #[error("{0} IOCs: at most 65535 fit the relative target port space")]
     TooManyIocs(usize),

@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod limits;
+pub mod geometry;
 
 pub use error::{StartError, StartErrors};
 pub use limits::ChannelLimits;
@@ -130,8 +131,10 @@ fn open_lun(
     state_dir: &std::path::Path,
     layer: Option<&MediumLayer>,
 ) -> Result<LogicalUnit, StartError> {
+    let physical = geometry::physical_block_size(l)?;
     let backend = open_backend(l, layer)?;
     let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
+    lu.physical_block_bytes = physical;
     lu.read_only = l.read_only;
     lu.write_cache = l.write_cache;
     // Persistent reservations persist here under APTPL; a saved state is the LU's state.

@@ -19,6 +19,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Zero-fill chunk for the unmap fallback: 1 MiB.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
 
+/// The cache PRE-FETCH counts on: a range up to this size is read ahead in full (CONDITION
+/// MET); a longer one is read ahead too, but GOOD says it may not all stay cached (SBC-4).
+pub const PREFETCH_CACHE_BYTES: u64 = 256 << 20;
+
 /// A LUN backed by a regular file or a block device. Its system calls go through a
 /// [`Medium`]: the file itself, or a layer beneath the backend
 /// ([`FileBackend::interpose`]: the write log of `writelog`).
@@ -258,6 +262,46 @@ impl Backend for FileBackend {
             }
         }
         self.zero_fill(offset, len)
+    }
+
+    fn lba_status(&self, lba: Lba, max: u64) -> Result<super::LbaExtent, BackendError> {
+        let bs = u64::from(self.block_size.bytes());
+        let end = self.blocks * bs;
+        let start = lba.0.saturating_mul(bs);
+        let max = max.min(self.blocks.saturating_sub(lba.0)).max(1);
+        let seek = |at, data| {
+            self.medium
+                .seek_extent(at, data, end)
+                .map_err(|e| self.io_err(Op::Status)(io::Error::from(e)))
+        };
+        // Holes are whole file system blocks; a logical block only partly in one holds
+        // data, so a hole counts from the first block wholly inside it.
+        let (deallocated, until) = match seek(start, true)? {
+            // Data starts here (or within this block): mapped up to the next hole.
+            Some(data) if data < start + bs => {
+                let hole = seek(start, false)?.unwrap_or(end);
+                (false, hole.div_ceil(bs))
+            }
+            // A hole first: deallocated up to the block holding the next data.
+            Some(data) => (true, data / bs),
+            None => (true, self.blocks),
+        };
+        Ok(super::LbaExtent {
+            blocks: until.saturating_sub(lba.0).clamp(1, max),
+            deallocated,
+        })
+    }
+
+    fn prefetch(&self, lba: Lba, blocks: u64) -> Result<bool, BackendError> {
+        if self.in_memory {
+            return Ok(true);
+        }
+        let bs = u64::from(self.block_size.bytes());
+        let len = blocks.saturating_mul(bs);
+        self.medium
+            .will_need(lba.0.saturating_mul(bs), len)
+            .map_err(|e| self.io_err(Op::Prefetch)(io::Error::from(e)))?;
+        Ok(len <= PREFETCH_CACHE_BYTES)
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`Medium`]: the operating-system calls a [`super::FileBackend`] makes on its file or
-//! device — `pread`, `pwrite`, `fdatasync`, `fallocate(PUNCH_HOLE)` — as one narrow trait,
+//! device — `pread`, `pwrite`, `fdatasync`, `fallocate(PUNCH_HOLE)`, `lseek(SEEK_DATA/
+//! SEEK_HOLE)`, `posix_fadvise(WILLNEED)` — as one narrow trait,
 //! so that a layer can sit *beneath* the backend, where dm-log-writes sits beneath a
 //! filesystem: [`crate::writelog::Recorded`] logs every write, flush and discard that
 //! reaches the medium for the crash-consistency checker. Whatever the backend or the
@@ -12,7 +13,8 @@
 use crate::backend::MemSpan;
 use hca::mem::FileIoError;
 use nix::errno::Errno;
-use nix::fcntl::{FallocateFlags, fallocate};
+use nix::fcntl::{FallocateFlags, PosixFadviseAdvice, fallocate, posix_fadvise};
+use nix::unistd::{Whence, lseek};
 use std::fmt;
 use std::fs::File;
 use std::io;
@@ -42,6 +44,22 @@ pub trait Medium: Send + Sync + fmt::Debug {
     /// zeros. The errno comes back as is (the backend falls back to writing zeros on
     /// EOPNOTSUPP, ENOSYS and EINVAL).
     fn punch_hole(&self, offset: u64, len: u64) -> Result<(), Errno>;
+
+    /// `lseek(SEEK_DATA)` (`data`) or `lseek(SEEK_HOLE)` from `offset`: the first byte at
+    /// or after it that is data (or in a hole); `None`: none before the end of the file
+    /// (SEEK_DATA's ENXIO; SEEK_HOLE's answer at or past `end`). The default is what the
+    /// kernel answers for a file system that keeps no holes: all data.
+    fn seek_extent(&self, offset: u64, data: bool, end: u64) -> Result<Option<u64>, Errno> {
+        let _ = end;
+        Ok(data.then_some(offset))
+    }
+
+    /// `posix_fadvise(WILLNEED)` of `len` bytes at `offset`: start reading them into the
+    /// page cache, without waiting. The default (a layer with no cache) does nothing.
+    fn will_need(&self, offset: u64, len: u64) -> Result<(), Errno> {
+        let _ = (offset, len);
+        Ok(())
+    }
 }
 
 /// The plain file or block device.
@@ -91,6 +109,25 @@ impl Medium for FileMedium {
             i64::try_from(len).map_err(|_| Errno::EFBIG)?,
         );
         fallocate(&self.file, mode, off, l)
+    }
+
+    fn seek_extent(&self, offset: u64, data: bool, end: u64) -> Result<Option<u64>, Errno> {
+        let whence = if data { Whence::SeekData } else { Whence::SeekHole };
+        let off = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
+        match lseek(&self.file, off, whence) {
+            // lseek(2) returns a non-negative offset on success.
+            Ok(at) => Ok(Some(at as u64).filter(|&at| at < end)),
+            Err(Errno::ENXIO) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn will_need(&self, offset: u64, len: u64) -> Result<(), Errno> {
+        let (off, l) = (
+            i64::try_from(offset).map_err(|_| Errno::EFBIG)?,
+            i64::try_from(len).map_err(|_| Errno::EFBIG)?,
+        );
+        posix_fadvise(&self.file, off, l, PosixFadviseAdvice::POSIX_FADV_WILLNEED)
     }
 }
 

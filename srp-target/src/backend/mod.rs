@@ -62,6 +62,10 @@ pub enum Op {
     Flush,
     /// Deallocating blocks (punch hole, or writing zeros).
     Unmap,
+    /// Finding which blocks are allocated (SEEK_DATA/SEEK_HOLE).
+    Status,
+    /// Reading ahead into the cache (posix_fadvise).
+    Prefetch,
 }
 
 impl fmt::Display for Op {
@@ -73,6 +77,8 @@ impl fmt::Display for Op {
             Op::Write => "write",
             Op::Flush => "flush",
             Op::Unmap => "unmap",
+            Op::Status => "lba status",
+            Op::Prefetch => "prefetch",
         })
     }
 }
@@ -171,6 +177,15 @@ impl MemSpan<'_> {
 /// (a whole number of either block size; on the stack, nothing allocated).
 const STEP_BYTES: usize = 16 << 10;
 
+/// A run of blocks with one provisioning status ([`Backend::lba_status`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LbaExtent {
+    /// Blocks in the run.
+    pub blocks: u64,
+    /// Deallocated (reads as zeros, no storage behind it) rather than mapped.
+    pub deallocated: bool,
+}
+
 /// A LUN's backing store. Synchronous; the target calls it from its backend workers.
 pub trait Backend: Send + Sync + fmt::Debug {
     /// The logical block size.
@@ -230,6 +245,26 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Whether [`Backend::unmap`] is supported (LBPME, LBPU, LBPWS).
     fn supports_unmap(&self) -> bool {
         true
+    }
+
+    /// The provisioning status at `lba` (GET LBA STATUS): how many blocks from `lba` on,
+    /// at least one and at most `max` (which stays within the medium), share it, and
+    /// whether they are deallocated. The default: every block mapped (a store that keeps no
+    /// holes: its unmapped blocks are zeros written).
+    fn lba_status(&self, lba: Lba, max: u64) -> Result<LbaExtent, BackendError> {
+        let _ = lba;
+        Ok(LbaExtent {
+            blocks: max,
+            deallocated: false,
+        })
+    }
+
+    /// PRE-FETCH: starts reading `blocks` blocks at `lba` into the cache, without waiting
+    /// for them; `true` when they all fit the cache (CONDITION MET). The default: a store
+    /// in memory, where every block already is.
+    fn prefetch(&self, lba: Lba, blocks: u64) -> Result<bool, BackendError> {
+        let _ = (lba, blocks);
+        Ok(true)
     }
 
     /// Whether every call completes from memory without waiting for a device (RAM, a

@@ -285,6 +285,17 @@ pub enum ConfigErrorKind {
     /// A block size other than 512 or 4096.
     #[error("block size {0} is not supported: expected 512 or 4096")]
     BadBlockSize(i64),
+    /// A physical block size that is not a power-of-two multiple of the logical block size
+    /// within READ CAPACITY(16)'s 4-bit exponent.
+    #[error(
+        "physical_block_size {value}: expected the block size {block_size} times a power of two up to 32768 (as 4096 for 512-byte blocks)"
+    )]
+    BadPhysicalBlockSize {
+        /// The value.
+        value: i64,
+        /// The LUN's logical block size.
+        block_size: u32,
+    },
     /// An RDMA-CM port outside 1..=65535.
     #[error("RDMA-CM port {0} is not a TCP port number (1..=65535)")]
     BadRdmaCmPort(i64),

@@ -93,6 +93,7 @@ pub(super) struct RawLun {
     pub(super) ram: Option<bool>,
     pub(super) size: Option<IntOrText>,
     pub(super) block_size: Option<i64>,
+    pub(super) physical_block_size: Option<i64>,
     pub(super) read_only: Option<bool>,
     pub(super) write_cache: Option<bool>,
     pub(super) write_cache_changeable: Option<bool>,
@@ -251,7 +252,7 @@ mod tests {
             fields_of::<RawFile>(),
             ["target", "partition", "port", "ioc", "lun"]
         );
-        assert_eq!(fields_of::<RawLun>().len(), 10);
+        assert_eq!(fields_of::<RawLun>().len(), 11);
     }
 
     #[test]

@@ -42,6 +42,7 @@
 //! file = "/srv/srp/vol1.img"         # or device = "/dev/...", or ram = true
 //! size = "64GiB"                     # required for RAM; creates a missing file
 //! block_size = 512                   # or 4096
+//! physical_block_size = 4096         # optional: 4 KiB sectors under 512-byte blocks
 //! read_only = false
 //! write_cache = true
 //!
@@ -254,6 +255,9 @@ pub struct LunConfig {
     pub backing: Backing,
     /// Logical block size.
     pub block_size: BlockSize,
+    /// Physical block size in bytes, when configured (a power-of-two multiple of
+    /// `block_size`); `None`: a block device's own, else `block_size`.
+    pub physical_block_size: Option<u32>,
     /// Reject writes.
     pub read_only: bool,
     /// Initial WCE; off makes every write durable before status.

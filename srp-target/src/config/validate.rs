@@ -375,6 +375,17 @@ fn lun(table: &toml::Table, path: &KeyPath, sink: &mut Sink) -> Option<LunConfig
             );
         }
     }
+    let physical_block_size = match (r.physical_block_size, block_size) {
+        (None, _) => Some(None),
+        (Some(p), Some(bs)) => sink
+            .check(
+                &path.key("physical_block_size"),
+                values::physical_block_size(p, bs),
+            )
+            .map(Some),
+        // The block size is wrong already: reported once.
+        (Some(_), None) => None,
+    };
     let backing = backing(&e, path, size, sink);
     let record_writes = match (&r.record_writes, &backing) {
         (None, _) => Some(None),
@@ -397,6 +408,7 @@ fn lun(table: &toml::Table, path: &KeyPath, sink: &mut Sink) -> Option<LunConfig
         name: name?,
         backing: backing?,
         block_size: block_size?,
+        physical_block_size: physical_block_size?,
         read_only: r.read_only.unwrap_or(false),
         write_cache: r.write_cache.unwrap_or(true),
         write_cache_changeable: r.write_cache_changeable.unwrap_or(false),

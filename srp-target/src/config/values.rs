@@ -151,6 +151,21 @@ pub(super) fn block_size(value: i64) -> Result<BlockSize, E> {
     }
 }
 
+/// `physical_block_size`: the logical `block_size` times 2^n, n in 0..=15 (READ
+/// CAPACITY(16)'s LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT is 4 bits).
+pub(super) fn physical_block_size(value: i64, block_size: BlockSize) -> Result<u32, E> {
+    let bs = block_size.bytes();
+    let bad = || E::BadPhysicalBlockSize {
+        value,
+        block_size: bs,
+    };
+    let v = u32::try_from(value).map_err(|_| bad())?;
+    if v < bs || v % bs != 0 || !(v / bs).is_power_of_two() || v / bs > 1 << 15 {
+        return Err(bad());
+    }
+    Ok(v)
+}
+
 /// `rdma_cm_port`: a TCP port number, 1..=65535.
 pub(super) fn rdma_cm_port(value: i64) -> Result<u16, E> {
     u16::try_from(value)
@@ -389,6 +404,13 @@ mod tests {
         }
         assert_eq!(block_size(4096).ok(), Some(BlockSize::B4096));
         assert!(block_size(1024).is_err());
+        assert_eq!(physical_block_size(4096, BlockSize::B512).ok(), Some(4096));
+        assert_eq!(physical_block_size(512, BlockSize::B512).ok(), Some(512));
+        assert_eq!(physical_block_size(4096 << 15, BlockSize::B4096).ok(), Some(4096 << 15));
+        for bad in [0, 256, 1536, 3072, 512 << 16, -4096] {
+            assert!(physical_block_size(bad, BlockSize::B512).is_err(), "{bad}");
+        }
+        assert!(physical_block_size(512, BlockSize::B4096).is_err());
         assert_eq!(alua("standby").ok(), Some(AluaState::Standby));
         assert!(alua("transitioning").is_err());
     }

@@ -440,7 +440,11 @@ impl Loop {
             let Some(s) = self.sessions.remove(&id) else {
                 continue;
             };
-            self.table.remove(id);
+            if let Some(nexus) = self.table.remove(id) {
+                if self.table.channels(&nexus).is_empty() {
+                    s.io.it_nexus_lost();
+                }
+            }
             let p = &mut self.ports[s.port];
             if s.silent {
                 let _ = p.cm.abandon(s.conn);

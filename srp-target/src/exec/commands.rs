@@ -8,6 +8,27 @@
 //! description fails that test.
 
 use scsi::OpcodeInfo;
+use scsi::cdb::rsoc::CommandTimeouts;
+
+/// RECOMMENDED COMMAND TIMEOUT, by what a command does: what REPORT SUPPORTED OPERATION
+/// CODES reports with RCTD=1 and the table of docs/target.md shows. A command that moves
+/// data (at most the 8 MiB transfer limit) or asks about the LU answers within a second
+/// when the backing store is healthy; the recommendation leaves room for a slow or busy
+/// one, as Linux sd's 30 s default does. Flushes and range operations get more.
+pub fn timeouts(info: &OpcodeInfo) -> CommandTimeouts {
+    let recommended_s = match (info.opcode, info.service_action) {
+        // SYNCHRONIZE CACHE, WRITE SAME, UNMAP, START STOP UNIT (a flush), PRE-FETCH:
+        // a whole-device fdatasync or up to 32 MiB of zeros.
+        (0x35 | 0x91 | 0x41 | 0x93 | 0x42 | 0x1b | 0x34 | 0x90, None) => 60,
+        // Commands that answer from the LU's state only.
+        (0x00 | 0x03 | 0x12 | 0x1e | 0xa0 | 0xa3 | 0x5e | 0x37 | 0xb7, _) => 10,
+        _ => 30,
+    };
+    CommandTimeouts {
+        nominal_s: 1,
+        recommended_s,
+    }
+}
 
 /// What (opcode, service action) does on this target, in a line.
 pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> {
@@ -23,13 +44,37 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
             "writes from the initiator's memory; FUA: durable before GOOD; write-protect checked"
         }
         (0x12, None) => "standard data and VPD pages 00h, 80h, 83h, B0h, B1h, B2h",
+        (0x16 | 0x56, None) => {
+            "SCSI-2 reservation of the LU by this I_T nexus (conflict if another holds it; with PR registrations, CRH rules)"
+        }
+        (0x17 | 0x57, None) => {
+            "ends this nexus's SCSI-2 reservation (GOOD and no effect from others)"
+        }
+        (0x1e, None) => "GOOD: a fixed disk's medium cannot be removed (RMB=0)",
+        (0x2e | 0xae | 0x8e, None) => {
+            "writes durably, reads back; BYTCHK=1 compares (MISCOMPARE with the offset)"
+        }
+        (0x34 | 0x90, None) => {
+            "reads ahead into the page cache; CONDITION MET when the range fits (256 MiB)"
+        }
+        (0x37 | 0xb7, None) => "an empty defect list in the format asked for",
+        (0x8b, None) => "ORs the data-out into the blocks, atomically",
+        (0x9c, None) => {
+            "writes whole or not at all, atomic against every other command (64 KiB, no boundaries)"
+        }
+        (0x9e, Some(0x12)) => "mapped and deallocated runs from the backing file's holes",
+        (0xaf, None) => {
+            "BYTCHK=0: the range; BYTCHK=1/3: compares with the data-out (MISCOMPARE)"
+        }
         (0x15 | 0x55, None) => {
             "caching page (WCE, where configured changeable; SP=1 saves it), control page"
         }
         (0x1a | 0x5a, None) => {
             "caching (08h) and control (0Ah) pages, current/changeable/default/saved"
         }
-        (0x1b, None) => "GOOD: a fixed disk with no power conditions and no medium to eject",
+        (0x1b, None) => {
+            "START=0 stops the unit (medium access NOT READY until START=1); no LOEJ, no power conditions"
+        }
         (0x25, None) => "last LBA (FFFFFFFFh past 2 TiB) and block size",
         (0x2f | 0x8f, None) => {
             "BYTCHK=0: the range; BYTCHK=1/3: compares with the data-out (MISCOMPARE)"
@@ -51,7 +96,9 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
         (0x89, None) => {
             "compares, then writes, atomic against the LU's other writes (MISCOMPARE with the offset)"
         }
-        (0x9e, Some(0x10)) => "last LBA, block size; LBPME and LBPRZ when the backend unmaps",
+        (0x9e, Some(0x10)) => {
+            "last LBA, block size, physical block exponent; LBPME and LBPRZ when the backend unmaps"
+        }
         (0xa0, None) => "the LUNs of this I_T nexus (the IOC's exports)",
         (0xa3, Some(0x0a)) => "one target port group per IOC, with its ALUA state",
         (0xa3, Some(0x0c)) => "this table: all commands, or one with its CDB usage map",
@@ -59,14 +106,16 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
     })
 }
 
-/// One row's cells: operation code, service action, name, CDB length, what it does here.
-fn row(info: &OpcodeInfo) -> [String; 5] {
+/// One row's cells: operation code, service action, name, CDB length, recommended
+/// timeout, what it does here.
+fn row(info: &OpcodeInfo) -> [String; 6] {
     [
         format!("{:02X}h", info.opcode),
         info.service_action
             .map_or_else(|| "–".to_owned(), |sa| format!("{sa:02X}h")),
         info.name.to_owned(),
         info.usage.len().to_string(),
+        format!("{} s", timeouts(info).recommended_s),
         describe(info.opcode, info.service_action)
             .unwrap_or("(undescribed)")
             .to_owned(),
@@ -77,7 +126,7 @@ fn row(info: &OpcodeInfo) -> [String; 5] {
 /// action), in the order REPORT SUPPORTED OPERATION CODES lists them.
 pub fn markdown() -> String {
     let mut out = String::from(
-        "| opcode | service action | command | CDB bytes | here |\n|---|---|---|---|---|\n",
+        "| opcode | service action | command | CDB bytes | timeout | here |\n|---|---|---|---|---|---|\n",
     );
     for info in super::supported_opcodes() {
         out.push_str(&format!("| {} |\n", row(info).join(" | ")));

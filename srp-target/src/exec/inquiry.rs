@@ -25,16 +25,19 @@ pub(crate) fn ascii_field(s: &str, len: usize) -> Vec<u8> {
 }
 
 /// The version descriptors of the standard INQUIRY data (SPC-4 6.6.2, table 143): the
-/// standards the device claims. SBC-3 here is what initiators (libiscsi's test suite, Linux
-/// `sd`) read to expect the SBC-3 Block Limits page.
-pub const VERSION_DESCRIPTORS: [u16; 4] = [
+/// standards the device claims. SBC-4 is the command set served (GET LBA STATUS, WRITE
+/// ATOMIC, the Block Limits page with its atomic fields); SBC-3, which it extends, stays
+/// listed because initiators key on its descriptor (libiscsi's test suite reads 04C0h to
+/// expect the Block Limits page).
+pub const VERSION_DESCRIPTORS: [u16; 5] = [
     0x00a0, // SAM-5 (no version claimed)
     0x0460, // SPC-4 (no version claimed)
+    0x0600, // SBC-4 (no version claimed)
     0x04c0, // SBC-3 (no version claimed)
     0x0955, // SRP T10/1415-D revision 16a
 ];
 
-/// Standard INQUIRY data, 96 bytes (the version descriptors end at byte 73).
+/// Standard INQUIRY data, 96 bytes (the version descriptors end at byte 75).
 /// `peripheral` is byte 0: 00h for a direct-access block device, 7Fh for "no logical unit
 /// here" (SPC-4: qualifier 011b, type 1Fh).
 pub(crate) fn standard(peripheral: u8, product: &str) -> Vec<u8> {
@@ -110,24 +113,37 @@ fn device_identification(lu: &LogicalUnit, nexus: &Nexus<'_>) -> Vec<u8> {
     v
 }
 
-/// VPD B0h (SBC-3 6.6.3), 60 bytes after the header.
+/// UGAVALID: the UNMAP GRANULARITY ALIGNMENT field is valid (VPD B0h byte 32 bit 7).
+const UGAVALID: u32 = 1 << 31;
+
+/// VPD B0h (SBC-4 6.6.4), 60 bytes after the header.
 fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
     let mut b = vec![0u8; 0x3c];
     // Offsets below are the page's byte numbers minus the 4-byte header.
     b[0] = 0x01; // WSNZ: WRITE SAME with 0 blocks is rejected
     b[1] = MAX_COMPARE_AND_WRITE_BLOCKS;
-    b[2..4].copy_from_slice(&1u16.to_be_bytes()); // OPTIMAL TRANSFER LENGTH GRANULARITY
+    // OPTIMAL TRANSFER LENGTH GRANULARITY: a physical block (at most 2^15 logical ones).
+    let per_physical = lu.blocks_per_physical();
+    b[2..4].copy_from_slice(&(per_physical as u16).to_be_bytes());
     let max = lu.max_transfer_blocks();
     b[4..8].copy_from_slice(&max.to_be_bytes()); // MAXIMUM TRANSFER LENGTH
     b[8..12].copy_from_slice(&max.to_be_bytes()); // OPTIMAL TRANSFER LENGTH
     if lu.backend().supports_unmap() {
         b[16..20].copy_from_slice(&MAX_UNMAP_BLOCKS.to_be_bytes());
         b[20..24].copy_from_slice(&MAX_UNMAP_DESCRIPTORS.to_be_bytes());
-        // OPTIMAL UNMAP GRANULARITY: a 4 KiB filesystem block.
-        let gran = (4096 / lu.block_bytes()).max(1);
+        // OPTIMAL UNMAP GRANULARITY: a physical block, at least a 4 KiB filesystem block
+        // (a hole is punched in whole filesystem blocks); aligned at LBA 0.
+        let gran = (4096 / lu.block_bytes()).max(per_physical);
         b[24..28].copy_from_slice(&gran.to_be_bytes());
+        b[28..32].copy_from_slice(&UGAVALID.to_be_bytes());
     }
     b[32..40].copy_from_slice(&u64::from(MAX_WRITE_SAME_BLOCKS).to_be_bytes());
+    // WRITE ATOMIC(16) (writes.rs): MAXIMUM ATOMIC TRANSFER LENGTH, ATOMIC ALIGNMENT, ATOMIC
+    // TRANSFER LENGTH GRANULARITY; no atomic boundaries (both boundary fields 0).
+    b[40..44].copy_from_slice(&lu.max_atomic_blocks().to_be_bytes());
+    let g = lu.atomic_granularity();
+    b[44..48].copy_from_slice(&g.to_be_bytes());
+    b[48..52].copy_from_slice(&g.to_be_bytes());
     b
 }
 

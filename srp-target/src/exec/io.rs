@@ -1,6 +1,9 @@
 //! Block I/O commands (SBC-3): READ, WRITE, VERIFY, COMPARE AND WRITE, SYNCHRONIZE CACHE,
 //! READ CAPACITY(10)/(16).
 //!
+//! Reads take the LU's order shared, so that a WRITE ATOMIC or ORWRITE (exclusive) is seen
+//! whole or not at all (`writes.rs`).
+//!
 //! Order of checks, as LIO's sbc_parse_cdb and SBC-3: CDB fields (parse), write protect,
 //! transfer length against the block limits, LBA range, then the data-out.
 
@@ -59,15 +62,17 @@ fn length_byte(cdb: RwCdb) -> u16 {
     }
 }
 
-fn long_length_byte(cdb: LongCdb) -> u16 {
+/// The CDB byte holding a 10-, 12- or 16-byte command's length field.
+pub(crate) fn long_length_byte(cdb: LongCdb) -> u16 {
     match cdb {
         LongCdb::Ten => 7,
+        LongCdb::Twelve => 6,
         LongCdb::Sixteen => 10,
     }
 }
 
 /// INVALID FIELD IN CDB at the length field when `blocks` exceeds the transfer limit.
-fn check_transfer(lu: &LogicalUnit, blocks: BlockCount, byte: u16) -> Result<(), Stop> {
+pub(crate) fn check_transfer(lu: &LogicalUnit, blocks: BlockCount, byte: u16) -> Result<(), Stop> {
     if blocks.0 > lu.max_transfer_blocks() {
         return Err(Sense::invalid_field_in_cdb(byte, Some(7)).into());
     }
@@ -80,6 +85,7 @@ pub(crate) fn read(lu: &LogicalUnit, rw: &ReadWrite, din: &mut Vec<u8>) -> Exec 
     lu.check_range(rw.lba, rw.blocks)?;
     din.resize(lu.bytes_of(rw.blocks), 0);
     if !din.is_empty() {
+        let _order = lu.read_order();
         // DPO and FUA on reads are hints to a cache we do not keep (the page cache is the
         // kernel's): FUA reads from the file, which returns the latest written data.
         lu.backend
@@ -97,6 +103,7 @@ pub(crate) fn read_staged(lu: &LogicalUnit, rw: &ReadWrite, dst: MemSpan<'_>) ->
     lu.check_range(rw.lba, rw.blocks)?;
     let n = lu.bytes_of(rw.blocks);
     if n > 0 {
+        let _order = lu.read_order();
         lu.backend
             .read_into(rw.lba, dst.head(n))
             .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, rw.lba))?;
@@ -147,12 +154,12 @@ pub(crate) fn write(lu: &LogicalUnit, rw: &ReadWrite, dout: &[u8]) -> Exec {
 }
 
 /// MISCOMPARE DURING VERIFY OPERATION with INFORMATION = `offset` (SBC-3).
-fn miscompare(offset: usize) -> Stop {
+pub(crate) fn miscompare(offset: usize) -> Stop {
     Sense::with_information(SenseCode::MISCOMPARE_DURING_VERIFY, offset as u64).into()
 }
 
 /// Offset of the first byte where `a` and `b` differ.
-fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+pub(crate) fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
     a.iter().zip(b).position(|(x, y)| x != y)
 }
 
@@ -241,12 +248,15 @@ const LBPME: u8 = 0x80;
 /// LBPRZ: unmapped blocks read as zeros.
 const LBPRZ: u8 = 0x40;
 
-/// READ CAPACITY(16): 32 bytes, LBPME/LBPRZ when the backend unmaps.
+/// READ CAPACITY(16): 32 bytes, the physical block exponent, LBPME/LBPRZ when the backend
+/// unmaps.
 pub(crate) fn read_capacity16(lu: &LogicalUnit, r: &ReadCapacity16, din: &mut Vec<u8>) -> Exec {
     din.resize(32, 0);
     din[..8].copy_from_slice(&lu.last_lba().0.to_be_bytes());
     din[8..12].copy_from_slice(&lu.block_bytes().to_be_bytes());
-    // Byte 12: no protection; 13: one logical block per physical block.
+    // Byte 12: no protection. 13: LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT (bits 3:0;
+    // blocks_per_physical is a power of two); 14-15: LOWEST ALIGNED LBA 0.
+    din[13] = lu.blocks_per_physical().trailing_zeros() as u8 & 0x0f;
     if lu.backend.supports_unmap() {
         din[14] = LBPME | LBPRZ;
     }

@@ -12,7 +12,9 @@
 //! [`supported_opcodes`], which also answers REPORT SUPPORTED OPERATION CODES.
 //!
 //! Files: [`commands`] (the supported-command table of docs/target.md), [`counters`] (per-LUN command counters), [`inquiry`] (INQUIRY, VPD pages), [`io`] (READ, WRITE, VERIFY, COMPARE AND WRITE,
-//! SYNCHRONIZE CACHE, READ CAPACITY), [`provisioning`] (WRITE SAME, UNMAP), [`mode`] (MODE
+//! SYNCHRONIZE CACHE, READ CAPACITY), [`writes`] (WRITE AND VERIFY, ORWRITE, WRITE ATOMIC),
+//! [`medium`] (PRE-FETCH, GET LBA STATUS, READ DEFECT DATA, START STOP UNIT, PREVENT ALLOW
+//! MEDIUM REMOVAL), [`provisioning`] (WRITE SAME, UNMAP), [`mode`] (MODE
 //! SENSE/SELECT), [`report`] (REPORT LUNS, REPORT SUPPORTED OPERATION CODES, REPORT TARGET
 //! PORT GROUPS, and commands to a LUN that does not exist), [`pr`] (PERSISTENT RESERVE
 //! IN/OUT and the reservation conflict check every command passes first), [`ua`] (unit
@@ -23,11 +25,13 @@ pub mod counters;
 mod durability;
 pub mod inquiry;
 pub mod io;
+pub mod medium;
 pub mod mode;
 pub mod pr;
 pub mod provisioning;
 pub mod report;
 pub mod ua;
+pub mod writes;
 
 pub use report::execute_unknown_lun;
 
@@ -192,6 +196,11 @@ pub struct LuConfig {
     /// Largest READ/WRITE in bytes (VPD B0h MAXIMUM TRANSFER LENGTH): what the transport's
     /// channels accept per command, so the two limits agree.
     pub max_transfer_bytes: u32,
+    /// Physical block size in bytes (`[[lun]] physical_block_size`; READ CAPACITY(16)'s
+    /// LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT, VPD B0h's granularities). `None`, or a
+    /// value that is not a power-of-two multiple of the logical block size (the config
+    /// refuses those): the logical block size.
+    pub physical_block_bytes: Option<u32>,
 }
 
 impl LuConfig {
@@ -209,6 +218,7 @@ impl LuConfig {
             saved_pr: None,
             product: "SRP LUN".to_owned(),
             max_transfer_bytes: io::MAX_TRANSFER_BYTES,
+            physical_block_bytes: None,
         }
     }
 }
@@ -222,9 +232,14 @@ pub struct LogicalUnit {
     max_transfer_bytes: u32,
     write_cache: AtomicBool,
     product: String,
-    /// Medium-modifying commands take it shared; COMPARE AND WRITE takes it exclusive, so
-    /// that no write lands between its compare and its write (SBC-3 5.3: atomic).
+    /// Reads and medium-modifying commands take it shared; COMPARE AND WRITE, ORWRITE and
+    /// WRITE ATOMIC take it exclusive, so that no write lands between their read and their
+    /// write and no read sees half of them (SBC-4 4.29, 5.3).
     io_order: RwLock<()>,
+    /// START STOP UNIT with START=0: medium access answers NOT READY ([`medium`]).
+    stopped: AtomicBool,
+    /// Physical block size in bytes: a power-of-two multiple of the logical block size.
+    physical_block_bytes: u32,
     /// Persistent reservations ([`pr`]).
     pr: RwLock<pr::PrState>,
     /// Where the reservation state persists under APTPL ([`pr::persist`]); none: APTPL
@@ -343,6 +358,7 @@ pub(crate) fn request_sense_data(
 impl LogicalUnit {
     /// A logical unit over `backend`.
     pub fn new(backend: Box<dyn Backend>, config: LuConfig) -> LogicalUnit {
+        let backend_block = backend.block_size().bytes();
         LogicalUnit {
             backend,
             identity: config.identity,
@@ -351,6 +367,11 @@ impl LogicalUnit {
             write_cache: AtomicBool::new(config.write_cache),
             product: config.product,
             io_order: RwLock::new(()),
+            stopped: AtomicBool::new(false),
+            physical_block_bytes: config
+                .physical_block_bytes
+                .filter(|&p| p > backend_block && p % backend_block == 0 && p.is_power_of_two())
+                .unwrap_or(backend_block),
             pr: RwLock::new(config.saved_pr.map(|s| s.0).unwrap_or_default()),
             pr_file: config.pr_file,
             counters: counters::LuCounters::default(),
@@ -460,9 +481,8 @@ impl LogicalUnit {
     fn conflict(&self, nexus: &Nexus<'_>, cmd: &Command) -> Option<CmdOutput> {
         // SPC-4 5.13.1: a reservation held by another I_T nexus stops the command before
         // any of its own checks.
-        let access = pr::conflict::access(cmd);
         self.pr_read()
-            .conflicts(nexus.it_nexus(), access)
+            .conflicts_with(nexus.it_nexus(), cmd)
             .then(pr::reservation_conflict)
     }
 
@@ -479,6 +499,9 @@ impl LogicalUnit {
         if let Some(conflict) = self.conflict(nexus, &cmd) {
             return Ok(conflict);
         }
+        if self.stopped.load(Ordering::Acquire) && medium::needs_medium(&cmd) {
+            return Err(medium::stopped_sense());
+        }
         match cmd {
             C::TestUnitReady => Ok(CmdOutput::good(0)),
             // Autosense: sense goes with the failing command; a pending unit attention was
@@ -489,8 +512,16 @@ impl LogicalUnit {
             C::Inquiry(q) => inquiry::inquiry(self, nexus, &q, din),
             C::ModeSense(m) => mode::mode_sense(self, &m, din),
             C::ModeSelect(m) => mode::mode_select(self, nexus, &m, dout),
-            // No power conditions, no removable medium: nothing to do (LIO likewise).
-            C::StartStopUnit(_) => Ok(CmdOutput::good(0)),
+            C::StartStopUnit(s) => medium::start_stop_unit(self, &s),
+            C::PreventAllowMediumRemoval { .. } => medium::prevent_allow(),
+            C::Reserve(_) => pr::scsi2::reserve(self, nexus),
+            C::Release(_) => pr::scsi2::release(self, nexus),
+            C::PreFetch(p) => medium::prefetch(self, &p),
+            C::GetLbaStatus(g) => medium::get_lba_status(self, &g, din),
+            C::ReadDefectData(r) => medium::read_defect_data(&r, din),
+            C::WriteAndVerify(w) => writes::write_and_verify(self, &w, dout),
+            C::OrWrite(rw) => writes::orwrite(self, &rw, dout),
+            C::WriteAtomic(w) => writes::write_atomic(self, &w, dout),
             C::ReadCapacity10 => io::read_capacity10(self, din),
             C::ReadCapacity16(r) => io::read_capacity16(self, &r, din),
             C::Read(rw) => io::read(self, &rw, din),
@@ -506,6 +537,16 @@ impl LogicalUnit {
             C::PersistentReserveIn(p) => pr::cdb_in::pr_in(self, &p, din),
             C::PersistentReserveOut(p) => pr::cdb_out::pr_out(self, nexus, &p, dout),
         }
+    }
+
+    /// Shared ordering for a read: waits only for an atomic command in progress.
+    pub(crate) fn read_order(&self) -> RwLockReadGuard<'_, ()> {
+        self.write_order()
+    }
+
+    /// Physical blocks hold this many logical blocks (a power of two).
+    pub(crate) fn blocks_per_physical(&self) -> u32 {
+        self.physical_block_bytes / self.block_bytes()
     }
 
     /// Shared ordering for a medium-modifying command.

@@ -5,7 +5,7 @@
 //! read would not return the data written (SBC-3 5.45); else it writes.
 
 use super::{CmdOutput, Exec, LogicalUnit, Stop, backend_sense, data_out};
-use scsi::cdb::{LongCdb, Unmap, WriteSame};
+use scsi::cdb::{Unmap, WriteSame};
 use scsi::{BlockCount, Lba, Sense, SenseCode};
 
 /// MAXIMUM WRITE SAME LENGTH in blocks (VPD B0h): 0xFFFF, WRITE SAME(10)'s reach and LIO's
@@ -26,10 +26,7 @@ const WRITE_SAME_CHUNK_BYTES: usize = 1 << 20;
 /// ANCHOR is rejected (ANC_SUP=0).
 pub(crate) fn write_same(lu: &LogicalUnit, w: &WriteSame, dout: &[u8]) -> Exec {
     lu.check_writable()?;
-    let len_byte = match w.cdb {
-        LongCdb::Ten => 7,
-        LongCdb::Sixteen => 10,
-    };
+    let len_byte = super::io::long_length_byte(w.cdb);
     if w.anchor {
         return Err(Sense::invalid_field_in_cdb(1, Some(4)).into());
     }

@@ -34,7 +34,7 @@ pub(crate) fn report_luns(nexus: &Nexus<'_>, r: &ReportLuns, din: &mut Vec<u8>) 
 
 /// REPORT SUPPORTED OPERATION CODES, from [`supported_opcodes`].
 pub(crate) fn report_supported_opcodes(r: &ReportSupportedOpcodes, din: &mut Vec<u8>) -> Exec {
-    *din = rsoc::one_command(supported_opcodes(), r)?;
+    *din = rsoc::one_command(supported_opcodes(), r, super::commands::timeouts)?;
     good_data(din, alloc(r.alloc_len))
 }
 

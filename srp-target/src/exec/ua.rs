@@ -116,8 +116,10 @@ impl LogicalUnit {
     }
 
     /// A LOGICAL UNIT RESET was performed through `by`: BUS DEVICE RESET FUNCTION OCCURRED
-    /// for every I_T nexus, `by` included (SAM-5). The transport aborts the tasks.
+    /// for every I_T nexus, `by` included (SAM-5), and a SCSI-2 reservation ends (SPC-2
+    /// 5.5.1; persistent reservations stay). The transport aborts the tasks.
     pub fn logical_unit_reset(&self, by: &Nexus<'_>) {
+        self.release_scsi2("a LOGICAL UNIT RESET");
         let mut ua = self.ua.lock().unwrap_or_else(PoisonError::into_inner);
         ua.know(by.it_nexus());
         ua.establish(To::All, SenseCode::BUS_DEVICE_RESET_FUNCTION_OCCURRED);

@@ -560,6 +560,15 @@ impl ChannelIo {
         }
     }
 
+    /// This channel was its I_T nexus's last: tells each LU it sees that the nexus is
+    /// gone (a SCSI-2 reservation it held ends, [`LogicalUnit::it_nexus_lost`]).
+    pub fn it_nexus_lost(&self) {
+        let nexus = self.nexus.nexus();
+        for (_, lu) in &self.luns {
+            lu.it_nexus_lost(&nexus);
+        }
+    }
+
     /// Releases the channel at once (the CM connection went away: DREQ, timeout).
     pub fn close(&mut self, why: &str) {
         self.teardown(Some(why.to_string()));

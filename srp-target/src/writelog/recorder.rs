@@ -196,6 +196,14 @@ impl Medium for Recorded {
         self.append(Event::Sync { covers })
     }
 
+    fn seek_extent(&self, offset: u64, data: bool, end: u64) -> Result<Option<u64>, Errno> {
+        self.inner.seek_extent(offset, data, end)
+    }
+
+    fn will_need(&self, offset: u64, len: u64) -> Result<(), Errno> {
+        self.inner.will_need(offset, len)
+    }
+
     fn punch_hole(&self, offset: u64, len: u64) -> Result<(), Errno> {
         self.usable().map_err(|_| Errno::EIO)?;
         self.inner.punch_hole(offset, len)?;

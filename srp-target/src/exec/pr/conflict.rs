@@ -32,13 +32,28 @@ pub(crate) fn access(cmd: &Command) -> Access {
         | C::ReportSupportedOpcodes(_)
         | C::ReportTargetPortGroups(_)
         | C::PersistentReserveIn(_)
-        | C::PersistentReserveOut(_) => Access::Always,
+        | C::PersistentReserveOut(_)
+        // RESERVE and RELEASE meet persistent reservations by their own rules (scsi2.rs).
+        | C::Reserve(_)
+        | C::Release(_) => Access::Always,
         // SBC-3: START=1 with POWER CONDITION 0 is allowed; anything else conflicts.
         C::StartStopUnit(s) if s.start && s.power_condition == 0 => Access::Always,
-        C::Read(_) | C::Verify(_) => Access::Read,
+        // SPC-4 Table 53: PREVENT 00b allowed, otherwise it conflicts.
+        C::PreventAllowMediumRemoval { prevent: 0 } => Access::Always,
+        // SBC-4 Table 15: transfers from the medium (and its defect and provisioning
+        // records) are allowed under Write Exclusive types.
+        C::Read(_)
+        | C::Verify(_)
+        | C::PreFetch(_)
+        | C::GetLbaStatus(_)
+        | C::ReadDefectData(_) => Access::Read,
         // SPC-4 Table 53: MODE SENSE conflicts like MODE SELECT.
         C::StartStopUnit(_)
+        | C::PreventAllowMediumRemoval { .. }
         | C::Write(_)
+        | C::WriteAndVerify(_)
+        | C::OrWrite(_)
+        | C::WriteAtomic(_)
         | C::CompareAndWrite(_)
         | C::SynchronizeCache(_)
         | C::WriteSame(_)
@@ -49,7 +64,13 @@ pub(crate) fn access(cmd: &Command) -> Access {
 }
 
 impl PrState {
-    /// Whether `access` from `n` is a RESERVATION CONFLICT.
+    /// Whether `cmd` from `n` is a RESERVATION CONFLICT: the SCSI-2 reservation of
+    /// another nexus first (`scsi2.rs`), then the persistent reservation.
+    pub(crate) fn conflicts_with(&self, n: ItNexus, cmd: &Command) -> bool {
+        self.scsi2_conflicts(n, cmd) || self.conflicts(n, access(cmd))
+    }
+
+    /// Whether `access` from `n` is a RESERVATION CONFLICT under the persistent reservation.
     pub(crate) fn conflicts(&self, n: ItNexus, access: Access) -> bool {
         let Some(res) = self.res else {
             return false;

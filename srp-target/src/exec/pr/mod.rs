@@ -8,7 +8,8 @@
 //!
 //! Files: `conflict` (which commands a reservation stops), `cdb_out` (PERSISTENT
 //! RESERVE OUT), `cdb_in` (PERSISTENT RESERVE IN), `attention` (the unit attentions a
-//! service action establishes, [`super::ua`]).
+//! service action establishes, [`super::ua`]), `scsi2` (RESERVE/RELEASE, the SCSI-2
+//! reservation, and how it meets persistent reservations).
 //!
 //! - APTPL (`persist`): on a LU with a state file (every LU of a daemon: `[target]
 //!   state_dir`), APTPL=1 in a REGISTER makes the state persist through power loss; REPORT
@@ -28,6 +29,7 @@ pub(crate) mod cdb_in;
 pub(crate) mod cdb_out;
 pub(crate) mod conflict;
 pub mod persist;
+pub(crate) mod scsi2;
 
 use super::{CmdOutput, LogicalUnit, Nexus};
 use crate::lu::RelativePortId;
@@ -135,6 +137,8 @@ pub(crate) struct PrState {
     /// PTPL_A: the last successful REGISTER had APTPL=1; the state is kept in the LU's
     /// state file ([`persist`]).
     pub(crate) ptpl: bool,
+    /// The SCSI-2 reservation's holder (`scsi2`); never persisted.
+    pub(crate) scsi2: Option<ItNexus>,
 }
 
 impl PrState {

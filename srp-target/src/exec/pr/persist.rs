@@ -131,6 +131,8 @@ pub fn load(path: &Path) -> Result<Option<SavedPr>, String> {
         regs,
         res,
         ptpl: true,
+        // SCSI-2 reservations do not survive a restart.
+        scsi2: None,
     })))
 }
 
@@ -172,6 +174,8 @@ mod tests {
                 kind: ResType::WriteExclusiveRegistrantsOnly,
             }),
             ptpl: true,
+            // A SCSI-2 reservation is not saved: it does not come back.
+            scsi2: Some(b),
         };
         let dir = std::env::temp_dir().join(format!("srpt-pr-{}", std::process::id()));
         let path = dir.join("lun-x.pr");
@@ -181,6 +185,7 @@ mod tests {
         assert_eq!(back.regs, st.regs);
         assert_eq!(back.res, st.res);
         assert!(back.ptpl);
+        assert_eq!(back.scsi2, None);
         // Deactivated: the file goes.
         let off = PrState {
             ptpl: false,

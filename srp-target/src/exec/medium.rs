@@ -1,0 +1,177 @@
+//! Commands about the medium rather than its data (SBC-4): PRE-FETCH, GET LBA STATUS, READ
+//! DEFECT DATA, START STOP UNIT and PREVENT ALLOW MEDIUM REMOVAL — answered as a fixed,
+//! non-removable disk (RMB=0) answers them.
+
+use super::{CmdOutput, Exec, LogicalUnit, backend_sense, good_data};
+use scsi::cdb::{GetLbaStatus, LongCdb, PreFetch, ReadDefectData, StartStopUnit};
+use scsi::{Command, Lba, Sense, SenseCode, Status};
+use std::sync::atomic::Ordering;
+
+/// At most this many LBA status descriptors per GET LBA STATUS (bounded work per command;
+/// the initiator asks again from where the answer stops).
+pub const MAX_LBA_STATUS_DESCRIPTORS: usize = 1024;
+
+/// PROVISIONING STATUS of an LBA status descriptor (SBC-4): 0h mapped, 1h deallocated.
+const MAPPED: u8 = 0x0;
+const DEALLOCATED: u8 = 0x1;
+
+/// PRE-FETCH(10/16): reads the range ahead into the page cache (`posix_fadvise(WILLNEED)`,
+/// which starts the reads and does not wait, so IMMED=1 and IMMED=0 answer alike and at
+/// once). CONDITION MET when the whole range fits the cache the backend counts on, GOOD
+/// when it does not (SBC-4 5.9). PREFETCH LENGTH 0: through the last block.
+pub(crate) fn prefetch(lu: &LogicalUnit, p: &PreFetch) -> Exec {
+    let blocks = if p.blocks.is_zero() {
+        if p.lba > lu.last_lba() {
+            return Err(SenseCode::LBA_OUT_OF_RANGE.into());
+        }
+        lu.last_lba().0 - p.lba.0 + 1
+    } else {
+        lu.check_range(p.lba, p.blocks)?;
+        u64::from(p.blocks.0)
+    };
+    let fits = lu
+        .backend
+        .prefetch(p.lba, blocks)
+        .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, p.lba))?;
+    tracing::trace!(lba = p.lba.0, blocks, fits, ten = p.cdb == LongCdb::Ten, "pre-fetch");
+    Ok(CmdOutput {
+        status: if fits {
+            Status::ConditionMet
+        } else {
+            Status::Good
+        },
+        ..CmdOutput::good(0)
+    })
+}
+
+/// GET LBA STATUS: LBA status descriptors from the STARTING LBA on (mapped or deallocated,
+/// from the backing file's holes), as many as the ALLOCATION LENGTH holds, at most
+/// [`MAX_LBA_STATUS_DESCRIPTORS`], adjacent runs of one status merged.
+pub(crate) fn get_lba_status(lu: &LogicalUnit, g: &GetLbaStatus, din: &mut Vec<u8>) -> Exec {
+    if g.lba > lu.last_lba() {
+        return Err(SenseCode::LBA_OUT_OF_RANGE.into());
+    }
+    let alloc = usize::try_from(g.alloc_len).unwrap_or(usize::MAX);
+    let want = (alloc.saturating_sub(8) / 16).clamp(1, MAX_LBA_STATUS_DESCRIPTORS);
+    din.resize(8, 0);
+    let (mut lba, end) = (g.lba.0, lu.last_lba().0 + 1);
+    let mut n = 0;
+    while lba < end && n < want {
+        // One descriptor's NUMBER OF LOGICAL BLOCKS is 32 bits.
+        let max = (end - lba).min(u64::from(u32::MAX));
+        let ext = lu
+            .backend
+            .lba_status(Lba(lba), max)
+            .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, Lba(lba)))?;
+        let status = if ext.deallocated { DEALLOCATED } else { MAPPED };
+        let blocks = ext.blocks.clamp(1, max);
+        // The previous descriptor's status and length, to merge into.
+        let last = din.len() - 16;
+        if n > 0 && din[last + 12] == status {
+            let prev = u64::from(u32::from_be_bytes([
+                din[last + 8],
+                din[last + 9],
+                din[last + 10],
+                din[last + 11],
+            ]));
+            if let Ok(sum) = u32::try_from(prev + blocks) {
+                din[last + 8..last + 12].copy_from_slice(&sum.to_be_bytes());
+                lba += blocks;
+                continue;
+            }
+        }
+        din.extend_from_slice(&lba.to_be_bytes());
+        // clamp(.., max) keeps it within u32.
+        din.extend_from_slice(&(blocks as u32).to_be_bytes());
+        din.extend_from_slice(&[status, 0, 0, 0]);
+        lba += blocks;
+        n += 1;
+    }
+    // PARAMETER DATA LENGTH: the bytes after it.
+    let len = u32::try_from(din.len() - 4).unwrap_or(u32::MAX);
+    din[..4].copy_from_slice(&len.to_be_bytes());
+    good_data(din, alloc)
+}
+
+/// READ DEFECT DATA(10/12): an empty list in the format asked for (the medium is a file or
+/// a device that keeps its own defects), PLISTV/GLISTV as requested. DEFECT LIST FORMAT
+/// 111b is reserved: INVALID FIELD IN CDB.
+pub(crate) fn read_defect_data(r: &ReadDefectData, din: &mut Vec<u8>) -> Exec {
+    if r.format == 0b111 {
+        let byte = if r.twelve { 1 } else { 2 };
+        return Err(Sense::invalid_field_in_cdb(byte, Some(2)).into());
+    }
+    let flags = u8::from(r.plist) << 4 | u8::from(r.glist) << 3 | r.format;
+    if r.twelve {
+        // Byte 1 flags; 2-3 GENERATION CODE (0: not reported); 4-7 DEFECT LIST LENGTH.
+        din.extend_from_slice(&[0, flags, 0, 0, 0, 0, 0, 0]);
+    } else {
+        // Byte 1 flags; 2-3 DEFECT LIST LENGTH.
+        din.extend_from_slice(&[0, flags, 0, 0]);
+    }
+    good_data(din, usize::try_from(r.alloc_len).unwrap_or(usize::MAX))
+}
+
+/// START STOP UNIT, as a fixed disk: START=1 makes the unit ready, START=0 stops it (after
+/// a flush, unless NO_FLUSH) so that medium access answers NOT READY, INITIALIZING COMMAND
+/// REQUIRED until a START=1. There is no medium to load or eject (LOEJ=1: INVALID FIELD IN
+/// CDB) and no power condition page (POWER CONDITION or its MODIFIER not 0: INVALID FIELD
+/// IN CDB). IMMED is accepted; the answer comes when the change is done either way.
+pub(crate) fn start_stop_unit(lu: &LogicalUnit, s: &StartStopUnit) -> Exec {
+    if s.power_condition_modifier != 0 {
+        return Err(Sense::invalid_field_in_cdb(3, Some(3)).into());
+    }
+    if s.power_condition != 0 {
+        return Err(Sense::invalid_field_in_cdb(4, Some(7)).into());
+    }
+    if s.loej {
+        return Err(Sense::invalid_field_in_cdb(4, Some(1)).into());
+    }
+    if s.start {
+        if lu.stopped.swap(false, Ordering::AcqRel) {
+            tracing::info!(lu = %lu.identity().unique_name(), "started (START STOP UNIT)");
+        }
+        return Ok(CmdOutput::good(0));
+    }
+    if !s.no_flush {
+        lu.flush(Lba(0))?;
+    }
+    if !lu.stopped.swap(true, Ordering::AcqRel) {
+        tracing::info!(lu = %lu.identity().unique_name(), "stopped (START STOP UNIT): medium access answers NOT READY until started");
+    }
+    Ok(CmdOutput::good(0))
+}
+
+/// Whether `cmd` needs the medium, so that a stopped unit answers NOT READY, INITIALIZING
+/// COMMAND REQUIRED: everything but the commands about the unit itself.
+pub(crate) fn needs_medium(cmd: &Command) -> bool {
+    use Command as C;
+    !matches!(
+        cmd,
+        C::Inquiry(_)
+            | C::RequestSense(_)
+            | C::ReportLuns(_)
+            | C::ReportSupportedOpcodes(_)
+            | C::ReportTargetPortGroups(_)
+            | C::StartStopUnit(_)
+            | C::PreventAllowMediumRemoval { .. }
+            | C::ModeSense(_)
+            | C::ModeSelect(_)
+            | C::PersistentReserveIn(_)
+            | C::PersistentReserveOut(_)
+            | C::Reserve(_)
+            | C::Release(_)
+            | C::ReadDefectData(_)
+    )
+}
+
+/// PREVENT ALLOW MEDIUM REMOVAL: GOOD for every PREVENT value — the medium of a fixed disk
+/// cannot be removed, so preventing its removal holds trivially (RMB=0).
+pub(crate) fn prevent_allow() -> Exec {
+    Ok(CmdOutput::good(0))
+}
+
+/// NOT READY, INITIALIZING COMMAND REQUIRED: the answer of a stopped unit.
+pub(crate) fn stopped_sense() -> super::Stop {
+    SenseCode::LUN_NOT_READY_INIT_REQUIRED.into()
+}

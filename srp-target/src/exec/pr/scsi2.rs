@@ -1,0 +1,210 @@
+//! The SCSI-2 logical unit reservation: RESERVE and RELEASE (6) and (10) (SPC-2 5.5.1,
+//! 7.16, 7.21), and how it meets persistent reservations (SPC-4 5.13.3, with CRH=1).
+//!
+//! Windows Server 2003 clusters arbitrate their quorum disk with it: a node holds the disk
+//! by RESERVE, renews it every few seconds, and a challenger breaks a dead node's hold by
+//! a LOGICAL UNIT RESET (which releases it, SAM-5) before trying RESERVE itself.
+//!
+//! The reservation lives in the LU's [`PrState`] (one lock with persistent reservations, so
+//! RESERVE and PERSISTENT RESERVE OUT are atomic with respect to each other):
+//! - RESERVE from the holder, or with nothing held: this I_T nexus holds it. From another
+//!   nexus while held: RESERVATION CONFLICT.
+//! - RELEASE from the holder ends it; from anyone else it is GOOD and changes nothing.
+//! - While another nexus holds it, every command conflicts except INQUIRY, REQUEST SENSE,
+//!   REPORT LUNS, REPORT TARGET PORT GROUPS, RELEASE and PREVENT ALLOW MEDIUM REMOVAL with
+//!   PREVENT 00b (SPC-2 5.5.1's list, less LOG SENSE, which we do not serve) — TEST UNIT
+//!   READY included, which is how a cluster node learns another holds the disk.
+//! - It ends by RELEASE, a LOGICAL UNIT RESET, or the loss of the holder's I_T nexus (its
+//!   last channel gone); it is not kept across a restart (SCSI-2 reservations are not).
+//! - With persistent reservation registrations present (CRH=1, SPC-4 5.13.3): RESERVE and
+//!   RELEASE from the persistent reservation holder, or from a registrant under a
+//!   registrants-only or all-registrants type, are GOOD and change nothing; from anyone
+//!   else, RESERVATION CONFLICT.
+
+use super::super::{CmdOutput, Exec, LogicalUnit, Nexus};
+use super::{ItNexus, PrState, reservation_conflict};
+use scsi::Command;
+
+/// What a RESERVE or RELEASE does, decided under the state's lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// GOOD; the state is as it was.
+    Unchanged,
+    /// GOOD; the state changed.
+    Changed,
+    /// RESERVATION CONFLICT.
+    Conflict,
+}
+
+impl PrState {
+    /// CRH: RESERVE or RELEASE meeting persistent reservation registrations.
+    fn crh(&self, n: ItNexus) -> Outcome {
+        let registered_with_access = self.registration(n).is_some()
+            && self.res.is_some_and(|r| r.kind.registrants_access());
+        if self.is_holder(n) || registered_with_access {
+            Outcome::Unchanged
+        } else {
+            Outcome::Conflict
+        }
+    }
+
+    fn reserve(&mut self, n: ItNexus) -> Outcome {
+        if !self.regs.is_empty() {
+            return self.crh(n);
+        }
+        match self.scsi2 {
+            Some(holder) if holder != n => Outcome::Conflict,
+            Some(_) => Outcome::Unchanged,
+            None => {
+                self.scsi2 = Some(n);
+                Outcome::Changed
+            }
+        }
+    }
+
+    fn release(&mut self, n: ItNexus) -> Outcome {
+        if !self.regs.is_empty() {
+            return self.crh(n);
+        }
+        if self.scsi2 == Some(n) {
+            self.scsi2 = None;
+            return Outcome::Changed;
+        }
+        Outcome::Unchanged
+    }
+
+    /// Whether the SCSI-2 reservation of another I_T nexus stops `cmd` from `n`.
+    pub(crate) fn scsi2_conflicts(&self, n: ItNexus, cmd: &Command) -> bool {
+        let Some(holder) = self.scsi2 else {
+            return false;
+        };
+        if holder == n {
+            return false;
+        }
+        use Command as C;
+        !matches!(
+            cmd,
+            C::Inquiry(_)
+                | C::RequestSense(_)
+                | C::ReportLuns(_)
+                | C::ReportTargetPortGroups(_)
+                | C::Release(_)
+                | C::PreventAllowMediumRemoval { prevent: 0 }
+        )
+    }
+}
+
+fn answer(outcome: Outcome) -> Exec {
+    Ok(match outcome {
+        Outcome::Conflict => reservation_conflict(),
+        Outcome::Unchanged | Outcome::Changed => CmdOutput::good(0),
+    })
+}
+
+/// RESERVE(6)/(10).
+pub(crate) fn reserve(lu: &LogicalUnit, nexus: &Nexus<'_>) -> Exec {
+    let n = nexus.it_nexus();
+    let outcome = lu.pr_write().reserve(n);
+    if outcome == Outcome::Changed {
+        tracing::info!(lu = %lu.identity().unique_name(), initiator = %n.initiator, port = n.port.0, "SCSI-2 reservation taken");
+    }
+    answer(outcome)
+}
+
+/// RELEASE(6)/(10).
+pub(crate) fn release(lu: &LogicalUnit, nexus: &Nexus<'_>) -> Exec {
+    let n = nexus.it_nexus();
+    let outcome = lu.pr_write().release(n);
+    if outcome == Outcome::Changed {
+        tracing::info!(lu = %lu.identity().unique_name(), initiator = %n.initiator, port = n.port.0, "SCSI-2 reservation released");
+    }
+    answer(outcome)
+}
+
+impl LogicalUnit {
+    /// Ends the SCSI-2 reservation, if any (LOGICAL UNIT RESET).
+    pub(crate) fn release_scsi2(&self, why: &str) {
+        if let Some(holder) = self.pr_write().scsi2.take() {
+            tracing::info!(lu = %self.identity().unique_name(), initiator = %holder.initiator, port = holder.port.0, "SCSI-2 reservation released by {why}");
+        }
+    }
+
+    /// The I_T nexus `nexus` is gone (its last channel closed): a SCSI-2 reservation it
+    /// held ends (SPC-2 5.5.1). Persistent reservations stay (that is what they are for).
+    pub fn it_nexus_lost(&self, nexus: &Nexus<'_>) {
+        let n = nexus.it_nexus();
+        let mut st = self.pr_write();
+        if st.scsi2 == Some(n) {
+            st.scsi2 = None;
+            drop(st);
+            tracing::info!(lu = %self.identity().unique_name(), initiator = %n.initiator, port = n.port.0, "SCSI-2 reservation released: its I_T nexus is gone");
+        }
+    }
+
+    /// The I_T nexus holding the SCSI-2 reservation, if any (control socket, tests).
+    pub fn scsi2_holder(&self) -> Option<ItNexus> {
+        self.pr_read().scsi2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Registration, ResType, Reservation};
+    use super::*;
+    use scsi::cdb::ReserveCdb;
+
+    #[test]
+    fn reserve_release_without_registrations() {
+        let (a, b) = (ItNexus::test(1, 1), ItNexus::test(2, 1));
+        let mut s = PrState::default();
+        assert_eq!(s.reserve(a), Outcome::Changed);
+        assert_eq!(s.reserve(a), Outcome::Unchanged);
+        assert_eq!(s.reserve(b), Outcome::Conflict);
+        // The same initiator through another target port is another I_T nexus.
+        assert_eq!(s.reserve(ItNexus::test(1, 2)), Outcome::Conflict);
+        assert!(s.scsi2_conflicts(b, &Command::TestUnitReady));
+        assert!(!s.scsi2_conflicts(a, &Command::TestUnitReady));
+        assert!(!s.scsi2_conflicts(b, &Command::Release(ReserveCdb::Six)));
+        assert!(!s.scsi2_conflicts(b, &Command::PreventAllowMediumRemoval { prevent: 0 }));
+        assert!(s.scsi2_conflicts(b, &Command::PreventAllowMediumRemoval { prevent: 1 }));
+        assert_eq!(s.release(b), Outcome::Unchanged);
+        assert_eq!(s.scsi2, Some(a));
+        assert_eq!(s.release(a), Outcome::Changed);
+        assert_eq!(s.reserve(b), Outcome::Changed);
+    }
+
+    #[test]
+    fn crh_with_registrations() {
+        let (holder, member, stranger) =
+            (ItNexus::test(1, 1), ItNexus::test(2, 1), ItNexus::test(3, 1));
+        let reg = |nexus| Registration {
+            nexus,
+            key: 9,
+            all_tg_pt: false,
+        };
+        let mut s = PrState {
+            regs: vec![reg(holder), reg(member)],
+            ..PrState::default()
+        };
+        // Registered, no reservation: everyone conflicts (SPC-2 5.5.1).
+        for n in [holder, member, stranger] {
+            assert_eq!(s.reserve(n), Outcome::Conflict);
+            assert_eq!(s.release(n), Outcome::Conflict);
+        }
+        s.res = Some(Reservation {
+            holder,
+            kind: ResType::WriteExclusive,
+        });
+        assert_eq!(s.reserve(holder), Outcome::Unchanged);
+        assert_eq!(s.release(holder), Outcome::Unchanged);
+        assert_eq!(s.reserve(member), Outcome::Conflict);
+        s.res = Some(Reservation {
+            holder,
+            kind: ResType::WriteExclusiveRegistrantsOnly,
+        });
+        assert_eq!(s.reserve(member), Outcome::Unchanged);
+        assert_eq!(s.release(member), Outcome::Unchanged);
+        assert_eq!(s.reserve(stranger), Outcome::Conflict);
+        assert_eq!(s.scsi2, None);
+    }
+}

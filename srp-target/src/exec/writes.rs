@@ -1,0 +1,117 @@
+//! The writes beyond WRITE (SBC-4): WRITE AND VERIFY (10/12/16), ORWRITE(16) and WRITE
+//! ATOMIC(16).
+//!
+//! Order of checks, as for WRITE (`io.rs`): CDB fields, write protect, transfer length
+//! against the block limits, LBA range, then the data-out.
+
+use super::io::{check_transfer, first_difference, long_length_byte, miscompare};
+use super::{CmdOutput, Exec, LogicalUnit, backend_sense, data_out};
+use scsi::cdb::{ReadWrite, WriteAndVerify, WriteAtomic};
+use scsi::{Sense, SenseCode};
+
+/// MAXIMUM ATOMIC TRANSFER LENGTH (VPD B0h) in bytes: what one WRITE ATOMIC may write.
+/// Atomic against every other command of the LU (readers and writers wait behind it, SBC-4
+/// 4.29); it is one `pwrite`, which the backing store carries as one.
+pub const MAX_ATOMIC_BYTES: u32 = 64 << 10;
+
+/// The answer of a write that used `len` bytes of data-out.
+fn written(len: usize) -> Exec {
+    Ok(CmdOutput {
+        data_out_len: len,
+        ..CmdOutput::good(0)
+    })
+}
+
+/// WRITE AND VERIFY(10/12/16): writes durably (the verification is of the medium, not a
+/// cache), then reads the blocks back; BYTCHK=1 compares them with the data-out
+/// (MISCOMPARE DURING VERIFY OPERATION at the first differing byte).
+pub(crate) fn write_and_verify(lu: &LogicalUnit, w: &WriteAndVerify, dout: &[u8]) -> Exec {
+    lu.check_writable()?;
+    check_transfer(lu, w.blocks, long_length_byte(w.cdb))?;
+    lu.check_range(w.lba, w.blocks)?;
+    let len = lu.bytes_of(w.blocks);
+    let buf = data_out(dout, len)?;
+    if len == 0 {
+        return written(0);
+    }
+    let _order = lu.write_order();
+    lu.write_durably(w.lba, buf, true)?;
+    let mut medium = vec![0u8; len];
+    lu.backend
+        .read_at(w.lba, &mut medium)
+        .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, w.lba))?;
+    if w.bytchk {
+        if let Some(off) = first_difference(&medium, buf) {
+            return Err(miscompare(off));
+        }
+    }
+    written(len)
+}
+
+/// ORWRITE(16): each block becomes itself OR the data-out, atomically against the LU's
+/// other commands (the read and the write under the exclusive order, as COMPARE AND WRITE).
+pub(crate) fn orwrite(lu: &LogicalUnit, rw: &ReadWrite, dout: &[u8]) -> Exec {
+    lu.check_writable()?;
+    check_transfer(lu, rw.blocks, 10)?;
+    lu.check_range(rw.lba, rw.blocks)?;
+    let len = lu.bytes_of(rw.blocks);
+    let buf = data_out(dout, len)?;
+    if len == 0 {
+        return written(0);
+    }
+    let _atomic = lu.atomic_order();
+    let mut blocks = vec![0u8; len];
+    lu.backend
+        .read_at(rw.lba, &mut blocks)
+        .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, rw.lba))?;
+    blocks.iter_mut().zip(buf).for_each(|(m, d)| *m |= d);
+    lu.write_durably(rw.lba, &blocks, lu.durable(rw.fua))?;
+    written(len)
+}
+
+impl LogicalUnit {
+    /// MAXIMUM ATOMIC TRANSFER LENGTH in blocks.
+    pub(crate) fn max_atomic_blocks(&self) -> u32 {
+        (MAX_ATOMIC_BYTES / self.block_bytes()).max(1)
+    }
+
+    /// ATOMIC ALIGNMENT and ATOMIC TRANSFER LENGTH GRANULARITY (VPD B0h) in blocks: the
+    /// physical block when it holds several logical ones (a write of part of a physical
+    /// block is a read-modify-write below us), else 0 (none).
+    pub(crate) fn atomic_granularity(&self) -> u32 {
+        match self.blocks_per_physical() {
+            1 => 0,
+            n => n,
+        }
+    }
+}
+
+/// WRITE ATOMIC(16): the blocks are written as a whole, and no other command of the LU sees
+/// part of them (the exclusive order; reads take the shared one). ATOMIC BOUNDARY must be 0
+/// (MAXIMUM ATOMIC BOUNDARY SIZE 0); the length is bounded by MAXIMUM ATOMIC TRANSFER
+/// LENGTH and, with a physical block of several logical ones, aligned to it.
+pub(crate) fn write_atomic(lu: &LogicalUnit, w: &WriteAtomic, dout: &[u8]) -> Exec {
+    lu.check_writable()?;
+    if w.boundary != 0 {
+        return Err(Sense::invalid_field_in_cdb(10, Some(7)).into());
+    }
+    if w.blocks.0 > lu.max_atomic_blocks() {
+        return Err(Sense::invalid_field_in_cdb(12, Some(7)).into());
+    }
+    let g = u64::from(lu.atomic_granularity());
+    if g > 1 && w.lba.0 % g != 0 {
+        return Err(Sense::invalid_field_in_cdb(2, Some(7)).into());
+    }
+    if g > 1 && u64::from(w.blocks.0) % g != 0 {
+        return Err(Sense::invalid_field_in_cdb(12, Some(7)).into());
+    }
+    lu.check_range(w.lba, w.blocks)?;
+    let len = lu.bytes_of(w.blocks);
+    let buf = data_out(dout, len)?;
+    if len == 0 {
+        return written(0);
+    }
+    let _atomic = lu.atomic_order();
+    lu.write_durably(w.lba, buf, lu.durable(w.fua))?;
+    written(len)
+}
