@@ -66,7 +66,7 @@ pub(crate) fn get_lba_status(lu: &LogicalUnit, g: &GetLbaStatus, din: &mut Vec<u
         let status = if ext.deallocated { DEALLOCATED } else { MAPPED };
         let blocks = ext.blocks.clamp(1, max);
         // The previous descriptor's status and length, to merge into.
-        let last = din.len() - 16;
+        let last = din.len().saturating_sub(16);
         if n > 0 && din[last + 12] == status {
             let prev = u64::from(u32::from_be_bytes([
                 din[last + 8],
@@ -169,9 +169,4 @@ pub(crate) fn needs_medium(cmd: &Command) -> bool {
 /// cannot be removed, so preventing its removal holds trivially (RMB=0).
 pub(crate) fn prevent_allow() -> Exec {
     Ok(CmdOutput::good(0))
-}
-
-/// NOT READY, INITIALIZING COMMAND REQUIRED: the answer of a stopped unit.
-pub(crate) fn stopped_sense() -> super::Stop {
-    SenseCode::LUN_NOT_READY_INIT_REQUIRED.into()
 }

@@ -477,13 +477,15 @@ impl LogicalUnit {
         }
     }
 
-    /// RESERVATION CONFLICT if a reservation held by another I_T nexus stops `cmd`.
+    /// What stops `cmd` before any of its own checks: RESERVATION CONFLICT if a
+    /// reservation held by another I_T nexus does (SPC-4 5.13.1), then NOT READY if the
+    /// unit is stopped and `cmd` needs the medium ([`medium`]).
     fn conflict(&self, nexus: &Nexus<'_>, cmd: &Command) -> Option<CmdOutput> {
-        // SPC-4 5.13.1: a reservation held by another I_T nexus stops the command before
-        // any of its own checks.
-        self.pr_read()
-            .conflicts_with(nexus.it_nexus(), cmd)
-            .then(pr::reservation_conflict)
+        if self.pr_read().conflicts_with(nexus.it_nexus(), cmd) {
+            return Some(pr::reservation_conflict());
+        }
+        (self.stopped.load(Ordering::Acquire) && medium::needs_medium(cmd))
+            .then(|| check_condition(Sense::new(SenseCode::LUN_NOT_READY_INIT_REQUIRED)))
     }
 
     /// The LUN's command counters.
@@ -498,9 +500,6 @@ impl LogicalUnit {
         use Command as C;
         if let Some(conflict) = self.conflict(nexus, &cmd) {
             return Ok(conflict);
-        }
-        if self.stopped.load(Ordering::Acquire) && medium::needs_medium(&cmd) {
-            return Err(medium::stopped_sense());
         }
         match cmd {
             C::TestUnitReady => Ok(CmdOutput::good(0)),

@@ -1,0 +1,411 @@
+//! Issue #16, Deliver 3–5, through the running daemon with the access-layer initiator: the
+//! SBC-4 commands hosts send beyond READ and WRITE — WRITE AND VERIFY, VERIFY(12),
+//! ORWRITE, PRE-FETCH, GET LBA STATUS (from the backing file's holes), WRITE ATOMIC, READ
+//! DEFECT DATA, START STOP UNIT and PREVENT ALLOW MEDIUM REMOVAL as a fixed disk — each with
+//! its data checked and every error answer exact; the physical block size in READ
+//! CAPACITY(16) and the Block Limits page; the timeouts REPORT SUPPORTED OPERATION CODES
+//! gives. Loopback 127.0.138.x only.
+
+mod common;
+mod host;
+
+use common::{TempDir, be32, cdb16, field_pointer, inquiry, pattern, read10, unmap_list, write10};
+use host::node::{Form, Node};
+use scsi::{SenseCode, Status};
+use srp_target::config::TargetConfig;
+use srp_target::daemon::{Daemon, DaemonOptions};
+use std::net::{IpAddr, Ipv4Addr};
+
+/// LUN 0: a 4 MiB file of 512-byte blocks on 4 KiB physical blocks; 1: RAM, 4096-byte
+/// blocks; 2: read-only RAM.
+const FILE: u32 = 0;
+const RAM: u32 = 1;
+const RO: u32 = 2;
+const FILE_BLOCKS: u64 = 8192;
+
+fn ip(host: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 138, host))
+}
+
+struct Rig {
+    a: Node,
+    _dir: TempDir,
+    _daemon: Daemon,
+}
+
+fn rig(t: u8) -> Rig {
+    let dir = TempDir::new("daemon-sbc4");
+    let text = format!(
+        "[target]\nnode_guid = \"0x0002c90300d8a000\"\nstate_dir = \"{}\"\n\n\
+         [[port]]\nname = \"p0\"\naddress = \"{}\"\n\n\
+         [[lun]]\nname = \"file\"\nfile = \"{}\"\nsize = \"4MiB\"\nphysical_block_size = 4096\n\n\
+         [[lun]]\nname = \"ram4k\"\nram = true\nsize = \"1MiB\"\nblock_size = 4096\n\n\
+         [[lun]]\nname = \"ro\"\nram = true\nsize = \"64KiB\"\nread_only = true\n\n\
+         [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300d8a001\"\nports = [\"p0\"]\n\
+         exports = {{ 0 = \"file\", 1 = \"ram4k\", 2 = \"ro\" }}\nallow = [\"any\"]\n",
+        dir.path().join("state").display(),
+        ip(t),
+        dir.path().join("file.img").display(),
+    );
+    let config = TargetConfig::from_str(&text, "sbc4.toml")
+        .expect("config valid")
+        .config;
+    let mut options = DaemonOptions::default();
+    options.limits.window = 16;
+    options.limits.max_transfer = 256 << 10;
+    options.shutdown_step = std::time::Duration::from_millis(300);
+    let daemon = Daemon::start(config.clone(), options).expect("daemon starts");
+    let a = Node::open(ip(t + 1), ip(t), 0xa801, &config.iocs[0], Form::IbCm, false);
+    Rig {
+        a,
+        _dir: dir,
+        _daemon: daemon,
+    }
+}
+
+/// A 10-, 12- or 16-byte LBA/length CDB of `op` with byte-1 `flags`.
+fn cdb(op: u8, flags: u8, lba: u64, blocks: u32) -> Vec<u8> {
+    match op >> 5 {
+        1 => {
+            let (l, n) = ((lba as u32).to_be_bytes(), (blocks as u16).to_be_bytes());
+            vec![op, flags, l[0], l[1], l[2], l[3], 0, n[0], n[1], 0]
+        }
+        5 => {
+            let mut c = vec![op, flags];
+            c.extend((lba as u32).to_be_bytes());
+            c.extend(blocks.to_be_bytes());
+            c.extend([0, 0]);
+            c
+        }
+        _ => cdb16(op, flags, lba, blocks).to_vec(),
+    }
+}
+
+/// The field pointer of an INVALID FIELD IN CDB answer to `cdb`.
+fn invalid_field(a: &mut Node, lun: u32, cdb: &[u8], dout: &[u8]) -> (u16, Option<u8>) {
+    let s = a.check(lun, cdb, dout, 0, SenseCode::INVALID_FIELD_IN_CDB);
+    let (byte, bit, in_cdb) = field_pointer(&s).expect("field pointer");
+    assert!(in_cdb);
+    (byte, bit)
+}
+
+#[test]
+fn sbc4_commands_through_the_daemon() {
+    let mut r = rig(1);
+    write_and_verify(&mut r.a);
+    verify12_and_orwrite(&mut r.a);
+    prefetch(&mut r.a);
+    get_lba_status(&mut r.a);
+    write_atomic(&mut r.a);
+    defects_and_removal(&mut r.a);
+    start_stop(&mut r.a);
+    geometry(&mut r.a);
+    timeouts(&mut r.a);
+}
+
+fn write_and_verify(a: &mut Node) {
+    for (op, lun, bs) in [(0x2e, FILE, 512), (0xae, RAM, 4096), (0x8e, FILE, 512)] {
+        for bytchk in [0x02, 0x00] {
+            let d = pattern(4 * bs, op ^ bytchk);
+            a.good(lun, &cdb(op, bytchk, 16, 4), &d, 0);
+            assert_eq!(a.good(lun, &read10(16, 4), &[], d.len() as u32), d, "{op:#x}");
+        }
+        // BYTCHK 10b and 11b are reserved for WRITE AND VERIFY.
+        for bytchk in [0x04, 0x06] {
+            let d = pattern(bs, 1);
+            assert_eq!(
+                invalid_field(a, lun, &cdb(op, bytchk, 0, 1), &d),
+                (1, Some(2))
+            );
+        }
+        let last = if lun == FILE { FILE_BLOCKS } else { 256 };
+        a.check(
+            lun,
+            &cdb(op, 0x02, last - 1, 2),
+            &pattern(2 * bs, 2),
+            0,
+            SenseCode::LBA_OUT_OF_RANGE,
+        );
+    }
+    a.check(
+        RO,
+        &cdb(0x2e, 0x02, 0, 1),
+        &pattern(512, 3),
+        0,
+        SenseCode::WRITE_PROTECTED,
+    );
+    // Longer than the transfer limit (256 KiB = 512 blocks): INVALID FIELD at the length.
+    let s = a.check(
+        FILE,
+        &cdb(0x8e, 0, 0, 513),
+        &[],
+        0,
+        SenseCode::INVALID_FIELD_IN_CDB,
+    );
+    assert_eq!(field_pointer(&s), Some((10, Some(7), true)));
+}
+
+fn verify12_and_orwrite(a: &mut Node) {
+    let d = pattern(2 * 512, 0x33);
+    a.good(FILE, &write10(40, 2, false), &d, 0);
+    // VERIFY(12): BYTCHK=0 checks the range, BYTCHK=1 compares.
+    a.good(FILE, &cdb(0xaf, 0x00, 40, 2), &[], 0);
+    a.good(FILE, &cdb(0xaf, 0x02, 40, 2), &d, 0);
+    let mut bad = d.clone();
+    bad[700] ^= 1;
+    let s = a.check(
+        FILE,
+        &cdb(0xaf, 0x02, 40, 2),
+        &bad,
+        0,
+        SenseCode::MISCOMPARE_DURING_VERIFY,
+    );
+    assert_eq!(s.information(), Some(700));
+    a.check(
+        FILE,
+        &cdb(0xaf, 0, FILE_BLOCKS, 1),
+        &[],
+        0,
+        SenseCode::LBA_OUT_OF_RANGE,
+    );
+    // ORWRITE: the blocks become old | new.
+    let low = vec![0x0fu8; 1024];
+    let high: Vec<u8> = (0..1024).map(|i| if i % 2 == 0 { 0xf0 } else { 0x30 }).collect();
+    a.good(FILE, &write10(50, 2, false), &low, 0);
+    a.good(FILE, &cdb16(0x8b, 0x08, 50, 2), &high, 0);
+    let want: Vec<u8> = low.iter().zip(&high).map(|(x, y)| x | y).collect();
+    assert_eq!(a.good(FILE, &read10(50, 2), &[], 1024), want);
+    a.check(
+        RO,
+        &cdb16(0x8b, 0, 0, 1),
+        &[0; 512],
+        0,
+        SenseCode::WRITE_PROTECTED,
+    );
+    a.check(
+        FILE,
+        &cdb16(0x8b, 0, FILE_BLOCKS, 1),
+        &[0; 512],
+        0,
+        SenseCode::LBA_OUT_OF_RANGE,
+    );
+}
+
+fn prefetch(a: &mut Node) {
+    for c in [
+        cdb(0x34, 0x00, 0, 64),
+        cdb(0x34, 0x02, 100, 8),
+        // PREFETCH LENGTH 0: through the last block (4 MiB fits the cache).
+        cdb16(0x90, 0x00, 10, 0).to_vec(),
+        cdb16(0x90, 0x02, 0, 16).to_vec(),
+    ] {
+        let r = a.direct(FILE, &c, &[], 0);
+        assert_eq!((r.status, r.code()), (Status::ConditionMet, None), "{c:02x?}");
+    }
+    let r = a.direct(RAM, &cdb(0x34, 0, 0, 256), &[], 0);
+    assert_eq!(r.status, Status::ConditionMet);
+    for c in [
+        cdb(0x34, 0, FILE_BLOCKS - 1, 2),
+        cdb16(0x90, 0, FILE_BLOCKS, 0).to_vec(),
+    ] {
+        a.check(FILE, &c, &[], 0, SenseCode::LBA_OUT_OF_RANGE);
+    }
+}
+
+/// GET LBA STATUS from `lba`: (LBA, blocks, provisioning status) per descriptor.
+fn lba_status(a: &mut Node, lun: u32, lba: u64, alloc: u32) -> Vec<(u64, u32, u8)> {
+    let mut c = [0u8; 16];
+    c[0] = 0x9e;
+    c[1] = 0x12;
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[10..14].copy_from_slice(&alloc.to_be_bytes());
+    let d = a.good(lun, &c, &[], alloc);
+    let len = be32(&d) as usize;
+    assert_eq!((len - 4) % 16, 0, "PARAMETER DATA LENGTH {len}");
+    d[8..]
+        .chunks(16)
+        .map(|x| {
+            (
+                u64::from_be_bytes(x[..8].try_into().expect("8")),
+                be32(&x[8..]),
+                x[12] & 0x0f,
+            )
+        })
+        .collect()
+}
+
+fn get_lba_status(a: &mut Node) {
+    // The file LUN is sparse apart from what earlier steps wrote (LBAs below 128). Map two
+    // runs of one 4 KiB filesystem block each far from them, then unmap the second.
+    a.good(FILE, &write10(4096, 8, false), &pattern(4096, 7), 0);
+    a.good(FILE, &write10(6144, 8, false), &pattern(4096, 8), 0);
+    let s = lba_status(a, FILE, 2048, 4096);
+    assert_eq!(
+        s,
+        [
+            (2048, 2048, 1),
+            (4096, 8, 0),
+            (4104, 2040, 1),
+            (6144, 8, 0),
+            (6152, (FILE_BLOCKS - 6152) as u32, 1),
+        ],
+        "{s:?}"
+    );
+    // An allocation length with room for one descriptor: one, from the starting LBA.
+    assert_eq!(lba_status(a, FILE, 4096, 24), [(4096, 8, 0)]);
+    // From the middle of a run.
+    assert_eq!(lba_status(a, FILE, 4100, 24), [(4100, 4, 0)]);
+    let unmap = [0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0];
+    a.good(FILE, &unmap, &unmap_list(&[(6144, 8)]), 0);
+    assert_eq!(
+        lba_status(a, FILE, 4104, 4096),
+        [(4104, (FILE_BLOCKS - 4104) as u32, 1)]
+    );
+    // A RAM LUN keeps no holes: one mapped run.
+    assert_eq!(lba_status(a, RAM, 3, 64), [(3, 253, 0)]);
+    let mut past = [0u8; 16];
+    past[0] = 0x9e;
+    past[1] = 0x12;
+    past[2..10].copy_from_slice(&FILE_BLOCKS.to_be_bytes());
+    past[13] = 64;
+    a.check(FILE, &past, &[], 64, SenseCode::LBA_OUT_OF_RANGE);
+}
+
+fn write_atomic_cdb(lba: u64, boundary: u16, blocks: u16) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = 0x9c;
+    c[1] = 0x08;
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[10..12].copy_from_slice(&boundary.to_be_bytes());
+    c[12..14].copy_from_slice(&blocks.to_be_bytes());
+    c
+}
+
+fn write_atomic(a: &mut Node) {
+    // 4 KiB physical blocks under 512-byte ones: aligned to and in multiples of 8 blocks,
+    // at most 64 KiB (128 blocks).
+    let d = pattern(128 * 512, 0x5a);
+    a.good(FILE, &write_atomic_cdb(256, 0, 128), &d, 0);
+    assert_eq!(a.good(FILE, &read10(256, 128), &[], d.len() as u32), d);
+    let one = pattern(4096, 1);
+    let cases: [(&[u8], [u8; 16], (u16, Option<u8>)); 4] = [
+        (&one, write_atomic_cdb(3, 0, 8), (2, Some(7))),
+        (&one[..2048], write_atomic_cdb(8, 0, 4), (12, Some(7))),
+        (&one, write_atomic_cdb(8, 8, 8), (10, Some(7))),
+        (&[], write_atomic_cdb(0, 0, 136), (12, Some(7))),
+    ];
+    for (dout, c, at) in cases {
+        assert_eq!(invalid_field(a, FILE, &c, dout), at, "{c:02x?}");
+    }
+    a.check(
+        FILE,
+        &write_atomic_cdb(FILE_BLOCKS - 8, 0, 16),
+        &pattern(16 * 512, 2),
+        0,
+        SenseCode::LBA_OUT_OF_RANGE,
+    );
+    a.check(
+        RO,
+        &write_atomic_cdb(0, 0, 1),
+        &[0; 512],
+        0,
+        SenseCode::WRITE_PROTECTED,
+    );
+    // 4096-byte blocks with no larger physical block: any alignment, 16 blocks at most.
+    a.good(RAM, &write_atomic_cdb(3, 0, 1), &pattern(4096, 3), 0);
+    assert_eq!(
+        invalid_field(a, RAM, &write_atomic_cdb(0, 0, 17), &[]),
+        (12, Some(7))
+    );
+}
+
+fn defects_and_removal(a: &mut Node) {
+    // READ DEFECT DATA(10): both lists asked for, long block format: an empty list.
+    let d = a.good(FILE, &[0x37, 0, 0x1b, 0, 0, 0, 0, 0, 64, 0], &[], 64);
+    assert_eq!(d, [0, 0x1b, 0, 0]);
+    let d = a.good(
+        FILE,
+        &[0xb7, 0x08, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0],
+        &[],
+        64,
+    );
+    assert_eq!(d, [0, 0x08, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        invalid_field(a, FILE, &[0x37, 0, 0x07, 0, 0, 0, 0, 0, 64, 0], &[]),
+        (2, Some(2))
+    );
+    for prevent in [1, 0, 3, 0] {
+        a.good(FILE, &[0x1e, 0, 0, 0, prevent, 0], &[], 0);
+    }
+    assert_eq!(
+        invalid_field(a, FILE, &[0x1e, 0, 0, 0, 0x04, 0], &[]),
+        (4, Some(2))
+    );
+}
+
+fn start_stop(a: &mut Node) {
+    let tur = [0u8; 6];
+    // No medium to eject, no power condition page.
+    assert_eq!(
+        invalid_field(a, FILE, &[0x1b, 0, 0, 0, 0x02, 0], &[]),
+        (4, Some(1))
+    );
+    assert_eq!(
+        invalid_field(a, FILE, &[0x1b, 0, 0, 0, 0x30, 0], &[]),
+        (4, Some(7))
+    );
+    assert_eq!(
+        invalid_field(a, FILE, &[0x1b, 0, 0, 0x01, 0x01, 0], &[]),
+        (3, Some(3))
+    );
+    // STOP (with IMMED): medium access answers NOT READY until START.
+    a.good(FILE, &[0x1b, 0x01, 0, 0, 0x00, 0], &[], 0);
+    for c in [tur.to_vec(), read10(0, 1).to_vec()] {
+        let din = if c[0] == 0x28 { 512 } else { 0 };
+        a.check(FILE, &c, &[], din, SenseCode::LUN_NOT_READY_INIT_REQUIRED);
+    }
+    // The unit itself still answers; other LUs are not stopped.
+    a.good(FILE, &inquiry(None, 96), &[], 96);
+    a.good(RAM, &tur, &[], 0);
+    a.good(FILE, &[0x1b, 0, 0, 0, 0x01, 0], &[], 0);
+    a.good(FILE, &tur, &[], 0);
+    a.good(FILE, &read10(0, 1), &[], 512);
+}
+
+fn geometry(a: &mut Node) {
+    let rc16 = cdb16(0x9e, 0x10, 0, 32);
+    let d = a.good(FILE, &rc16, &[], 32);
+    assert_eq!(d[13] & 0x0f, 3, "2^3 logical blocks per physical block");
+    assert_eq!(&d[14..16], &[0xc0, 0x00], "LBPME, LBPRZ, lowest aligned LBA 0");
+    assert_eq!(a.good(RAM, &rc16, &[], 32)[13] & 0x0f, 0);
+    let bl = a.good(FILE, &inquiry(Some(0xb0), 64), &[], 64);
+    assert_eq!(bl[3], 0x3c);
+    assert_eq!(u16::from_be_bytes([bl[6], bl[7]]), 8, "OPTIMAL TRANSFER LENGTH GRANULARITY");
+    assert_eq!(be32(&bl[28..]), 8, "OPTIMAL UNMAP GRANULARITY");
+    assert_eq!(be32(&bl[32..]), 0x8000_0000, "UGAVALID, alignment 0");
+    assert_eq!(be32(&bl[44..]), 128, "MAXIMUM ATOMIC TRANSFER LENGTH");
+    assert_eq!((be32(&bl[48..]), be32(&bl[52..])), (8, 8), "atomic alignment, granularity");
+    assert_eq!((be32(&bl[56..]), be32(&bl[60..])), (0, 0), "no atomic boundaries");
+    let std = a.good(FILE, &inquiry(None, 96), &[], 96);
+    let versions: Vec<u16> = std[58..74]
+        .chunks(2)
+        .map(|v| u16::from_be_bytes([v[0], v[1]]))
+        .collect();
+    assert!(versions.contains(&0x0600) && versions.contains(&0x04c0), "{versions:04x?}");
+}
+
+fn timeouts(a: &mut Node) {
+    // All commands with RCTD: every descriptor carries a timeouts descriptor with a
+    // recommended timeout.
+    let c = [0xa3, 0x0c, 0x80, 0, 0, 0, 0, 0, 0x20, 0, 0, 0];
+    let d = a.good(FILE, &c, &[], 0x2000);
+    let len = be32(&d) as usize;
+    assert_eq!(len % 20, 0);
+    assert_eq!(len / 20, srp_target::exec::supported_opcodes().len());
+    for desc in d[4..4 + len].chunks(20) {
+        assert_eq!(desc[5] & 0x02, 0x02, "CTDP: {desc:02x?}");
+        assert_eq!(&desc[8..10], &[0, 0x0a]);
+        let recommended = be32(&desc[16..]);
+        assert!((10..=60).contains(&recommended), "{desc:02x?}");
+    }
+}
