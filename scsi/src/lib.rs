@@ -14,7 +14,8 @@
 //!   descriptor sense data ([`Sense`]);
 //! - [`cdb_bytes`]: [`CdbBytes`], a CDB held inline (up to 32 bytes) as transports pass it;
 //! - [`cdb`]: the [`OPCODES`] table, [`Command`] parse/emit with [`CdbError`] naming the
-//!   sense to return, and REPORT SUPPORTED OPERATION CODES parameter data.
+//!   sense to return, and REPORT SUPPORTED OPERATION CODES parameter data;
+//! - [`copy`]: third-party copy parameter data (EXTENDED COPY descriptors, ODX ranges).
 #![deny(unsafe_code)]
 
 /// The four wire tests of STYLE.md for one known vector: `name: Type, BYTES, value`.
@@ -51,6 +52,7 @@ macro_rules! wire_tests {
 
 pub mod cdb;
 pub mod cdb_bytes;
+pub mod copy;
 pub mod lun;
 pub mod sense;
 pub mod status;

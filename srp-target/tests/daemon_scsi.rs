@@ -132,16 +132,16 @@ fn inquiry_and_identity(r: &mut Rig) {
     assert_eq!((d.len(), d[0], d[2], d[4]), (96, 0x00, 0x06, 91));
     assert_eq!(&d[8..16], b"SRPSTACK");
     assert_eq!(&d[16..32], b"SRP LUN         ");
-    // Version descriptors: SAM-5, SPC-4, SBC-3, SRP r16a.
+    // Version descriptors: SAM-5, SPC-4, SBC-4, SBC-3, SRP r16a.
     assert_eq!(
         d[58..74],
         [
-            0x00, 0xa0, 0x04, 0x60, 0x04, 0xc0, 0x09, 0x55, 0, 0, 0, 0, 0, 0, 0, 0
+            0x00, 0xa0, 0x04, 0x60, 0x06, 0x00, 0x04, 0xc0, 0x09, 0x55, 0, 0, 0, 0, 0, 0
         ]
     );
     assert!(rep.data[96..].iter().all(|&b| b == FILL));
     let vpd0 = a.good(F4K, &inquiry(Some(0), 255), &[], 255);
-    assert_eq!(vpd0, [0, 0, 0, 6, 0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2]);
+    assert_eq!(vpd0, [0, 0, 0, 7, 0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2]);
     // Serial and NAA: the LUN's own, the same through ioc-b (another LUN number).
     let serial = a.good(F4K, &inquiry(Some(0x80), 255), &[], 255);
     assert_eq!(

@@ -13,10 +13,11 @@
 //! [`writes`] (WRITE AND VERIFY, ORWRITE, WRITE ATOMIC), [`block`] (SYNCHRONIZE CACHE,
 //! WRITE SAME, UNMAP, START STOP UNIT, READ CAPACITY), [`medium`] (PRE-FETCH, GET LBA
 //! STATUS, READ DEFECT DATA, PREVENT ALLOW MEDIUM REMOVAL), [`reserve`] (RESERVE/RELEASE),
-//! [`pr`] (PERSISTENT RESERVE IN/OUT), [`maint`] (MAINTENANCE IN), [`rsoc`] (REPORT
+//! [`copy`] (THIRD-PARTY COPY OUT/IN), [`pr`] (PERSISTENT RESERVE IN/OUT), [`maint`] (MAINTENANCE IN), [`rsoc`] (REPORT
 //! SUPPORTED OPERATION CODES parameter data).
 
 pub mod block;
+pub mod copy;
 mod error;
 pub mod maint;
 pub mod medium;
@@ -29,6 +30,7 @@ pub mod rw;
 pub mod spc;
 pub mod writes;
 
+pub use copy::{CopyIn, CopyOut, CopyResults};
 pub use block::{ReadCapacity16, StartStopUnit, SynchronizeCache, Unmap, WriteSame};
 pub use error::CdbError;
 pub use maint::{ReportSupportedOpcodes, ReportTargetPortGroups, ReportingOptions};
@@ -136,6 +138,11 @@ pub enum Command {
     PersistentReserveIn(PrIn),
     /// PERSISTENT RESERVE OUT (5Fh).
     PersistentReserveOut(PrOut),
+    /// THIRD-PARTY COPY OUT (83h): EXTENDED COPY (LID1), POPULATE TOKEN, WRITE USING TOKEN.
+    CopyOut(CopyOut),
+    /// THIRD-PARTY COPY IN (84h): RECEIVE COPY STATUS, OPERATING PARAMETERS, FAILURE
+    /// DETAILS, RECEIVE ROD TOKEN INFORMATION.
+    CopyIn(CopyIn),
     /// REPORT LUNS (A0h).
     ReportLuns(ReportLuns),
     /// MAINTENANCE IN (A3h) / REPORT TARGET PORT GROUPS (0Ah).
@@ -182,6 +189,8 @@ impl Command {
             C::Unmap(_) => (0x42, None),
             C::PersistentReserveIn(p) => (0x5e, Some(p.action as u8)),
             C::PersistentReserveOut(p) => (0x5f, Some(p.action as u8)),
+            C::CopyOut(c) => (0x83, Some(c.action)),
+            C::CopyIn(c) => (0x84, Some(c.action as u8)),
             C::ReportLuns(_) => (0xa0, None),
             C::ReportTargetPortGroups(_) => (0xa3, Some(maint::SA_REPORT_TARGET_PORT_GROUPS)),
             C::ReportSupportedOpcodes(_) => (0xa3, Some(maint::SA_REPORT_SUPPORTED_OPCODES)),
@@ -250,6 +259,8 @@ impl<'a> WireRepr<'a> for Command {
             C::Unmap(x) => x.emit(out),
             C::PersistentReserveIn(x) => x.emit(out),
             C::PersistentReserveOut(x) => x.emit(out),
+            C::CopyOut(x) => x.emit(out),
+            C::CopyIn(x) => x.emit(out),
             C::ReportLuns(x) => x.emit(out),
             C::ReportTargetPortGroups(x) => x.emit(out),
             C::ReportSupportedOpcodes(x) => x.emit(out),

@@ -13,7 +13,7 @@
 //!   information), as SBC-3 requires for a logical unit without them.
 //! - Obsolete fields (READ CAPACITY's LBA and PMI, SYNC_NV, FUA_NV): clear, as in SBC-4.
 
-use super::{CdbError, Command, block, maint, medium, mode, pr, reserve, rw, spc, writes};
+use super::{CdbError, Command, block, copy, maint, medium, mode, pr, reserve, rw, spc, writes};
 
 /// One supported command: operation code, service action, name and CDB usage data.
 #[derive(Clone, Copy, Debug)]
@@ -121,6 +121,16 @@ const TABLE: &[OpcodeInfo] = &[
     e(0x5f, Some(0x05), "PERSISTENT RESERVE OUT/PREEMPT AND ABORT", &[0x5f, 0x05, 0xff, 0, 0, W[0], W[1], W[2], W[3], C], pr::pr_out),
     e(0x5f, Some(0x06), "PERSISTENT RESERVE OUT/REGISTER AND IGNORE EXISTING KEY", &[0x5f, 0x06, 0xff, 0, 0, W[0], W[1], W[2], W[3], C], pr::pr_out),
     e(0x5f, Some(0x07), "PERSISTENT RESERVE OUT/REGISTER AND MOVE", &[0x5f, 0x07, 0xff, 0, 0, W[0], W[1], W[2], W[3], C], pr::pr_out),
+    // THIRD-PARTY COPY OUT: EXTENDED COPY (LID1) (PARAMETER LIST LENGTH); POPULATE TOKEN
+    // and WRITE USING TOKEN (LIST IDENTIFIER; PARAMETER LIST LENGTH; GROUP NUMBER clear).
+    e(0x83, Some(0x00), "EXTENDED COPY(LID1)", &[0x83, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, W[0], W[1], W[2], W[3], 0, C], copy::copy_out),
+    e(0x83, Some(0x10), "POPULATE TOKEN", &[0x83, 0x10, 0, 0, 0, 0, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], copy::copy_out),
+    e(0x83, Some(0x11), "WRITE USING TOKEN", &[0x83, 0x11, 0, 0, 0, 0, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], copy::copy_out),
+    // THIRD-PARTY COPY IN: LIST IDENTIFIER (byte 2, or 2..=5); ALLOCATION LENGTH.
+    e(0x84, Some(0x00), "RECEIVE COPY STATUS(LID1)", &[0x84, 0x00, 0xff, 0, 0, 0, 0, 0, 0, 0, W[0], W[1], W[2], W[3], 0, C], copy::copy_in),
+    e(0x84, Some(0x03), "RECEIVE COPY OPERATING PARAMETERS", &[0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, W[0], W[1], W[2], W[3], 0, C], copy::copy_in),
+    e(0x84, Some(0x04), "RECEIVE COPY FAILURE DETAILS(LID1)", &[0x84, 0x04, 0xff, 0, 0, 0, 0, 0, 0, 0, W[0], W[1], W[2], W[3], 0, C], copy::copy_in),
+    e(0x84, Some(0x07), "RECEIVE ROD TOKEN INFORMATION", &[0x84, 0x07, W[0], W[1], W[2], W[3], 0, 0, 0, 0, W[0], W[1], W[2], W[3], 0, C], copy::copy_in),
     // DPO, FUA; LBA (64); TRANSFER LENGTH (32); (GROUP NUMBER).
     e(0x88, None, "READ(16)", &[0x88, 0x18, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], rw::read16),
     // DPO, FUA; LBA; NUMBER OF LOGICAL BLOCKS in byte 13 (SBC-3).

@@ -78,6 +78,8 @@ wirekit::open_enum! {
         UnitSerialNumber = 0x80,
         /// Device Identification.
         DeviceIdentification = 0x83,
+        /// 8Fh Third-party Copy (SPC-4).
+        ThirdPartyCopy = 0x8f,
         /// Block Limits (SBC).
         BlockLimits = 0xb0,
         /// Block Device Characteristics (SBC).

@@ -122,6 +122,35 @@ sense_codes! {
     /// 7/27/07: thin provisioning ran out of space.
     SPACE_ALLOCATION_FAILED_WRITE_PROTECT =
         (DataProtect, 0x27, 0x07, "SPACE ALLOCATION FAILED WRITE PROTECT");
+    /// 5/00/16: a copy with this list identifier is still running.
+    OPERATION_IN_PROGRESS = (IllegalRequest, 0x00, 0x16, "OPERATION IN PROGRESS");
+    /// 5/26/06: EXTENDED COPY with more CSCD descriptors than the copy manager takes.
+    TOO_MANY_TARGET_DESCRIPTORS = (IllegalRequest, 0x26, 0x06, "TOO MANY TARGET DESCRIPTORS");
+    /// 5/26/07.
+    UNSUPPORTED_TARGET_DESCRIPTOR_TYPE_CODE =
+        (IllegalRequest, 0x26, 0x07, "UNSUPPORTED TARGET DESCRIPTOR TYPE CODE");
+    /// 5/26/08.
+    TOO_MANY_SEGMENT_DESCRIPTORS = (IllegalRequest, 0x26, 0x08, "TOO MANY SEGMENT DESCRIPTORS");
+    /// 5/26/09.
+    UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE =
+        (IllegalRequest, 0x26, 0x09, "UNSUPPORTED SEGMENT DESCRIPTOR TYPE CODE");
+    /// 5/23/04: WRITE USING TOKEN with a token this copy manager does not know.
+    TOKEN_UNKNOWN = (IllegalRequest, 0x23, 0x04, "INVALID TOKEN OPERATION, TOKEN UNKNOWN");
+    /// 5/23/06: a token whose source blocks were written since it was made.
+    TOKEN_REVOKED = (IllegalRequest, 0x23, 0x06, "INVALID TOKEN OPERATION, TOKEN REVOKED");
+    /// 5/23/07: a token past its inactivity timeout.
+    TOKEN_EXPIRED = (IllegalRequest, 0x23, 0x07, "INVALID TOKEN OPERATION, TOKEN EXPIRED");
+    /// 5/23/0A.
+    INVALID_TOKEN_LENGTH = (IllegalRequest, 0x23, 0x0A, "INVALID TOKEN OPERATION, INVALID TOKEN LENGTH");
+    /// A/0D/01: a copy failed reading or writing a copy target.
+    THIRD_PARTY_DEVICE_FAILURE = (CopyAborted, 0x0D, 0x01, "THIRD PARTY DEVICE FAILURE");
+    /// A/0D/02: a CSCD descriptor names no logical unit this I_T nexus reaches (or an LBA
+    /// outside one); initiators then copy by READ and WRITE themselves.
+    COPY_TARGET_DEVICE_NOT_REACHABLE =
+        (CopyAborted, 0x0D, 0x02, "COPY TARGET DEVICE NOT REACHABLE");
+    /// A/0D/03.
+    INCORRECT_COPY_TARGET_DEVICE_TYPE =
+        (CopyAborted, 0x0D, 0x03, "INCORRECT COPY TARGET DEVICE TYPE");
     /// B/00/00: aborted, no further detail.
     ABORTED_COMMAND = (AbortedCommand, 0x00, 0x00, "NO ADDITIONAL SENSE INFORMATION");
     /// B/08/00.
@@ -219,6 +248,18 @@ mod tests {
         (SenseCode::REPORTED_LUNS_DATA_HAS_CHANGED,    0x6, 0x3F, 0x0E, "REPORTED LUNS DATA HAS CHANGED"),
         (SenseCode::WRITE_PROTECTED,                   0x7, 0x27, 0x00, "WRITE PROTECTED"),
         (SenseCode::SPACE_ALLOCATION_FAILED_WRITE_PROTECT, 0x7, 0x27, 0x07, "SPACE ALLOCATION FAILED WRITE PROTECT"),
+        (SenseCode::OPERATION_IN_PROGRESS,             0x5, 0x00, 0x16, "OPERATION IN PROGRESS"),
+        (SenseCode::TOO_MANY_TARGET_DESCRIPTORS,       0x5, 0x26, 0x06, "TOO MANY TARGET DESCRIPTORS"),
+        (SenseCode::UNSUPPORTED_TARGET_DESCRIPTOR_TYPE_CODE, 0x5, 0x26, 0x07, "UNSUPPORTED TARGET DESCRIPTOR TYPE CODE"),
+        (SenseCode::TOO_MANY_SEGMENT_DESCRIPTORS,      0x5, 0x26, 0x08, "TOO MANY SEGMENT DESCRIPTORS"),
+        (SenseCode::UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE, 0x5, 0x26, 0x09, "UNSUPPORTED SEGMENT DESCRIPTOR TYPE CODE"),
+        (SenseCode::TOKEN_UNKNOWN,                     0x5, 0x23, 0x04, "INVALID TOKEN OPERATION, TOKEN UNKNOWN"),
+        (SenseCode::TOKEN_REVOKED,                     0x5, 0x23, 0x06, "INVALID TOKEN OPERATION, TOKEN REVOKED"),
+        (SenseCode::TOKEN_EXPIRED,                     0x5, 0x23, 0x07, "INVALID TOKEN OPERATION, TOKEN EXPIRED"),
+        (SenseCode::INVALID_TOKEN_LENGTH,              0x5, 0x23, 0x0A, "INVALID TOKEN OPERATION, INVALID TOKEN LENGTH"),
+        (SenseCode::THIRD_PARTY_DEVICE_FAILURE,        0xA, 0x0D, 0x01, "THIRD PARTY DEVICE FAILURE"),
+        (SenseCode::COPY_TARGET_DEVICE_NOT_REACHABLE,  0xA, 0x0D, 0x02, "COPY TARGET DEVICE NOT REACHABLE"),
+        (SenseCode::INCORRECT_COPY_TARGET_DEVICE_TYPE, 0xA, 0x0D, 0x03, "INCORRECT COPY TARGET DEVICE TYPE"),
         (SenseCode::ABORTED_COMMAND,                   0xB, 0x00, 0x00, "NO ADDITIONAL SENSE INFORMATION"),
         (SenseCode::LUN_COMMUNICATION_FAILURE,         0xB, 0x08, 0x00, "LOGICAL UNIT COMMUNICATION FAILURE"),
         (SenseCode::INVALID_FIELD_IN_COMMAND_IU,       0xB, 0x0E, 0x03, "INVALID FIELD IN COMMAND INFORMATION UNIT"),

@@ -126,6 +126,7 @@ fn open_backend(
 
 fn open_lun(
     l: &LunConfig,
+    copy: &Arc<crate::exec::copy::CopyManager>,
     oui: Oui,
     limits: &ChannelLimits,
     state_dir: &std::path::Path,
@@ -135,6 +136,7 @@ fn open_lun(
     let backend = open_backend(l, layer)?;
     let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
     lu.physical_block_bytes = physical;
+    lu.copy_manager = Some(copy.clone());
     lu.read_only = l.read_only;
     lu.write_cache = l.write_cache;
     // Persistent reservations persist here under APTPL; a saved state is the LU's state.
@@ -179,16 +181,19 @@ impl Appliance {
     ) -> Result<Appliance, StartErrors> {
         let mut errors = Vec::new();
         let mut luns = BTreeMap::new();
+        // One copy manager for every LU: EXTENDED COPY between them, ODX tokens valid on all.
+        let copy = crate::exec::copy::CopyManager::new();
         for l in &config.luns {
             match open_lun(
                 l,
+                &copy,
                 config.target.oui,
                 &limits,
                 &config.target.state_dir,
                 layer,
             ) {
                 Ok(lu) => {
-                    luns.insert(l.name.clone(), Arc::new(lu));
+                    luns.insert(l.name.clone(), lu.into_shared());
                 }
                 Err(e) => errors.push(e),
             }
@@ -216,6 +221,9 @@ impl Appliance {
                     .iter()
                     .filter_map(|(lun, name)| Some((*lun, luns.get(name)?.clone())))
                     .collect();
+                for (lun, lu) in &exports {
+                    copy.export(port.relative_port, *lun, lu);
+                }
                 Some(Ioc {
                     config: c.clone(),
                     port,
@@ -335,6 +343,7 @@ impl Appliance {
             luns: &ioc.lun_list,
             port: ioc.port,
             groups: &self.groups,
+            abort: None,
         }
     }
 }

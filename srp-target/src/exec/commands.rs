@@ -20,8 +20,10 @@ pub fn timeouts(info: &OpcodeInfo) -> CommandTimeouts {
         // SYNCHRONIZE CACHE, WRITE SAME, UNMAP, START STOP UNIT (a flush), PRE-FETCH:
         // a whole-device fdatasync or up to 32 MiB of zeros.
         (0x35 | 0x91 | 0x41 | 0x93 | 0x42 | 0x1b | 0x34 | 0x90, None) => 60,
+        // A copy of up to 16 segments of 256 MiB, or a token's 256 MiB.
+        (0x83, Some(0x00 | 0x11)) => 120,
         // Commands that answer from the LU's state only.
-        (0x00 | 0x03 | 0x12 | 0x1e | 0xa0 | 0xa3 | 0x5e | 0x37 | 0xb7, _) => 10,
+        (0x00 | 0x03 | 0x12 | 0x1e | 0xa0 | 0xa3 | 0x5e | 0x37 | 0xb7 | 0x84, _) => 10,
         _ => 30,
     };
     CommandTimeouts {
@@ -43,7 +45,7 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
         (0x2a | 0xaa | 0x8a, None) => {
             "writes from the initiator's memory; FUA: durable before GOOD; write-protect checked"
         }
-        (0x12, None) => "standard data and VPD pages 00h, 80h, 83h, B0h, B1h, B2h",
+        (0x12, None) => "standard data (3PC) and VPD pages 00h, 80h, 83h, 8Fh, B0h, B1h, B2h",
         (0x16 | 0x56, None) => {
             "SCSI-2 reservation of the LU by this I_T nexus (conflict if another holds it; with PR registrations, CRH rules)"
         }
@@ -93,6 +95,19 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
         (0x5f, Some(0x04)) => "removes another key's registrations, takes its reservation",
         (0x5f, Some(0x05)) => "as PREEMPT, and aborts the preempted nexuses' tasks",
         (0x5f, Some(0x06)) => "registers whatever key was registered before",
+        (0x83, Some(0x00)) => {
+            "copies block to block segments between LUs of this target (CSCDs by NAA), one point in time of the source"
+        }
+        (0x83, Some(0x10)) => {
+            "makes a 512-byte ROD token for ranges of this LU (revoked by writes to them, expires)"
+        }
+        (0x83, Some(0x11)) => {
+            "writes the blocks a token of this target stands for (or zeros), on any LU and IOC"
+        }
+        (0x84, Some(0x00)) => "how an EXTENDED COPY of this I_T nexus ended (by list identifier)",
+        (0x84, Some(0x03)) => "the copy manager's limits and descriptor types (02h, E4h)",
+        (0x84, Some(0x04)) => "the sense an EXTENDED COPY of this I_T nexus failed with",
+        (0x84, Some(0x07)) => "a token operation's status and the token POPULATE TOKEN made",
         (0x89, None) => {
             "compares, then writes, atomic against the LU's other writes (MISCOMPARE with the offset)"
         }

@@ -68,18 +68,21 @@ impl LogicalUnit {
         }
     }
 
-    /// Runs `work` (writes to the medium); if `durable`, refuses first when a flush failed
-    /// before and flushes after (`lba` names the command's medium error). Every write that
-    /// must be durable — FUA, write cache off, WRITE SAME, UNMAP — goes through here.
+    /// Runs `work`, which changes `blocks` blocks at `lba`; if `durable`, refuses first
+    /// when a flush failed before and flushes after (`lba` names the command's medium
+    /// error). Every medium-modifying command goes through here, so this is also where a
+    /// watched range learns it was written (`copy/watch.rs`).
     pub(crate) fn durably(
         &self,
         lba: Lba,
+        blocks: u64,
         durable: bool,
         work: impl FnOnce() -> Result<(), Stop>,
     ) -> Result<(), Stop> {
         if durable {
             self.check_flushable()?;
         }
+        self.note_write(lba, blocks);
         work()?;
         if durable {
             self.flush(lba)?;
@@ -89,7 +92,8 @@ impl LogicalUnit {
 
     /// Writes `buf` at `lba`, durably if `durable` ([`LogicalUnit::durably`]).
     pub(crate) fn write_durably(&self, lba: Lba, buf: &[u8], durable: bool) -> Result<(), Stop> {
-        self.durably(lba, durable, || {
+        let blocks = (buf.len() / self.block_bytes() as usize) as u64;
+        self.durably(lba, blocks, durable, || {
             self.backend
                 .write_at(lba, buf)
                 .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba))
@@ -103,7 +107,8 @@ impl LogicalUnit {
         src: MemSpan<'_>,
         durable: bool,
     ) -> Result<(), Stop> {
-        self.durably(lba, durable, || {
+        let blocks = (src.len / self.block_bytes() as usize) as u64;
+        self.durably(lba, blocks, durable, || {
             self.backend
                 .write_from(lba, src)
                 .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba))

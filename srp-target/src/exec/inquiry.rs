@@ -1,4 +1,4 @@
-//! INQUIRY (SPC-4 6.6): standard data and the VPD pages 00h, 80h, 83h, B0h, B1h, B2h.
+//! INQUIRY (SPC-4 6.6): standard data and the VPD pages 00h, 80h, 83h, 8Fh, B0h, B1h, B2h.
 
 use super::io::MAX_COMPARE_AND_WRITE_BLOCKS;
 use super::provisioning::{MAX_UNMAP_BLOCKS, MAX_UNMAP_DESCRIPTORS, MAX_WRITE_SAME_BLOCKS};
@@ -11,7 +11,7 @@ pub const VENDOR: &str = "SRPSTACK";
 pub const REVISION: &str = "0001";
 
 /// The VPD pages we serve, in the order of page 00h.
-const PAGES: [u8; 6] = [0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2];
+const PAGES: [u8; 7] = [0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2];
 
 /// `s` as an ASCII field of `len` bytes, space padded, cut when longer.
 pub(crate) fn ascii_field(s: &str, len: usize) -> Vec<u8> {
@@ -46,7 +46,7 @@ pub(crate) fn standard(peripheral: u8, product: &str) -> Vec<u8> {
         0x06, // VERSION: SPC-4
         0x12, // HISUP, RESPONSE DATA FORMAT 2
         91,   // ADDITIONAL LENGTH: 96 - 5
-        0x10, // TPGS 01b: implicit ALUA (REPORT TARGET PORT GROUPS, no SET)
+        0x18, // TPGS 01b: implicit ALUA (REPORT TARGET PORT GROUPS, no SET); 3PC: copy offload
         0x10, // MULTIP: reached through several target ports (one per IOC)
         0x02, // CMDQUE
     ];
@@ -71,6 +71,7 @@ pub(crate) fn inquiry(lu: &LogicalUnit, nexus: &Nexus<'_>, q: &Inquiry, din: &mu
         VpdPage::SupportedPages => PAGES.to_vec(),
         VpdPage::UnitSerialNumber => lu.identity().serial().as_bytes().to_vec(),
         VpdPage::DeviceIdentification => device_identification(lu, nexus),
+        VpdPage::ThirdPartyCopy => super::copy::vpd::third_party_copy(lu),
         VpdPage::BlockLimits => block_limits(lu),
         VpdPage::BlockDeviceCharacteristics => block_device_characteristics(),
         VpdPage::LogicalBlockProvisioning => logical_block_provisioning(lu),

@@ -21,6 +21,7 @@
 //! attention conditions, checked before everything else).
 
 pub mod commands;
+pub mod copy;
 pub mod counters;
 mod durability;
 pub mod inquiry;
@@ -164,6 +165,15 @@ pub struct Nexus<'a> {
     pub port: PortIdentity,
     /// Every target port group of the target (REPORT TARGET PORT GROUPS).
     pub groups: &'a [TargetPortGroup],
+    /// Set when the command's task is aborted: long commands (a copy) stop between steps.
+    pub abort: Option<&'a AtomicBool>,
+}
+
+impl Nexus<'_> {
+    /// Whether the command's task was aborted.
+    pub fn aborted(&self) -> bool {
+        self.abort.is_some_and(|a| a.load(Ordering::Acquire))
+    }
 }
 
 /// How to build a [`LogicalUnit`].
@@ -196,6 +206,9 @@ pub struct LuConfig {
     /// Largest READ/WRITE in bytes (VPD B0h MAXIMUM TRANSFER LENGTH): what the transport's
     /// channels accept per command, so the two limits agree.
     pub max_transfer_bytes: u32,
+    /// The target's copy manager, shared by its LUs (EXTENDED COPY across them, tokens
+    /// valid on all of them); `None`: one of its own.
+    pub copy_manager: Option<std::sync::Arc<copy::CopyManager>>,
     /// Physical block size in bytes (`[[lun]] physical_block_size`; READ CAPACITY(16)'s
     /// LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT, VPD B0h's granularities). `None`, or a
     /// value that is not a power-of-two multiple of the logical block size (the config
@@ -218,6 +231,7 @@ impl LuConfig {
             saved_pr: None,
             product: "SRP LUN".to_owned(),
             max_transfer_bytes: io::MAX_TRANSFER_BYTES,
+            copy_manager: None,
             physical_block_bytes: None,
         }
     }
@@ -240,6 +254,14 @@ pub struct LogicalUnit {
     stopped: AtomicBool,
     /// Physical block size in bytes: a power-of-two multiple of the logical block size.
     physical_block_bytes: u32,
+    /// The copy manager ([`copy`]).
+    copy: std::sync::Arc<copy::CopyManager>,
+    /// EXTENDED COPY results by list identifier ([`copy`]).
+    copy_lists: copy::results::CopyLists,
+    /// Ranges watched by copies and tokens ([`copy`]).
+    watches: copy::watch::Watches,
+    /// This LU as shared ([`LogicalUnit::into_shared`]): what a token points back to.
+    me: OnceLock<std::sync::Weak<LogicalUnit>>,
     /// Persistent reservations ([`pr`]).
     pr: RwLock<pr::PrState>,
     /// Where the reservation state persists under APTPL ([`pr::persist`]); none: APTPL
@@ -262,6 +284,8 @@ pub(crate) enum Stop {
     Check(Sense),
     /// Not a SCSI status.
     Transport(TransportError),
+    /// RESERVATION CONFLICT met past the command's own check (a copy target's).
+    Conflict,
 }
 
 impl From<Sense> for Stop {
@@ -333,6 +357,10 @@ pub(crate) fn finish(r: Exec, data_in: &mut Vec<u8>) -> Result<CmdOutput, Transp
             data_in.clear();
             Err(t)
         }
+        Err(Stop::Conflict) => {
+            data_in.clear();
+            Ok(pr::reservation_conflict())
+        }
     }
 }
 
@@ -372,6 +400,10 @@ impl LogicalUnit {
                 .physical_block_bytes
                 .filter(|&p| p > backend_block && p % backend_block == 0 && p.is_power_of_two())
                 .unwrap_or(backend_block),
+            copy: config.copy_manager.unwrap_or_default(),
+            copy_lists: copy::results::CopyLists::default(),
+            watches: copy::watch::Watches::default(),
+            me: OnceLock::new(),
             pr: RwLock::new(config.saved_pr.map(|s| s.0).unwrap_or_default()),
             pr_file: config.pr_file,
             counters: counters::LuCounters::default(),
@@ -384,6 +416,29 @@ impl LogicalUnit {
             },
             ua: Mutex::new(ua::UaState::default()),
         }
+    }
+
+    /// This LU shared, and known to itself as such (POPULATE TOKEN's tokens point back to
+    /// it); every LU of a target is built so.
+    pub fn into_shared(self) -> std::sync::Arc<LogicalUnit> {
+        let lu = std::sync::Arc::new(self);
+        let _ = lu.me.set(std::sync::Arc::downgrade(&lu));
+        lu
+    }
+
+    /// This LU as shared, if it was built so.
+    pub(crate) fn self_arc(&self) -> Option<std::sync::Arc<LogicalUnit>> {
+        self.me.get().and_then(std::sync::Weak::upgrade)
+    }
+
+    /// Whether START STOP UNIT stopped the unit.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// The copy manager.
+    pub fn copy_manager(&self) -> &std::sync::Arc<copy::CopyManager> {
+        &self.copy
     }
 
     /// The backend.
@@ -530,6 +585,8 @@ impl LogicalUnit {
             C::SynchronizeCache(s) => io::synchronize_cache(self, &s),
             C::WriteSame(w) => provisioning::write_same(self, &w, dout),
             C::Unmap(u) => provisioning::unmap(self, &u, dout),
+            C::CopyOut(c) => copy::copy_out(self, nexus, &c, dout),
+            C::CopyIn(c) => copy::copy_in(self, nexus, &c, din),
             C::ReportLuns(r) => report::report_luns(nexus, &r, din),
             C::ReportSupportedOpcodes(r) => report::report_supported_opcodes(&r, din),
             C::ReportTargetPortGroups(r) => report::report_target_port_groups(nexus, &r, din),

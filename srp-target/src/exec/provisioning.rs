@@ -45,7 +45,7 @@ pub(crate) fn write_same(lu: &LogicalUnit, w: &WriteSame, dout: &[u8]) -> Exec {
     };
     let _order = lu.write_order();
     // Write cache off: durable before GOOD, by one flush after the whole range.
-    lu.durably(w.lba, lu.durable(false), || {
+    lu.durably(w.lba, w.blocks.0.into(), lu.durable(false), || {
         if w.unmap && block.iter().all(|&b| b == 0) {
             return lu
                 .backend
@@ -140,8 +140,9 @@ pub(crate) fn unmap(lu: &LogicalUnit, u: &Unmap, dout: &[u8]) -> Exec {
     // written, is as volatile as any write until flushed).
     let mut todo = extents.iter().filter(|e| !e.blocks.is_zero()).peekable();
     if let Some(first) = todo.peek().map(|e| e.lba) {
-        lu.durably(first, lu.durable(false), || {
+        lu.durably(first, 0, lu.durable(false), || {
             todo.try_for_each(|e| {
+                lu.note_write(e.lba, e.blocks.0.into());
                 lu.backend
                     .unmap(e.lba, e.blocks)
                     .map_err(|err| backend_sense(&err, SenseCode::WRITE_ERROR, e.lba))

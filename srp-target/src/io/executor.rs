@@ -34,6 +34,7 @@ impl NexusInfo {
             luns: &self.luns,
             port: self.port,
             groups: &self.groups,
+            abort: None,
         }
     }
 }
@@ -48,6 +49,11 @@ impl AbortFlag {
     /// Marks the task aborted.
     pub fn set(&self) {
         self.0.store(true, Ordering::Release);
+    }
+
+    /// The flag a running command polls ([`Nexus::abort`]).
+    pub fn flag(&self) -> &AtomicBool {
+        &self.0
     }
 
     /// Whether the task was aborted.
@@ -144,7 +150,10 @@ impl Job {
                 ) => (DataOut::Staged(sp.head(*n)), None),
                 _ => (DataOut::Bytes(&self.data_out), span),
             };
-            let nexus = self.nexus.nexus();
+            let nexus = Nexus {
+                abort: Some(self.abort.flag()),
+                ..self.nexus.nexus()
+            };
             self.lu
                 .execute_io(&nexus, &self.cdb, dout, &mut data_in, din_staging)
         };

@@ -46,7 +46,10 @@ pub(crate) fn access(cmd: &Command) -> Access {
         | C::Verify(_)
         | C::PreFetch(_)
         | C::GetLbaStatus(_)
-        | C::ReadDefectData(_) => Access::Read,
+        | C::ReadDefectData(_)
+        // A copy's results; a token of blocks read (its copy targets are checked apart).
+        | C::CopyIn(_) => Access::Read,
+        C::CopyOut(c) if c.action == scsi::cdb::copy::SA_POPULATE_TOKEN => Access::Read,
         // SPC-4 Table 53: MODE SENSE conflicts like MODE SELECT.
         C::StartStopUnit(_)
         | C::PreventAllowMediumRemoval { .. }
@@ -54,6 +57,7 @@ pub(crate) fn access(cmd: &Command) -> Access {
         | C::WriteAndVerify(_)
         | C::OrWrite(_)
         | C::WriteAtomic(_)
+        | C::CopyOut(_)
         | C::CompareAndWrite(_)
         | C::SynchronizeCache(_)
         | C::WriteSame(_)
