@@ -484,7 +484,7 @@ mod tests {
         0x10, // DESIGNATOR LENGTH 16
         0x60, 0x01, 0x40, 0x51, 0x23, 0x45, 0x67, 0x89, // NAA 6 ...
         0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, // ... IEEE registered extended
-        0, 0, 0, 0, // padding to 20
+        0, 0, 0, 0,    // padding to 20
         0x00, // PAD 0
         0x00, 0x02, 0x00, // DISK BLOCK LENGTH 512
     ];
@@ -545,17 +545,29 @@ mod tests {
         let mut c = CSCD;
         c[0] = 0xe0;
         let e = IdCscd::parse(&c).expect_err("type E0h");
-        assert_eq!(e.sense().code(), SenseCode::UNSUPPORTED_TARGET_DESCRIPTOR_TYPE_CODE);
+        assert_eq!(
+            e.sense().code(),
+            SenseCode::UNSUPPORTED_TARGET_DESCRIPTOR_TYPE_CODE
+        );
         c = CSCD;
         c[7] = 21;
-        assert!(matches!(IdCscd::parse(&c), Err(CopyParamError::BadLength { .. })));
+        assert!(matches!(
+            IdCscd::parse(&c),
+            Err(CopyParamError::BadLength { .. })
+        ));
         let mut s = SEGMENT;
         s[0] = 0x03;
         let e = BlockSegment::parse(&s).expect_err("type 03h");
-        assert_eq!(e.sense().code(), SenseCode::UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE);
+        assert_eq!(
+            e.sense().code(),
+            SenseCode::UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE
+        );
         s = SEGMENT;
         s[3] = 0x1c;
-        assert!(matches!(BlockSegment::parse(&s), Err(CopyParamError::BadLength { .. })));
+        assert!(matches!(
+            BlockSegment::parse(&s),
+            Err(CopyParamError::BadLength { .. })
+        ));
         let e = XcopyHeader::parse(&HEADER[..15]).expect_err("short");
         assert_eq!(e.sense().code(), SenseCode::PARAMETER_LIST_LENGTH_ERROR);
     }

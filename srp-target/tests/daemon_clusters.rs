@@ -20,8 +20,8 @@ mod host;
 use common::{TempDir, be32, pattern, read10, write10};
 use host::node::{Form, Node, await_event, await_logout, login_of};
 use scsi::{SenseCode, Status};
-use srp::wire::tsk_mgmt::TaskMgmtFunction;
 use srp::wire::rsp::TmfResponse;
+use srp::wire::tsk_mgmt::TaskMgmtFunction;
 use srp_target::config::TargetConfig;
 use srp_target::daemon::{Daemon, DaemonEvent, DaemonOptions};
 use srp_target::login::ChannelId;
@@ -73,7 +73,14 @@ fn rig(t: u8) -> Rig {
 
 impl Rig {
     fn node(&self, t: u8, addr: u8, guid: u64) -> Node {
-        Node::open(ip(addr), ip(t), guid, &self.config.iocs[0], Form::IbCm, false)
+        Node::open(
+            ip(addr),
+            ip(t),
+            guid,
+            &self.config.iocs[0],
+            Form::IbCm,
+            false,
+        )
     }
 }
 
@@ -207,7 +214,11 @@ fn scsi2_meets_persistent_reservations_with_crh() {
     conflict(&mut a, &RESERVE6, &[], 0);
     let read_resv = [0x5e, 1, 0, 0, 0, 0, 0, 0, 64, 0];
     let d = a.good(DISK, &read_resv, &[], 64);
-    assert_eq!((be32(&d[4..]), d[21] & 0x0f), (16, 5), "the PR is unchanged");
+    assert_eq!(
+        (be32(&d[4..]), d[21] & 0x0f),
+        (16, 5),
+        "the PR is unchanged"
+    );
     // A registers too: a registrant under a registrants-only type: GOOD, no change.
     assert_eq!(pr_out(&mut a, 0, 0, 0, 0xaa), Status::Good);
     a.good(DISK, &RESERVE6, &[], 0);
@@ -246,14 +257,24 @@ fn windows_2008_persistent_reservation_arbitration() {
     take_reset_attention(&mut b);
     take_reset_attention(&mut a);
     let res = a.good(DISK, &read_resv, &[], 64);
-    assert_eq!((&res[8..16], res[21] & 0x0f), (&0xa1u64.to_be_bytes()[..], 5));
+    assert_eq!(
+        (&res[8..16], res[21] & 0x0f),
+        (&0xa1u64.to_be_bytes()[..], 5)
+    );
     // B challenges: it preempts A's key and holds the disk.
     assert_eq!(pr_out(&mut b, 4, 5, 0xb1, 0xa1), Status::Good);
     a.check(DISK, &TUR, &[], 0, SenseCode::REGISTRATIONS_PREEMPTED);
     conflict(&mut a, &write10(8, 8, false), &d, 0);
-    assert_eq!(a.good(DISK, &read10(8, 8), &[], 4096), d, "reads are allowed (WE-RO)");
+    assert_eq!(
+        a.good(DISK, &read10(8, 8), &[], 4096),
+        d,
+        "reads are allowed (WE-RO)"
+    );
     let keys = b.good(DISK, &read_keys, &[], 64);
-    assert_eq!((be32(&keys[4..]), &keys[8..16]), (8, &0xb1u64.to_be_bytes()[..]));
+    assert_eq!(
+        (be32(&keys[4..]), &keys[8..16]),
+        (8, &0xb1u64.to_be_bytes()[..])
+    );
     // A re-registers and reads the holder; then B's nexus is lost: the persistent state
     // stays (that is what it is for).
     assert_eq!(pr_out(&mut a, 6, 0, 0, 0xa2), Status::Good);
@@ -262,7 +283,10 @@ fn windows_2008_persistent_reservation_arbitration() {
     drop(b);
     await_logout(&r.daemon, &mut seen, b_ch);
     let res = a.good(DISK, &read_resv, &[], 64);
-    assert_eq!((&res[8..16], res[21] & 0x0f), (&0xb1u64.to_be_bytes()[..], 5));
+    assert_eq!(
+        (&res[8..16], res[21] & 0x0f),
+        (&0xb1u64.to_be_bytes()[..], 5)
+    );
     assert_eq!(be32(&a.good(DISK, &read_keys, &[], 64)[4..]), 16);
     // A (a registrant under WE-RO) writes.
     a.good(DISK, &write10(8, 8, false), &d, 0);

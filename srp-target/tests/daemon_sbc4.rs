@@ -108,7 +108,11 @@ fn write_and_verify(a: &mut Node) {
         for bytchk in [0x02, 0x00] {
             let d = pattern(4 * bs, op ^ bytchk);
             a.good(lun, &cdb(op, bytchk, 16, 4), &d, 0);
-            assert_eq!(a.good(lun, &read10(16, 4), &[], d.len() as u32), d, "{op:#x}");
+            assert_eq!(
+                a.good(lun, &read10(16, 4), &[], d.len() as u32),
+                d,
+                "{op:#x}"
+            );
         }
         // BYTCHK 10b and 11b are reserved for WRITE AND VERIFY.
         for bytchk in [0x04, 0x06] {
@@ -170,7 +174,9 @@ fn verify12_and_orwrite(a: &mut Node) {
     );
     // ORWRITE: the blocks become old | new.
     let low = vec![0x0fu8; 1024];
-    let high: Vec<u8> = (0..1024).map(|i| if i % 2 == 0 { 0xf0 } else { 0x30 }).collect();
+    let high: Vec<u8> = (0..1024)
+        .map(|i| if i % 2 == 0 { 0xf0 } else { 0x30 })
+        .collect();
     a.good(FILE, &write10(50, 2, false), &low, 0);
     a.good(FILE, &cdb16(0x8b, 0x08, 50, 2), &high, 0);
     let want: Vec<u8> = low.iter().zip(&high).map(|(x, y)| x | y).collect();
@@ -200,7 +206,11 @@ fn prefetch(a: &mut Node) {
         cdb16(0x90, 0x02, 0, 16).to_vec(),
     ] {
         let r = a.direct(FILE, &c, &[], 0);
-        assert_eq!((r.status, r.code()), (Status::ConditionMet, None), "{c:02x?}");
+        assert_eq!(
+            (r.status, r.code()),
+            (Status::ConditionMet, None),
+            "{c:02x?}"
+        );
     }
     let r = a.direct(RAM, &cdb(0x34, 0, 0, 256), &[], 0);
     assert_eq!(r.status, Status::ConditionMet);
@@ -323,12 +333,7 @@ fn defects_and_removal(a: &mut Node) {
     // READ DEFECT DATA(10): both lists asked for, long block format: an empty list.
     let d = a.good(FILE, &[0x37, 0, 0x1b, 0, 0, 0, 0, 0, 64, 0], &[], 64);
     assert_eq!(d, [0, 0x1b, 0, 0]);
-    let d = a.good(
-        FILE,
-        &[0xb7, 0x08, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0],
-        &[],
-        64,
-    );
+    let d = a.good(FILE, &[0xb7, 0x08, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0], &[], 64);
     assert_eq!(d, [0, 0x08, 0, 0, 0, 0, 0, 0]);
     assert_eq!(
         invalid_field(a, FILE, &[0x37, 0, 0x07, 0, 0, 0, 0, 0, 64, 0], &[]),
@@ -376,22 +381,41 @@ fn geometry(a: &mut Node) {
     let rc16 = cdb16(0x9e, 0x10, 0, 32);
     let d = a.good(FILE, &rc16, &[], 32);
     assert_eq!(d[13] & 0x0f, 3, "2^3 logical blocks per physical block");
-    assert_eq!(&d[14..16], &[0xc0, 0x00], "LBPME, LBPRZ, lowest aligned LBA 0");
+    assert_eq!(
+        &d[14..16],
+        &[0xc0, 0x00],
+        "LBPME, LBPRZ, lowest aligned LBA 0"
+    );
     assert_eq!(a.good(RAM, &rc16, &[], 32)[13] & 0x0f, 0);
     let bl = a.good(FILE, &inquiry(Some(0xb0), 64), &[], 64);
     assert_eq!(bl[3], 0x3c);
-    assert_eq!(u16::from_be_bytes([bl[6], bl[7]]), 8, "OPTIMAL TRANSFER LENGTH GRANULARITY");
+    assert_eq!(
+        u16::from_be_bytes([bl[6], bl[7]]),
+        8,
+        "OPTIMAL TRANSFER LENGTH GRANULARITY"
+    );
     assert_eq!(be32(&bl[28..]), 8, "OPTIMAL UNMAP GRANULARITY");
     assert_eq!(be32(&bl[32..]), 0x8000_0000, "UGAVALID, alignment 0");
     assert_eq!(be32(&bl[44..]), 128, "MAXIMUM ATOMIC TRANSFER LENGTH");
-    assert_eq!((be32(&bl[48..]), be32(&bl[52..])), (8, 8), "atomic alignment, granularity");
-    assert_eq!((be32(&bl[56..]), be32(&bl[60..])), (0, 0), "no atomic boundaries");
+    assert_eq!(
+        (be32(&bl[48..]), be32(&bl[52..])),
+        (8, 8),
+        "atomic alignment, granularity"
+    );
+    assert_eq!(
+        (be32(&bl[56..]), be32(&bl[60..])),
+        (0, 0),
+        "no atomic boundaries"
+    );
     let std = a.good(FILE, &inquiry(None, 96), &[], 96);
     let versions: Vec<u16> = std[58..74]
         .chunks(2)
         .map(|v| u16::from_be_bytes([v[0], v[1]]))
         .collect();
-    assert!(versions.contains(&0x0600) && versions.contains(&0x04c0), "{versions:04x?}");
+    assert!(
+        versions.contains(&0x0600) && versions.contains(&0x04c0),
+        "{versions:04x?}"
+    );
 }
 
 fn timeouts(a: &mut Node) {

@@ -52,7 +52,10 @@ fn standard_inquiry() {
 fn vpd_pages() {
     let lu = ram_lu(16, BlockSize::B4096);
     let d = good(&lu, &inquiry(Some(0x00), 255), &[]);
-    assert_eq!(d, vec![0, 0, 0, 7, 0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2]);
+    assert_eq!(
+        d,
+        vec![0, 0, 0, 7, 0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2]
+    );
     let d = good(&lu, &inquiry(Some(0x80), 255), &[]);
     assert_eq!(&d[4..], lu.identity().serial().as_bytes());
     assert_eq!(usize::from(d[3]), d.len() - 4);

@@ -8,7 +8,7 @@
 //! socket), `host run|check` (the host daemon), `login|logout|sessions|disks|paths`,
 //! `policy set` and `path fail|restore` (a running host's control socket), `drill failover`
 //! (a verifying workload through a fault on one path), `discover` (a portal's IOCs, as
-//! ibsrpdm), `bench hca`, `bench disk`.
+//! ibsrpdm), `bench hca`, `bench disk`, `bench copy`.
 
 /// `println!` for what a daemon reports while it runs: a stdout that was closed (a reader
 /// that went away, `| head`) loses the line instead of killing the daemon with EPIPE.
@@ -370,6 +370,9 @@ enum BenchWhat {
     /// sequential read QD32 (MiB/s), 4k QD1 latency; medians of interleaved rounds (peers:
     /// scripts/bench-disk.sh).
     Disk(bench::disk::Options),
+    /// Copy offload: 1 GiB copied within a LU by EXTENDED COPY and by ODX tokens, next to
+    /// the same copy by the initiator's READ and WRITE, in one run (medians of rounds).
+    Copy(bench::copy::Options),
 }
 
 fn main() -> Result<()> {
@@ -456,6 +459,12 @@ fn main() -> Result<()> {
         } => {
             log::init(tracing::Level::WARN);
             bench::disk::run(&o)
+        }
+        Command::Bench {
+            what: BenchWhat::Copy(o),
+        } => {
+            log::init(tracing::Level::WARN);
+            bench::copy::run(&o)
         }
         Command::BenchPeer { addr, no_gso } => bench::peer::run(addr, 64 << 20, !no_gso),
     }

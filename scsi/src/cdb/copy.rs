@@ -169,7 +169,7 @@ mod tests {
     const XCOPY: [u8; 16] = [
         0x83, 0x00, // THIRD-PARTY COPY OUT, EXTENDED COPY (LID1)
         0, 0, 0, 0, 0, 0, 0, 0, // reserved
-        0, 0, 0, 108, // PARAMETER LIST LENGTH
+        0, 0, 0, 108,  // PARAMETER LIST LENGTH
         0x00, // reserved
         0x00, // CONTROL
     ];
@@ -205,7 +205,7 @@ mod tests {
         0x84, 0x00, // THIRD-PARTY COPY IN, RECEIVE COPY STATUS (LID1)
         0x07, // LIST IDENTIFIER
         0, 0, 0, 0, 0, 0, 0, // reserved
-        0, 0, 0, 12, // ALLOCATION LENGTH
+        0, 0, 0, 12,   // ALLOCATION LENGTH
         0x00, // reserved
         0x00, // CONTROL
     ];

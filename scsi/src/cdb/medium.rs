@@ -239,7 +239,9 @@ pub(super) fn read_defect_data12(c: &[u8]) -> Result<Command, CdbError> {
 /// PREVENT ALLOW MEDIUM REMOVAL: PREVENT (byte 4 bits 1:0).
 pub(super) fn prevent_allow(c: &[u8]) -> Result<Command, CdbError> {
     let h: [u8; 6] = read(c)?;
-    Ok(Command::PreventAllowMediumRemoval { prevent: h[4] & 0x03 })
+    Ok(Command::PreventAllowMediumRemoval {
+        prevent: h[4] & 0x03,
+    })
 }
 
 pub(super) fn emit_prevent_allow(prevent: u8, out: &mut [u8]) -> Result<(), CdbError> {
@@ -282,7 +284,7 @@ mod tests {
         0x90, // PRE-FETCH(16)
         0x00, // IMMED 0
         0, 0, 0, 0x02, 0, 0, 0, 0, // LBA 2^33
-        0, 0, 0, 0, // PREFETCH LENGTH 0
+        0, 0, 0, 0,    // PREFETCH LENGTH 0
         0x00, // GROUP NUMBER
         0x00, // CONTROL
     ];
@@ -331,7 +333,7 @@ mod tests {
         0xb7, // READ DEFECT DATA(12)
         0x08, // REQ_GLIST 1, DEFECT LIST FORMAT 000b
         0, 0, 0, 5, // ADDRESS DESCRIPTOR INDEX
-        0, 0, 0x01, 0, // ALLOCATION LENGTH 256
+        0, 0, 0x01, 0,    // ALLOCATION LENGTH 256
         0x00, // reserved
         0x00, // CONTROL
     ];
@@ -350,7 +352,7 @@ mod tests {
     /// PREVENT ALLOW MEDIUM REMOVAL with PREVENT 01b.
     const PAMR: [u8; 6] = [
         0x1e, // PREVENT ALLOW MEDIUM REMOVAL
-        0, 0, 0, // reserved
+        0, 0, 0,    // reserved
         0x01, // PREVENT 01b
         0x00, // CONTROL
     ];

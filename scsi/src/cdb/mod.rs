@@ -30,8 +30,8 @@ pub mod rw;
 pub mod spc;
 pub mod writes;
 
-pub use copy::{CopyIn, CopyOut, CopyResults};
 pub use block::{ReadCapacity16, StartStopUnit, SynchronizeCache, Unmap, WriteSame};
+pub use copy::{CopyIn, CopyOut, CopyResults};
 pub use error::CdbError;
 pub use maint::{ReportSupportedOpcodes, ReportTargetPortGroups, ReportingOptions};
 pub use medium::{GetLbaStatus, PreFetch, ReadDefectData};

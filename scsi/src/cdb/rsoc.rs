@@ -237,7 +237,11 @@ mod tests {
             0x28, 0x18, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00, // READ(10) usage data
         ];
         assert_eq!(
-            one_command(OPCODES, &req(ReportingOptions::OneCommand, 0x28, 0, false), no_timeouts),
+            one_command(
+                OPCODES,
+                &req(ReportingOptions::OneCommand, 0x28, 0, false),
+                no_timeouts
+            ),
             Ok(want.to_vec())
         );
         let rc16 = one_command(
@@ -260,7 +264,11 @@ mod tests {
     fn one_command_unsupported_and_contradictions() {
         let not_supported = vec![0x00, 0x01, 0x00, 0x00];
         assert_eq!(
-            one_command(OPCODES, &req(ReportingOptions::OneCommand, 0x04, 0, false), no_timeouts),
+            one_command(
+                OPCODES,
+                &req(ReportingOptions::OneCommand, 0x04, 0, false),
+                no_timeouts
+            ),
             Ok(not_supported.clone())
         );
         let sa12 = req(
@@ -272,7 +280,11 @@ mod tests {
         assert_eq!(one_command(OPCODES, &sa12, no_timeouts), Ok(not_supported));
         let bad = CdbError::InvalidField { byte: 2, bit: 2 };
         assert_eq!(
-            one_command(OPCODES, &req(ReportingOptions::OneCommand, 0x5e, 0, false), no_timeouts),
+            one_command(
+                OPCODES,
+                &req(ReportingOptions::OneCommand, 0x5e, 0, false),
+                no_timeouts
+            ),
             Err(bad)
         );
         let no_sa = req(
@@ -294,6 +306,9 @@ mod tests {
             Ok(SUPPORT_STANDARD)
         );
         let all = req(ReportingOptions::All, 0, 0, false);
-        assert_eq!(one_command(OPCODES, &all, no_timeouts), Ok(all_commands(OPCODES, false, no_timeouts)));
+        assert_eq!(
+            one_command(OPCODES, &all, no_timeouts),
+            Ok(all_commands(OPCODES, false, no_timeouts))
+        );
     }
 }

@@ -198,7 +198,7 @@ mod tests {
         0x8e, // WRITE AND VERIFY(16)
         0x02, // BYTCHK 01b
         0, 0, 0x01, 0, 0, 0, 0, 0, // LBA 2^40
-        0, 0, 0, 1, // TRANSFER LENGTH 1
+        0, 0, 0, 1,    // TRANSFER LENGTH 1
         0x00, // GROUP NUMBER
         0x00, // CONTROL
     ];
@@ -209,7 +209,7 @@ mod tests {
         0x8b, // ORWRITE(16)
         0x08, // ORPROTECT 0, DPO 0, FUA 1
         0, 0, 0, 0, 0, 0, 0x10, 0x00, // LBA
-        0, 0, 0, 4, // TRANSFER LENGTH 4
+        0, 0, 0, 4,    // TRANSFER LENGTH 4
         0x00, // GROUP NUMBER
         0x00, // CONTROL
     ];

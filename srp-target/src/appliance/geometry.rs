@@ -44,9 +44,7 @@ pub(super) fn physical_block_size(l: &LunConfig) -> Result<Option<u32>, StartErr
             ),
         }),
         (Some(p), _) => Ok(Some(p)),
-        (None, Some((_, d))) if d > bs && d % bs == 0 && (d / bs).is_power_of_two() => {
-            Ok(Some(d))
-        }
+        (None, Some((_, d))) if d > bs && d % bs == 0 && (d / bs).is_power_of_two() => Ok(Some(d)),
         (None, _) => Ok(None),
     }
 }
@@ -58,7 +56,10 @@ mod tests {
     #[test]
     fn regular_files_and_missing_paths_have_no_device_geometry() {
         assert_eq!(device_physical_block_size(Path::new("/etc/hostname")), None);
-        assert_eq!(device_physical_block_size(Path::new("/nonexistent/x")), None);
+        assert_eq!(
+            device_physical_block_size(Path::new("/nonexistent/x")),
+            None
+        );
     }
 
     #[test]

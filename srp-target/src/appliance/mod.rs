@@ -9,8 +9,8 @@
 //! Files: [`limits`] ([`ChannelLimits`]), [`error`] ([`StartError`]).
 
 pub mod error;
-pub mod limits;
 pub mod geometry;
+pub mod limits;
 
 pub use error::{StartError, StartErrors};
 pub use limits::ChannelLimits;

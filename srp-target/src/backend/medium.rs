@@ -112,7 +112,11 @@ impl Medium for FileMedium {
     }
 
     fn seek_extent(&self, offset: u64, data: bool, end: u64) -> Result<Option<u64>, Errno> {
-        let whence = if data { Whence::SeekData } else { Whence::SeekHole };
+        let whence = if data {
+            Whence::SeekData
+        } else {
+            Whence::SeekHole
+        };
         let off = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
         match lseek(&self.file, off, whence) {
             // lseek(2) returns a non-negative offset on success.

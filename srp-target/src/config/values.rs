@@ -406,7 +406,10 @@ mod tests {
         assert!(block_size(1024).is_err());
         assert_eq!(physical_block_size(4096, BlockSize::B512).ok(), Some(4096));
         assert_eq!(physical_block_size(512, BlockSize::B512).ok(), Some(512));
-        assert_eq!(physical_block_size(4096 << 15, BlockSize::B4096).ok(), Some(4096 << 15));
+        assert_eq!(
+            physical_block_size(4096 << 15, BlockSize::B4096).ok(),
+            Some(4096 << 15)
+        );
         for bad in [0, 256, 1536, 3072, 512 << 16, -4096] {
             assert!(physical_block_size(bad, BlockSize::B512).is_err(), "{bad}");
         }

@@ -65,9 +65,7 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
             "writes whole or not at all, atomic against every other command (64 KiB, no boundaries)"
         }
         (0x9e, Some(0x12)) => "mapped and deallocated runs from the backing file's holes",
-        (0xaf, None) => {
-            "BYTCHK=0: the range; BYTCHK=1/3: compares with the data-out (MISCOMPARE)"
-        }
+        (0xaf, None) => "BYTCHK=0: the range; BYTCHK=1/3: compares with the data-out (MISCOMPARE)",
         (0x15 | 0x55, None) => {
             "caching page (WCE, where configured changeable; SP=1 saves it), control page"
         }

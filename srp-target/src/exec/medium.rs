@@ -33,7 +33,13 @@ pub(crate) fn prefetch(lu: &LogicalUnit, p: &PreFetch) -> Exec {
         .backend
         .prefetch(p.lba, blocks)
         .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, p.lba))?;
-    tracing::trace!(lba = p.lba.0, blocks, fits, ten = p.cdb == LongCdb::Ten, "pre-fetch");
+    tracing::trace!(
+        lba = p.lba.0,
+        blocks,
+        fits,
+        ten = p.cdb == LongCdb::Ten,
+        "pre-fetch"
+    );
     Ok(CmdOutput {
         status: if fits {
             Status::ConditionMet

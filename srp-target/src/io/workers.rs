@@ -7,7 +7,8 @@
 //! Dropping the pool stops taking jobs and joins the threads after they finish the jobs
 //! already queued. A job whose backend never blocks ([`crate::backend::Backend::never_blocks`]:
 //! RAM, a tmpfs file) is no worker's: it runs at once on the submitting thread, its result
-//! queued like any other, saving two thread hops per command.
+//! queued like any other, saving two thread hops per command — unless it is a copy, whose
+//! other LU may be a slow disk and whose size is up to a quarter GiB per segment.
 
 use super::executor::{Executor, Job};
 use std::collections::{HashMap, VecDeque};
@@ -165,7 +166,7 @@ fn worker(s: &Shared) {
 
 impl Executor for Workers {
     fn submit(&self, job: Job) -> Result<(), Job> {
-        if job.lu.backend().never_blocks() {
+        if job.lu.backend().never_blocks() && !crate::exec::copy::moves_between_lus(&job.cdb) {
             job.run();
             return Ok(());
         }

@@ -262,25 +262,35 @@ fn next_addr(ip: IpAddr) -> IpAddr {
     }
 }
 
-fn srb_ok(r: &SrbResult) -> bool {
+pub(crate) fn srb_ok(r: &SrbResult) -> bool {
     r.status.code() == SrbStatus::SUCCESS && r.scsi_status == 0
 }
 
-/// Runs `cdb` and waits (setup only).
-fn execute(port: &HostAdapter, cdb: &[u8], len: usize) -> Result<SrbResult> {
+/// Runs `cdb` with `len` bytes of data-in and waits (setup only).
+pub(crate) fn execute(port: &HostAdapter, cdb: &[u8], len: usize) -> Result<SrbResult> {
     let dir = if len == 0 {
         DataDirection::None
     } else {
         DataDirection::In
     };
+    execute_with(port, cdb, dir, vec![0; len])
+}
+
+/// Runs `cdb` with `data` in direction `dir` and waits.
+pub(crate) fn execute_with(
+    port: &HostAdapter,
+    cdb: &[u8],
+    dir: DataDirection,
+    data: Vec<u8>,
+) -> Result<SrbResult> {
     let c = port
-        .submit(SrbRequest::scsi(LU, cdb, dir, vec![0; len]))
+        .submit(SrbRequest::scsi(LU, cdb, dir, data))
         .map_err(|e| anyhow!("the port refused the request: {e}"))?;
     c.wait_timeout(Duration::from_secs(30))
         .map_err(|e| anyhow!("the request did not complete: {e}"))
 }
 
-fn read16(lba: u64, blocks: u32) -> [u8; 16] {
+pub(crate) fn read16(lba: u64, blocks: u32) -> [u8; 16] {
     let mut cdb = [0u8; 16];
     cdb[0] = 0x88;
     cdb[2..10].copy_from_slice(&lba.to_be_bytes());
@@ -289,18 +299,22 @@ fn read16(lba: u64, blocks: u32) -> [u8; 16] {
 }
 
 /// One logged-in initiator.
-struct Session {
+pub(crate) struct Session {
     registration: RegistrationMode,
     driver: DriverModel,
-    port: Arc<HostAdapter>,
+    pub(crate) port: Arc<HostAdapter>,
     /// Blocks of the LU and their size.
-    blocks: u64,
-    block_size: u32,
+    pub(crate) blocks: u64,
+    pub(crate) block_size: u32,
 }
 
 impl Session {
-    fn open(
-        o: &Options,
+    /// Logs in from `local` to the first IOC of `target`, at `portal`, keeping up to
+    /// `depth` requests outstanding; waits until the LU is ready.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn open(
+        portal: IpAddr,
+        depth: usize,
         target: &TargetConfig,
         local: IpAddr,
         registration: RegistrationMode,
@@ -310,7 +324,7 @@ impl Session {
     ) -> Result<Session> {
         let ioc = &target.iocs[0];
         let service = SrpService {
-            portal: o.target,
+            portal,
             ioc_guid: ioc.guid,
             ioc_name: ioc.name.clone(),
             id_ext: ioc.id_ext,
@@ -319,7 +333,7 @@ impl Session {
         let mut host = HostConfig::with_portals("srpctl-bench-disk", Vec::new());
         host.node_guid = Guid(guid);
         host.registration = registration;
-        host.queue_depth = host.queue_depth.max(o.depth as u32).min(255);
+        host.queue_depth = host.queue_depth.max(depth as u32).min(255);
         let hw = srp_hostd::session::adapter_config(
             &host,
             &service,
@@ -677,7 +691,8 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     for &d in &drivers {
         for &m in &modes {
             sessions.push(Session::open(
-                o,
+                o.target,
+                o.depth,
                 &config,
                 local,
                 m,

@@ -45,6 +45,12 @@ pub const OPTIMAL_TRANSFER_BYTES: u32 = 64 << 20;
 /// Bytes moved per step of a copy.
 pub const COPY_CHUNK_BYTES: usize = 1 << 20;
 
+/// Whether `cdb` is a copy (THIRD-PARTY COPY OUT): it reads and writes LUs other than its
+/// own, so it runs on a backend worker even when its own LU never blocks.
+pub fn moves_between_lus(cdb: &[u8]) -> bool {
+    cdb.first() == Some(&0x83)
+}
+
 /// THIRD-PARTY COPY OUT.
 pub(crate) fn copy_out(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, dout: &[u8]) -> Exec {
     match c.action {

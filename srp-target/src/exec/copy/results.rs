@@ -42,8 +42,7 @@ impl CopyLists {
     /// Marks list `id` of `n` running; `false` if it is running already.
     pub(crate) fn start(&self, n: ItNexus, id: u8) -> bool {
         let mut l = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if l
-            .iter()
+        if l.iter()
             .any(|(k, s)| *k == (n, id) && *s == ListState::Running)
         {
             return false;
@@ -88,7 +87,9 @@ pub(crate) fn receive(lu: &LogicalUnit, n: ItNexus, c: &CopyIn, din: &mut Vec<u8
         CopyResults::OperatingParameters => operating_parameters(lu, din),
         CopyResults::Status => status(lu, n, c, din)?,
         CopyResults::FailureDetails => failure_details(lu, n, c, din)?,
-        CopyResults::RodTokenInformation => return super::token::rod_token_information(lu, n, c, din),
+        CopyResults::RodTokenInformation => {
+            return super::token::rod_token_information(lu, n, c, din);
+        }
     }
     good_data(din, alloc)
 }
@@ -155,7 +156,12 @@ fn status(lu: &LogicalUnit, n: ItNexus, c: &CopyIn, din: &mut Vec<u8>) -> Result
     Ok(())
 }
 
-fn failure_details(lu: &LogicalUnit, n: ItNexus, c: &CopyIn, din: &mut Vec<u8>) -> Result<(), Stop> {
+fn failure_details(
+    lu: &LogicalUnit,
+    n: ItNexus,
+    c: &CopyIn,
+    din: &mut Vec<u8>,
+) -> Result<(), Stop> {
     let id = c.list_id as u8;
     let state = lu.copy_lists.get(n, id).ok_or_else(unknown_list)?;
     let failure = match state {

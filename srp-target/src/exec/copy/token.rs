@@ -57,12 +57,20 @@ struct Token {
     /// Its source ranges' watches: (id, touched).
     watches: Vec<(u64, Arc<AtomicBool>)>,
     inactivity: Duration,
-    last_used: Instant,
+    last_used: Mutex<Instant>,
 }
 
 impl Token {
     fn revoked(&self) -> bool {
         self.watches.iter().any(|(_, t)| t.load(Ordering::Acquire))
+    }
+
+    fn expired(&self, now: Instant) -> bool {
+        let last = *self
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        now.duration_since(last) >= self.inactivity
     }
 }
 
@@ -88,9 +96,13 @@ struct Outcome {
 }
 
 /// The tokens of a copy manager and the results of its token operations.
+///
+/// A WRITE USING TOKEN holds its token (an `Arc`) while it copies, so the token's watches
+/// stay even if the token is deleted or retired meanwhile: a write to the source during the
+/// copy is seen.
 #[derive(Debug, Default)]
 pub(crate) struct Tokens {
-    live: Mutex<VecDeque<Token>>,
+    live: Mutex<VecDeque<Arc<Token>>>,
     results: Mutex<VecDeque<Outcome>>,
     next_id: std::sync::atomic::AtomicU64,
 }
@@ -107,7 +119,10 @@ impl Tokens {
 
     /// Tokens alive now.
     pub(crate) fn live(&self) -> usize {
-        self.live.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 
@@ -147,7 +162,12 @@ fn random(buf: &mut [u8]) -> Result<(), Stop> {
 }
 
 /// POPULATE TOKEN to `lu`.
-pub(crate) fn populate_token(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, dout: &[u8]) -> Exec {
+pub(crate) fn populate_token(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    c: &CopyOut,
+    dout: &[u8],
+) -> Exec {
     let len = usize::try_from(c.param_len).unwrap_or(usize::MAX);
     if len < 16 {
         return Err(SenseCode::PARAMETER_LIST_LENGTH_ERROR.into());
@@ -170,7 +190,9 @@ pub(crate) fn populate_token(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, d
         t => t,
     };
     let rs = ranges(lu, list, 14)?;
-    let me = lu.self_arc().ok_or(Stop::from(SenseCode::INTERNAL_TARGET_FAILURE))?;
+    let me = lu
+        .self_arc()
+        .ok_or(Stop::from(SenseCode::INTERNAL_TARGET_FAILURE))?;
     let mut bytes = Box::new([0u8; TOKEN_BYTES]);
     random(&mut bytes[128..])?;
     let t = &lu.copy.tokens;
@@ -212,16 +234,16 @@ pub(crate) fn populate_token(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, d
             .collect(),
         ranges: rs,
         inactivity: Duration::from_secs(timeout.into()),
-        last_used: Instant::now(),
+        last_used: Mutex::new(Instant::now()),
     };
     {
         let mut live = t.live.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
-        live.retain(|x| now.duration_since(x.last_used) < x.inactivity);
+        live.retain(|x| !x.expired(now));
         while live.len() >= MAX_TOKENS {
             live.pop_front();
         }
-        live.push_back(token);
+        live.push_back(Arc::new(token));
     }
     t.record(Outcome {
         nexus: nexus.it_nexus(),
@@ -237,8 +259,14 @@ pub(crate) fn populate_token(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, d
     })
 }
 
-/// What WRITE USING TOKEN reads from: the live token matching `bytes`, checked.
-fn take_token(lu: &LogicalUnit, bytes: &[u8], delete: bool) -> Result<(Arc<LogicalUnit>, Vec<Range>), Stop> {
+/// What WRITE USING TOKEN reads from: the live token matching `bytes`, checked, and its
+/// source LU. With `delete` it leaves the list (the caller's `Arc` keeps it, and its
+/// watches, until the copy is done).
+fn take_token(
+    lu: &LogicalUnit,
+    bytes: &[u8],
+    delete: bool,
+) -> Result<(Arc<Token>, Arc<LogicalUnit>), Stop> {
     if u16::from_be_bytes([bytes[6], bytes[7]]) != TOKEN_LENGTH_FIELD {
         return Err(SenseCode::INVALID_TOKEN_LENGTH.into());
     }
@@ -253,8 +281,8 @@ fn take_token(lu: &LogicalUnit, bytes: &[u8], delete: bool) -> Result<(Arc<Logic
         .position(|t| t.bytes.as_slice() == bytes)
         .ok_or(Stop::from(SenseCode::TOKEN_UNKNOWN))?;
     let now = Instant::now();
-    let t = &mut live[i];
-    if now.duration_since(t.last_used) >= t.inactivity {
+    let t = live[i].clone();
+    if t.expired(now) {
         live.remove(i);
         return Err(SenseCode::TOKEN_EXPIRED.into());
     }
@@ -266,30 +294,20 @@ fn take_token(lu: &LogicalUnit, bytes: &[u8], delete: bool) -> Result<(Arc<Logic
         live.remove(i);
         return Err(SenseCode::TOKEN_REVOKED.into());
     };
-    t.last_used = now;
-    let ranges = t.ranges.clone();
+    *t.last_used.lock().unwrap_or_else(PoisonError::into_inner) = now;
     if delete {
         live.remove(i);
     }
-    Ok((source, ranges))
-}
-
-/// Whether the token `bytes` was revoked (written) since [`take_token`] (a token deleted
-/// by DEL_TKN counts as not revoked: its watches are gone, the copy is checked by `watch`).
-fn revoked_since(lu: &LogicalUnit, bytes: &[u8]) -> bool {
-    let live = lu
-        .copy
-        .tokens
-        .live
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    live.iter()
-        .find(|t| t.bytes.as_slice() == bytes)
-        .is_some_and(Token::revoked)
+    Ok((t, source))
 }
 
 /// WRITE USING TOKEN to `lu`.
-pub(crate) fn write_using_token(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, dout: &[u8]) -> Exec {
+pub(crate) fn write_using_token(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    c: &CopyOut,
+    dout: &[u8],
+) -> Exec {
     lu.check_writable()?;
     let len = usize::try_from(c.param_len).unwrap_or(usize::MAX);
     const RANGES_AT: usize = 534;
@@ -332,7 +350,7 @@ pub(crate) fn write_using_token(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut
         result(None, blocks);
         return Ok(done);
     }
-    let (source, src_ranges) = match take_token(lu, token, del) {
+    let (held, source) = match take_token(lu, token, del) {
         Ok(t) => t,
         Err(Stop::Check(s)) => {
             result(Some(s.clone()), 0);
@@ -350,7 +368,7 @@ pub(crate) fn write_using_token(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut
         });
     };
     // Walk the source ranges from OFFSET INTO ROD alongside the destination ranges.
-    let mut src = src_ranges.iter().flat_map(|r| {
+    let mut src = held.ranges.iter().flat_map(|r| {
         let skip = offset.min(u64::from(r.blocks));
         offset -= skip;
         (skip < u64::from(r.blocks)).then_some((r.lba + skip, u64::from(r.blocks) - skip))
@@ -368,10 +386,14 @@ pub(crate) fn write_using_token(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut
             copied += n;
             dl += n;
             left -= n;
-            cur = if n == avail { src.next() } else { Some((sl + n, avail - n)) };
+            cur = if n == avail {
+                src.next()
+            } else {
+                Some((sl + n, avail - n))
+            };
         }
     }
-    if !del && revoked_since(lu, token) {
+    if held.revoked() {
         // The source was written while it was read: what was written is not the token's.
         let s = Sense::new(SenseCode::TOKEN_REVOKED);
         result(Some(s.clone()), copied);
@@ -406,7 +428,12 @@ fn zero(lu: &LogicalUnit, lba: Lba, blocks: u32) -> Result<(), Stop> {
 
 /// RECEIVE ROD TOKEN INFORMATION: how the token operation with this list identifier of
 /// this I_T nexus ended, with the token POPULATE TOKEN made.
-pub(crate) fn rod_token_information(lu: &LogicalUnit, n: ItNexus, c: &CopyIn, din: &mut Vec<u8>) -> Exec {
+pub(crate) fn rod_token_information(
+    lu: &LogicalUnit,
+    n: ItNexus,
+    c: &CopyIn,
+    din: &mut Vec<u8>,
+) -> Exec {
     let o = {
         let r = lu
             .copy

@@ -68,7 +68,10 @@ impl LogicalUnit {
             .list
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for w in list.iter().filter(|w| overlaps(w.lba, w.blocks, lba.0, blocks)) {
+        for w in list
+            .iter()
+            .filter(|w| overlaps(w.lba, w.blocks, lba.0, blocks))
+        {
             w.touched.store(true, Ordering::Release);
         }
     }

@@ -124,11 +124,15 @@ pub(crate) fn extended_copy(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, do
     }
     let Some(_permit) = lu.copy.permit() else {
         if tracked {
-            lu.copy_lists.finish(n, h.list_id, ListState::Done {
-                segments: 0,
-                bytes: 0,
-                failure: Some(Sense::new(SenseCode::ABORTED_COMMAND)),
-            });
+            lu.copy_lists.finish(
+                n,
+                h.list_id,
+                ListState::Done {
+                    segments: 0,
+                    bytes: 0,
+                    failure: Some(Sense::new(SenseCode::ABORTED_COMMAND)),
+                },
+            );
         }
         tracing::info!(lu = %lu.identity().unique_name(), "EXTENDED COPY answered BUSY: {} copies running", super::manager::TOTAL_CONCURRENT_COPIES);
         return Ok(CmdOutput {
@@ -147,11 +151,15 @@ pub(crate) fn extended_copy(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, do
                         Stop::Transport(t) => Some(t.sense()),
                         Stop::Conflict => None,
                     };
-                    lu.copy_lists.finish(n, h.list_id, ListState::Done {
-                        segments: done as u16,
-                        bytes,
-                        failure,
-                    });
+                    lu.copy_lists.finish(
+                        n,
+                        h.list_id,
+                        ListState::Done {
+                            segments: done as u16,
+                            bytes,
+                            failure,
+                        },
+                    );
                 }
                 tracing::debug!(lu = %lu.identity().unique_name(), segment = done, at, "EXTENDED COPY stopped");
                 return Err(stop);
@@ -159,17 +167,26 @@ pub(crate) fn extended_copy(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, do
         }
     }
     if tracked {
-        lu.copy_lists.finish(n, h.list_id, ListState::Done {
-            segments: segments.len() as u16,
-            bytes,
-            failure: None,
-        });
+        lu.copy_lists.finish(
+            n,
+            h.list_id,
+            ListState::Done {
+                segments: segments.len() as u16,
+                bytes,
+                failure: None,
+            },
+        );
     }
     Ok(used)
 }
 
 /// The LU CSCD `id` names, as seen from `lu` through `nexus`.
-fn resolve<'a>(lu: &'a LogicalUnit, nexus: &Nexus<'_>, cscds: &[IdCscd], id: u16) -> Result<Unit<'a>, Stop> {
+fn resolve<'a>(
+    lu: &'a LogicalUnit,
+    nexus: &Nexus<'_>,
+    cscds: &[IdCscd],
+    id: u16,
+) -> Result<Unit<'a>, Stop> {
     if id == CSCD_ID_THIS_LU {
         return Ok(Unit::This(lu));
     }
@@ -212,7 +229,12 @@ fn admit(unit: &LogicalUnit, nexus: &Nexus<'_>, access: Access) -> Result<(), St
 }
 
 /// Copies segment `s`; the bytes copied.
-fn run_segment(lu: &LogicalUnit, nexus: &Nexus<'_>, cscds: &[IdCscd], s: &BlockSegment) -> Result<u64, Stop> {
+fn run_segment(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    cscds: &[IdCscd],
+    s: &BlockSegment,
+) -> Result<u64, Stop> {
     let src = resolve(lu, nexus, cscds, s.source)?;
     let dst = resolve(lu, nexus, cscds, s.destination)?;
     let bs = src.block_bytes();

@@ -39,8 +39,8 @@ enum Outcome {
 impl PrState {
     /// CRH: RESERVE or RELEASE meeting persistent reservation registrations.
     fn crh(&self, n: ItNexus) -> Outcome {
-        let registered_with_access = self.registration(n).is_some()
-            && self.res.is_some_and(|r| r.kind.registrants_access());
+        let registered_with_access =
+            self.registration(n).is_some() && self.res.is_some_and(|r| r.kind.registrants_access());
         if self.is_holder(n) || registered_with_access {
             Outcome::Unchanged
         } else {
@@ -175,8 +175,11 @@ mod tests {
 
     #[test]
     fn crh_with_registrations() {
-        let (holder, member, stranger) =
-            (ItNexus::test(1, 1), ItNexus::test(2, 1), ItNexus::test(3, 1));
+        let (holder, member, stranger) = (
+            ItNexus::test(1, 1),
+            ItNexus::test(2, 1),
+            ItNexus::test(3, 1),
+        );
         let reg = |nexus| Registration {
             nexus,
             key: 9,
