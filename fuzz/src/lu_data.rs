@@ -3,15 +3,20 @@
 //! bad headers, descriptors out of range or too long, trailing partial descriptors, short
 //! data-out), WRITE SAME(10/16) (UNMAP and ANCHOR bits, zero and pattern blocks), MODE
 //! SELECT(6/10) parameter lists (the current pages with WCE flipped or another byte
-//! changed, block descriptors, junk) and MODE SENSE(6/10), with READ and WRITE between.
+//! changed, block descriptors, junk) and MODE SENSE(6/10), EXTENDED COPY parameter lists
+//! (one or two segments within the LU, by NAA or FFFFh, overlapping or not; bad indices,
+//! ranges past the medium, a mutated descriptor, short lists), ORWRITE, WRITE AND VERIFY
+//! and WRITE ATOMIC, with READ and WRITE between.
 //!
 //! The shadow is the medium's bytes and the mode pages. After every step the whole medium
 //! reads back as the shadow says: a completed UNMAP zeroed exactly its descriptors' blocks
 //! (LBPRZ=1), a completed WRITE SAME wrote its block over its range, and a refused command
 //! changed nothing. A refused MODE SELECT leaves MODE SENSE as it was; a completed one
 //! changed WCE at most, to what its caching page said, and another I_T nexus is told
-//! (MODE PARAMETERS CHANGED) exactly when WCE changed. Well-formed commands in range must
-//! complete. Every outcome passes [`crate::scsi_lu::exec`]'s checks.
+//! (MODE PARAMETERS CHANGED) exactly when WCE changed. A completed EXTENDED COPY moved
+//! each segment as `memmove` would; one that stopped at a segment (COPY ABORTED) moved the
+//! segments before it; one refused as a whole moved nothing. Well-formed commands in range
+//! must complete. Every outcome passes [`crate::scsi_lu::exec`]'s checks.
 
 use crate::input::Input;
 use crate::scsi_lu::{BLOCK, BLOCKS, exec, ram_lu, rw10};
@@ -41,13 +46,15 @@ pub fn run(data: &[u8]) {
     assert!(exec(&h.lu, h.peer, &[0; 6], &[]).good());
     let mut steps = 0;
     while !input.is_empty() && steps < MAX_STEPS {
-        match input.below(12) {
+        match input.below(16) {
             0 | 1 => h.write(&mut input),
             2 => h.read(&mut input),
             3..=5 => h.unmap(&mut input),
             6 | 7 => h.write_same(&mut input),
             8 | 9 => h.mode_select(&mut input),
             10 => h.mode_sense(&mut input),
+            11 | 12 => h.xcopy(&mut input),
+            13 | 14 => h.other_write(&mut input),
             _ => h.peer_tur(),
         }
         h.verify();
@@ -119,6 +126,160 @@ impl Harness<'_> {
         }
         if o.good() {
             self.disk[range(lba.into(), n.into())].copy_from_slice(&data);
+        }
+    }
+
+    /// ORWRITE(16), WRITE AND VERIFY(10) or WRITE ATOMIC(16) of a few blocks.
+    fn other_write(&mut self, input: &mut Input<'_>) {
+        let (lba, n) = (lba(input), input.below(5) as u32);
+        let seed = input.u8();
+        let data: Vec<u8> = (0..n as usize * BLOCK)
+            .map(|i| (i as u8).wrapping_mul(7) ^ seed)
+            .collect();
+        let kind = input.below(3);
+        let cdb: Vec<u8> = match kind {
+            0 | 2 => {
+                let mut c = vec![if kind == 0 { 0x8b } else { 0x9c }, 0];
+                c.extend(lba.to_be_bytes());
+                if kind == 0 {
+                    c.extend(n.to_be_bytes());
+                } else {
+                    c.extend([0, 0]);
+                    c.extend((n as u16).to_be_bytes());
+                }
+                c.extend([0, 0]);
+                c
+            }
+            _ => {
+                let mut c = rw10(0x2e, lba as u32, n as u16).to_vec();
+                c[1] = if input.bool() { 0x02 } else { 0 };
+                c
+            }
+        };
+        let lba = if kind == 1 {
+            u64::from(lba as u32)
+        } else {
+            lba
+        };
+        let o = exec(&self.lu, self.me, &cdb, &data);
+        if in_range(lba, n.into()) {
+            assert!(o.good(), "{cdb:02x?}: {:?}", o.result);
+        }
+        if o.good() {
+            let at = range(lba, n.into());
+            match kind {
+                0 => self.disk[at]
+                    .iter_mut()
+                    .zip(&data)
+                    .for_each(|(m, d)| *m |= d),
+                _ => self.disk[at].copy_from_slice(&data),
+            }
+        }
+    }
+
+    /// EXTENDED COPY (LID1) within the LU, built (and perhaps broken) from the input.
+    fn xcopy(&mut self, input: &mut Input<'_>) {
+        let naa = *self.lu.identity().naa();
+        let mut well_formed = true;
+        let mut cscd = vec![0u8; 32];
+        cscd[0] = 0xe4;
+        cscd[4] = 0x01;
+        cscd[5] = 0x03;
+        cscd[7] = 16;
+        cscd[8..24].copy_from_slice(&naa);
+        if input.below(16) == 0 {
+            let at = input.below(32);
+            cscd[at] ^= input.u8() | 1;
+            well_formed = false;
+        }
+        // (source id, destination id, blocks, source LBA, destination LBA)
+        let mut segs = Vec::new();
+        for _ in 0..1 + input.below(2) {
+            let id = |input: &mut Input<'_>| match input.below(8) {
+                0 => 0xffff,
+                1 => 1,
+                _ => 0,
+            };
+            let (src, dst) = (id(input), id(input));
+            let n = (count(input) % 0x1_0000) as u16;
+            segs.push((src, dst, n, lba(input), lba(input)));
+        }
+        let mut list = vec![0u8; 16];
+        list[1] = 0x18;
+        list[3] = 32;
+        list[11] = (segs.len() * 28) as u8;
+        list.extend(&cscd);
+        for &(src, dst, n, sl, dl) in &segs {
+            let mut d = vec![0u8; 28];
+            d[0] = 0x02;
+            d[3] = 0x18;
+            d[4..6].copy_from_slice(&u16::to_be_bytes(src));
+            d[6..8].copy_from_slice(&u16::to_be_bytes(dst));
+            d[10..12].copy_from_slice(&n.to_be_bytes());
+            d[12..20].copy_from_slice(&sl.to_be_bytes());
+            d[20..28].copy_from_slice(&dl.to_be_bytes());
+            list.extend(d);
+        }
+        let mut param_len = list.len() as u32;
+        if input.below(12) == 0 {
+            param_len = u32::from(input.u8());
+            well_formed = false;
+        }
+        let keep = if input.below(12) == 0 {
+            well_formed = false;
+            input.below(list.len() + 1)
+        } else {
+            list.len()
+        };
+        let mut cdb = [0u8; 16];
+        cdb[0] = 0x83;
+        cdb[10..14].copy_from_slice(&param_len.to_be_bytes());
+        let o = exec(&self.lu, self.me, &cdb, &list[..keep]);
+        // Whether the CSCD names this LU (SPC-4: binary NAA designator of the LU, a block
+        // device of its block length or none given).
+        let block_len = u32::from_be_bytes([0, cscd[29], cscd[30], cscd[31]]);
+        let names_me = cscd[0] == 0xe4
+            && cscd[1] & 0x1f == 0
+            && cscd[4] & 0x0f == 1
+            && cscd[5] & 0x3f == 0x03
+            && cscd[7] == 16
+            && cscd[8..24] == naa
+            && (block_len == 0 || block_len == BLOCK as u32);
+        let resolves = |id: u16| id == 0xffff || (id == 0 && names_me);
+        // The leading segments that name this LU and stay on the medium (an empty segment
+        // moves nothing wherever it points).
+        let valid = segs
+            .iter()
+            .take_while(|&&(src, dst, n, sl, dl)| {
+                resolves(src)
+                    && resolves(dst)
+                    && (n == 0 || (in_range(sl, n.into()) && in_range(dl, n.into())))
+            })
+            .count();
+        if well_formed && valid == segs.len() {
+            assert!(o.good(), "EXTENDED COPY of {segs:?}: {:?}", o.result);
+        }
+        let moved = if param_len == 0 {
+            // SPC-4: no parameter list, nothing to do.
+            assert!(o.good(), "EXTENDED COPY with no list: {:?}", o.result);
+            0
+        } else if o.good() {
+            segs.len()
+        } else if o
+            .sense()
+            .is_some_and(|s| s.code().key == scsi::SenseKey::CopyAborted)
+        {
+            valid
+        } else {
+            0
+        };
+        assert!(
+            moved <= valid,
+            "a copy past the medium or to an unknown CSCD completed: {segs:?}, CSCD {cscd:02x?}"
+        );
+        for &(_, _, n, sl, dl) in segs[..moved].iter().filter(|s| s.2 > 0) {
+            let r = range(sl, n.into());
+            self.disk.copy_within(r, dl as usize * BLOCK);
         }
     }
 

@@ -189,7 +189,7 @@ fn example_parses_to_expected_values() {
                     size_bytes: Some(64 << 30),
                 },
                 block_size: BlockSize::B512,
-                physical_block_size: None,
+                physical_block_size: Some(4096),
                 read_only: false,
                 write_cache: true,
                 write_cache_changeable: false,
@@ -901,5 +901,26 @@ fn partitions_are_named_resolved_and_checked_against_the_ports() {
         errors(&with(bad, "", ""))[0].contains("not a P_Key"),
         "{:?}",
         errors(&with(bad, "", ""))
+    );
+}
+
+#[test]
+fn physical_block_size_is_a_power_of_two_multiple() {
+    let lun = |extra: &str| {
+        format!(
+            "[target]\nnode_guid = \"0x0002c90300a1b2c0\"\n[[port]]\nname = \"p0\"\naddress = \"127.0.0.1\"\n\
+             [[lun]]\nname = \"v\"\nram = true\nsize = \"1MiB\"\n{extra}\n\
+             [[ioc]]\nname = \"a\"\nguid = \"0x0002c90300a1b2c1\"\nports = [\"p0\"]\nexports = {{ 0 = \"v\" }}\nallow = [\"any\"]\n"
+        )
+    };
+    let ok = TargetConfig::from_str(&lun("physical_block_size = 4096"), "t.toml").expect("valid");
+    assert_eq!(ok.config.luns[0].physical_block_size, Some(4096));
+    fails(
+        &lun("physical_block_size = 3072"),
+        "target.toml: lun \"v\".physical_block_size: physical_block_size 3072: expected the block size 512 times a power of two up to 32768 (as 4096 for 512-byte blocks)",
+    );
+    fails(
+        &lun("block_size = 4096\nphysical_block_size = 512"),
+        "target.toml: lun \"v\".physical_block_size: physical_block_size 512: expected the block size 4096 times a power of two up to 32768 (as 4096 for 512-byte blocks)",
     );
 }

@@ -213,3 +213,32 @@ fn tokens_racing_a_writer_are_revoked_or_copy_one_generation() {
         "DEL_TKN and revocation leave no token"
     );
 }
+
+#[test]
+fn an_aborted_copy_stops_between_steps() {
+    let lu = ram_lu(8192, BlockSize::B512).into_shared();
+    run(&lu, &write16(0, SRC_BLOCKS), &generation(3));
+    let (c, l) = xcopy_self(lu.identity().naa());
+    // The task is aborted (as task management marks it) while the copy runs: it stops at
+    // the next step, answers ABORTED COMMAND, and the destination is not written.
+    let nd = nexus_data(0);
+    let abort = AtomicBool::new(true);
+    let nexus = srp_target::Nexus {
+        abort: Some(&abort),
+        ..nd.nexus()
+    };
+    let mut din = Vec::new();
+    let out = lu
+        .execute(&nexus, &c, &l, &mut din)
+        .expect("no transport error");
+    assert_eq!(
+        out.sense.map(|s| s.code()),
+        Some(SenseCode::ABORTED_COMMAND)
+    );
+    let (_, dst) = run(&lu, &common::cdb16(0x88, 0, DST, SRC_BLOCKS), &[]);
+    assert!(dst.iter().all(|&b| b == 0), "nothing copied");
+    assert_eq!(lu.watched_ranges(), 0);
+    // Not aborted: it copies.
+    let (out, _) = run(&lu, &c, &l);
+    assert_eq!(out.status, Status::Good);
+}

@@ -278,6 +278,11 @@ fn checks(m: &mut Matrix, l: &str, r: &Run<'_>) {
         }
         Ok("LUNs 0 and 1".into())
     });
+    if r.side.socket().is_some() {
+        // Ours only: the SBC-4 and copy-offload commands of issue #16 as sg3_utils sends
+        // them (LIO lacks several of them; its answers are not the point here).
+        m.check(l, "A.sg3-utils-sbc4-and-copy", || sg3_utils(g, &sg0, &dev0));
+    }
     for (rw, bs) in [
         ("randwrite", "4k"),
         ("randwrite", "64k"),
@@ -423,6 +428,92 @@ fn checks(m: &mut Matrix, l: &str, r: &Run<'_>) {
             ))
         });
     }
+}
+
+/// sg3_utils through ib_srp against our target: WRITE AND VERIFY, EXTENDED COPY (with
+/// RECEIVE COPY RESULTS), GET LBA STATUS, PRE-FETCH, persistent reservations, RESERVE(6)
+/// and RELEASE(6), REPORT SUPPORTED OPERATION CODES; the data written and copied read back
+/// with O_DIRECT and compared.
+fn sg3_utils(g: &Guest, sg: &str, dev: &str) -> Result<String> {
+    let out = g.run_ok(
+        &format!(
+            r#"set -e
+S={sg}; D={dev}
+dd if=/dev/urandom of=/tmp/src.bin bs=512 count=2048 status=none
+dd if=/tmp/src.bin of=$D bs=512 count=2048 oflag=direct conv=notrunc status=none
+dd if=/dev/urandom of=/tmp/wv.bin bs=512 count=8 status=none
+sg_write_verify --bytchk=1 --lba=4096 --num=8 --in=/tmp/wv.bin $S
+sg_write_verify --16 --lba=4104 --num=8 --in=/tmp/wv.bin $S
+dd if=$D bs=512 skip=4096 count=8 iflag=direct status=none | cmp - /tmp/wv.bin
+dd if=$D bs=512 skip=4104 count=8 iflag=direct status=none | cmp - /tmp/wv.bin
+echo write-verify-ok
+sg_copy_results $S | grep -qi "implemented descriptor list" && echo copy-results-ok
+sg_xcopy if=$S of=$S bs=512 skip=0 seek=8192 count=2048
+dd if=$D bs=512 skip=8192 count=2048 iflag=direct status=none | cmp - /tmp/src.bin
+echo xcopy-ok
+sg_get_lba_status --lba=0 $S | head -3
+set +e
+if command -v sg_prefetch >/dev/null; then
+  sg_prefetch --lba=0 --num=2048 $S; echo prefetch-rc=$?
+  sg_prefetch --immed --lba=0 --num=2048 $S; echo prefetch-immed-rc=$?
+else
+  # sg3-utils without sg_prefetch (Debian 12's 1.46): PRE-FETCH(10) and (16) by sg_raw.
+  echo prefetch-by-sg_raw
+  sg_raw $S 34 00 00 00 00 00 00 08 00 00; echo prefetch-rc=$?
+  sg_raw $S 90 02 00 00 00 00 00 00 00 00 00 00 08 00 00 00; echo prefetch-immed-rc=$?
+fi
+set -e
+sg_persist --out --register --param-sark=0xabc $S
+sg_persist --in --read-keys $S | grep -q 0xabc
+sg_persist --out --reserve --param-rk=0xabc --prout-type=1 $S
+sg_persist --in --read-reservation $S | grep -qi "write exclusive"
+sg_persist --out --release --param-rk=0xabc --prout-type=1 $S
+sg_persist --out --register --param-rk=0xabc --param-sark=0 $S
+echo persist-ok
+sg_raw $S 16 00 00 00 00 00 && sg_raw $S 17 00 00 00 00 00 && echo reserve6-ok
+sg_opcodes $S | grep -ci "copy\|token" | sed 's/^/copy-opcodes=/'
+"#
+        ),
+        T,
+    )?;
+    for want in [
+        "write-verify-ok",
+        "copy-results-ok",
+        "xcopy-ok",
+        "persist-ok",
+        "reserve6-ok",
+    ] {
+        if !out.contains(want) {
+            return Err(Error::Guest(format!("{want} missing:\n{out}")));
+        }
+    }
+    // PRE-FETCH answers CONDITION MET (sg_prefetch's exit status 25) or GOOD (0).
+    for rc in ["prefetch-rc=", "prefetch-immed-rc="] {
+        let v = out
+            .lines()
+            .find_map(|x| x.strip_prefix(rc))
+            .unwrap_or("missing");
+        if v != "0" && v != "25" {
+            return Err(Error::Guest(format!("sg_prefetch {rc}{v}:\n{out}")));
+        }
+    }
+    if !out.to_lowercase().contains("mapped") {
+        return Err(Error::Guest(format!(
+            "sg_get_lba_status printed no status:\n{out}"
+        )));
+    }
+    let opcodes = out
+        .lines()
+        .find_map(|x| x.strip_prefix("copy-opcodes="))
+        .unwrap_or("0");
+    let prefetch = if out.contains("prefetch-by-sg_raw") {
+        "PRE-FETCH(10/16) by sg_raw (no sg_prefetch here)"
+    } else {
+        "sg_prefetch"
+    };
+    Ok(format!(
+        "sg_write_verify (10/16, BYTCHK=1), sg_copy_results, sg_xcopy 1 MiB verified, sg_get_lba_status, {prefetch}, sg_persist register/reserve/release, RESERVE(6)/RELEASE(6); sg_opcodes lists {opcodes} copy commands"
+    ))
 }
 
 /// Two logins (one per path) to the same LUN under dm-multipath round robin; path 1's
