@@ -455,7 +455,7 @@ fn odx_tokens_across_lus_and_iocs() {
         (
             info[4],
             info[5],
-            u64::from_be_bytes(info[16..24].try_into().unwrap())
+            u64::from_be_bytes(info[16..24].try_into().expect("8 bytes"))
         ),
         (0x11, 0x01, 256)
     );

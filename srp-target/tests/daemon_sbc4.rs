@@ -298,7 +298,9 @@ fn write_atomic(a: &mut Node) {
     a.good(FILE, &write_atomic_cdb(256, 0, 128), &d, 0);
     assert_eq!(a.good(FILE, &read10(256, 128), &[], d.len() as u32), d);
     let one = pattern(4096, 1);
-    let cases: [(&[u8], [u8; 16], (u16, Option<u8>)); 4] = [
+    // (data-out, CDB, field pointer)
+    type Case<'a> = (&'a [u8], [u8; 16], (u16, Option<u8>));
+    let cases: [Case<'_>; 4] = [
         (&one, write_atomic_cdb(3, 0, 8), (2, Some(7))),
         (&one[..2048], write_atomic_cdb(8, 0, 4), (12, Some(7))),
         (&one, write_atomic_cdb(8, 8, 8), (10, Some(7))),

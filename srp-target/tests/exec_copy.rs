@@ -242,3 +242,69 @@ fn an_aborted_copy_stops_between_steps() {
     let (out, _) = run(&lu, &c, &l);
     assert_eq!(out.status, Status::Good);
 }
+
+/// Two LUs of one copy manager, both exported through the port `nexus_data(0)` comes in on.
+fn two_lus() -> (Arc<srp_target::LogicalUnit>, Arc<srp_target::LogicalUnit>) {
+    let cm = srp_target::exec::copy::CopyManager::new();
+    let lu = |name: &str| {
+        let backend = srp_target::RamBackend::new(8192, BlockSize::B512).expect("ram");
+        let config = srp_target::LuConfig {
+            copy_manager: Some(cm.clone()),
+            ..srp_target::LuConfig::new(common::identity(name))
+        };
+        srp_target::LogicalUnit::new(Box::new(backend), config).into_shared()
+    };
+    let (a, b) = (lu("copy-src"), lu("copy-dst"));
+    let port = nexus_data(0).port.relative_port;
+    cm.export(port, scsi::Lun::ZERO, &a);
+    cm.export(port, scsi::Lun::from_number(1).expect("lun"), &b);
+    (a, b)
+}
+
+#[test]
+fn a_copy_across_lus_racing_a_writer_copies_one_generation() {
+    let (src, dst) = two_lus();
+    run(&src, &write16(0, SRC_BLOCKS), &generation(0));
+    let (stop, written) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU32::new(0)),
+    );
+    let w = writer(&src, &stop, &written);
+    // Two CSCDs: the source LU, then the destination LU (sent to the destination).
+    let (c, mut l) = xcopy_self(src.identity().naa());
+    let mut second = l[16..48].to_vec();
+    second[8..24].copy_from_slice(dst.identity().naa());
+    l.splice(48..48, second);
+    l[3] = 64;
+    l[48 + 32 + 7] = 1; // the segment's destination: CSCD 1
+    l[48 + 32 + 20..48 + 32 + 28].copy_from_slice(&0u64.to_be_bytes());
+    let mut c = c;
+    c[13] = l.len() as u8;
+    // Bounded: a copy that deadlocks (its retry taking an order it holds) fails the test.
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let copier = {
+        let dst = dst.clone();
+        std::thread::spawn(move || {
+            for _ in 0..30 {
+                let (out, _) = run(&dst, &c, &l);
+                assert_eq!(out.status, Status::Good, "{out:?}");
+                let (_, copy) = run(&dst, &common::cdb16(0x88, 0, 0, SRC_BLOCKS), &[]);
+                let gens = generations(&copy);
+                assert_eq!(gens.len(), 1, "a cross-LU copy mixing generations {gens:?}");
+            }
+            let _ = done_tx.send(());
+        })
+    };
+    let finished = done.recv_timeout(std::time::Duration::from_secs(60));
+    stop.store(true, Ordering::Relaxed);
+    assert!(
+        finished.is_ok(),
+        "the copies did not finish within 60 s (deadlock?)"
+    );
+    copier.join().expect("copier");
+    w.join().expect("writer");
+    assert!(
+        written.load(Ordering::Acquire) > 5,
+        "the writer ran during the copies"
+    );
+}

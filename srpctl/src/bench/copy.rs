@@ -183,13 +183,10 @@ fn read_write(o: &Options, s: &Session, size: u64) -> Result<()> {
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join()
-                    .unwrap_or_else(|_| Err(anyhow!("a copier panicked")))
-            })
-            .collect::<Result<()>>()
+        workers.into_iter().try_for_each(|w| {
+            w.join()
+                .unwrap_or_else(|_| Err(anyhow!("a copier panicked")))
+        })
     })
 }
 

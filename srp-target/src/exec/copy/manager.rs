@@ -17,11 +17,14 @@ use std::sync::{Arc, RwLock, Weak};
 /// manager; one more is answered BUSY (TOTAL CONCURRENT COPIES).
 pub const TOTAL_CONCURRENT_COPIES: usize = 8;
 
+/// The LUs exported through one target port, by LUN.
+type Exports = Vec<(Lun, Weak<LogicalUnit>)>;
+
 /// The target's copy manager.
 #[derive(Debug, Default)]
 pub struct CopyManager {
-    /// The LUs exported through each target port.
-    ports: RwLock<BTreeMap<u16, Vec<(Lun, Weak<LogicalUnit>)>>>,
+    /// The LUs exported through each target port (by relative port identifier).
+    ports: RwLock<BTreeMap<u16, Exports>>,
     running: AtomicUsize,
     /// The ODX tokens it made, and its token operations' results (`token.rs`).
     pub(crate) tokens: super::token::Tokens,

@@ -13,7 +13,7 @@
 //! device zero" (FFFF0001h) writes zeros without a token of ours.
 
 use super::super::{CmdOutput, Exec, LogicalUnit, Nexus, Stop, data_out, good_data};
-use super::xcopy::chunks;
+use super::xcopy::{Order, chunks};
 use crate::exec::pr::ItNexus;
 use scsi::cdb::CopyIn;
 use scsi::cdb::CopyOut;
@@ -359,9 +359,12 @@ pub(crate) fn write_using_token(
         Err(e) => return Err(e),
     };
     if source.block_bytes() != lu.block_bytes() {
-        return Err(SenseCode::INCORRECT_COPY_TARGET_DEVICE_TYPE.into());
+        let s = Sense::new(SenseCode::INCORRECT_COPY_TARGET_DEVICE_TYPE);
+        result(Some(s.clone()), 0);
+        return Err(Stop::Check(s));
     }
     let Some(_permit) = lu.copy.permit() else {
+        tracing::info!(lu = %lu.identity().unique_name(), "WRITE USING TOKEN answered BUSY: {} copies running", super::manager::TOTAL_CONCURRENT_COPIES);
         return Ok(CmdOutput {
             status: scsi::Status::Busy,
             ..done
@@ -382,7 +385,7 @@ pub(crate) fn write_using_token(
                 break 'dst;
             };
             let n = left.min(avail);
-            chunks(&source, Lba(sl), lu, Lba(dl), n, nexus, true, false)?;
+            chunks(&source, Lba(sl), lu, Lba(dl), n, nexus, Order::SHARED)?;
             copied += n;
             dl += n;
             left -= n;

@@ -274,24 +274,53 @@ pub(crate) fn copy_blocks(
         // Overlapping ranges of one LU: in one go with its writers held off, in the
         // direction that reads each block before it is overwritten.
         let _all = src.atomic_order();
-        return chunks(src, sl, dst, dl, blocks, nexus, false, dl.0 > sl.0);
+        let order = Order {
+            lock_src: false,
+            lock_dst: false,
+            backward: dl.0 > sl.0,
+        };
+        return chunks(src, sl, dst, dl, blocks, nexus, order);
     }
     {
         let watch = src.watch(sl, blocks);
-        chunks(src, sl, dst, dl, blocks, nexus, true, false)?;
+        chunks(src, sl, dst, dl, blocks, nexus, Order::SHARED)?;
         if !watch.touched() {
             return Ok(());
         }
     }
-    // The source changed while it was read: again, with its writers held off.
+    // The source changed while it was read: again, with its writers held off (its order
+    // held exclusive here, so the loop takes neither it nor — one LU — the destination's).
     tracing::debug!(lu = %src.identity().unique_name(), lba = sl.0, blocks, "copy source written during the copy: copying again with its writes held");
     let _held = src.atomic_order();
-    chunks(src, sl, dst, dl, blocks, nexus, !same, false)
+    let order = Order {
+        lock_src: false,
+        lock_dst: !same,
+        backward: false,
+    };
+    chunks(src, sl, dst, dl, blocks, nexus, order)
 }
 
-/// The copy loop: `lock_dst` takes the destination's write order per chunk (not when the
-/// caller holds the LU's order already); `backward` copies from the end.
-#[allow(clippy::too_many_arguments)]
+/// Which orders the copy loop takes per step, and its direction.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Order {
+    /// The source's order, shared, around each read (not when the caller holds it).
+    pub(super) lock_src: bool,
+    /// The destination's order, shared, around each write (not when the caller holds it).
+    pub(super) lock_dst: bool,
+    /// Copy from the end (an overlapping copy to higher blocks).
+    pub(super) backward: bool,
+}
+
+impl Order {
+    /// Both orders taken per step, forward: a copy that holds neither.
+    pub(super) const SHARED: Order = Order {
+        lock_src: true,
+        lock_dst: true,
+        backward: false,
+    };
+}
+
+/// The copy loop.
 pub(super) fn chunks(
     src: &LogicalUnit,
     sl: Lba,
@@ -299,9 +328,13 @@ pub(super) fn chunks(
     dl: Lba,
     blocks: u64,
     nexus: &Nexus<'_>,
-    lock_dst: bool,
-    backward: bool,
+    order: Order,
 ) -> Result<(), Stop> {
+    let Order {
+        lock_src,
+        lock_dst,
+        backward,
+    } = order;
     let bs = u64::from(src.block_bytes());
     let per = (COPY_CHUNK_BYTES as u64 / bs).max(1);
     let mut buf = vec![0u8; (per.min(blocks) * bs) as usize];
@@ -316,7 +349,7 @@ pub(super) fn chunks(
             let off = if backward { blocks - done - n } else { done };
             let b = &mut buf[..(n * bs) as usize];
             {
-                let _r = lock_dst.then(|| src.read_order());
+                let _r = lock_src.then(|| src.read_order());
                 src.backend
                     .read_at(Lba(sl.0 + off), b)
                     .map_err(|e| backend_failure(&e, src, Lba(sl.0 + off)))?;
