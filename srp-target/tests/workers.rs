@@ -237,4 +237,21 @@ fn a_memory_lu_runs_on_the_submitting_thread_not_a_worker() {
         !common::ByteRam::new(64, BlockSize::B512).never_blocks(),
         "a backend blocks unless it says otherwise"
     );
+    // A copy is a worker's even on a memory LU (its other LU may be a slow disk): with the
+    // only worker stuck, it waits in the queue instead of running at once.
+    let mut copy = job(99, &lu, &nexus, &tx);
+    copy.cdb = [0x83u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        .as_slice()
+        .into();
+    assert!(pool.submit(copy).is_ok());
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        rx.try_recv().is_err(),
+        "the copy did not run on the submitting thread"
+    );
+    disk.open();
+    let d = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the copy ran on the worker once it was free");
+    assert_eq!(d.token, 99);
 }

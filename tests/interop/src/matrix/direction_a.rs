@@ -457,10 +457,11 @@ if command -v sg_prefetch >/dev/null; then
   sg_prefetch --lba=0 --num=2048 $S; echo prefetch-rc=$?
   sg_prefetch --immed --lba=0 --num=2048 $S; echo prefetch-immed-rc=$?
 else
-  # sg3-utils without sg_prefetch (Debian 12's 1.46): PRE-FETCH(10) and (16) by sg_raw.
+  # sg3-utils without sg_prefetch (Debian 12's 1.46): PRE-FETCH(10) and (16) by sg_raw,
+  # whose exit status does not know CONDITION MET (99): its status line says it.
   echo prefetch-by-sg_raw
-  sg_raw $S 34 00 00 00 00 00 00 08 00 00; echo prefetch-rc=$?
-  sg_raw $S 90 02 00 00 00 00 00 00 00 00 00 00 08 00 00 00; echo prefetch-immed-rc=$?
+  sg_raw -v $S 34 00 00 00 00 00 00 08 00 00 2>&1 | grep -qi "condition met" && echo prefetch-rc=25
+  sg_raw -v $S 90 02 00 00 00 00 00 00 00 00 00 00 08 00 00 00 2>&1 | grep -qi "condition met" && echo prefetch-immed-rc=25
 fi
 set -e
 sg_persist --out --register --param-sark=0xabc $S
