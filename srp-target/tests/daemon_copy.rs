@@ -199,6 +199,18 @@ fn extended_copy_within_and_across_lus() {
         (8, 0x01, 2, 0x00, 512 * 512),
         "COPY STATUS: completed, 2 segments, bytes"
     );
+    // LIST ID USAGE 10b (what sg_xcopy sends to a copy manager holding no data): the
+    // status is discarded when the copy ends.
+    let (c, mut l) = xcopy(20, &[cscd(&nf, 512)], &[segment(0, 0, 8, 0, 4096)]);
+    l[1] = 0x10;
+    a.good(FILE, &c, &l, 0);
+    a.check(
+        FILE,
+        &copy_in(0x00, 20, 12),
+        &[],
+        12,
+        SenseCode::INVALID_FIELD_IN_CDB,
+    );
     // Across LUs (file to RAM), sent to the destination as sg_xcopy does by default.
     let (c, l) = xcopy(
         8,

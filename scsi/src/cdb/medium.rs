@@ -21,16 +21,21 @@ pub struct PreFetch {
     pub blocks: BlockCount,
     /// IMMED: return status once the CDB is checked.
     pub immed: bool,
+    /// GROUP NUMBER (5 bits; a hint, no grouping function behind it here).
+    pub group: u8,
 }
 
 impl PreFetch {
     fn decode(cdb: LongCdb, c: &[u8]) -> Result<Command, CdbError> {
         let (flags, lba, blocks) = lba_len(cdb, c)?;
+        // GROUP NUMBER: byte 6 of the 10-byte CDB, byte 14 of the 16-byte one.
+        let group = if cdb == LongCdb::Ten { c[6] } else { c[14] } & 0x1f;
         Ok(Command::PreFetch(PreFetch {
             cdb,
             lba,
             blocks,
             immed: flags & PREFETCH_IMMED != 0,
+            group,
         }))
     }
 
@@ -39,8 +44,25 @@ impl PreFetch {
     }
 
     pub(super) fn emit(&self, out: &mut [u8]) -> Result<(), CdbError> {
+        if self.group > 0x1f {
+            let value = self.group.into();
+            return Err(CdbError::OutOfRange {
+                field: "GROUP NUMBER",
+                value,
+            });
+        }
         let flags = flag(self.immed, PREFETCH_IMMED);
-        super::block::put_ten_or_sixteen(out, self.cdb, self.opcode(), flags, self.lba, self.blocks)
+        super::block::put_ten_or_sixteen(
+            out,
+            self.cdb,
+            self.opcode(),
+            flags,
+            self.lba,
+            self.blocks,
+        )?;
+        let at = if self.cdb == LongCdb::Ten { 6 } else { 14 };
+        out[at] = self.group;
+        Ok(())
     }
 }
 
@@ -260,12 +282,12 @@ mod tests {
     use super::*;
     use wirekit::WireRepr;
 
-    /// PRE-FETCH(10) with IMMED, 0x800 blocks at LBA 0x100.
+    /// PRE-FETCH(10) with IMMED, 0x800 blocks at LBA 0x100, group 3.
     const PREFETCH10: [u8; 10] = [
         0x34, // PRE-FETCH(10)
         0x02, // IMMED 1
         0x00, 0x00, 0x01, 0x00, // LBA
-        0x00, // GROUP NUMBER
+        0x03, // GROUP NUMBER 3
         0x08, 0x00, // PREFETCH LENGTH
         0x00, // CONTROL
     ];
@@ -275,9 +297,19 @@ mod tests {
             lba: Lba(lba),
             blocks: BlockCount(blocks),
             immed,
+            group: 0,
         })
     }
-    wire_tests!(prefetch10: Command, PREFETCH10, pf(LongCdb::Ten, 0x100, 0x800, true));
+    fn pf10() -> Command {
+        Command::PreFetch(PreFetch {
+            cdb: LongCdb::Ten,
+            lba: Lba(0x100),
+            blocks: BlockCount(0x800),
+            immed: true,
+            group: 3,
+        })
+    }
+    wire_tests!(prefetch10: Command, PREFETCH10, pf10());
 
     /// PRE-FETCH(16) of the rest of the medium (length 0) from LBA 2^33.
     const PREFETCH16: [u8; 16] = [

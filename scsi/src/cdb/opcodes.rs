@@ -10,7 +10,9 @@
 //!   NACA=1 is then INVALID FIELD IN CDB); LINK is obsolete and the
 //!   vendor-specific bits mean nothing to us.
 //! - GROUP NUMBER, RDPROTECT/WRPROTECT/VRPROTECT: clear (no grouping, no protection
-//!   information), as SBC-3 requires for a logical unit without them.
+//!   information), as SBC-3 requires for a logical unit without them — except PRE-FETCH's
+//!   GROUP NUMBER, accepted and ignored (a hint to a cache; libiscsi's Prefetch tests send
+//!   one and expect GOOD).
 //! - Obsolete fields (READ CAPACITY's LBA and PMI, SYNC_NV, FUA_NV): clear, as in SBC-4.
 
 use super::{CdbError, Command, block, copy, maint, medium, mode, pr, reserve, rw, spc, writes};
@@ -88,8 +90,8 @@ const TABLE: &[OpcodeInfo] = &[
     e(0x2e, None, "WRITE AND VERIFY(10)", &[0x2e, 0x12, W[0], W[1], W[2], W[3], 0, 0xff, 0xff, C], writes::write_and_verify10),
     // DPO, BYTCHK; LBA; VERIFICATION LENGTH.
     e(0x2f, None, "VERIFY(10)", &[0x2f, 0x16, W[0], W[1], W[2], W[3], 0, 0xff, 0xff, C], rw::verify10),
-    // IMMED; LBA; PREFETCH LENGTH.
-    e(0x34, None, "PRE-FETCH(10)", &[0x34, 0x02, W[0], W[1], W[2], W[3], 0, 0xff, 0xff, C], medium::prefetch10),
+    // IMMED; LBA; GROUP NUMBER (accepted, no grouping); PREFETCH LENGTH.
+    e(0x34, None, "PRE-FETCH(10)", &[0x34, 0x02, W[0], W[1], W[2], W[3], 0x1f, 0xff, 0xff, C], medium::prefetch10),
     // IMMED; LBA; NUMBER OF LOGICAL BLOCKS.
     e(0x35, None, "SYNCHRONIZE CACHE(10)", &[0x35, 0x02, W[0], W[1], W[2], W[3], 0, 0xff, 0xff, C],
         block::sync_cache10),
@@ -141,8 +143,8 @@ const TABLE: &[OpcodeInfo] = &[
     // DPO, BYTCHK bit 1; LBA; TRANSFER LENGTH.
     e(0x8e, None, "WRITE AND VERIFY(16)", &[0x8e, 0x12, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], writes::write_and_verify16),
     e(0x8f, None, "VERIFY(16)", &[0x8f, 0x16, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], rw::verify16),
-    // IMMED; LBA; PREFETCH LENGTH.
-    e(0x90, None, "PRE-FETCH(16)", &[0x90, 0x02, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], medium::prefetch16),
+    // IMMED; LBA; PREFETCH LENGTH; GROUP NUMBER (accepted, no grouping).
+    e(0x90, None, "PRE-FETCH(16)", &[0x90, 0x02, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0x1f, C], medium::prefetch16),
     e(0x91, None, "SYNCHRONIZE CACHE(16)", &[0x91, 0x02, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], block::sync_cache16),
     // ANCHOR, UNMAP (NDOB unsupported); LBA; NUMBER OF LOGICAL BLOCKS.
     e(0x93, None, "WRITE SAME(16)", &[0x93, 0x18, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], block::write_same16),

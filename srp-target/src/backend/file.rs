@@ -19,10 +19,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Zero-fill chunk for the unmap fallback: 1 MiB.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
 
-/// The cache PRE-FETCH counts on: a range up to this size is read ahead in full (CONDITION
-/// MET); a longer one is read ahead too, but GOOD says it may not all stay cached (SBC-4).
-pub const PREFETCH_CACHE_BYTES: u64 = 256 << 20;
-
 /// A LUN backed by a regular file or a block device. Its system calls go through a
 /// [`Medium`]: the file itself, or a layer beneath the backend
 /// ([`FileBackend::interpose`]: the write log of `writelog`).
@@ -292,16 +288,14 @@ impl Backend for FileBackend {
         })
     }
 
-    fn prefetch(&self, lba: Lba, blocks: u64) -> Result<bool, BackendError> {
+    fn prefetch(&self, lba: Lba, blocks: u64) -> Result<(), BackendError> {
         if self.in_memory {
-            return Ok(true);
+            return Ok(());
         }
         let bs = u64::from(self.block_size.bytes());
-        let len = blocks.saturating_mul(bs);
         self.medium
-            .will_need(lba.0.saturating_mul(bs), len)
-            .map_err(|e| self.io_err(Op::Prefetch)(io::Error::from(e)))?;
-        Ok(len <= PREFETCH_CACHE_BYTES)
+            .will_need(lba.0.saturating_mul(bs), blocks.saturating_mul(bs))
+            .map_err(|e| self.io_err(Op::Prefetch)(io::Error::from(e)))
     }
 }
 

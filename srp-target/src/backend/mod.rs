@@ -260,11 +260,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     }
 
     /// PRE-FETCH: starts reading `blocks` blocks at `lba` into the cache, without waiting
-    /// for them; `true` when they all fit the cache (CONDITION MET). The default: a store
-    /// in memory, where every block already is.
-    fn prefetch(&self, lba: Lba, blocks: u64) -> Result<bool, BackendError> {
+    /// for them. The default: a store in memory, where every block already is.
+    fn prefetch(&self, lba: Lba, blocks: u64) -> Result<(), BackendError> {
         let _ = (lba, blocks);
-        Ok(true)
+        Ok(())
     }
 
     /// Whether every call completes from memory without waiting for a device (RAM, a

@@ -57,12 +57,12 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
             "writes durably, reads back; BYTCHK=1 compares (MISCOMPARE with the offset)"
         }
         (0x34 | 0x90, None) => {
-            "reads ahead into the page cache; CONDITION MET when the range fits (256 MiB)"
+            "starts reading the range into the page cache; GOOD (the cache promises nothing)"
         }
         (0x37 | 0xb7, None) => "an empty defect list in the format asked for",
         (0x8b, None) => "ORs the data-out into the blocks, atomically",
         (0x9c, None) => {
-            "writes whole or not at all, atomic against every other command (64 KiB, no boundaries)"
+            "writes whole or not at all, atomic against every other command (up to the transfer limit)"
         }
         (0x9e, Some(0x12)) => "mapped and deallocated runs from the backing file's holes",
         (0xaf, None) => "BYTCHK=0: the range; BYTCHK=1/3: compares with the data-out (MISCOMPARE)",

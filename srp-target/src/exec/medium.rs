@@ -4,7 +4,7 @@
 
 use super::{CmdOutput, Exec, LogicalUnit, backend_sense, good_data};
 use scsi::cdb::{GetLbaStatus, LongCdb, PreFetch, ReadDefectData, StartStopUnit};
-use scsi::{Command, Lba, Sense, SenseCode, Status};
+use scsi::{Command, Lba, Sense, SenseCode};
 use std::sync::atomic::Ordering;
 
 /// At most this many LBA status descriptors per GET LBA STATUS (bounded work per command;
@@ -15,10 +15,12 @@ pub const MAX_LBA_STATUS_DESCRIPTORS: usize = 1024;
 const MAPPED: u8 = 0x0;
 const DEALLOCATED: u8 = 0x1;
 
-/// PRE-FETCH(10/16): reads the range ahead into the page cache (`posix_fadvise(WILLNEED)`,
-/// which starts the reads and does not wait, so IMMED=1 and IMMED=0 answer alike and at
-/// once). CONDITION MET when the whole range fits the cache the backend counts on, GOOD
-/// when it does not (SBC-4 5.9). PREFETCH LENGTH 0: through the last block.
+/// PRE-FETCH(10/16): starts reading the range into the page cache (`posix_fadvise(
+/// WILLNEED)`, not waited for, so IMMED=1 and IMMED=0 answer alike and at once) and answers
+/// GOOD — SBC-4 5.9's answer when the blocks are not promised to be in the cache, which the
+/// page cache (free to evict them) never promises; so never CONDITION MET, which initiators
+/// over SG_IO cannot tell from an error either (Linux masks it; libiscsi fails on it).
+/// GROUP NUMBER is accepted and ignored. PREFETCH LENGTH 0: through the last block.
 pub(crate) fn prefetch(lu: &LogicalUnit, p: &PreFetch) -> Exec {
     let blocks = if p.blocks.is_zero() {
         if p.lba > lu.last_lba() {
@@ -29,25 +31,16 @@ pub(crate) fn prefetch(lu: &LogicalUnit, p: &PreFetch) -> Exec {
         lu.check_range(p.lba, p.blocks)?;
         u64::from(p.blocks.0)
     };
-    let fits = lu
-        .backend
+    lu.backend
         .prefetch(p.lba, blocks)
         .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, p.lba))?;
     tracing::trace!(
         lba = p.lba.0,
         blocks,
-        fits,
         ten = p.cdb == LongCdb::Ten,
         "pre-fetch"
     );
-    Ok(CmdOutput {
-        status: if fits {
-            Status::ConditionMet
-        } else {
-            Status::Good
-        },
-        ..CmdOutput::good(0)
-    })
+    Ok(CmdOutput::good(0))
 }
 
 /// GET LBA STATUS: LBA status descriptors from the STARTING LBA on (mapped or deallocated,

@@ -9,11 +9,6 @@ use super::{CmdOutput, Exec, LogicalUnit, backend_sense, data_out};
 use scsi::cdb::{ReadWrite, WriteAndVerify, WriteAtomic};
 use scsi::{Sense, SenseCode};
 
-/// MAXIMUM ATOMIC TRANSFER LENGTH (VPD B0h) in bytes: what one WRITE ATOMIC may write.
-/// Atomic against every other command of the LU (readers and writers wait behind it, SBC-4
-/// 4.29); it is one `pwrite`, which the backing store carries as one.
-pub const MAX_ATOMIC_BYTES: u32 = 64 << 10;
-
 /// The answer of a write that used `len` bytes of data-out.
 fn written(len: usize) -> Exec {
     Ok(CmdOutput {
@@ -70,9 +65,12 @@ pub(crate) fn orwrite(lu: &LogicalUnit, rw: &ReadWrite, dout: &[u8]) -> Exec {
 }
 
 impl LogicalUnit {
-    /// MAXIMUM ATOMIC TRANSFER LENGTH in blocks.
+    /// MAXIMUM ATOMIC TRANSFER LENGTH in blocks: the MAXIMUM TRANSFER LENGTH, since the
+    /// atomicity (against every other command of the LU: readers and writers wait behind
+    /// it, SBC-4 4.29) does not depend on the size; it is one `pwrite`, which the backing
+    /// store carries as one (libiscsi's WriteAtomic16 tests write up to the transfer limit).
     pub(crate) fn max_atomic_blocks(&self) -> u32 {
-        (MAX_ATOMIC_BYTES / self.block_bytes()).max(1)
+        self.max_transfer_blocks()
     }
 
     /// ATOMIC ALIGNMENT and ATOMIC TRANSFER LENGTH GRANULARITY (VPD B0h) in blocks: the

@@ -3,8 +3,11 @@
 //!
 //! EXTENDED COPY runs to its end before its status, so a list is seen "in progress" only by
 //! a RECEIVE COPY STATUS from another channel while it runs. Results are kept per I_T nexus
-//! and list identifier (SPC-4 5.16.4.2), at most [`MAX_KEPT_LISTS`] per LU, the oldest
-//! forgotten first; a list with LIST ID USAGE 11b is not kept.
+//! and list identifier (SPC-4 5.16.4.2) as LIST ID USAGE says: 00b (hold) keeps the status
+//! after the copy ends, at most [`MAX_KEPT_LISTS`] per LU, the oldest forgotten first; 10b
+//! (discard, what `sg_xcopy` sends to a copy manager holding no data) forgets it when the copy
+//! ends; 11b tracks nothing. A list not kept is INVALID FIELD IN CDB at the LIST IDENTIFIER
+//! (as libiscsi's CopyStatus test expects of a list whose status was discarded).
 
 use super::super::{Exec, LogicalUnit, Stop, good_data};
 use super::{
@@ -61,9 +64,14 @@ impl CopyLists {
         true
     }
 
-    /// Records how list `id` of `n` ended.
-    pub(crate) fn finish(&self, n: ItNexus, id: u8, state: ListState) {
+    /// Records how list `id` of `n` ended; `hold`: keep it for RECEIVE COPY STATUS (LIST
+    /// ID USAGE 00b), else forget it.
+    pub(crate) fn finish(&self, n: ItNexus, id: u8, state: ListState, hold: bool) {
         let mut l = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if !hold {
+            l.retain(|(k, _)| *k != (n, id));
+            return;
+        }
         if let Some((_, s)) = l.iter_mut().find(|(k, _)| *k == (n, id)) {
             *s = state;
         }

@@ -119,6 +119,8 @@ pub(crate) fn extended_copy(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, do
     }
     let n = nexus.it_nexus();
     let tracked = h.list_id_usage != LIST_ID_USAGE_NONE;
+    // LIST ID USAGE 00b: the status is held after the copy ends (10b: discarded).
+    let hold = h.list_id_usage == 0b00;
     if tracked && !lu.copy_lists.start(n, h.list_id) {
         return Err(SenseCode::OPERATION_IN_PROGRESS.into());
     }
@@ -132,6 +134,7 @@ pub(crate) fn extended_copy(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, do
                     bytes: 0,
                     failure: Some(Sense::new(SenseCode::ABORTED_COMMAND)),
                 },
+                hold,
             );
         }
         tracing::info!(lu = %lu.identity().unique_name(), "EXTENDED COPY answered BUSY: {} copies running", super::manager::TOTAL_CONCURRENT_COPIES);
@@ -159,6 +162,7 @@ pub(crate) fn extended_copy(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, do
                             bytes,
                             failure,
                         },
+                        hold,
                     );
                 }
                 tracing::debug!(lu = %lu.identity().unique_name(), segment = done, at, "EXTENDED COPY stopped");
@@ -175,6 +179,7 @@ pub(crate) fn extended_copy(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, do
                 bytes,
                 failure: None,
             },
+            hold,
         );
     }
     Ok(used)
