@@ -492,3 +492,42 @@ fn read_and_write_go_straight_through_staged_memory() {
         assert_eq!(good(&lu, &read10(8, 4), &[]), vec![0x3c; 2048]);
     }
 }
+
+/// A backend whose reads panic (a bug anywhere below a command).
+#[derive(Debug)]
+struct PanicsOnRead(common::ByteRam);
+
+impl srp_target::Backend for PanicsOnRead {
+    fn block_size(&self) -> BlockSize {
+        self.0.block_size()
+    }
+    fn blocks(&self) -> u64 {
+        self.0.blocks()
+    }
+    fn read_at(&self, _: scsi::Lba, _: &mut [u8]) -> Result<(), srp_target::BackendError> {
+        panic!("a bug below READ")
+    }
+    fn write_at(&self, lba: scsi::Lba, buf: &[u8]) -> Result<(), srp_target::BackendError> {
+        self.0.write_at(lba, buf)
+    }
+    fn flush(&self) -> Result<(), srp_target::BackendError> {
+        self.0.flush()
+    }
+    fn unmap(&self, lba: scsi::Lba, n: scsi::BlockCount) -> Result<(), srp_target::BackendError> {
+        self.0.unmap(lba, n)
+    }
+}
+
+#[test]
+fn a_panicking_command_is_answered_and_the_lu_keeps_serving() {
+    let lu = srp_target::LogicalUnit::new(
+        Box::new(PanicsOnRead(common::ByteRam::new(16, BlockSize::B512))),
+        srp_target::LuConfig::new(common::identity("panics")),
+    );
+    check(&lu, &read10(0, 1), &[], SenseCode::INTERNAL_TARGET_FAILURE);
+    // Counted as a CHECK CONDITION; the LU still writes and answers.
+    assert_eq!(lu.counters().check_conditions, 1);
+    good(&lu, &write10(0, 1, false), &[7; 512]);
+    good(&lu, &[0; 6], &[]);
+    check(&lu, &read10(0, 1), &[], SenseCode::INTERNAL_TARGET_FAILURE);
+}

@@ -487,12 +487,24 @@ impl LogicalUnit {
         staging: Option<MemSpan<'_>>,
     ) -> Result<CmdOutput, TransportError> {
         data_in.clear();
-        let r = match self.check_unit_attention(nexus, cdb, data_in) {
-            Some(ua) => ua,
-            None => {
-                parse(cdb).and_then(|cmd| self.dispatch_io(nexus, cmd, data_out, data_in, staging))
-            }
-        };
+        // A panic in a handler (a target bug) answers this command and leaves the worker
+        // and the LU serving: every lock here recovers from poisoning.
+        let run =
+            std::panic::AssertUnwindSafe(|| match self.check_unit_attention(nexus, cdb, data_in) {
+                Some(ua) => ua,
+                None => parse(cdb)
+                    .and_then(|cmd| self.dispatch_io(nexus, cmd, data_out, data_in, staging)),
+            });
+        let r = std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(lu = %self.identity.unique_name(), cdb = ?cdb, %what,
+                "a command panicked in the target (a bug): answered INTERNAL TARGET FAILURE");
+            Err(Stop::Check(Sense::new(SenseCode::INTERNAL_TARGET_FAILURE)))
+        });
         let out = finish(r, data_in);
         self.counters.record(cdb.first().copied(), &out);
         out
