@@ -5,7 +5,9 @@
 //! SELECT(6/10) parameter lists (the current pages with WCE flipped or another byte
 //! changed, block descriptors, junk) and MODE SENSE(6/10), EXTENDED COPY parameter lists
 //! (one or two segments within the LU, by NAA or FFFFh, overlapping or not; bad indices,
-//! ranges past the medium, a mutated descriptor, short lists), ORWRITE, WRITE AND VERIFY
+//! ranges past the medium, a mutated descriptor, short lists), ODX token copies (POPULATE
+//! TOKEN of one or two ranges, RECEIVE ROD TOKEN INFORMATION, perhaps a write to the source,
+//! WRITE USING TOKEN with an offset, a mutated token, bad ranges), ORWRITE, WRITE AND VERIFY
 //! and WRITE ATOMIC, with READ and WRITE between.
 //!
 //! The shadow is the medium's bytes and the mode pages. After every step the whole medium
@@ -15,8 +17,11 @@
 //! changed WCE at most, to what its caching page said, and another I_T nexus is told
 //! (MODE PARAMETERS CHANGED) exactly when WCE changed. A completed EXTENDED COPY moved
 //! each segment as `memmove` would; one that stopped at a segment (COPY ABORTED) moved the
-//! segments before it; one refused as a whole moved nothing. Well-formed commands in range
-//! must complete. Every outcome passes [`crate::scsi_lu::exec`]'s checks.
+//! segments before it; one refused as a whole moved nothing. A WRITE USING TOKEN after a
+//! write to the token's source is TOKEN REVOKED and writes nothing; otherwise it writes the
+//! source's blocks from the offset on (where its destination overlaps its own source the
+//! result is undefined by SBC-4 and only the answer is checked). Well-formed commands in
+//! range must complete. Every outcome passes [`crate::scsi_lu::exec`]'s checks.
 
 use crate::input::Input;
 use crate::scsi_lu::{BLOCK, BLOCKS, exec, ram_lu, rw10};
@@ -35,7 +40,8 @@ pub fn run(data: &[u8]) {
     let wce_changeable = input.bool();
     let nexuses = crate::scsi_lu::nexuses();
     let mut h = Harness {
-        lu: ram_lu(wce_changeable),
+        // Shared, as a target's LUs are: POPULATE TOKEN's tokens point back to it.
+        lu: ram_lu(wce_changeable).into_shared(),
         me: &nexuses[0],
         peer: &nexuses[2],
         disk: vec![0; BYTES],
@@ -53,7 +59,8 @@ pub fn run(data: &[u8]) {
             6 | 7 => h.write_same(&mut input),
             8 | 9 => h.mode_select(&mut input),
             10 => h.mode_sense(&mut input),
-            11 | 12 => h.xcopy(&mut input),
+            11 => h.xcopy(&mut input),
+            12 => h.token_copy(&mut input),
             13 | 14 => h.other_write(&mut input),
             _ => h.peer_tur(),
         }
@@ -63,7 +70,7 @@ pub fn run(data: &[u8]) {
 }
 
 struct Harness<'a> {
-    lu: LogicalUnit,
+    lu: std::sync::Arc<LogicalUnit>,
     me: &'a NexusInfo,
     peer: &'a NexusInfo,
     /// What the medium must hold.
@@ -174,6 +181,123 @@ impl Harness<'_> {
                     .for_each(|(m, d)| *m |= d),
                 _ => self.disk[at].copy_from_slice(&data),
             }
+        }
+    }
+
+    /// POPULATE TOKEN, RECEIVE ROD TOKEN INFORMATION and WRITE USING TOKEN within the LU,
+    /// built (and perhaps broken) from the input.
+    fn token_copy(&mut self, input: &mut Input<'_>) {
+        let ranges = |input: &mut Input<'_>| -> Vec<(u64, u32)> {
+            (0..1 + input.below(2))
+                .map(|_| (lba(input), 1 + (count(input) % 16)))
+                .collect()
+        };
+        let list = |head: usize, rs: &[(u64, u32)]| {
+            let mut p = vec![0u8; head];
+            p.extend(((rs.len() * 16) as u16).to_be_bytes());
+            for &(l, n) in rs {
+                p.extend(l.to_be_bytes());
+                p.extend(n.to_be_bytes());
+                p.extend([0; 4]);
+            }
+            let len = (p.len() - 2) as u16;
+            p[..2].copy_from_slice(&len.to_be_bytes());
+            p
+        };
+        let cdb = |sa: u8, id: u8, len: usize| {
+            let mut c = [0u8; 16];
+            c[0] = if sa == 0x07 { 0x84 } else { 0x83 };
+            c[1] = sa;
+            let at = if sa == 0x07 { 5 } else { 9 };
+            c[at] = id;
+            c[10..14].copy_from_slice(&(len as u32).to_be_bytes());
+            c
+        };
+        let src = ranges(input);
+        let p = list(14, &src);
+        let o = exec(&self.lu, self.me, &cdb(0x10, 1, p.len()), &p);
+        let in_medium = |rs: &[(u64, u32)]| rs.iter().all(|&(l, n)| in_range(l, n.into()));
+        assert_eq!(
+            o.good(),
+            in_medium(&src),
+            "POPULATE TOKEN of {src:?}: {:?}",
+            o.result
+        );
+        if !o.good() {
+            return;
+        }
+        let info = exec(&self.lu, self.me, &cdb(0x07, 1, 1024), &[]);
+        assert!(info.good());
+        let m = usize::from(info.data_in[13]);
+        let mut token = info.data_in[32 + m + 6..32 + m + 6 + 512].to_vec();
+        let mut revoked = false;
+        if input.below(4) == 0 {
+            // A write to one of the source's blocks revokes the token.
+            let (l, _) = src[input.below(src.len())];
+            let data = vec![input.u8(); BLOCK];
+            assert!(exec(&self.lu, self.me, &rw10(0x2a, l as u32, 1), &data).good());
+            self.disk[range(l, 1)].copy_from_slice(&data);
+            revoked = true;
+        }
+        let mut forged = false;
+        if input.below(12) == 0 {
+            token[8 + input.below(500)] ^= 0x80;
+            forged = true;
+        }
+        let dst = ranges(input);
+        let offset = u64::from(input.u8() % 4);
+        let mut w = list(534, &dst);
+        w[8..16].copy_from_slice(&offset.to_be_bytes());
+        w[16..528].copy_from_slice(&token);
+        let o = exec(&self.lu, self.me, &cdb(0x11, 2, w.len()), &w);
+        if !in_medium(&dst) {
+            assert_eq!(
+                o.sense().map(|s| s.code()),
+                Some(SenseCode::LBA_OUT_OF_RANGE)
+            );
+            return;
+        }
+        if forged {
+            // A token whose length field is intact but some byte changed is not ours.
+            assert!(!o.good(), "a forged token was taken");
+            return;
+        }
+        if revoked {
+            assert_eq!(o.sense().map(|s| s.code()), Some(SenseCode::TOKEN_REVOKED));
+            return;
+        }
+        // The source blocks from the offset on, in order, as the shadow holds them.
+        let blocks: Vec<u64> = src
+            .iter()
+            .flat_map(|&(l, n)| l..l + u64::from(n))
+            .skip(offset as usize)
+            .collect();
+        let targets: Vec<u64> = dst.iter().flat_map(|&(l, n)| l..l + u64::from(n)).collect();
+        // Any block of the token's source written by the copy itself (before the offset
+        // too) revokes the token midway.
+        let overlap = targets
+            .iter()
+            .any(|t| src.iter().any(|&(l, n)| (l..l + u64::from(n)).contains(t)));
+        if overlap {
+            // SBC-4 leaves it undefined; the answer is GOOD or TOKEN REVOKED (its own
+            // writes to the source revoke the token), and the shadow takes the medium.
+            assert!(
+                o.good() || o.sense().map(|s| s.code()) == Some(SenseCode::TOKEN_REVOKED),
+                "{:?}",
+                o.result
+            );
+            let whole = exec(&self.lu, self.me, &rw10(0x28, 0, BLOCKS as u16), &[]);
+            self.disk.copy_from_slice(&whole.data_in);
+            return;
+        }
+        assert!(
+            o.good(),
+            "WRITE USING TOKEN {src:?} -> {dst:?}: {:?}",
+            o.result
+        );
+        let old = self.disk.clone();
+        for (t, b) in targets.iter().zip(&blocks) {
+            self.disk[range(*t, 1)].copy_from_slice(&old[range(*b, 1)]);
         }
     }
 
