@@ -231,9 +231,36 @@ pub struct IdCscd {
 }
 
 impl IdCscd {
+    /// The descriptor naming a block device LU by its NAA designator (binary, LU
+    /// association), with its block length (0: not given).
+    pub fn for_naa(naa: &[u8; 16], block_len: u32) -> IdCscd {
+        let mut designator = [0u8; 20];
+        designator[..16].copy_from_slice(naa);
+        IdCscd {
+            lu_id_type: 0,
+            nul: false,
+            device_type: 0,
+            ripi: 0,
+            code_set: 1,
+            association: 0,
+            designator_type: 3,
+            designator_len: 16,
+            designator,
+            pad: false,
+            block_len,
+        }
+    }
+
     /// The designator's bytes.
     pub fn designator(&self) -> &[u8] {
         &self.designator[..usize::from(self.designator_len).min(20)]
+    }
+
+    /// The designator when it is a logical unit's NAA designator (binary code set, LU
+    /// association, type NAA), the only form a copy manager here resolves.
+    pub fn lu_naa(&self) -> Option<&[u8]> {
+        (self.code_set == 1 && self.association == 0 && self.designator_type == 3)
+            .then(|| self.designator())
     }
 }
 
@@ -447,6 +474,190 @@ impl WireRepr<'_> for Range {
     }
 }
 
+/// The POPULATE TOKEN parameter list header (SBC-4 5.11.2) as laid out on the wire;
+/// block device range descriptors follow.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[repr(C)]
+pub struct PopulateTokenWire {
+    /// POPULATE TOKEN DATA LENGTH: the bytes after this field.
+    pub data_len: U16,
+    /// Bit 1 RTV, bit 0 IMMED.
+    pub flags: u8,
+    /// Reserved.
+    pub reserved: u8,
+    /// INACTIVITY TIMEOUT in seconds (0: the device's default).
+    pub inactivity: U32,
+    /// ROD TYPE (when RTV).
+    pub rod_type: U32,
+    /// Reserved.
+    pub reserved2: [u8; 2],
+    /// BLOCK DEVICE RANGE DESCRIPTOR LIST LENGTH.
+    pub ranges_len: U16,
+}
+const _: () = assert!(size_of::<PopulateTokenWire>() == PopulateToken::LEN);
+
+/// The POPULATE TOKEN parameter list header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PopulateToken {
+    /// POPULATE TOKEN DATA LENGTH.
+    pub data_len: u16,
+    /// RTV: ROD TYPE is valid.
+    pub rtv: bool,
+    /// IMMED.
+    pub immed: bool,
+    /// INACTIVITY TIMEOUT in seconds.
+    pub inactivity_s: u32,
+    /// ROD TYPE.
+    pub rod_type: u32,
+    /// BLOCK DEVICE RANGE DESCRIPTOR LIST LENGTH in bytes.
+    pub ranges_len: u16,
+}
+
+impl PopulateToken {
+    /// The header's size: where the range descriptors start.
+    pub const LEN: usize = 16;
+}
+
+impl WireRepr<'_> for PopulateToken {
+    type Error = CopyParamError;
+
+    fn parse(buf: &[u8]) -> Result<Self, CopyParamError> {
+        let w: PopulateTokenWire = take(buf)?;
+        Ok(PopulateToken {
+            data_len: w.data_len.get(),
+            rtv: w.flags & 0x02 != 0,
+            immed: w.flags & 0x01 != 0,
+            inactivity_s: w.inactivity.get(),
+            rod_type: w.rod_type.get(),
+            ranges_len: w.ranges_len.get(),
+        })
+    }
+
+    fn buffer_len(&self) -> usize {
+        Self::LEN
+    }
+
+    fn emit(&self, buf: &mut [u8]) -> Result<usize, CopyParamError> {
+        place(
+            buf,
+            &PopulateTokenWire {
+                data_len: U16::new(self.data_len),
+                flags: u8::from(self.rtv) << 1 | u8::from(self.immed),
+                reserved: 0,
+                inactivity: U32::new(self.inactivity_s),
+                rod_type: U32::new(self.rod_type),
+                reserved2: [0; 2],
+                ranges_len: U16::new(self.ranges_len),
+            },
+        )
+    }
+}
+
+/// A ROD token's size.
+pub const ROD_TOKEN_LEN: usize = 512;
+
+/// The WRITE USING TOKEN parameter list header (SBC-4 5.53.2) as laid out on the wire;
+/// block device range descriptors follow.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned, Clone, Copy, Debug)]
+#[repr(C)]
+pub struct WriteUsingTokenWire {
+    /// WRITE USING TOKEN DATA LENGTH: the bytes after this field.
+    pub data_len: U16,
+    /// Bit 1 DEL_TKN, bit 0 IMMED.
+    pub flags: u8,
+    /// Reserved.
+    pub reserved: [u8; 5],
+    /// OFFSET INTO ROD, in logical blocks.
+    pub offset: U64,
+    /// ROD TOKEN.
+    pub token: [u8; ROD_TOKEN_LEN],
+    /// Reserved.
+    pub reserved2: [u8; 6],
+    /// BLOCK DEVICE RANGE DESCRIPTOR LIST LENGTH.
+    pub ranges_len: U16,
+}
+const _: () = assert!(size_of::<WriteUsingTokenWire>() == WriteUsingToken::LEN);
+
+/// The WRITE USING TOKEN parameter list header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteUsingToken {
+    /// WRITE USING TOKEN DATA LENGTH.
+    pub data_len: u16,
+    /// DEL_TKN: the token is deleted once used.
+    pub del_tkn: bool,
+    /// IMMED.
+    pub immed: bool,
+    /// OFFSET INTO ROD in blocks.
+    pub offset: u64,
+    /// The ROD token.
+    pub token: [u8; ROD_TOKEN_LEN],
+    /// BLOCK DEVICE RANGE DESCRIPTOR LIST LENGTH in bytes.
+    pub ranges_len: u16,
+}
+
+impl WriteUsingToken {
+    /// The header's size: where the range descriptors start.
+    pub const LEN: usize = 536;
+}
+
+impl WireRepr<'_> for WriteUsingToken {
+    type Error = CopyParamError;
+
+    fn parse(buf: &[u8]) -> Result<Self, CopyParamError> {
+        let w: WriteUsingTokenWire = take(buf)?;
+        Ok(WriteUsingToken {
+            data_len: w.data_len.get(),
+            del_tkn: w.flags & 0x02 != 0,
+            immed: w.flags & 0x01 != 0,
+            offset: w.offset.get(),
+            token: w.token,
+            ranges_len: w.ranges_len.get(),
+        })
+    }
+
+    fn buffer_len(&self) -> usize {
+        Self::LEN
+    }
+
+    fn emit(&self, buf: &mut [u8]) -> Result<usize, CopyParamError> {
+        place(
+            buf,
+            &WriteUsingTokenWire {
+                data_len: U16::new(self.data_len),
+                flags: u8::from(self.del_tkn) << 1 | u8::from(self.immed),
+                reserved: [0; 5],
+                offset: U64::new(self.offset),
+                token: self.token,
+                reserved2: [0; 6],
+                ranges_len: U16::new(self.ranges_len),
+            },
+        )
+    }
+}
+
+/// A token operation's parameter list: `header` (its DATA LENGTH and RANGE DESCRIPTOR
+/// LIST LENGTH set here from `ranges`), then `ranges` — what an initiator sends.
+pub fn token_param_list<'a, H: WireRepr<'a, Error = CopyParamError>>(
+    header: &H,
+    ranges: &[Range],
+) -> Result<Vec<u8>, CopyParamError> {
+    let head = header.buffer_len();
+    let mut out = vec![0u8; head + 16 * ranges.len()];
+    header.emit(&mut out)?;
+    for (r, at) in ranges.iter().zip((head..).step_by(16)) {
+        r.emit(&mut out[at..])?;
+    }
+    let too_long = |len: usize| CopyParamError::BadLength {
+        what: "token parameter list",
+        len,
+    };
+    let data_len = u16::try_from(out.len() - 2).map_err(|_| too_long(out.len()))?;
+    let ranges_len = u16::try_from(16 * ranges.len()).map_err(|_| too_long(out.len()))?;
+    out[..2].copy_from_slice(&data_len.to_be_bytes());
+    out[head - 2..head].copy_from_slice(&ranges_len.to_be_bytes());
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,6 +750,86 @@ mod tests {
         0, 0, 0, 0, // reserved
     ];
     wire_tests!(range: Range, RANGE, Range { lba: 0x1_0000, blocks: 2048 });
+
+    /// POPULATE TOKEN with RTV (access upon reference), a 10 s inactivity timeout, one range.
+    const POPULATE: [u8; 16] = [
+        0x00, 0x1e, // POPULATE TOKEN DATA LENGTH 30
+        0x02, // RTV 1, IMMED 0
+        0x00, // reserved
+        0, 0, 0, 10, // INACTIVITY TIMEOUT
+        0x00, 0x01, 0x00, 0x00, // ROD TYPE: access upon reference
+        0, 0, // reserved
+        0x00, 0x10, // BLOCK DEVICE RANGE DESCRIPTOR LIST LENGTH 16
+    ];
+    fn populate() -> PopulateToken {
+        PopulateToken {
+            data_len: 30,
+            rtv: true,
+            immed: false,
+            inactivity_s: 10,
+            rod_type: 0x0001_0000,
+            ranges_len: 16,
+        }
+    }
+    wire_tests!(populate_token: PopulateToken, POPULATE, populate());
+
+    /// WRITE USING TOKEN with DEL_TKN, offset 8 into the ROD, a token of 0x5a, one range.
+    fn wut_bytes() -> [u8; 536] {
+        let mut b = [0u8; 536];
+        b[..2].copy_from_slice(&[0x02, 0x26]); // DATA LENGTH 550
+        b[2] = 0x02; // DEL_TKN 1, IMMED 0
+        b[15] = 8; // OFFSET INTO ROD
+        b[16..528].fill(0x5a); // ROD TOKEN
+        b[534..].copy_from_slice(&[0x00, 0x10]); // RANGE DESCRIPTOR LIST LENGTH 16
+        b
+    }
+    fn wut() -> WriteUsingToken {
+        WriteUsingToken {
+            data_len: 550,
+            del_tkn: true,
+            immed: false,
+            offset: 8,
+            token: [0x5a; ROD_TOKEN_LEN],
+            ranges_len: 16,
+        }
+    }
+    wire_tests!(write_using_token: WriteUsingToken, wut_bytes(), wut());
+
+    #[test]
+    fn token_lists_carry_their_lengths() {
+        let r = [Range {
+            lba: 0x1_0000,
+            blocks: 2048,
+        }];
+        let header = PopulateToken {
+            data_len: 0,
+            ranges_len: 0,
+            ..populate()
+        };
+        let l = token_param_list(&header, &r).expect("fits");
+        assert_eq!(l[..16], POPULATE);
+        assert_eq!(l[16..], RANGE);
+        let header = WriteUsingToken {
+            data_len: 0,
+            ranges_len: 0,
+            ..wut()
+        };
+        let l = token_param_list(&header, &r).expect("fits");
+        assert_eq!(l[..536], wut_bytes());
+        assert_eq!(l[536..], RANGE);
+    }
+
+    #[test]
+    fn a_cscd_for_a_naa_round_trips_and_names_it() {
+        let naa: [u8; 16] = CSCD[8..24].try_into().expect("16");
+        assert_eq!(IdCscd::for_naa(&naa, 512), cscd());
+        assert_eq!(cscd().lu_naa(), Some(&naa[..]));
+        let t10 = IdCscd {
+            designator_type: 1,
+            ..cscd()
+        };
+        assert_eq!(t10.lu_naa(), None);
+    }
 
     #[test]
     fn rejections_name_their_sense() {

@@ -17,6 +17,13 @@
 
 use super::disk::{Session, execute, execute_with, read16, srb_ok};
 use anyhow::{Context, Result, anyhow, ensure};
+use scsi::Command;
+use scsi::cdb::copy::{SA_EXTENDED_COPY_LID1, SA_POPULATE_TOKEN, SA_WRITE_USING_TOKEN};
+use scsi::cdb::{CopyIn, CopyOut, CopyResults};
+use scsi::copy::{
+    BlockSegment, CSCD_LEN, CopyParamError, IdCscd, LIST_ID_USAGE_NONE, PopulateToken,
+    ROD_TOKEN_LEN, Range, SEGMENT_LEN, WriteUsingToken, XcopyHeader, token_param_list,
+};
 use srp_hostd::HostConfig;
 use srp_hostd::config::DriverModel;
 use srp_initiator_storport::port::{DataDirection, SrbStatus, SystemMemory};
@@ -29,6 +36,7 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use wirekit::WireRepr;
 
 /// Options of `srpctl bench copy`.
 #[derive(clap::Args, Clone, Debug)]
@@ -133,15 +141,6 @@ fn naa(s: &Session) -> Result<[u8; 16]> {
     Err(anyhow!("the LU reports no NAA designator"))
 }
 
-fn cdb16(op: u8, sa: u8, list_id: u32, len: u32) -> [u8; 16] {
-    let mut c = [0u8; 16];
-    c[0] = op;
-    c[1] = sa;
-    c[6..10].copy_from_slice(&list_id.to_be_bytes());
-    c[10..14].copy_from_slice(&len.to_be_bytes());
-    c
-}
-
 fn check(r: &srp_initiator_storport::port::SrbResult, what: &str) -> Result<()> {
     // A short data-in (the answer shorter than the buffer) is DATA_OVERRUN in StorPort.
     let short = r.status.code() == SrbStatus::DATA_OVERRUN && r.scsi_status == 0;
@@ -190,16 +189,20 @@ fn read_write(o: &Options, s: &Session, size: u64) -> Result<()> {
     })
 }
 
-/// One Identification CSCD naming the LU.
-fn cscd(naa: &[u8; 16], bs: u32) -> [u8; 32] {
-    let mut d = [0u8; 32];
-    d[0] = 0xe4;
-    d[4] = 0x01; // binary
-    d[5] = 0x03; // LU association, NAA
-    d[7] = 16;
-    d[8..24].copy_from_slice(naa);
-    d[29..32].copy_from_slice(&bs.to_be_bytes()[1..]);
-    d
+/// A THIRD-PARTY COPY OUT or IN command's CDB.
+fn cdb(cmd: Command) -> Result<Vec<u8>> {
+    let mut c = vec![0u8; cmd.buffer_len()];
+    cmd.emit(&mut c)
+        .map_err(|e| anyhow!("{cmd:?} does not fit its CDB: {e}"))?;
+    Ok(c)
+}
+
+/// Bytes of `t`, emitted.
+fn bytes<'a, T: WireRepr<'a, Error = CopyParamError>>(t: &T) -> Result<Vec<u8>> {
+    let mut b = vec![0u8; t.buffer_len()];
+    t.emit(&mut b)
+        .map_err(|e| anyhow!("copy parameters: {e}"))?;
+    Ok(b)
 }
 
 /// EXTENDED COPY (LID1) commands of `--segment-mib`, two CSCDs (source, destination).
@@ -207,28 +210,36 @@ fn xcopy(o: &Options, s: &Session, naa: &[u8; 16], size: u64) -> Result<()> {
     let bs = u64::from(s.block_size);
     let per = ((o.segment_mib << 20) / bs).min(0xffff);
     let total = size / bs;
+    let cscd = bytes(&IdCscd::for_naa(naa, s.block_size))?;
     let mut lba = 0u64;
     let mut id = 0u8;
     while lba < total {
         let n = per.min(total - lba);
-        let mut list = vec![0u8; 16];
-        list[0] = id;
-        list[1] = 0x18; // LIST ID USAGE 11b: not kept
-        list[2..4].copy_from_slice(&64u16.to_be_bytes());
-        list[8..12].copy_from_slice(&28u32.to_be_bytes());
-        list.extend(cscd(naa, s.block_size));
-        list.extend(cscd(naa, s.block_size));
-        let mut seg = [0u8; 28];
-        seg[0] = 0x02;
-        seg[3] = 0x18;
-        seg[7] = 1; // destination CSCD 1
-        seg[10..12].copy_from_slice(&(n as u16).to_be_bytes());
-        seg[12..20].copy_from_slice(&lba.to_be_bytes());
-        seg[20..28].copy_from_slice(&(lba + total).to_be_bytes());
-        list.extend(seg);
-        let mut c = [0u8; 16];
-        c[0] = 0x83;
-        c[10..14].copy_from_slice(&(list.len() as u32).to_be_bytes());
+        let mut list = bytes(&XcopyHeader {
+            list_id: id,
+            striped: false,
+            list_id_usage: LIST_ID_USAGE_NONE,
+            priority: 0,
+            cscd_len: 2 * CSCD_LEN as u16,
+            segment_len: SEGMENT_LEN as u32,
+            inline_len: 0,
+        })?;
+        list.extend(&cscd);
+        list.extend(&cscd);
+        list.extend(bytes(&BlockSegment {
+            dc: false,
+            cat: false,
+            source: 0,
+            destination: 1,
+            blocks: n as u16,
+            source_lba: lba,
+            destination_lba: lba + total,
+        })?);
+        let c = cdb(Command::CopyOut(CopyOut {
+            action: SA_EXTENDED_COPY_LID1,
+            list_id: 0,
+            param_len: list.len() as u32,
+        }))?;
         let r = execute_with(&s.port, &c, DataDirection::Out, list)?;
         check(&r, "EXTENDED COPY")?;
         lba += n;
@@ -242,48 +253,67 @@ fn odx(o: &Options, s: &Session, size: u64) -> Result<()> {
     let bs = u64::from(s.block_size);
     let per = (o.token_mib << 20) / bs;
     let total = size / bs;
+    let list_err = |e| anyhow!("token parameters: {e}");
+    let out = |action, list_id, list: &[u8]| {
+        cdb(Command::CopyOut(CopyOut {
+            action,
+            list_id,
+            param_len: list.len() as u32,
+        }))
+    };
     let mut lba = 0u64;
     let mut id = 1u32;
     while lba < total {
         let n = per.min(total - lba);
-        let range = |at: u64| {
-            let mut r = [0u8; 16];
-            r[..8].copy_from_slice(&at.to_be_bytes());
-            r[8..12].copy_from_slice(&(n as u32).to_be_bytes());
-            r
+        let populate = PopulateToken {
+            data_len: 0,
+            rtv: false,
+            immed: false,
+            inactivity_s: 0,
+            rod_type: 0,
+            ranges_len: 0,
         };
-        let mut pt = vec![0u8; 16];
-        pt[0..2].copy_from_slice(&30u16.to_be_bytes());
-        pt[14..16].copy_from_slice(&16u16.to_be_bytes());
-        pt.extend(range(lba));
-        let r = execute_with(&s.port, &cdb16(0x83, 0x10, id, 32), DataDirection::Out, pt)?;
+        let source = [Range {
+            lba,
+            blocks: n as u32,
+        }];
+        let pt = token_param_list(&populate, &source).map_err(list_err)?;
+        let c = out(SA_POPULATE_TOKEN, id, &pt)?;
+        let r = execute_with(&s.port, &c, DataDirection::Out, pt)?;
         check(&r, "POPULATE TOKEN")?;
-        let mut rrti = cdb16(0x84, 0x07, 0, 1024);
-        rrti[2..6].copy_from_slice(&id.to_be_bytes());
+        let rrti = cdb(Command::CopyIn(CopyIn {
+            action: CopyResults::RodTokenInformation,
+            list_id: id,
+            alloc_len: 1024,
+        }))?;
         let r = execute(&s.port, &rrti, 1024)?;
         check(&r, "RECEIVE ROD TOKEN INFORMATION")?;
         let info = r.data.to_vec();
         let m = usize::from(info[13]);
         let at = 32 + m + 6;
         ensure!(
-            info.len() >= at + 512,
+            info.len() >= at + ROD_TOKEN_LEN,
             "RRTI: no token ({} bytes)",
             info.len()
         );
-        let mut wut = vec![0u8; 16];
-        wut[0..2].copy_from_slice(&550u16.to_be_bytes());
-        wut[2] = 0x02; // DEL_TKN: used once
-        wut.extend_from_slice(&info[at..at + 512]);
-        wut.extend_from_slice(&[0; 6]);
-        wut.extend_from_slice(&16u16.to_be_bytes());
-        wut.extend(range(lba + total));
-        let len = wut.len() as u32;
-        let r = execute_with(
-            &s.port,
-            &cdb16(0x83, 0x11, id, len),
-            DataDirection::Out,
-            wut,
-        )?;
+        let mut token = [0u8; ROD_TOKEN_LEN];
+        token.copy_from_slice(&info[at..at + ROD_TOKEN_LEN]);
+        // DEL_TKN: each token is used once.
+        let wut = WriteUsingToken {
+            data_len: 0,
+            del_tkn: true,
+            immed: false,
+            offset: 0,
+            token,
+            ranges_len: 0,
+        };
+        let destination = [Range {
+            lba: lba + total,
+            blocks: n as u32,
+        }];
+        let list = token_param_list(&wut, &destination).map_err(list_err)?;
+        let c = out(SA_WRITE_USING_TOKEN, id, &list)?;
+        let r = execute_with(&s.port, &c, DataDirection::Out, list)?;
         check(&r, "WRITE USING TOKEN")?;
         lba += n;
         id += 1;

@@ -18,7 +18,7 @@ use crate::exec::pr::ItNexus;
 use scsi::cdb::CopyIn;
 use scsi::cdb::CopyOut;
 use scsi::cdb::copy::{SA_POPULATE_TOKEN, SA_WRITE_USING_TOKEN};
-use scsi::copy::Range;
+use scsi::copy::{PopulateToken, Range, WriteUsingToken};
 use scsi::{BlockCount, Lba, Sense, SenseCode};
 use std::collections::VecDeque;
 use std::io::Read;
@@ -42,8 +42,9 @@ pub const MAX_TOKENS: usize = 1024;
 pub const ROD_TYPE_AUR: u32 = 0x0001_0000;
 /// ROD TYPE block device zero: WRITE USING TOKEN writes zeros.
 pub const ROD_TYPE_ZERO: u32 = 0xffff_0001;
-/// A ROD token's size, and its ROD TOKEN LENGTH field (the bytes after the first 8).
-pub const TOKEN_BYTES: usize = 512;
+/// A ROD token's size.
+pub const TOKEN_BYTES: usize = scsi::copy::ROD_TOKEN_LEN;
+/// The ROD TOKEN LENGTH field: the bytes after the first 8.
 const TOKEN_LENGTH_FIELD: u16 = 0x01f8;
 /// Results of token operations kept per copy manager (RECEIVE ROD TOKEN INFORMATION).
 const MAX_RESULTS: usize = 256;
@@ -126,11 +127,27 @@ impl Tokens {
     }
 }
 
-/// Ranges of a token parameter list: `count_at` holds the BLOCK DEVICE RANGE DESCRIPTOR
-/// LIST LENGTH, the descriptors follow at `count_at + 2`.
-fn ranges(lu: &LogicalUnit, list: &[u8], count_at: usize) -> Result<Vec<Range>, Stop> {
-    let len = usize::from(u16::from_be_bytes([list[count_at], list[count_at + 1]]));
-    let first = count_at + 2;
+/// A token parameter list's header `H` (its DATA LENGTH checked against the list), and
+/// its range descriptors, checked against `lu` ([`ranges`]).
+fn param_list<'a, H: WireRepr<'a, Error = scsi::copy::CopyParamError>>(
+    lu: &LogicalUnit,
+    list: &'a [u8],
+    data_len: impl Fn(&H) -> u16,
+    ranges_len: impl Fn(&H) -> u16,
+) -> Result<(H, Vec<Range>), Stop> {
+    let h = H::parse(list).map_err(|_| Stop::from(SenseCode::PARAMETER_LIST_LENGTH_ERROR))?;
+    if usize::from(data_len(&h)) + 2 > list.len() {
+        return Err(SenseCode::PARAMETER_LIST_LENGTH_ERROR.into());
+    }
+    let rs = ranges(lu, list, h.buffer_len(), ranges_len(&h))?;
+    Ok((h, rs))
+}
+
+/// The range descriptors at `first` of a token parameter list whose BLOCK DEVICE RANGE
+/// DESCRIPTOR LIST LENGTH (the two bytes before `first`) is `len`.
+fn ranges(lu: &LogicalUnit, list: &[u8], first: usize, len: u16) -> Result<Vec<Range>, Stop> {
+    let count_at = first - 2;
+    let len = usize::from(len);
     if first + len > list.len() {
         return Err(SenseCode::PARAMETER_LIST_LENGTH_ERROR.into());
     }
@@ -169,27 +186,21 @@ pub(crate) fn populate_token(
     dout: &[u8],
 ) -> Exec {
     let len = usize::try_from(c.param_len).unwrap_or(usize::MAX);
-    if len < 16 {
+    if len < PopulateToken::LEN {
         return Err(SenseCode::PARAMETER_LIST_LENGTH_ERROR.into());
     }
     let list = data_out(dout, len)?;
-    let data_len = usize::from(u16::from_be_bytes([list[0], list[1]]));
-    if data_len + 2 > len {
-        return Err(SenseCode::PARAMETER_LIST_LENGTH_ERROR.into());
-    }
-    let rtv = list[2] & 0x02 != 0;
-    let rod_type = u32::from_be_bytes([list[8], list[9], list[10], list[11]]);
-    if rtv && rod_type != ROD_TYPE_AUR {
+    let (h, rs) = param_list(lu, list, |h: &PopulateToken| h.data_len, |h| h.ranges_len)?;
+    if h.rtv && h.rod_type != ROD_TYPE_AUR {
         return Err(Sense::invalid_field_in_parameter_list(8, Some(7)).into());
     }
-    let timeout = match u32::from_be_bytes([list[4], list[5], list[6], list[7]]) {
+    let timeout = match h.inactivity_s {
         0 => DEFAULT_INACTIVITY_S,
         t if t > MAX_INACTIVITY_S => {
             return Err(Sense::invalid_field_in_parameter_list(4, Some(7)).into());
         }
         t => t,
     };
-    let rs = ranges(lu, list, 14)?;
     let me = lu
         .self_arc()
         .ok_or(Stop::from(SenseCode::INTERNAL_TARGET_FAILURE))?;
@@ -201,22 +212,7 @@ pub(crate) fn populate_token(
     bytes[6..8].copy_from_slice(&TOKEN_LENGTH_FIELD.to_be_bytes());
     bytes[8..16].copy_from_slice(&id.to_be_bytes());
     // CREATOR LOGICAL UNIT DESCRIPTOR: an Identification CSCD descriptor of this LU.
-    let mut designator = [0u8; 20];
-    designator[..16].copy_from_slice(lu.identity().naa());
-    let creator = scsi::copy::IdCscd {
-        lu_id_type: 0,
-        nul: false,
-        device_type: 0,
-        ripi: 0,
-        code_set: 1,
-        association: 0,
-        designator_type: 3,
-        designator_len: 16,
-        designator,
-        pad: false,
-        block_len: lu.block_bytes(),
-    };
-    creator
+    scsi::copy::IdCscd::for_naa(lu.identity().naa(), lu.block_bytes())
         .emit(&mut bytes[16..48])
         .map_err(|_| Stop::from(SenseCode::INTERNAL_TARGET_FAILURE))?;
     let blocks: u64 = rs.iter().map(|r| u64::from(r.blocks)).sum();
@@ -310,19 +306,12 @@ pub(crate) fn write_using_token(
 ) -> Exec {
     lu.check_writable()?;
     let len = usize::try_from(c.param_len).unwrap_or(usize::MAX);
-    const RANGES_AT: usize = 534;
-    if len < RANGES_AT + 2 {
+    if len < WriteUsingToken::LEN {
         return Err(SenseCode::PARAMETER_LIST_LENGTH_ERROR.into());
     }
     let list = data_out(dout, len)?;
-    let data_len = usize::from(u16::from_be_bytes([list[0], list[1]]));
-    if data_len + 2 > len {
-        return Err(SenseCode::PARAMETER_LIST_LENGTH_ERROR.into());
-    }
-    let del = list[2] & 0x02 != 0;
-    let mut offset = u64::from_be_bytes(list[8..16].try_into().unwrap_or([0; 8]));
-    let token = &list[16..16 + TOKEN_BYTES];
-    let dst_ranges = ranges(lu, list, RANGES_AT)?;
+    let (h, dst_ranges) = param_list(lu, list, |h: &WriteUsingToken| h.data_len, |h| h.ranges_len)?;
+    let (del, mut offset, token) = (h.del_tkn, h.offset, &h.token[..]);
     let rod_type = u32::from_be_bytes([token[0], token[1], token[2], token[3]]);
     let result = |failure: Option<Sense>, blocks| {
         lu.copy.tokens.record(Outcome {
@@ -371,31 +360,43 @@ pub(crate) fn write_using_token(
         });
     };
     // Walk the source ranges from OFFSET INTO ROD alongside the destination ranges.
-    let mut src = held.ranges.iter().flat_map(|r| {
-        let skip = offset.min(u64::from(r.blocks));
-        offset -= skip;
-        (skip < u64::from(r.blocks)).then_some((r.lba + skip, u64::from(r.blocks) - skip))
-    });
-    let mut copied = 0u64;
-    let mut cur: Option<(u64, u64)> = src.next();
-    'dst: for d in dst_ranges.iter().filter(|r| r.blocks > 0) {
-        let (mut dl, mut left) = (d.lba, u64::from(d.blocks));
-        while left > 0 {
-            let Some((sl, avail)) = cur else {
-                break 'dst;
-            };
-            let n = left.min(avail);
-            chunks(&source, Lba(sl), lu, Lba(dl), n, nexus, Order::SHARED)?;
-            copied += n;
-            dl += n;
-            left -= n;
-            cur = if n == avail {
-                src.next()
-            } else {
-                Some((sl + n, avail - n))
-            };
+    let mut copy = || -> Result<u64, Stop> {
+        let mut src = held.ranges.iter().flat_map(|r| {
+            let skip = offset.min(u64::from(r.blocks));
+            offset -= skip;
+            (skip < u64::from(r.blocks)).then_some((r.lba + skip, u64::from(r.blocks) - skip))
+        });
+        let mut copied = 0u64;
+        let mut cur: Option<(u64, u64)> = src.next();
+        for d in dst_ranges.iter().filter(|r| r.blocks > 0) {
+            let (mut dl, mut left) = (d.lba, u64::from(d.blocks));
+            while left > 0 {
+                let Some((sl, avail)) = cur else {
+                    return Ok(copied);
+                };
+                let n = left.min(avail);
+                chunks(&source, Lba(sl), lu, Lba(dl), n, nexus, Order::SHARED)?;
+                copied += n;
+                dl += n;
+                left -= n;
+                cur = if n == avail {
+                    src.next()
+                } else {
+                    Some((sl + n, avail - n))
+                };
+            }
         }
-    }
+        Ok(copied)
+    };
+    let copied = match copy() {
+        Ok(n) => n,
+        Err(Stop::Check(s)) => {
+            // How it ended, for RECEIVE ROD TOKEN INFORMATION.
+            result(Some(s.clone()), 0);
+            return Err(Stop::Check(s));
+        }
+        Err(e) => return Err(e),
+    };
     if held.revoked() {
         // The source was written while it was read: what was written is not the token's.
         let s = Sense::new(SenseCode::TOKEN_REVOKED);

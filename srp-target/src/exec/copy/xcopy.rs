@@ -125,17 +125,14 @@ pub(crate) fn extended_copy(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, do
         return Err(SenseCode::OPERATION_IN_PROGRESS.into());
     }
     let Some(_permit) = lu.copy.permit() else {
+        // BUSY: the command did not run, so its list identifier is not in use.
         if tracked {
-            lu.copy_lists.finish(
-                n,
-                h.list_id,
-                ListState::Done {
-                    segments: 0,
-                    bytes: 0,
-                    failure: Some(Sense::new(SenseCode::ABORTED_COMMAND)),
-                },
-                hold,
-            );
+            let nothing = ListState::Done {
+                segments: 0,
+                bytes: 0,
+                failure: None,
+            };
+            lu.copy_lists.finish(n, h.list_id, nothing, false);
         }
         tracing::info!(lu = %lu.identity().unique_name(), "EXTENDED COPY answered BUSY: {} copies running", super::manager::TOTAL_CONCURRENT_COPIES);
         return Ok(CmdOutput {
@@ -197,19 +194,16 @@ fn resolve<'a>(
     }
     let d = cscds.get(usize::from(id)).ok_or_else(not_reachable)?;
     // A designator of the logical unit: binary NAA, association 00b.
-    let naa = d.code_set == 1 && d.association == 0 && d.designator_type == 3;
-    if !naa {
-        return Err(not_reachable());
-    }
+    let naa = d.lu_naa().ok_or_else(not_reachable)?;
     if d.device_type != 0 {
         return Err(SenseCode::INCORRECT_COPY_TARGET_DEVICE_TYPE.into());
     }
-    let unit = if d.designator() == lu.identity().naa().as_slice() {
+    let unit = if naa == lu.identity().naa().as_slice() {
         Unit::This(lu)
     } else {
         Unit::Other(
             lu.copy
-                .resolve(nexus.port.relative_port, d.designator())
+                .resolve(nexus.port.relative_port, naa)
                 .ok_or_else(not_reachable)?,
         )
     };
