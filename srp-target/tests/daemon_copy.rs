@@ -8,7 +8,10 @@
 mod common;
 mod host;
 
-use common::{TempDir, be32, designators, inquiry, pattern, read10, write10};
+use common::{
+    TempDir, be32, copy_out_cdb, cscd, designators, inquiry, pattern, populate_token_list, read10,
+    write_using_token_list, write10,
+};
 use host::node::{Form, Node};
 use scsi::{SenseCode, Status};
 use srp_target::config::TargetConfig;
@@ -80,17 +83,6 @@ fn naa(n: &mut Node, lun: u32) -> [u8; 16] {
         .find(|(_, t, v)| t & 0x3f == 0x03 && v.len() == 16)
         .expect("NAA designator");
     d.2.try_into().expect("16 bytes")
-}
-
-fn cscd(naa: &[u8; 16], bs: u32) -> Vec<u8> {
-    let mut d = vec![0u8; 32];
-    d[0] = 0xe4;
-    d[4] = 0x01;
-    d[5] = 0x03;
-    d[7] = 16;
-    d[8..24].copy_from_slice(naa);
-    d[29..32].copy_from_slice(&bs.to_be_bytes()[1..]);
-    d
 }
 
 fn segment(src: u16, dst: u16, blocks: u16, sl: u64, dl: u64) -> Vec<u8> {
@@ -387,22 +379,8 @@ fn extended_copy_within_and_across_lus() {
 
 /// POPULATE TOKEN of `ranges` as list `id`.
 fn populate(n: &mut Node, lun: u32, id: u32, timeout: u32, ranges: &[(u64, u32)]) -> Vec<u8> {
-    let mut p = vec![0u8; 16];
-    p[4..8].copy_from_slice(&timeout.to_be_bytes());
-    p[14..16].copy_from_slice(&((ranges.len() * 16) as u16).to_be_bytes());
-    for &(lba, blocks) in ranges {
-        p.extend(lba.to_be_bytes());
-        p.extend(blocks.to_be_bytes());
-        p.extend([0; 4]);
-    }
-    let len = (p.len() - 2) as u16;
-    p[..2].copy_from_slice(&len.to_be_bytes());
-    let mut c = [0u8; 16];
-    c[0] = 0x83;
-    c[1] = 0x10;
-    c[6..10].copy_from_slice(&id.to_be_bytes());
-    c[10..14].copy_from_slice(&(p.len() as u32).to_be_bytes());
-    n.good(lun, &c, &p, 0);
+    let p = populate_token_list(timeout, ranges);
+    n.good(lun, &copy_out_cdb(0x10, id, p.len()), &p, 0);
     // The token, from RECEIVE ROD TOKEN INFORMATION.
     let info = n.good(lun, &copy_in(0x07, id, 1024), &[], 1024);
     assert_eq!(
@@ -426,25 +404,8 @@ fn wut(
     offset: u64,
     ranges: &[(u64, u32)],
 ) -> ([u8; 16], Vec<u8>) {
-    let mut p = vec![0u8; 16];
-    p[2] = if del { 0x02 } else { 0 };
-    p[8..16].copy_from_slice(&offset.to_be_bytes());
-    p.extend_from_slice(token);
-    p.extend([0; 6]);
-    p.extend(((ranges.len() * 16) as u16).to_be_bytes());
-    for &(lba, blocks) in ranges {
-        p.extend(lba.to_be_bytes());
-        p.extend(blocks.to_be_bytes());
-        p.extend([0; 4]);
-    }
-    let len = (p.len() - 2) as u16;
-    p[..2].copy_from_slice(&len.to_be_bytes());
-    let mut c = [0u8; 16];
-    c[0] = 0x83;
-    c[1] = 0x11;
-    c[6..10].copy_from_slice(&id.to_be_bytes());
-    c[10..14].copy_from_slice(&(p.len() as u32).to_be_bytes());
-    (c, p)
+    let p = write_using_token_list(del, offset, token, ranges);
+    (copy_out_cdb(0x11, id, p.len()), p)
 }
 
 #[test]

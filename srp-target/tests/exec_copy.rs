@@ -41,13 +41,7 @@ fn xcopy_self(naa: &[u8; 16]) -> ([u8; 16], Vec<u8>) {
     list[1] = 0x18; // LIST ID USAGE 11b
     list[3] = 32;
     list[11] = 28;
-    let mut d = vec![0u8; 32];
-    d[0] = 0xe4;
-    d[4] = 1;
-    d[5] = 3;
-    d[7] = 16;
-    d[8..24].copy_from_slice(naa);
-    list.extend(d);
+    list.extend(common::cscd(naa, 0));
     let mut s = vec![0u8; 28];
     s[0] = 0x02;
     s[3] = 0x18;
@@ -125,15 +119,8 @@ fn extended_copy_racing_a_writer_copies_one_generation() {
 }
 
 fn populate(lu: &srp_target::LogicalUnit, id: u8) -> Vec<u8> {
-    let mut p = vec![0u8; 32];
-    p[1] = 30;
-    p[15] = 16;
-    p[24..28].copy_from_slice(&SRC_BLOCKS.to_be_bytes());
-    let mut c = [0u8; 16];
-    c[0] = 0x83;
-    c[1] = 0x10;
-    c[9] = id;
-    c[13] = 32;
+    let p = common::populate_token_list(0, &[(0, SRC_BLOCKS)]);
+    let c = common::copy_out_cdb(0x10, id.into(), p.len());
     let (out, _) = run(lu, &c, &p);
     assert_eq!(out.status, Status::Good, "{out:?}");
     let mut rrti = [0u8; 16];
@@ -148,20 +135,8 @@ fn populate(lu: &srp_target::LogicalUnit, id: u8) -> Vec<u8> {
 }
 
 fn use_token(lu: &srp_target::LogicalUnit, token: &[u8]) -> srp_target::CmdOutput {
-    let mut p = vec![0u8; 16];
-    p[2] = 0x02; // DEL_TKN
-    p.extend_from_slice(token);
-    p.extend([0; 6]);
-    p.extend(16u16.to_be_bytes());
-    p.extend(DST.to_be_bytes());
-    p.extend(SRC_BLOCKS.to_be_bytes());
-    p.extend([0; 4]);
-    let len = (p.len() - 2) as u16;
-    p[..2].copy_from_slice(&len.to_be_bytes());
-    let mut c = [0u8; 16];
-    c[0] = 0x83;
-    c[1] = 0x11;
-    c[12..14].copy_from_slice(&(p.len() as u16).to_be_bytes());
+    let p = common::write_using_token_list(true, 0, token, &[(DST, SRC_BLOCKS)]);
+    let c = common::copy_out_cdb(0x11, 0, p.len());
     run(lu, &c, &p).0
 }
 

@@ -329,3 +329,64 @@ impl srp_target::Backend for ByteRam {
         self.0.unmap(lba, blocks)
     }
 }
+
+/// An Identification CSCD descriptor (E4h) naming a LU by its NAA designator, written out
+/// byte by byte (independent of the target's own encoder).
+pub fn cscd(naa: &[u8; 16], block_len: u32) -> Vec<u8> {
+    let mut d = vec![0u8; 32];
+    d[0] = 0xe4;
+    d[4] = 0x01; // binary
+    d[5] = 0x03; // LU association, NAA
+    d[7] = 16;
+    d[8..24].copy_from_slice(naa);
+    d[29..32].copy_from_slice(&block_len.to_be_bytes()[1..]);
+    d
+}
+
+/// A THIRD-PARTY COPY OUT CDB: service action `sa`, LIST IDENTIFIER `list_id` (bytes 6..=9),
+/// PARAMETER LIST LENGTH `len`.
+pub fn copy_out_cdb(sa: u8, list_id: u32, len: usize) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = 0x83;
+    c[1] = sa;
+    c[6..10].copy_from_slice(&list_id.to_be_bytes());
+    c[10..14].copy_from_slice(&(len as u32).to_be_bytes());
+    c
+}
+
+/// A token parameter list: `head` (the header, its lengths filled in here), then block
+/// device range descriptors of (LBA, blocks).
+fn token_list(mut head: Vec<u8>, ranges: &[(u64, u32)]) -> Vec<u8> {
+    let at = head.len() - 2;
+    head[at..].copy_from_slice(&((ranges.len() * 16) as u16).to_be_bytes());
+    for &(lba, blocks) in ranges {
+        head.extend(lba.to_be_bytes());
+        head.extend(blocks.to_be_bytes());
+        head.extend([0; 4]);
+    }
+    let len = (head.len() - 2) as u16;
+    head[..2].copy_from_slice(&len.to_be_bytes());
+    head
+}
+
+/// A POPULATE TOKEN parameter list with INACTIVITY TIMEOUT `timeout` seconds.
+pub fn populate_token_list(timeout: u32, ranges: &[(u64, u32)]) -> Vec<u8> {
+    let mut p = vec![0u8; 16];
+    p[4..8].copy_from_slice(&timeout.to_be_bytes());
+    token_list(p, ranges)
+}
+
+/// A WRITE USING TOKEN parameter list: `token` from `offset` blocks on, DEL_TKN `del`.
+pub fn write_using_token_list(
+    del: bool,
+    offset: u64,
+    token: &[u8],
+    ranges: &[(u64, u32)],
+) -> Vec<u8> {
+    let mut p = vec![0u8; 16];
+    p[2] = if del { 0x02 } else { 0 };
+    p[8..16].copy_from_slice(&offset.to_be_bytes());
+    p.extend_from_slice(token);
+    p.extend([0; 8]);
+    token_list(p, ranges)
+}
