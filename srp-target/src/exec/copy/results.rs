@@ -67,14 +67,19 @@ impl CopyLists {
     /// Records how list `id` of `n` ended; `hold`: keep it for RECEIVE COPY STATUS (LIST
     /// ID USAGE 00b), else forget it.
     pub(crate) fn finish(&self, n: ItNexus, id: u8, state: ListState, hold: bool) {
-        let mut l = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if !hold {
-            l.retain(|(k, _)| *k != (n, id));
-            return;
+            return self.forget(n, id);
         }
+        let mut l = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, s)) = l.iter_mut().find(|(k, _)| *k == (n, id)) {
             *s = state;
         }
+    }
+
+    /// Forgets list `id` of `n`.
+    pub(crate) fn forget(&self, n: ItNexus, id: u8) {
+        let mut l = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        l.retain(|(k, _)| *k != (n, id));
     }
 
     fn get(&self, n: ItNexus, id: u8) -> Option<ListState> {

@@ -127,12 +127,7 @@ pub(crate) fn extended_copy(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, do
     let Some(_permit) = lu.copy.permit() else {
         // BUSY: the command did not run, so its list identifier is not in use.
         if tracked {
-            let nothing = ListState::Done {
-                segments: 0,
-                bytes: 0,
-                failure: None,
-            };
-            lu.copy_lists.finish(n, h.list_id, nothing, false);
+            lu.copy_lists.forget(n, h.list_id);
         }
         tracing::info!(lu = %lu.identity().unique_name(), "EXTENDED COPY answered BUSY: {} copies running", super::manager::TOTAL_CONCURRENT_COPIES);
         return Ok(CmdOutput {
