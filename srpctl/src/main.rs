@@ -1,14 +1,19 @@
 //! `srpctl`: the operator's command line for the SRP storage stack.
 //!
 //! Today: `decode` (any SRP IU, RDMA-CM login, CDB, sense data or MAD, field by field),
-//! `demo` (a target and a host on loopback, I/O verified through both paths; `--wire`: every
-//! message of discovery, login and I/O encoded, decoded and checked), `target check` (validate
-//! a target configuration and show what it exports), `target run` (the target daemon),
-//! `target iocs|ports|luns|sessions` and `target ioc|port` (a running target's control
-//! socket), `host run|check` (the host daemon), `login|logout|sessions|disks|paths`,
-//! `policy set` and `path fail|restore` (a running host's control socket), `drill failover`
-//! (a verifying workload through a fault on one path), `discover` (a portal's IOCs, as
-//! ibsrpdm), `bench hca`, `bench disk`, `bench copy`.
+//! `demo` (a real target daemon and host daemon on loopback, in process: one LUN behind two
+//! IOCs, one multipath disk over two paths, I/O verified over both paths and through each
+//! alone; `--wire`: the message-by-message walk-through, every message of discovery, login
+//! and I/O encoded, decoded and checked), `target check` (validate a target configuration
+//! and show what it exports), `target run` (the target daemon), `target
+//! iocs|ports|luns|sessions` and `target ioc|port|lun` (a running target's control socket),
+//! `host run|check` (the host daemon),
+//! `login|logout|persistent|sessions|targets|portals|disks|paths`, `policy set` and `path
+//! fail|restore` (a running host's control socket), `drill failover` (a verifying workload
+//! through a fault on one path), `discover` (a portal's IOCs, as ibsrpdm), `bench hca`,
+//! `bench disk`, `bench copy`, `man` and `completions` (manual pages and shell completion
+//! scripts from these definitions). The daemons' log: [`log`] (`SRPCTL_LOG`,
+//! `SRPCTL_LOG_FORMAT`).
 
 /// `println!` for what a daemon reports while it runs: a stdout that was closed (a reader
 /// that went away, `| head`) loses the line instead of killing the daemon with EPIPE.
@@ -33,11 +38,12 @@ mod hex;
 mod host;
 mod host_ctl;
 mod log;
+mod man;
 mod target;
 mod target_ctl;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// Command line for the SRP (SCSI RDMA Protocol) target, initiator and multipath stack.
@@ -64,18 +70,31 @@ enum Command {
         #[arg(long, default_value_t = srp::wire::cmd::DEFAULT_IMM_DATA_OFFSET)]
         imm_offset: u16,
     },
-    /// Build the discovery, login and I/O messages of a host and a target on embedded
-    /// defaults; encode, decode and re-encode each one and check every byte.
+    /// Run a real SRP target and host on loopback, with I/O verified over two paths.
+    ///
+    /// In this process, on embedded defaults: a target daemon serves a 64 MiB file-backed
+    /// LUN through two IOCs (127.0.200.1 and 127.0.200.4); a host daemon sweeps both portals
+    /// over Device Management and logs in to each from its own address: one multipath disk
+    /// over two paths. 8 MiB are written through the disk (its FUSE block file when run as
+    /// root with /dev/fuse, else the disk in process), flushed and read back round robin
+    /// over both paths, then read again through each path alone (the other one
+    /// administratively failed); the target's backing file must hold the same bytes. Exits
+    /// non-zero on any mismatch or error; everything lives in a temporary directory removed
+    /// at the end.
+    ///
+    /// With --wire: the message-by-message walk-through instead, every message of
+    /// discovery, login and I/O built, encoded, decoded and re-encoded, byte for byte
+    /// checked (nothing crosses a fabric).
     Demo {
-        /// Instead, walk through every message of discovery, login and I/O at the wire
-        /// level: built, encoded, decoded and checked byte for byte.
+        /// Instead of the live run, walk through every message of discovery, login and I/O
+        /// at the wire level: built, encoded, decoded and checked byte for byte.
         #[arg(long)]
         wire: bool,
         /// With --wire: also print every message as a hex dump.
         #[arg(long, requires = "wire")]
         dump: bool,
     },
-    /// The SRP host daemon.
+    /// The SRP host daemon: run it, or check its configuration.
     Host {
         #[command(subcommand)]
         what: HostWhat,
@@ -118,7 +137,8 @@ enum Command {
         #[command(subcommand)]
         what: drill::Drill,
     },
-    /// The SRP target appliance.
+    /// The SRP target appliance: check or run a configuration; a running target's lists
+    /// and switches (its control socket).
     Target {
         #[command(subcommand)]
         what: TargetWhat,
@@ -138,13 +158,32 @@ enum Command {
         #[arg(long)]
         no_gso: bool,
     },
+    /// Write the manual pages: srpctl.1 and one page per subcommand, nested ones too
+    /// (srpctl-target-run.1), as git and cargo name theirs.
+    Man {
+        /// The directory to write them into (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Print the shell completion script for SHELL, or write it into a directory.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+        /// Write the script into this directory, under the name the shell looks for
+        /// (srpctl.bash, _srpctl, srpctl.fish, srpctl.elv, _srpctl.ps1), instead of printing it.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 /// `srpctl host …`.
 #[derive(Subcommand, Debug)]
 enum HostWhat {
-    /// Run the host daemon in the foreground: sweep the portals, log in, expose every LUN
-    /// as a block file, serve the control socket; stop on SIGINT/SIGTERM.
+    /// Run the host daemon in the foreground: sweep the portals (again every sweep
+    /// interval), log in, expose every logical unit as one block file over all its paths,
+    /// serve the control socket; on SIGINT/SIGTERM remove the block files, log out and
+    /// stop.
     Run {
         /// The host configuration (host.toml).
         #[arg(short, long)]
@@ -168,10 +207,13 @@ enum TargetWhat {
         #[arg(short, long)]
         config: PathBuf,
     },
-    /// Run the target: open every LUN, bind every port, serve logins (IB CM to each IOC's
-    /// service ID, RDMA-CM to `--rdma-cm-port`) until SIGINT or SIGTERM, then send
-    /// T_LOGOUT and DREQ to every channel and exit. Logins, rejects and logouts are logged
-    /// to stderr with their reasons.
+    /// Run the target daemon in the foreground: serve logins and the control socket until
+    /// SIGINT or SIGTERM.
+    ///
+    /// Opens every LUN, binds every port, answers Device Management queries, serves logins
+    /// (IB CM to each IOC's service ID, RDMA-CM to `--rdma-cm-port`) and the control
+    /// socket; on SIGINT or SIGTERM sends SRP_T_LOGOUT and a DREQ on every channel and
+    /// exits. Logins, rejects and logouts are logged to stderr with their reasons.
     Run {
         /// The configuration file (see docs/target.md).
         #[arg(short, long)]
@@ -194,9 +236,9 @@ enum TargetWhat {
     /// A running target's sessions: IOC, port, initiator, login form, in flight,
     /// per-session counters.
     Sessions(CtlArgs),
-    /// Enable or disable an IOC at run time. Disabled, it refuses logins and its sessions
-    /// get SRP_T_LOGOUT then a DREQ (or, with --drop, end without a word, as if the
-    /// controller died).
+    /// Enable or disable an IOC at run time. Disabled, it refuses logins, drops out of
+    /// discovery, and its sessions get SRP_T_LOGOUT then a DREQ (or, with --drop, end
+    /// without a word, as if the controller died).
     Ioc {
         #[command(subcommand)]
         what: IocSwitch,
@@ -228,7 +270,8 @@ enum LunSwitch {
 /// Which target's control socket.
 #[derive(clap::Args, Debug, Clone)]
 struct CtlSocket {
-    /// The control socket's path.
+    /// The control socket's path (default: the one --config names, else
+    /// /run/srp-target/target.sock, an unnamed target's).
     #[arg(short, long, conflicts_with = "config")]
     socket: Option<PathBuf>,
     /// The target's configuration file: its `[target] control_socket`.
@@ -326,7 +369,8 @@ fn target_command(what: TargetWhat) -> Result<()> {
 #[derive(Subcommand, Debug)]
 enum BenchWhat {
     /// Soft HCA: RDMA WRITE/READ bandwidth and SEND ping-pong latency between two
-    /// processes on loopback, next to iperf3 TCP on loopback.
+    /// processes on loopback, next to iperf3 TCP on loopback, and the SRP-shaped transport
+    /// ceiling at `bench disk`'s three points.
     Hca {
         /// Seconds per measured point.
         #[arg(long, default_value_t = 2.0)]
@@ -366,12 +410,14 @@ enum BenchWhat {
         backend_file: Option<std::path::PathBuf>,
     },
     /// Block I/O at library level: a target daemon with a /dev/shm file LUN and the SRP
-    /// miniport's port driven directly, in process: 4k random read QD32 (IOPS), 128k
-    /// sequential read QD32 (MiB/s), 4k QD1 latency; medians of interleaved rounds (peers:
+    /// initiator's port driven directly, in process (the StorPort miniport, or with
+    /// --driver the iSCSI-model driver): 4k random read at --depth (IOPS), 128k sequential
+    /// read at --depth (MiB/s), 4k QD1 latency; medians of interleaved rounds (peers:
     /// scripts/bench-disk.sh).
     Disk(bench::disk::Options),
-    /// Copy offload: 1 GiB copied within a LU by EXTENDED COPY and by ODX tokens, next to
-    /// the same copy by the initiator's READ and WRITE, in one run (medians of rounds).
+    /// Copy offload: --size-mib (1 GiB) copied within a LU by EXTENDED COPY and by ODX
+    /// tokens, next to the same copy by the initiator's READ and WRITE, in one run, each
+    /// copy checked against its source (medians of rounds).
     Copy(bench::copy::Options),
 }
 
@@ -467,13 +513,24 @@ fn main() -> Result<()> {
             bench::copy::run(&o)
         }
         Command::BenchPeer { addr, no_gso } => bench::peer::run(addr, 64 << 20, !no_gso),
+        Command::Man { out } => {
+            for page in man::write_pages(Cli::command(), &out)? {
+                println!("{}", page.display());
+            }
+            Ok(())
+        }
+        Command::Completions { shell, out } => {
+            if let Some(path) = man::completions(Cli::command(), shell, out.as_deref())? {
+                println!("{}", path.display());
+            }
+            Ok(())
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn cli_definition_is_consistent() {
