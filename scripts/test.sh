@@ -23,9 +23,10 @@ if ! command -v tshark >/dev/null 2>&1 || ! command -v dumpcap >/dev/null 2>&1; 
 fi
 
 # The host's block-file, ext4 and multipath tests: loop devices and e2fsprogs (losetup,
-# mkfs.ext4, e2fsck), network namespaces (ip from iproute2, nsenter from util-linux).
+# mkfs.ext4, e2fsck), network namespaces (ip from iproute2, nsenter from util-linux), ping
+# (iputils-ping: the multipath netem test checks each link carries pings before I/O).
 missing=()
-for pair in ip:iproute2 nsenter:util-linux losetup:mount mkfs.ext4:e2fsprogs e2fsck:e2fsprogs; do
+for pair in ip:iproute2 nsenter:util-linux losetup:mount mkfs.ext4:e2fsprogs e2fsck:e2fsprogs ping:iputils-ping; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair##*:}")
 done
 if [[ ${#missing[@]} -gt 0 ]]; then

@@ -271,3 +271,20 @@ fn service_messages_reach_the_daemons_own_service() {
         Vec::<u8>::new()
     );
 }
+
+/// Stopping a server never depends on its socket file: removed first (an operator's `rm`,
+/// its directory cleaned before the daemon stopped), the server still stops at once.
+#[test]
+fn a_server_whose_socket_file_is_gone_still_stops() {
+    let dir = TempDir::new();
+    let path = dir.0.join("gone.sock");
+    let server = CtlServer::bind(&path, Arc::new(Echo)).expect("bind");
+    std::fs::remove_file(&path).expect("remove the socket file");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(server);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(5))
+        .expect("the server stopped without its socket file");
+}

@@ -32,8 +32,10 @@
 //!   CM listeners for both login forms, a DM agent, a [`io::ChannelIo`] per accepted login,
 //!   T_LOGOUT and DREQ on shutdown.
 //! - [`control`]: what an operator asks a running daemon (IOCs, ports, LUNs, sessions and
-//!   their counters; IOCs and ports switched at run time), in process and on the control
-//!   socket.
+//!   their counters; IOCs and ports switched at run time; the running configuration and its
+//!   reload), in process and on the control socket (JSON bodies, as the host daemon's).
+//! - [`reload`]: a changed configuration applied live: the plan of changes, or every change
+//!   that takes a restart with its reason.
 //! - [`exec`]: [`exec::LogicalUnit`] and the command handlers: `inquiry`, `io`,
 //!   `provisioning`, `mode`, `report`, `pr` (persistent reservations per I_T nexus).
 //!
@@ -55,6 +57,7 @@ pub mod exec;
 pub mod io;
 pub mod login;
 pub mod lu;
+pub mod reload;
 pub mod state;
 pub mod writelog;
 

@@ -194,7 +194,7 @@ fn capacity_modes_and_reports(r: &mut Rig) {
         assert_eq!(d.len(), 32);
         assert_eq!(
             u64::from_be_bytes(d[..8].try_into().expect("8")),
-            last.into()
+            u64::from(last)
         );
         assert_eq!(be32(&d[8..]), bs);
     }

@@ -3,8 +3,10 @@
 //!
 //! Contract:
 //! - Messages are a 24-byte [`wire::CtlHeader`] (magic "SRPC", version, opcode, body length,
-//!   request id) and a fixed-layout big-endian body ([`wire`]); nothing on the wire depends
-//!   on the word size. Unix stream sockets carry them, one reply per request, in order.
+//!   request id) and a body: fixed-layout big-endian for the protocol's own messages
+//!   ([`wire`]; nothing on the wire depends on the word size), JSON for a daemon's service
+//!   messages ([`json`]: the target's and the host's alike, one format, paged lists). Unix
+//!   stream sockets carry them, one reply per request, in order.
 //! - A daemon runs one **generic** socket ([`CaDirectory`]: Hello, ListCas, OpenCa) and a
 //!   socket per CA ([`CaSocket`]: Hello, QueryCa, QueryPort). OpenCa on the generic socket
 //!   answers a [`wire::Redirect`] to the CA's socket; [`CtlClient::open_ca`] follows it.
@@ -18,7 +20,7 @@
 //!   every connection (root, the daemon's user, the group's members), and connections are
 //!   bounded; a refused one gets an error reply (PermissionDenied, Busy) and is closed.
 //!
-//! Modules: [`wire`] (formats), [`frame`] (typed requests and replies, framing on a
+//! Modules: [`wire`] (formats), [`json`] (service bodies), [`frame`] (typed requests and replies, framing on a
 //! stream), [`server`] and [`client`].
 
 // The formats ([`wire`], [`frame`]) are portable; the server and the client are Unix stream
@@ -27,6 +29,7 @@
 #[cfg(target_os = "linux")]
 pub mod client;
 pub mod frame;
+pub mod json;
 #[cfg(target_os = "linux")]
 pub mod server;
 pub mod wire;

@@ -197,6 +197,9 @@ pub struct CtlServer {
     stop: Arc<AtomicBool>,
     counters: Arc<Counters>,
     acceptor: Option<JoinHandle<()>>,
+    /// The listening socket, shared with the acceptor: shut down to wake it, so stopping
+    /// never depends on the socket file still being there to connect to.
+    waker: Option<std::os::unix::net::UnixListener>,
 }
 
 impl CtlServer {
@@ -214,6 +217,7 @@ impl CtlServer {
     ) -> io::Result<CtlServer> {
         let path = path.as_ref().to_path_buf();
         let listener = bind_private(&path, access.group)?;
+        let waker = listener.try_clone().ok();
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let (s, c, shown) = (stop.clone(), counters.clone(), path.clone());
@@ -234,6 +238,7 @@ impl CtlServer {
             stop,
             counters,
             acceptor: Some(acceptor),
+            waker,
         })
     }
 
@@ -256,7 +261,15 @@ impl CtlServer {
 impl Drop for CtlServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        // Wake the acceptor; it sees the flag.
+        // Wake the acceptor; it sees the flag. Shutting the listening socket down makes its
+        // accept fail at once, even if the socket file was removed (an operator's `rm`, a
+        // temporary directory cleaned first); a connection wakes it where that is not so.
+        if let Some(l) = &self.waker {
+            let _ = nix::sys::socket::shutdown(
+                std::os::fd::AsRawFd::as_raw_fd(l),
+                nix::sys::socket::Shutdown::Both,
+            );
+        }
         let _ = UnixStream::connect(&self.path);
         if let Some(t) = self.acceptor.take() {
             let _ = t.join();

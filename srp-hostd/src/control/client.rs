@@ -1,38 +1,29 @@
 //! [`HostClient`]: srpctl's side of the host daemon's control socket. Blocking; lists are
-//! fetched page by page until an empty page.
+//! fetched page by page until an empty page ([`CtlClient::list_json`]).
 //!
-//! It speaks the access layer's framing ([`access_layer::ctl::frame`]) itself rather than
-//! through [`access_layer::ctl::CtlClient`], whose replies must come within 5 s: a login
-//! (a Device Management sweep, then a login and a LUN scan per IOC) may take longer, so
-//! LOGIN and LOGOUT wait up to [`SLOW_REPLY`], and so does SET_PATH (returning a path to
-//! service verifies it first: a TEST UNIT READY bounded by the command timeout).
+//! A list (and the connection's version negotiation) is answered within
+//! [`access_layer::ctl::client::REPLY_TIMEOUT`]; LOGIN and LOGOUT wait up to
+//! [`SLOW_REPLY`] (a Device Management sweep, then a login and a LUN scan per IOC), and so
+//! does SET_PATH (returning a path to service verifies it first: a TEST UNIT READY bounded
+//! by the command timeout).
 
 use super::model::{
     DiskInfo, HostAnswer, HostControlError, HostRequest, LoginSpec, PortalInfo, SessionInfo,
     TargetInfo,
 };
 use super::wire::{decode_answer, encode_request};
-use access_layer::ctl::frame::{ReadError, read_message, write_message};
-use access_layer::ctl::wire::{Hello, REPLY_BIT, VERSION_MAX, VERSION_MIN};
-use access_layer::ctl::{CtlError, Reply, Request};
-use std::io;
-use std::os::unix::net::UnixStream;
+use access_layer::ctl::client::REPLY_TIMEOUT as REPLY;
+use access_layer::ctl::{CtlClient, CtlError};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How long a list (and the connection's version negotiation) may take.
-const REPLY: Duration = Duration::from_secs(5);
 /// How long a login, a logout or a path switch may take.
 pub const SLOW_REPLY: Duration = Duration::from_secs(180);
-/// How often a wait looks at its deadline.
-const POLL: Duration = Duration::from_millis(200);
 
 /// A connection to a running host daemon's control socket.
 #[derive(Debug)]
 pub struct HostClient {
-    stream: UnixStream,
-    version: u16,
-    next_id: u64,
+    ctl: CtlClient,
 }
 
 /// Why a control request failed, in the operator's terms.
@@ -66,59 +57,12 @@ impl HostClient {
     /// Connects to the socket at `path` and negotiates the version.
     pub fn connect(path: impl AsRef<Path>) -> Result<HostClient, ClientError> {
         let path = path.as_ref();
-        HostClient::open(path).map_err(|error| ClientError::Connect {
-            path: path.to_path_buf(),
-            error,
-        })
-    }
-
-    fn open(path: &Path) -> Result<HostClient, CtlError> {
-        let stream = UnixStream::connect(path)?;
-        stream.set_read_timeout(Some(POLL))?;
-        stream.set_write_timeout(Some(REPLY))?;
-        let mut c = HostClient {
-            stream,
-            version: VERSION_MIN,
-            next_id: 1,
-        };
-        let hello = Request::Hello(Hello {
-            min_version: VERSION_MIN,
-            max_version: VERSION_MAX,
-        });
-        match c.exchange(&hello, REPLY)? {
-            Reply::Hello(h) => c.version = h.version,
-            other => return Err(CtlError::Unexpected(Box::new(other))),
-        }
-        Ok(c)
-    }
-
-    /// Sends `req` and waits up to `wait` for its reply (an error reply becomes
-    /// [`CtlError::Refused`]), as [`access_layer::ctl::CtlClient::call`] does.
-    fn exchange(&mut self, req: &Request, wait: Duration) -> Result<Reply, CtlError> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let (op, body) = req.encode()?;
-        if let Err(e) = write_message(&mut self.stream, self.version, id, op, &body) {
-            return Err(access_layer::ctl::refusal_or(&mut self.stream, e));
-        }
-        let deadline = Instant::now() + wait;
-        let give_up = || Instant::now() >= deadline;
-        let (h, body) = read_message(&mut self.stream, &give_up).map_err(|e| match e {
-            ReadError::Io(e) => CtlError::Io(e),
-            ReadError::Closed | ReadError::Truncated => CtlError::Closed,
-            ReadError::BadHeader(_) | ReadError::TooLarge(_) => CtlError::Io(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "bad reply header",
-            )),
-        })?;
-        match Reply::decode(&h, &body)? {
-            Reply::Error(e) => Err(CtlError::Refused(e)),
-            _ if h.request_id != id => Err(CtlError::Io(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "reply to another request",
-            ))),
-            reply => Ok(reply),
-        }
+        CtlClient::connect(path)
+            .map(|ctl| HostClient { ctl })
+            .map_err(|error| ClientError::Connect {
+                path: path.to_path_buf(),
+                error,
+            })
     }
 
     /// Sends `request` (for a list, its page from `start`) and returns the daemon's answer.
@@ -130,12 +74,10 @@ impl HostClient {
     ) -> Result<HostAnswer, ClientError> {
         let (opcode, body) =
             encode_request(request, start).map_err(|e| ClientError::BadReply(e.to_string()))?;
-        match self.exchange(&Request::Service { opcode, body }, wait)? {
-            Reply::Service { opcode: op, body } if op == opcode | REPLY_BIT => decode_answer(&body)
-                .map_err(|e| ClientError::BadReply(e.to_string()))?
-                .map_err(ClientError::Refused),
-            other => Err(CtlError::Unexpected(Box::new(other)).into()),
-        }
+        let reply = self.ctl.call_service_within(opcode, body, wait)?;
+        decode_answer(&reply)
+            .map_err(|e| ClientError::BadReply(e.to_string()))?
+            .map_err(ClientError::Refused)
     }
 
     /// Every entry of a list, page by page until an empty page.
@@ -144,15 +86,16 @@ impl HostClient {
         request: &HostRequest,
         entries: fn(HostAnswer) -> Result<Vec<T>, HostAnswer>,
     ) -> Result<Vec<T>, ClientError> {
-        let mut all = Vec::new();
-        loop {
-            let start = u32::try_from(all.len())
-                .map_err(|_| ClientError::BadReply("a list longer than 2^32".into()))?;
-            let page = entries(self.call(request, start, REPLY)?).map_err(|a| unexpected(&a))?;
-            if page.is_empty() {
-                return Ok(all);
-            }
-            all.extend(page);
+        let (opcode, _) =
+            encode_request(request, 0).map_err(|e| ClientError::BadReply(e.to_string()))?;
+        match self
+            .ctl
+            .list_json::<T, HostAnswer, HostControlError>(opcode, entries)
+        {
+            Ok(Ok(all)) => Ok(all),
+            Ok(Err(e)) => Err(ClientError::Refused(e)),
+            Err(CtlError::BadJson(why)) => Err(ClientError::BadReply(why)),
+            Err(e) => Err(e.into()),
         }
     }
 

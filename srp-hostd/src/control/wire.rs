@@ -1,6 +1,7 @@
 //! The host's control messages on the socket: service messages of the access layer's
 //! control protocol ([`access_layer::ctl`]: "SRPC" header, version negotiation, error
-//! replies), whose bodies are JSON (serde_json, compact) of the [`super::model`] types.
+//! replies), whose bodies are JSON of the [`super::model`] types — the one service body
+//! format of both daemons ([`access_layer::ctl::json`]: replies, paging, fitting).
 //!
 //! | opcode              | request body                                           | reply body (opcode \| bit 15) |
 //! |---------------------|--------------------------------------------------------|-------------------------------|
@@ -31,7 +32,9 @@
 //!   that change something, that it was carried out.
 
 use super::model::{HostAnswer, HostControlError, HostRequest, LoginSpec};
-use access_layer::ctl::wire::{CtlStatus, MAX_BODY};
+pub use access_layer::ctl::json::ListPage;
+use access_layer::ctl::json::{fit_reply, page, parse_body, parse_reply, to_json};
+use access_layer::ctl::wire::CtlStatus;
 use serde::{Deserialize, Serialize};
 
 /// List the sessions ([`ListPage`] → a page of `HostAnswer::Sessions`).
@@ -63,13 +66,6 @@ pub const PORTALS: u16 = 0x030a;
 pub struct Forget {
     /// The persistent login's index.
     pub index: u32,
-}
-
-/// The body of a list request: entries from `start` on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ListPage {
-    /// Index of the first entry wanted.
-    pub start: u32,
 }
 
 /// The body of a LOGOUT request.
@@ -106,40 +102,36 @@ pub fn encode_request(
     start: u32,
 ) -> Result<(u16, Vec<u8>), serde_json::Error> {
     Ok(match request {
-        HostRequest::Sessions => (SESSIONS, serde_json::to_vec(&ListPage { start })?),
-        HostRequest::Disks => (DISKS, serde_json::to_vec(&ListPage { start })?),
-        HostRequest::Login(spec) => (LOGIN, serde_json::to_vec(spec)?),
-        HostRequest::Logout { session } => {
-            (LOGOUT, serde_json::to_vec(&Logout { session: *session })?)
-        }
+        HostRequest::Sessions => (SESSIONS, body(&ListPage { start })?),
+        HostRequest::Disks => (DISKS, body(&ListPage { start })?),
+        HostRequest::Login(spec) => (LOGIN, body(spec)?),
+        HostRequest::Logout { session } => (LOGOUT, body(&Logout { session: *session })?),
         HostRequest::SetPolicy { disk, policy } => (
             SET_POLICY,
-            serde_json::to_vec(&SetPolicy {
+            body(&SetPolicy {
                 disk: disk.clone(),
                 policy: policy.clone(),
             })?,
         ),
         HostRequest::SetPath { session, enabled } => (
             SET_PATH,
-            serde_json::to_vec(&SetPath {
+            body(&SetPath {
                 session: *session,
                 enabled: *enabled,
             })?,
         ),
-        HostRequest::PersistentLogins => (PERSISTENT, serde_json::to_vec(&ListPage { start })?),
-        HostRequest::RemovePersistent { index } => {
-            (FORGET, serde_json::to_vec(&Forget { index: *index })?)
-        }
-        HostRequest::Targets => (TARGETS, serde_json::to_vec(&ListPage { start })?),
-        HostRequest::Portals => (PORTALS, serde_json::to_vec(&ListPage { start })?),
+        HostRequest::PersistentLogins => (PERSISTENT, body(&ListPage { start })?),
+        HostRequest::RemovePersistent { index } => (FORGET, body(&Forget { index: *index })?),
+        HostRequest::Targets => (TARGETS, body(&ListPage { start })?),
+        HostRequest::Portals => (PORTALS, body(&ListPage { start })?),
     })
 }
 
 /// The request (and page start, 0 for the others) `opcode` and `body` carry, or the status
 /// to answer.
 pub fn decode_request(opcode: u16, body: &[u8]) -> Result<(HostRequest, u32), CtlStatus> {
-    fn json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, CtlStatus> {
-        serde_json::from_slice(body).map_err(|_| CtlStatus::Malformed)
+    fn json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, CtlStatus> {
+        parse_body(body)
     }
     Ok(match opcode {
         SESSIONS => (HostRequest::Sessions, json::<ListPage>(body)?.start),
@@ -169,84 +161,46 @@ pub fn decode_request(opcode: u16, body: &[u8]) -> Result<(HostRequest, u32), Ct
 }
 
 /// The reply body for `answer`: a list cut to its page from `start`, and anything still
-/// over [`MAX_BODY`] replaced by an error saying so. Never longer than [`MAX_BODY`].
+/// over the body limit replaced by an error saying so ([`fit_reply`]).
 pub fn encode_answer(answer: Answer, start: u32) -> Vec<u8> {
+    fn cut<T: Serialize>(
+        all: Vec<T>,
+        start: u32,
+        wrap: fn(Vec<T>) -> HostAnswer,
+        what: &str,
+    ) -> Answer {
+        page::<_, _, HostControlError>(all, start, wrap, what).map_err(HostControlError::Failed)
+    }
     let answer = match answer {
-        Ok(HostAnswer::Sessions(v)) => page(v, start, HostAnswer::Sessions, "session"),
-        Ok(HostAnswer::Disks(v)) => page(v, start, HostAnswer::Disks, "disk"),
-        Ok(HostAnswer::Persistent(v)) => page(v, start, HostAnswer::Persistent, "persistent login"),
-        Ok(HostAnswer::Targets(v)) => page(v, start, HostAnswer::Targets, "target"),
-        Ok(HostAnswer::Portals(v)) => page(v, start, HostAnswer::Portals, "portal"),
+        Ok(HostAnswer::Sessions(v)) => cut(v, start, HostAnswer::Sessions, "session"),
+        Ok(HostAnswer::Disks(v)) => cut(v, start, HostAnswer::Disks, "disk"),
+        Ok(HostAnswer::Persistent(v)) => cut(v, start, HostAnswer::Persistent, "persistent login"),
+        Ok(HostAnswer::Targets(v)) => cut(v, start, HostAnswer::Targets, "target"),
+        Ok(HostAnswer::Portals(v)) => cut(v, start, HostAnswer::Portals, "portal"),
         other => other,
     };
-    let body = to_json(&answer);
-    if body.len() <= MAX_BODY as usize {
-        return body;
-    }
-    let why = match &answer {
-        Ok(_) => format!(
-            "the request was carried out, but its answer is {} bytes of JSON, more than a \
-             control socket message carries ({MAX_BODY}); `srpctl sessions`, `srpctl disks` \
-             and `srpctl paths` show the result",
-            body.len()
-        ),
-        // The daemon's own text, cut to fit even if every byte is escaped (`\u00XX`: 6).
-        Err(e) => {
-            let mut text = e.to_string();
-            let mut cut = (MAX_BODY as usize - 64) / 6;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-            text + "…"
-        }
-    };
-    to_json(&Err::<HostAnswer, _>(HostControlError::Failed(why)))
+    fit_reply(
+        answer,
+        HostControlError::Failed,
+        "`srpctl sessions`, `srpctl disks` and `srpctl paths` show the result",
+    )
 }
 
 /// The answer a reply body carries.
 pub fn decode_answer(body: &[u8]) -> Result<Answer, serde_json::Error> {
-    serde_json::from_slice(body)
+    parse_reply(body)
 }
 
-/// Compact JSON of a model value (whose serialization cannot fail: no maps, no floats).
-fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
-    serde_json::to_vec(value).unwrap_or_default()
-}
-
-/// The entries of `all` from `start` on that fit in one body with the answer around them;
-/// an error if the first of them does not fit alone.
-fn page<T: Serialize>(
-    all: Vec<T>,
-    start: u32,
-    wrap: fn(Vec<T>) -> HostAnswer,
-    what: &str,
-) -> Answer {
-    let empty = to_json(&Ok::<_, HostControlError>(wrap(Vec::new()))).len();
-    let budget = (MAX_BODY as usize).saturating_sub(empty);
-    let (mut used, mut entries) = (0usize, Vec::new());
-    for (index, entry) in all.into_iter().enumerate().skip(start as usize) {
-        // Compact JSON: entries joined by commas inside the brackets.
-        let len = to_json(&entry).len() + usize::from(!entries.is_empty());
-        if used.saturating_add(len) > budget {
-            if entries.is_empty() {
-                return Err(HostControlError::Failed(format!(
-                    "{what} entry {index} is {len} bytes of JSON, more than a control socket \
-                     message carries ({MAX_BODY})"
-                )));
-            }
-            break;
-        }
-        used += len;
-        entries.push(entry);
-    }
-    Ok(wrap(entries))
+/// Compact JSON of a request body.
+fn body<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+    Ok(to_json(value))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::control::model::{DiskInfo, PathInfo, SessionInfo};
+    use access_layer::ctl::wire::MAX_BODY;
     use std::net::{IpAddr, Ipv4Addr};
 
     fn path(i: u32, session: u32) -> PathInfo {

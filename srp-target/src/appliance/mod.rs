@@ -11,6 +11,7 @@
 pub mod error;
 pub mod geometry;
 pub mod limits;
+mod reconfigure;
 
 pub use error::{StartError, StartErrors};
 pub use limits::ChannelLimits;
@@ -77,6 +78,9 @@ pub struct Appliance {
     luns: BTreeMap<String, Arc<LogicalUnit>>,
     groups: Vec<TargetPortGroup>,
     limits: ChannelLimits,
+    /// The one copy manager of every LU (EXTENDED COPY between them, ODX tokens valid on
+    /// all); its export table follows the IOCs'.
+    copy: Arc<crate::exec::copy::CopyManager>,
 }
 
 fn open_backend(
@@ -206,7 +210,7 @@ impl Appliance {
             return Err(StartErrors(errors));
         }
         let mut groups = TargetPortGroup::one_per_ioc(n_iocs);
-        let iocs = config
+        let iocs: Vec<Ioc> = config
             .iocs
             .iter()
             .zip(0u16..)
@@ -215,29 +219,20 @@ impl Appliance {
                 if let Some(g) = groups.get_mut(usize::from(i)) {
                     g.state = c.alua;
                 }
-                // Validation guarantees every exported name is a configured LUN.
-                let exports: BTreeMap<Lun, Arc<LogicalUnit>> = c
-                    .exports
-                    .iter()
-                    .filter_map(|(lun, name)| Some((*lun, luns.get(name)?.clone())))
-                    .collect();
-                for (lun, lu) in &exports {
-                    copy.export(port.relative_port, *lun, lu);
-                }
-                Some(Ioc {
-                    config: c.clone(),
-                    port,
-                    enabled: AtomicBool::new(c.enabled),
-                    lun_list: exports.keys().copied().collect(),
-                    exports,
-                })
+                Some(reconfigure::ioc(c, port, &luns, c.enabled))
             })
             .collect();
+        copy.set_exports(iocs.iter().flat_map(|i| {
+            i.exports
+                .iter()
+                .map(move |(lun, lu)| (i.port.relative_port, *lun, lu))
+        }));
         Ok(Appliance {
             iocs,
             luns,
             groups,
             limits,
+            copy,
         })
     }
 

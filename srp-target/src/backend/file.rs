@@ -14,7 +14,7 @@ use scsi::{BlockCount, Lba};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Zero-fill chunk for the unmap fallback: 1 MiB.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
@@ -27,7 +27,8 @@ pub struct FileBackend {
     medium: Box<dyn Medium>,
     path: PathBuf,
     block_size: BlockSize,
-    blocks: u64,
+    /// The capacity; changes only by [`Backend::resize`] (a reload growing the LUN).
+    blocks: AtomicU64,
     /// Cleared after fallocate(PUNCH_HOLE) reports it is unsupported here.
     punch_hole: AtomicBool,
     /// A regular file on tmpfs: its I/O is memory copies.
@@ -125,7 +126,7 @@ impl FileBackend {
             medium: Box::new(FileMedium::new(file)),
             path: path.to_path_buf(),
             block_size,
-            blocks: size_bytes / bs,
+            blocks: AtomicU64::new(size_bytes / bs),
             punch_hole: AtomicBool::new(true),
             in_memory,
         })
@@ -141,7 +142,7 @@ impl FileBackend {
     pub fn record_writes(self, log: &Path) -> Result<FileBackend, crate::writelog::WriteLogError> {
         let header = crate::writelog::record::Header {
             block_size: self.block_size.bytes(),
-            size_bytes: self.blocks * u64::from(self.block_size.bytes()),
+            size_bytes: self.blocks() * u64::from(self.block_size.bytes()),
         };
         let recorded = crate::writelog::Recorded::open(self.medium, log, header)?;
         Ok(FileBackend {
@@ -193,11 +194,32 @@ impl Backend for FileBackend {
     }
 
     fn blocks(&self) -> u64 {
-        self.blocks
+        self.blocks.load(Ordering::Acquire)
+    }
+
+    fn resize(&self, blocks: u64) -> Result<(), BackendError> {
+        let bytes = blocks.saturating_mul(u64::from(self.block_size.bytes()));
+        if blocks == 0 {
+            return Err(BackendError::BadSize {
+                op: Op::Resize,
+                path: self.path.clone(),
+                size_bytes: bytes,
+                why: "not a positive whole number of blocks",
+            });
+        }
+        self.medium
+            .set_len(bytes)
+            .map_err(|source| BackendError::Io {
+                op: Op::Resize,
+                path: self.path.clone(),
+                source,
+            })?;
+        self.blocks.store(blocks, Ordering::Release);
+        Ok(())
     }
 
     fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError> {
-        let (bs, n) = (self.block_size, self.blocks);
+        let (bs, n) = (self.block_size, self.blocks());
         let offset = check_range(Op::Read, &self.path, bs, n, lba, buf.len())?;
         self.medium
             .read_at(buf, offset)
@@ -205,7 +227,7 @@ impl Backend for FileBackend {
     }
 
     fn write_at(&self, lba: Lba, buf: &[u8]) -> Result<(), BackendError> {
-        let (bs, n) = (self.block_size, self.blocks);
+        let (bs, n) = (self.block_size, self.blocks());
         let offset = check_range(Op::Write, &self.path, bs, n, lba, buf.len())?;
         self.medium
             .write_at(buf, offset)
@@ -213,7 +235,7 @@ impl Backend for FileBackend {
     }
 
     fn read_into(&self, lba: Lba, dst: super::MemSpan<'_>) -> Result<(), BackendError> {
-        let (bs, n) = (self.block_size, self.blocks);
+        let (bs, n) = (self.block_size, self.blocks());
         let offset = check_range(Op::Read, &self.path, bs, n, lba, dst.len)?;
         // pread(2) straight into the registered memory the data-in WRITE sends from.
         self.medium
@@ -222,7 +244,7 @@ impl Backend for FileBackend {
     }
 
     fn write_from(&self, lba: Lba, src: super::MemSpan<'_>) -> Result<(), BackendError> {
-        let (bs, n) = (self.block_size, self.blocks);
+        let (bs, n) = (self.block_size, self.blocks());
         let offset = check_range(Op::Write, &self.path, bs, n, lba, src.len)?;
         // pwrite(2) straight from the registered memory the data-out READ filled.
         self.medium
@@ -242,9 +264,9 @@ impl Backend for FileBackend {
             path: self.path.clone(),
             lba,
             len_blocks: blocks.0.into(),
-            blocks: self.blocks,
+            blocks: self.blocks(),
         })?;
-        let offset = check_range(Op::Unmap, &self.path, bs, self.blocks, lba, len_usize)?;
+        let offset = check_range(Op::Unmap, &self.path, bs, self.blocks(), lba, len_usize)?;
         if len == 0 {
             return Ok(());
         }
@@ -262,9 +284,9 @@ impl Backend for FileBackend {
 
     fn lba_status(&self, lba: Lba, max: u64) -> Result<super::LbaExtent, BackendError> {
         let bs = u64::from(self.block_size.bytes());
-        let end = self.blocks * bs;
+        let end = self.blocks() * bs;
         let start = lba.0.saturating_mul(bs);
-        let max = max.min(self.blocks.saturating_sub(lba.0)).max(1);
+        let max = max.min(self.blocks().saturating_sub(lba.0)).max(1);
         let seek = |at, data| {
             self.medium
                 .seek_extent(at, data, end)
@@ -280,7 +302,7 @@ impl Backend for FileBackend {
             }
             // A hole first: deallocated up to the block holding the next data.
             Some(data) => (true, data / bs),
-            None => (true, self.blocks),
+            None => (true, self.blocks()),
         };
         Ok(super::LbaExtent {
             blocks: until.saturating_sub(lba.0).clamp(1, max),

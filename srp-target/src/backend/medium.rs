@@ -54,6 +54,16 @@ pub trait Medium: Send + Sync + fmt::Debug {
         Ok(data.then_some(offset))
     }
 
+    /// `ftruncate` to `len` bytes (a reload growing the LUN). The default: a layer that
+    /// cannot follow a size change refuses it.
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let _ = len;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this medium cannot change size while it runs",
+        ))
+    }
+
     /// `posix_fadvise(WILLNEED)` of `len` bytes at `offset`: start reading them into the
     /// page cache, without waiting. The default (a layer with no cache) does nothing.
     fn will_need(&self, offset: u64, len: u64) -> Result<(), Errno> {
@@ -83,6 +93,17 @@ impl FileMedium {
 impl Medium for FileMedium {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.file.read_exact_at(buf, offset)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        // A regular file only: a block device's size is the device's.
+        if !self.file.metadata()?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a block device's size is the device's",
+            ));
+        }
+        self.file.set_len(len)
     }
 
     fn read_into(&self, dst: MemSpan<'_>, offset: u64) -> Result<(), FileIoError> {

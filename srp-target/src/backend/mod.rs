@@ -66,6 +66,8 @@ pub enum Op {
     Status,
     /// Reading ahead into the cache (posix_fadvise).
     Prefetch,
+    /// Changing the capacity (a reload that grows a LUN).
+    Resize,
 }
 
 impl fmt::Display for Op {
@@ -79,6 +81,7 @@ impl fmt::Display for Op {
             Op::Unmap => "unmap",
             Op::Status => "lba status",
             Op::Prefetch => "prefetch",
+            Op::Resize => "resize",
         })
     }
 }
@@ -193,6 +196,17 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// The capacity in logical blocks (at least 1).
     fn blocks(&self) -> u64;
+
+    /// Changes the capacity to `blocks` (a configuration reload growing the LUN); what
+    /// was there stays. The default: not supported (a RAM store, a layered medium).
+    fn resize(&self, blocks: u64) -> Result<(), BackendError> {
+        Err(BackendError::BadSize {
+            op: Op::Resize,
+            path: std::path::PathBuf::from("(this backend)"),
+            size_bytes: blocks.saturating_mul(u64::from(self.block_size().bytes())),
+            why: "this kind of backing store cannot be resized while it runs",
+        })
+    }
 
     /// Reads `buf.len() / block_size` blocks starting at `lba` into `buf`.
     fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError>;

@@ -59,6 +59,7 @@
 //! ```
 
 pub mod acl;
+pub mod emit;
 pub mod error;
 pub mod file;
 pub mod partition;

@@ -1,15 +1,18 @@
 //! [`TargetClient`]: srpctl's side of the target's control socket. Blocking; lists are
-//! fetched page by page until the total is reached.
+//! fetched page by page until an empty page ([`CtlClient::list_json`]).
 
-use super::model::{DisableMode, IocStatus, LunStatus, PortStatus, SessionStatus};
-use super::wire::{
-    Done, Fixed, LIST_IOCS, LIST_LUNS, LIST_PORTS, LIST_SESSIONS, ListPage, Page, SET_IOC, SET_LUN,
-    SET_PORT, SetIoc, SetLun, SetPort,
+use super::model::{
+    ControlAnswer, ControlError, ControlRequest, DisableMode, IocStatus, LunStatus, PortStatus,
+    ReloadReport, SessionStatus,
 };
-use access_layer::ctl::wire::CtlStatus;
-use access_layer::ctl::{CtlClient, CtlError, WireError};
+use super::wire::encode_request;
+use access_layer::ctl::client::REPLY_TIMEOUT;
+use access_layer::ctl::{CtlClient, CtlError};
 use std::path::Path;
-use wirekit::WireRepr;
+use std::time::Duration;
+
+/// How long a reload may take (new LUNs are opened, sessions logged out).
+pub const RELOAD_REPLY: Duration = Duration::from_secs(60);
 
 /// A connection to a running target's control socket.
 #[derive(Debug)]
@@ -23,26 +26,31 @@ pub enum ClientError {
     /// The socket or the protocol failed.
     #[error("{0}")]
     Ctl(#[from] CtlError),
-    /// A reply did not parse.
-    #[error("bad reply: {0}")]
-    Wire(#[from] WireError),
     /// The daemon has no object of that name.
     #[error("the target has no {what} named {name:?}")]
     NotFound {
-        /// "IOC" or "port".
+        /// "IOC", "port" or "LUN".
         what: &'static str,
         /// The name asked for.
         name: String,
     },
-    /// The list changed size while it was being read page by page.
-    #[error("the list changed while being read; try again")]
-    Changed,
+    /// The daemon refused or failed the request; its reason.
+    #[error("{0}")]
+    Refused(ControlError),
+    /// A reply that answers another request.
+    #[error("bad reply from the target: {0}")]
+    BadReply(String),
 }
 
-fn encode<'a>(repr: &impl WireRepr<'a, Error = WireError>) -> Result<Vec<u8>, WireError> {
-    let mut body = vec![0; repr.buffer_len()];
-    repr.emit(&mut body)?;
-    Ok(body)
+impl From<ControlError> for ClientError {
+    fn from(e: ControlError) -> ClientError {
+        match e {
+            ControlError::NoSuchIoc(name) => ClientError::NotFound { what: "IOC", name },
+            ControlError::NoSuchPort(name) => ClientError::NotFound { what: "port", name },
+            ControlError::NoSuchLun(name) => ClientError::NotFound { what: "LUN", name },
+            other => ClientError::Refused(other),
+        }
+    }
 }
 
 impl TargetClient {
@@ -53,59 +61,96 @@ impl TargetClient {
         })
     }
 
-    fn list<T: Fixed>(&mut self, opcode: u16) -> Result<Vec<T>, ClientError> {
-        let mut all = Vec::new();
-        loop {
-            let start = u32::try_from(all.len()).map_err(|_| ClientError::Changed)?;
-            let body = self
-                .ctl
-                .call_service(opcode, encode(&ListPage { start })?)?;
-            let page = Page::<T>::parse(&body)?;
-            let done = page.entries.is_empty();
-            all.extend(page.entries);
-            if all.len() >= page.total as usize {
-                return Ok(all);
-            }
-            if done {
-                return Err(ClientError::Changed);
-            }
+    fn opcode(request: &ControlRequest) -> Result<u16, ClientError> {
+        encode_request(request, 0)
+            .map(|(op, _)| op)
+            .ok_or_else(|| ClientError::BadReply("an in-process request".into()))
+    }
+
+    fn list<T>(
+        &mut self,
+        request: ControlRequest,
+        entries: fn(ControlAnswer) -> Result<Vec<T>, ControlAnswer>,
+    ) -> Result<Vec<T>, ClientError> {
+        let opcode = Self::opcode(&request)?;
+        match self
+            .ctl
+            .list_json::<T, ControlAnswer, ControlError>(opcode, entries)
+        {
+            Ok(Ok(all)) => Ok(all),
+            Ok(Err(e)) => Err(e.into()),
+            Err(CtlError::BadJson(why)) => Err(ClientError::BadReply(why)),
+            Err(e) => Err(e.into()),
         }
+    }
+
+    fn call(
+        &mut self,
+        request: &ControlRequest,
+        wait: Duration,
+    ) -> Result<ControlAnswer, ClientError> {
+        let (opcode, body) = encode_request(request, 0)
+            .ok_or_else(|| ClientError::BadReply("an in-process request".into()))?;
+        let reply = self.ctl.call_service_within(opcode, body, wait)?;
+        access_layer::ctl::json::parse_reply::<ControlAnswer, ControlError>(&reply)
+            .map_err(|e| ClientError::BadReply(e.to_string()))?
+            .map_err(ClientError::from)
     }
 
     /// The IOCs.
     pub fn iocs(&mut self) -> Result<Vec<IocStatus>, ClientError> {
-        self.list(LIST_IOCS)
+        self.list(ControlRequest::ListIocs, |a| match a {
+            ControlAnswer::Iocs(v) => Ok(v),
+            other => Err(other),
+        })
     }
 
     /// The HCA ports.
     pub fn ports(&mut self) -> Result<Vec<PortStatus>, ClientError> {
-        self.list(LIST_PORTS)
+        self.list(ControlRequest::ListPorts, |a| match a {
+            ControlAnswer::Ports(v) => Ok(v),
+            other => Err(other),
+        })
     }
 
     /// The LUNs with their counters.
     pub fn luns(&mut self) -> Result<Vec<LunStatus>, ClientError> {
-        self.list(LIST_LUNS)
+        self.list(ControlRequest::ListLuns, |a| match a {
+            ControlAnswer::Luns(v) => Ok(v),
+            other => Err(other),
+        })
     }
 
     /// The live sessions with their counters.
     pub fn sessions(&mut self) -> Result<Vec<SessionStatus>, ClientError> {
-        self.list(LIST_SESSIONS)
+        self.list(ControlRequest::ListSessions, |a| match a {
+            ControlAnswer::Sessions(v) => Ok(v),
+            other => Err(other),
+        })
     }
 
-    fn switch(
-        &mut self,
-        opcode: u16,
-        body: Vec<u8>,
-        what: &'static str,
-        name: &str,
-    ) -> Result<u32, ClientError> {
-        match self.ctl.call_service(opcode, body) {
-            Ok(b) => Ok(Done::parse(&b)?.sessions_ended),
-            Err(e) if e.status() == Some(CtlStatus::NotFound) => Err(ClientError::NotFound {
-                what,
-                name: name.to_string(),
-            }),
-            Err(e) => Err(e.into()),
+    /// The running configuration as TOML text.
+    pub fn running_config(&mut self) -> Result<String, ClientError> {
+        let lines = self.list(ControlRequest::RunningConfig, |a| match a {
+            ControlAnswer::Config(v) => Ok(v),
+            other => Err(other),
+        })?;
+        Ok(lines.iter().map(|l| format!("{l}\n")).collect())
+    }
+
+    /// Has the daemon re-read its configuration file and apply it: what changed, or every
+    /// reason it cannot (nothing changed then).
+    pub fn reload(&mut self) -> Result<ReloadReport, ClientError> {
+        match self.call(&ControlRequest::Reload, RELOAD_REPLY)? {
+            ControlAnswer::Reloaded(r) => Ok(r),
+            _ => Err(ClientError::BadReply("an answer to another request".into())),
+        }
+    }
+
+    fn switch(&mut self, request: &ControlRequest) -> Result<u32, ClientError> {
+        match self.call(request, REPLY_TIMEOUT)? {
+            ControlAnswer::Done { sessions_ended } => Ok(sessions_ended),
+            _ => Err(ClientError::BadReply("an answer to another request".into())),
         }
     }
 
@@ -116,29 +161,25 @@ impl TargetClient {
         enabled: bool,
         mode: DisableMode,
     ) -> Result<u32, ClientError> {
-        let body = encode(&SetIoc {
+        self.switch(&ControlRequest::SetIoc {
             name: name.to_string(),
             enabled,
             mode,
-        })?;
-        self.switch(SET_IOC, body, "IOC", name)
+        })
     }
 
     /// Brings port `name` up or down; returns how many sessions were ended.
     pub fn set_port(&mut self, name: &str, enabled: bool) -> Result<u32, ClientError> {
-        let body = encode(&SetPort {
+        self.switch(&ControlRequest::SetPort {
             name: name.to_string(),
             enabled,
-        })?;
-        self.switch(SET_PORT, body, "port", name)
+        })
     }
 
     /// Clears LUN `name`'s latched flush error; returns whether one was latched.
     pub fn clear_flush_error(&mut self, name: &str) -> Result<bool, ClientError> {
-        let body = encode(&SetLun {
+        Ok(self.switch(&ControlRequest::ClearFlushError {
             name: name.to_string(),
-            clear_flush_error: true,
-        })?;
-        Ok(self.switch(SET_LUN, body, "LUN", name)? != 0)
+        })? != 0)
     }
 }

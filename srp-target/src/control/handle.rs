@@ -4,13 +4,18 @@
 //! directly; the control socket's service ([`super::service`]) calls it per request.
 
 use super::model::{ControlAnswer, ControlError, ControlRequest};
+use crate::config::TargetConfig;
 use access_layer::verbs::Doorbell;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, sync_channel};
 use std::time::Duration;
 
 /// How long a request waits for the loop by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a reload waits for the loop (it opens new LUNs between two turns).
+pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One request in flight to the loop, with where its answer goes.
 #[derive(Debug)]
@@ -51,6 +56,31 @@ impl ControlHandle {
 
     /// Asks the loop; waits at most the handle's timeout.
     pub fn call(&self, request: ControlRequest) -> Result<ControlAnswer, ControlError> {
+        self.call_within(request, self.timeout)
+    }
+
+    /// Reads and validates the configuration file at `path` here, off the loop, then has
+    /// the loop apply it ([`ControlRequest::Apply`], [`crate::reload`]): the answer says
+    /// what changed, or why nothing did (the file is not valid, or a change takes a
+    /// restart). Warnings about the file are logged.
+    pub fn reload_from(&self, path: &Path) -> Result<ControlAnswer, ControlError> {
+        let loaded = TargetConfig::from_path(path)
+            .map_err(|errors| ControlError::InvalidConfig(errors.to_string()))?;
+        for w in &loaded.warnings {
+            tracing::warn!(file = %path.display(), "reload: {w}");
+        }
+        self.call_within(
+            ControlRequest::Apply(Box::new(loaded.config)),
+            RELOAD_TIMEOUT,
+        )
+    }
+
+    /// Asks the loop; waits at most `timeout`.
+    pub fn call_within(
+        &self,
+        request: ControlRequest,
+        timeout: Duration,
+    ) -> Result<ControlAnswer, ControlError> {
         let (reply, answer) = sync_channel(1);
         self.tx
             .send(Pending { request, reply })
@@ -58,11 +88,9 @@ impl ControlHandle {
         if let Some(b) = &self.bell {
             b.ring();
         }
-        match answer.recv_timeout(self.timeout) {
+        match answer.recv_timeout(timeout) {
             Ok(a) => a,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                Err(ControlError::Timeout(self.timeout))
-            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(ControlError::Timeout(timeout)),
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(ControlError::Stopped),
         }
     }

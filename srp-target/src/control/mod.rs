@@ -10,7 +10,8 @@
 //!   loop, which owns every session and answers between turns; callers wait, bounded.
 //! - [`wire`]: the same requests and answers on the control socket, as service messages
 //!   of the access layer's control protocol ([`access_layer::ctl`]: "SRPC" header,
-//!   version negotiation, fixed-layout big-endian bodies); lists come in pages.
+//!   version negotiation), with JSON bodies ([`access_layer::ctl::json`], as the host
+//!   daemon's); lists come in pages.
 //! - [`service`]: the socket side, a [`access_layer::ctl::CtlService`] over a handle;
 //!   [`client`]: srpctl's side.
 
@@ -24,6 +25,6 @@ pub use client::{ClientError, TargetClient};
 pub use handle::ControlHandle;
 pub use model::{
     ControlAnswer, ControlError, ControlRequest, DisableMode, IocStatus, LoginForm, LunStatus,
-    PortStatus, SessionStatus,
+    PortStatus, ReloadReport, SessionStatus,
 };
 pub use service::TargetService;

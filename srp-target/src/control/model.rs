@@ -4,12 +4,16 @@
 use crate::exec::counters::LuCountersSnapshot;
 use crate::io::SessionCounters;
 use hca::engine::{Resources, Stats};
+use serde::{Deserialize, Serialize};
 use srp::wire::PortId;
 use std::net::SocketAddr;
 use thiserror::Error;
 
+#[path = "model_serde.rs"]
+mod model_serde;
+
 /// One I/O controller.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IocStatus {
     /// The `[[ioc]]` name.
     pub name: String,
@@ -28,7 +32,7 @@ pub struct IocStatus {
 }
 
 /// One HCA port.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortStatus {
     /// The `[[port]]` name.
     pub name: String,
@@ -39,14 +43,18 @@ pub struct PortStatus {
     /// Live sessions (channels) on it.
     pub sessions: u32,
     /// Live device objects (QPs including GSI, CQs, MRs): a leak shows here.
+    #[serde(with = "model_serde::resources")]
     pub resources: Resources,
     /// The HCA port's counters: datagrams both ways, drops by reason (ICRC, unknown QP,
     /// P_Key, wrong peer or state, malformed, …), NAKs sent and received, retransmits.
+    /// On the socket: an object of the counters by name (a name the reader does not know
+    /// is ignored, one it misses reads 0).
+    #[serde(with = "model_serde::stats")]
     pub hca: Stats,
 }
 
 /// One logical unit.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LunStatus {
     /// The `[[lun]]` name (its identity).
     pub name: String,
@@ -67,7 +75,7 @@ pub struct LunStatus {
 }
 
 /// How a session was established.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LoginForm {
     /// The native IB CM form (SRP_LOGIN_REQ in the REQ's private data).
     IbCm,
@@ -86,7 +94,7 @@ impl LoginForm {
 }
 
 /// One session: an SRP channel.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionStatus {
     /// The channel's id (as in the daemon's events).
     pub channel: u64,
@@ -94,7 +102,8 @@ pub struct SessionStatus {
     pub ioc: String,
     /// The port's name.
     pub port: String,
-    /// The initiator port ID.
+    /// The initiator port ID (on the socket: its `0x…` text).
+    #[serde(with = "model_serde::port_id")]
     pub initiator: PortId,
     /// The login form.
     pub form: LoginForm,
@@ -111,7 +120,7 @@ pub struct SessionStatus {
 }
 
 /// How disabling an IOC treats its live sessions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DisableMode {
     /// SRP_T_LOGOUT, then a CM DREQ: the initiator is told.
     Logout,
@@ -153,10 +162,19 @@ pub enum ControlRequest {
         /// The LUN's name.
         name: String,
     },
+    /// The running configuration, as TOML text of the file's schema.
+    RunningConfig,
+    /// Re-reads the daemon's configuration file and applies it
+    /// ([`crate::reload`]); the control socket's form of SIGHUP. Turned into
+    /// [`ControlRequest::Apply`] by whoever knows the file (the socket's service).
+    Reload,
+    /// Applies a validated configuration to the running daemon ([`crate::reload`]): all
+    /// of it, or nothing with every reason it cannot be applied live.
+    Apply(Box<crate::config::TargetConfig>),
 }
 
 /// The answer to a [`ControlRequest`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControlAnswer {
     /// To ListIocs.
     Iocs(Vec<IocStatus>),
@@ -172,10 +190,24 @@ pub enum ControlAnswer {
         /// Sessions ended.
         sessions_ended: u32,
     },
+    /// To RunningConfig: the TOML text, one line per entry (paged on the socket).
+    Config(Vec<String>),
+    /// To Reload and Apply: what changed.
+    Reloaded(ReloadReport),
+}
+
+/// What a reload changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadReport {
+    /// One line per change carried out (`lun vol3 added (exported as LUN 2 by ioc-a)`);
+    /// empty when the file equals the running configuration.
+    pub changes: Vec<String>,
+    /// Sessions logged out because their IOC went away or stopped admitting them.
+    pub sessions_ended: u32,
 }
 
 /// Why a control request failed.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
 pub enum ControlError {
     /// No IOC has that name.
     #[error("no IOC named {0:?}")]
@@ -192,4 +224,22 @@ pub enum ControlError {
     /// The daemon did not answer in time.
     #[error("the daemon did not answer within {0:?}")]
     Timeout(std::time::Duration),
+    /// The request could not be carried out; why (an answer too large for the socket, a
+    /// request the daemon could not parse).
+    #[error("{0}")]
+    Failed(String),
+    /// The configuration file is not valid: every error, as `srpctl target check` lists
+    /// them. Nothing was changed.
+    #[error("{0}\nnot valid; the running configuration is unchanged")]
+    InvalidConfig(String),
+    /// The configuration is valid but some of its changes cannot be made while running:
+    /// each with its reason. Nothing was changed.
+    #[error(
+        "cannot apply without a restart; the running configuration is unchanged:\n  {}",
+        .0.join("\n  ")
+    )]
+    ReloadRefused(Vec<String>),
+    /// The daemon was started without a configuration file to re-read.
+    #[error("the daemon has no configuration file to reload (started from a config in memory)")]
+    NoConfigFile,
 }

@@ -34,6 +34,15 @@ impl Loop {
                     sessions_ended: u32::from(lu.clear_flush_error().is_some()),
                 }
             }
+            ControlRequest::RunningConfig => ControlAnswer::Config(
+                crate::config::emit::to_toml(&self.config)
+                    .lines()
+                    .map(str::to_owned)
+                    .collect(),
+            ),
+            ControlRequest::Apply(config) => return self.apply(*config),
+            // The file is read off the loop, by whoever knows it (the socket's service).
+            ControlRequest::Reload => return Err(ControlError::NoConfigFile),
         })
     }
 
@@ -126,7 +135,7 @@ impl Loop {
     }
 
     /// Ends every live session `pick` selects, as `mode` says; returns how many.
-    fn end_sessions(
+    pub(super) fn end_sessions(
         &mut self,
         pick: impl Fn(&super::Session) -> bool,
         mode: DisableMode,

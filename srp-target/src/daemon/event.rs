@@ -53,6 +53,11 @@ pub enum DaemonEvent {
         /// Why (initiator logout, fault, single-channel login, shutdown, disconnect).
         reason: String,
     },
+    /// A configuration reload was applied: what changed, one line each.
+    Reloaded {
+        /// The changes.
+        changes: Vec<String>,
+    },
 }
 
 impl fmt::Display for DaemonEvent {
@@ -115,6 +120,10 @@ impl fmt::Display for DaemonEvent {
                 Ok(())
             }
             DaemonEvent::Logout { channel, reason } => write!(f, "logout {channel}: {reason}"),
+            DaemonEvent::Reloaded { changes } if changes.is_empty() => {
+                write!(f, "reload: the file equals the running configuration")
+            }
+            DaemonEvent::Reloaded { changes } => write!(f, "reload: {}", changes.join("; ")),
         }
     }
 }

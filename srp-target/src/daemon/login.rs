@@ -4,7 +4,7 @@
 //! channel gets its [`ChannelIo`] (QP, memory) before the REP names that QP.
 
 use crate::appliance::{Appliance, Ioc};
-use crate::io::{ChannelIo, ChannelIoConfig, Executor, NexusInfo};
+use crate::io::{ChannelIo, ChannelIoConfig, Executor};
 use crate::login::cm::{INITIATOR_DEPTH, RESPONDER_RESOURCES};
 use crate::login::{
     ChannelId, CmAnswer, CmLogin, LoginDecision, LoginForm, LoginRefusal, NexusKey, NexusTable,
@@ -245,23 +245,15 @@ fn channel_config(
     id: ChannelId,
 ) -> ChannelIoConfig {
     let limits = app.limits();
+    let (luns, nexus) = app.exports_for(ioc, login.req.initiator_port_id);
     ChannelIoConfig {
         id,
         negotiated,
         login_flags: login.req.flags,
         max_transfer: limits.max_transfer,
         max_table_entries: limits.max_table_entries,
-        luns: ioc
-            .luns()
-            .iter()
-            .filter_map(|l| Some((*l, ioc.lun(*l)?.clone())))
-            .collect(),
-        nexus: Arc::new(NexusInfo {
-            initiator: login.req.initiator_port_id,
-            luns: ioc.luns().to_vec(),
-            port: ioc.port(),
-            groups: app.groups().to_vec(),
-        }),
+        luns,
+        nexus,
     }
 }
 

@@ -84,6 +84,10 @@ pub struct DaemonOptions {
     /// Who may use the control socket and how many at once (default: root and the
     /// daemon's user, 16 connections).
     pub control_access: CtlAccess,
+    /// The configuration file the daemon was started from: what a reload re-reads
+    /// ([`Daemon::reload`], the control socket's RELOAD). `None`: a config built in
+    /// memory, which cannot be reloaded.
+    pub config_path: Option<PathBuf>,
     /// Run on a simulated net (the whole-stack simulator, [`SteppedDaemon`]): every
     /// port's device on it, the loop's clock its virtual one, backend jobs run inline on
     /// the loop, CM communication IDs from its generator. `None`: UDP sockets, the system
@@ -108,6 +112,7 @@ impl Default for DaemonOptions {
             shutdown_step: Duration::from_secs(2),
             control_socket: None,
             control_access: CtlAccess::default(),
+            config_path: None,
             sim: None,
             medium_layer: None,
         }
@@ -193,6 +198,8 @@ pub struct Daemon {
     thread: Option<JoinHandle<()>>,
     events: Receiver<DaemonEvent>,
     started: Started,
+    /// What [`Daemon::reload`] re-reads.
+    config_path: Option<PathBuf>,
 }
 
 impl Daemon {
@@ -206,6 +213,7 @@ impl Daemon {
         let (control, control_rx) = ControlHandle::pair_with_bell(Some(bell.clone()));
         let socket = options.control_socket.clone();
         let access = options.control_access;
+        let config_path = options.config_path.clone();
         let flag = stop.clone();
         let loop_bell = bell.clone();
         let thread = std::thread::Builder::new()
@@ -231,10 +239,12 @@ impl Daemon {
                     thread: Some(thread),
                     events,
                     started,
+                    config_path: config_path.clone(),
                 };
                 if let Some(path) = socket {
                     // On error the daemon drops here and shuts down: nothing half-started.
-                    daemon.server = Some(serve_control(&path, daemon.control(), access)?);
+                    let service = TargetService::new(daemon.control(), config_path);
+                    daemon.server = Some(serve_control(&path, service, access)?);
                 }
                 Ok(daemon)
             }
@@ -258,6 +268,33 @@ impl Daemon {
     /// control socket serves the same.
     pub fn control(&self) -> ControlHandle {
         self.control.clone()
+    }
+
+    /// Re-reads the configuration file the daemon was started from and applies it live
+    /// ([`crate::reload`]): what changed, or why nothing did. What SIGHUP does.
+    pub fn reload(&self) -> Result<crate::control::ReloadReport, ControlError> {
+        let path = self
+            .config_path
+            .as_ref()
+            .ok_or(ControlError::NoConfigFile)?;
+        match self.control.reload_from(path)? {
+            ControlAnswer::Reloaded(r) => Ok(r),
+            _ => Err(ControlError::Failed("an answer to another request".into())),
+        }
+    }
+
+    /// Applies `config` live ([`crate::reload`]), as a reload of a file holding it would.
+    pub fn apply(
+        &self,
+        config: TargetConfig,
+    ) -> Result<crate::control::ReloadReport, ControlError> {
+        match self.control.call_within(
+            ControlRequest::Apply(Box::new(config)),
+            crate::control::handle::RELOAD_TIMEOUT,
+        )? {
+            ControlAnswer::Reloaded(r) => Ok(r),
+            _ => Err(ControlError::Failed("an answer to another request".into())),
+        }
     }
 
     /// Live device objects of every port, in configuration order: what a leak check
@@ -311,7 +348,7 @@ impl Drop for Daemon {
 /// Binds the control socket at `path`, replacing a stale file whose daemon is gone.
 fn serve_control(
     path: &std::path::Path,
-    handle: ControlHandle,
+    service: TargetService,
     access: CtlAccess,
 ) -> Result<CtlServer, DaemonError> {
     let fail = |reason: String| DaemonError::Control {
@@ -331,6 +368,5 @@ fn serve_control(
     }
     // The socket turns IOCs and ports off: root, the daemon's user and the configured group
     // only, with that mode from the moment it exists (`CtlServer::bind_with`).
-    CtlServer::bind_with(path, Arc::new(TargetService::new(handle)), access)
-        .map_err(|e| fail(e.to_string()))
+    CtlServer::bind_with(path, Arc::new(service), access).map_err(|e| fail(e.to_string()))
 }

@@ -156,6 +156,43 @@ impl Port {
         })
     }
 
+    /// A reload added or removed IOCs: listens on the service IDs `new` adds here and
+    /// stops listening on those it drops (live connections are not touched), and lays out
+    /// the Device Management agents again (the IOCs that stay keep their slots: they keep
+    /// their order); `enabled` says which IOCs are shown.
+    pub fn reconfigure(
+        &mut self,
+        old: &TargetConfig,
+        new: &TargetConfig,
+        rdma_cm_port: u16,
+        limits: &ChannelLimits,
+        enabled: impl Fn(&str) -> bool,
+    ) -> Result<(), DaemonError> {
+        let (Some(po), Some(pn)) = (old.port(&self.name), new.port(&self.name)) else {
+            return Ok(());
+        };
+        let before = services(old, po, rdma_cm_port);
+        let after = services(new, pn, rdma_cm_port);
+        for s in before.iter().filter(|s| !after.contains(s)) {
+            self.cm.unlisten(*s);
+        }
+        for s in after.iter().filter(|s| !before.contains(s)) {
+            self.cm.listen(*s).map_err(|e| DaemonError::Listen {
+                name: self.name.clone(),
+                service: format!("{s:?}"),
+                reason: e.to_string(),
+            })?;
+        }
+        let (dm, adverts) = super::dm::agents(new, pn, limits)?;
+        self.dm = dm;
+        self.adverts = adverts;
+        let names: Vec<String> = self.adverts.iter().map(|a| a.ioc.clone()).collect();
+        for name in names {
+            self.advertise(&name, enabled(&name));
+        }
+        Ok(())
+    }
+
     /// Shows (`on`) or hides IOC `ioc` in Device Management, if it is reachable here.
     pub fn advertise(&mut self, ioc: &str, on: bool) {
         for a in self.adverts.iter().filter(|a| a.ioc == ioc) {

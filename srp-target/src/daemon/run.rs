@@ -25,6 +25,8 @@ const MAX_WAIT: Duration = Duration::from_millis(100);
 
 #[path = "answer.rs"]
 mod answer;
+#[path = "reload.rs"]
+mod reload;
 
 /// One accepted login.
 struct Session {
@@ -45,6 +47,13 @@ struct Session {
 /// The loop's state. Built and run on the daemon thread.
 pub(super) struct Loop {
     app: Appliance,
+    /// The configuration running now: what a reload is compared with, what
+    /// `srpctl target config` shows.
+    config: TargetConfig,
+    /// The RDMA-CM port logins name (the file's, or the option overriding it).
+    rdma_cm_port: u16,
+    /// The layer beneath file LUNs (the simulator's disk model), for LUNs a reload opens.
+    layer: Option<crate::backend::medium::MediumLayer>,
     // Sessions before ports: channels release their QPs on the port's device first.
     sessions: BTreeMap<ChannelId, Session>,
     ports: Vec<Port>,
@@ -128,6 +137,9 @@ impl Loop {
         Ok((
             Loop {
                 app,
+                config: config.clone(),
+                rdma_cm_port,
+                layer: options.medium_layer.clone(),
                 sessions: BTreeMap::new(),
                 ports,
                 table: NexusTable::new(),

@@ -37,7 +37,8 @@ pub struct LuCounters {
 }
 
 /// A copy of [`LuCounters`] at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct LuCountersSnapshot {
     /// Commands executed (any status).
     pub commands: u64,

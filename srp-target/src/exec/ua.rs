@@ -6,7 +6,10 @@
 //! parameter (MODE PARAMETERS CHANGED, to every other I_T nexus), LOGICAL UNIT RESET
 //! (BUS DEVICE RESET FUNCTION OCCURRED, to every I_T nexus), CLEAR TASK SET (COMMANDS
 //! CLEARED BY ANOTHER INITIATOR, to every other I_T nexus that lost tasks; the transport
-//! establishes it, `crate::io`).
+//! establishes it, `crate::io`), a configuration reload (`crate::reload`: REPORTED LUNS
+//! DATA HAS CHANGED to every I_T nexus through a target port whose LUN table changed,
+//! CAPACITY DATA HAS CHANGED to every I_T nexus of a grown LU, ASYMMETRIC ACCESS STATE
+//! CHANGED to every I_T nexus when a port group's state changes or groups come and go).
 //!
 //! Reported on the next command of that I_T nexus to this LU, oldest first, as CHECK
 //! CONDITION / UNIT ATTENTION, which clears it; the command is not executed. REQUEST SENSE
@@ -46,6 +49,8 @@ pub(crate) enum To {
     AllBut(ItNexus),
     /// Every known I_T nexus.
     All,
+    /// Every known I_T nexus through this target port (a reload changed its LUN table).
+    Port(crate::lu::RelativePortId),
 }
 
 /// The pending unit attentions of one LU.
@@ -79,6 +84,7 @@ impl UaState {
                 To::One(m) => *n == m,
                 To::AllBut(m) => *n != m,
                 To::All => true,
+                To::Port(p) => n.port == p,
             };
             if hit && !q.contains(&code) && q.len() < MAX_PENDING {
                 q.push_back(code);

@@ -560,6 +560,19 @@ impl ChannelIo {
         }
     }
 
+    /// A reload changed what this channel's IOC exports (or the target's port groups):
+    /// commands from now on find their LU in `luns` and run with `nexus`; commands already
+    /// started finish with what they started with.
+    pub fn set_exports(&mut self, luns: Vec<(Lun, Arc<LogicalUnit>)>, nexus: Arc<NexusInfo>) {
+        self.luns = luns;
+        self.nexus = nexus;
+    }
+
+    /// The initiator port identifier of the channel's I_T nexus.
+    pub fn initiator(&self) -> srp::wire::PortId {
+        self.nexus.initiator
+    }
+
     /// This channel was its I_T nexus's last: tells each LU it sees that the nexus is
     /// gone (a SCSI-2 reservation it held ends, [`LogicalUnit::it_nexus_lost`]).
     pub fn it_nexus_lost(&self) {

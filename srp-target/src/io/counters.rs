@@ -4,7 +4,8 @@
 use scsi::Status;
 
 /// What one channel has done since login.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct SessionCounters {
     /// SRP_CMDs received (including refused ones).
     pub commands: u64,

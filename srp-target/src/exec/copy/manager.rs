@@ -58,6 +58,24 @@ impl CopyManager {
             .push((lun, Arc::downgrade(lu)));
     }
 
+    /// Replaces every export at once (a reload): `(port, lun, lu)` each. A copy resolving a
+    /// CSCD sees the old table or the new, never a mix.
+    pub fn set_exports<'a>(
+        &self,
+        table: impl IntoIterator<Item = (RelativePortId, Lun, &'a Arc<LogicalUnit>)>,
+    ) {
+        let mut next: BTreeMap<u16, Exports> = BTreeMap::new();
+        for (port, lun, lu) in table {
+            next.entry(port.0)
+                .or_default()
+                .push((lun, Arc::downgrade(lu)));
+        }
+        *self
+            .ports
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = next;
+    }
+
     /// The LU exported through `port` whose NAA designator is `naa`.
     pub(crate) fn resolve(&self, port: RelativePortId, naa: &[u8]) -> Option<Arc<LogicalUnit>> {
         let ports = self
