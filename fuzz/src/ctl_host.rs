@@ -80,6 +80,7 @@ fn world() -> &'static World {
                 flushes: 3,
                 errors: 0,
                 failovers: 1,
+                latency: Default::default(),
                 paths: (0..3)
                     .map(|s| PathInfo {
                         session: s,

@@ -17,6 +17,7 @@ pub mod engine;
 pub mod ids;
 pub mod inline_one;
 pub mod mem;
+pub mod metrics;
 pub mod mr;
 pub mod qp;
 pub mod sim;

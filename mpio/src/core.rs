@@ -73,13 +73,16 @@ struct MpPath<D> {
 }
 
 /// The disk's counters.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct Counters {
     reads: u64,
     writes: u64,
     flushes: u64,
     errors: u64,
     failovers: u64,
+    /// Latency of completed reads, writes and flushes (the try that succeeded, from its
+    /// start on its path).
+    latency: [hca::metrics::Histogram; 3],
 }
 
 /// One logical unit over its paths, sans IO (see the module contract).
@@ -205,6 +208,7 @@ impl<D: Clone> MpCore<D> {
             flushes: c.flushes,
             errors: c.errors,
             failovers: c.failovers,
+            latency: c.latency.clone(),
             paths: self
                 .paths
                 .iter()

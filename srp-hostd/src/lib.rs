@@ -29,6 +29,7 @@ pub mod control;
 pub mod daemon;
 pub mod discover;
 pub mod disk;
+pub mod metrics;
 pub mod persist;
 pub mod scan;
 pub mod session;

@@ -97,6 +97,7 @@ fn disk(sessions: &[u32], lun: u32) -> DiskInfo {
         flushes: 0,
         errors: 0,
         failovers: 0,
+        latency: Default::default(),
         paths: sessions.iter().map(|&s| path(s, lun)).collect(),
     }
 }

@@ -68,11 +68,13 @@ pub(crate) fn check(path: &Path) -> Result<()> {
 }
 
 /// `host run`.
-pub(crate) fn run(path: &Path) -> Result<()> {
+pub(crate) fn run(path: &Path, metrics: Option<std::net::SocketAddr>) -> Result<()> {
     let config = load(path)?;
+    let notify = crate::notify::Notifier::from_env();
     let mut signals = SigSet::empty();
     signals.add(Signal::SIGINT);
     signals.add(Signal::SIGTERM);
+    signals.add(Signal::SIGHUP);
     signals.thread_block()?;
     let daemon =
         HostDaemon::start(config).map_err(|e| anyhow!("{}: not started: {e}", path.display()))?;
@@ -121,12 +123,56 @@ pub(crate) fn run(path: &Path) -> Result<()> {
     if let Some(s) = daemon.control_socket() {
         daemon_say!("control socket {}", s.display());
     }
-    let sig = signals.wait();
-    match sig {
-        Ok(s) => eprintln!("{s}: shutting down"),
-        Err(e) => bail!("waiting for a signal: {e}"),
+    let daemon = std::sync::Arc::new(daemon);
+    let metrics_server = match metrics {
+        Some(addr) => {
+            let d = daemon.clone();
+            let server = crate::metrics_http::MetricsServer::start(addr, move || {
+                Ok(srp_hostd::metrics::render(&d.sessions(), &d.disks()))
+            })
+            .map_err(|e| anyhow!("metrics on {addr}: {e}"))?;
+            daemon_say!("metrics http://{}/metrics", server.addr());
+            Some(server)
+        }
+        None => None,
+    };
+    notify.ready(&format!(
+        "{} session(s), {} disk(s)",
+        daemon.sessions().len(),
+        daemon.disks().len()
+    ));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = daemon.clone();
+    let watchdog = notify.watchdog(stop.clone(), move || {
+        // The daemon answers its session list: its state is not wedged.
+        d.sessions();
+        Ok(())
+    })?;
+    loop {
+        match signals.wait() {
+            Ok(Signal::SIGHUP) => eprintln!(
+                "SIGHUP: the host daemon does not reload its configuration yet; restart it \
+                 to apply {} (logins persist across the restart)",
+                path.display()
+            ),
+            Ok(s) => {
+                eprintln!("{s}: shutting down");
+                break;
+            }
+            Err(e) => bail!("waiting for a signal: {e}"),
+        }
     }
-    daemon.shutdown();
+    notify.stopping();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
+    // The metrics server holds the daemon too: it stops first.
+    drop(metrics_server);
+    match std::sync::Arc::try_unwrap(daemon) {
+        Ok(d) => d.shutdown(),
+        Err(_) => bail!("the host daemon is still shared at shutdown"),
+    }
     eprintln!("stopped");
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! model's JSON with `--json`; errors, the daemon's refusals included, end the command with
 //! its reason and exit code 1.
 
+use crate::table::table;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use serde_json::Value;
@@ -141,6 +142,14 @@ pub(crate) struct HostCtlArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// `srpctl host metrics`: the daemon's lists over its socket, as Prometheus text (or JSON
+/// samples).
+pub(crate) fn metrics(at: &HostCtlArgs) -> Result<()> {
+    let mut c = at.connect()?;
+    let text = srp_hostd::metrics::render(&c.sessions()?, &c.disks()?);
+    crate::metrics_http::print(&text, at.json)
 }
 
 /// Which socket: `socket`, else that of the daemon named `name`, else the default daemon's.
@@ -299,29 +308,6 @@ fn ioc(s: &SessionInfo) -> String {
     } else {
         format!("{} ({}) at {}", s.ioc_name, s.ioc_guid, s.portal)
     }
-}
-
-/// Rows under a header, columns padded to their widest cell (as `srpctl target`'s).
-fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
-    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (w, cell) in width.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&width)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        format!("{}\n", padded.join("  ").trim_end())
-    };
-    let mut out = line(header.iter().map(|h| h.to_string()).collect());
-    for r in rows {
-        out.push_str(&line(r));
-    }
-    out
 }
 
 fn targets_table(v: &[TargetInfo]) -> String {
@@ -663,6 +649,7 @@ mod tests {
             flushes: 7,
             errors: 0,
             failovers: 4,
+            latency: Default::default(),
             paths: vec![path(1, "active"), path(2, "admin-down")],
         }
     }

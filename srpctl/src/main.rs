@@ -37,8 +37,12 @@ mod drill;
 mod hex;
 mod host;
 mod host_ctl;
+mod install;
 mod log;
 mod man;
+mod metrics_http;
+mod notify;
+mod table;
 mod target;
 mod target_ctl;
 
@@ -165,6 +169,11 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Install srpctl for systemd: the binary, the srp-target@ and srp-host@ units
+    /// (Type=notify, watchdog, hardened), the manual pages, the bash, zsh and fish
+    /// completions and /etc/srp/{target,host}/ with an example each; then
+    /// `systemctl daemon-reload`.
+    Install(install::Options),
     /// Print the shell completion script for SHELL, or write it into a directory.
     Completions {
         /// The shell.
@@ -188,7 +197,14 @@ enum HostWhat {
         /// The host configuration (host.toml).
         #[arg(short, long)]
         config: PathBuf,
+        /// Serve Prometheus metrics on this address (`GET /metrics`; e.g.
+        /// 127.0.0.1:9572). Off unless given.
+        #[arg(long, env = "SRPCTL_METRICS")]
+        metrics: Option<std::net::SocketAddr>,
     },
+    /// A running host daemon's metrics in the Prometheus text format (or JSON samples with
+    /// --json), read over its control socket: disks, paths, sessions, HCA counters.
+    Metrics(host_ctl::HostCtlArgs),
     /// Validate a host configuration and show what it would run.
     Check {
         /// The host configuration (host.toml).
@@ -226,6 +242,10 @@ enum TargetWhat {
         /// /run/srp-target/NAME.sock).
         #[arg(long)]
         control_socket: Option<PathBuf>,
+        /// Serve Prometheus metrics on this address (`GET /metrics`; e.g.
+        /// 127.0.0.1:9571). Off unless given.
+        #[arg(long, env = "SRPCTL_METRICS")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// A running target's I/O controllers: GUID, service ID, state, LUNs, sessions.
     Iocs(CtlArgs),
@@ -236,6 +256,23 @@ enum TargetWhat {
     /// A running target's sessions: IOC, port, initiator, login form, in flight,
     /// per-session counters.
     Sessions(CtlArgs),
+    /// Have a running target re-read its configuration file and apply what changed, without
+    /// a restart (what SIGHUP to `target run` does).
+    ///
+    /// Live: LUNs added, removed or grown (a file with a size); an IOC's exports, ACL,
+    /// `enabled`, `alua` and `nexus_from_any_address`; IOCs added after the others or
+    /// removed from the end; the channel guards. Hosts get REPORTED LUNS DATA HAS CHANGED,
+    /// CAPACITY DATA HAS CHANGED or ASYMMETRIC ACCESS STATE CHANGED; sessions no longer
+    /// admitted get SRP_T_LOGOUT. Anything else (ports, identities, block sizes, a shrink)
+    /// is refused with its reason and nothing at all is applied.
+    Reload(CtlArgs),
+    /// A running target's configuration as TOML of the target.toml schema, every default
+    /// spelled out (or JSON with --json): what it runs now, reloads included.
+    Config(CtlArgs),
+    /// A running target's metrics in the Prometheus text format (or JSON samples with
+    /// --json), read over its control socket: LUNs (with latency histograms), sessions,
+    /// IOCs, ports, every HCA counter, the daemon's logins, rejects and reloads.
+    Metrics(CtlArgs),
     /// Enable or disable an IOC at run time. Disabled, it refuses logins, drops out of
     /// discovery, and its sessions get SRP_T_LOGOUT then a DREQ (or, with --drop, end
     /// without a word, as if the controller died).
@@ -340,14 +377,18 @@ fn target_command(what: TargetWhat) -> Result<()> {
             config,
             rdma_cm_port,
             control_socket,
+            metrics,
         } => {
             log::init(tracing::Level::INFO);
-            target::run(&config, rdma_cm_port, control_socket)
+            target::run(&config, rdma_cm_port, control_socket, metrics)
         }
         TargetWhat::Iocs(a) => list(a, List::Iocs),
         TargetWhat::Ports(a) => list(a, List::Ports),
         TargetWhat::Luns(a) => list(a, List::Luns),
         TargetWhat::Sessions(a) => list(a, List::Sessions),
+        TargetWhat::Reload(a) => target_ctl::reload(&ctl_path(&a.at)?, a.json),
+        TargetWhat::Config(a) => target_ctl::config(&ctl_path(&a.at)?, a.json),
+        TargetWhat::Metrics(a) => target_ctl::metrics(&ctl_path(&a.at)?, a.json),
         TargetWhat::Ioc {
             what: IocSwitch::Enable { name, at },
         } => target_ctl::set_ioc(&ctl_path(&at)?, &name, true, false),
@@ -440,11 +481,12 @@ fn main() -> Result<()> {
             demo::run(wire, dump)
         }
         Command::Host { what } => match what {
-            HostWhat::Run { config } => {
+            HostWhat::Run { config, metrics } => {
                 log::init(tracing::Level::INFO);
-                host::run(&config)
+                host::run(&config, metrics)
             }
             HostWhat::Check { config } => host::check(&config),
+            HostWhat::Metrics(at) => host_ctl::metrics(&at),
         },
         Command::Target { what } => target_command(what),
         Command::HostCtl(cmd) => host_ctl::run(cmd),
@@ -519,6 +561,7 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+        Command::Install(o) => install::run(&o, Cli::command()),
         Command::Completions { shell, out } => {
             if let Some(path) = man::completions(Cli::command(), shell, out.as_deref())? {
                 println!("{}", path.display());

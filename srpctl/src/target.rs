@@ -2,12 +2,15 @@
 //! file exactly as the daemon will and shows what it would export: each IOC's target port
 //! identifier, service ID, ports and ACL, and each exported LUN with the identity (NAA,
 //! serial) hosts will see through every IOC. `run` starts the daemon
-//! ([`srp_target::daemon`]) and serves until SIGINT or SIGTERM.
+//! ([`srp_target::daemon`]) and serves until SIGINT or SIGTERM, reloading its file on
+//! SIGHUP; under systemd it speaks sd_notify ([`crate::notify`]).
 
+use crate::notify::Notifier;
 use anyhow::{Result, anyhow, bail};
 use nix::sys::signal::{SigSet, Signal};
 use srp_target::LunIdentity;
 use srp_target::config::{Acl, AclEntry, Backing, TargetConfig};
+use srp_target::control::ControlRequest;
 use srp_target::daemon::{Daemon, DaemonOptions};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,11 +19,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Runs the daemon for the file at `path` until SIGINT or SIGTERM; then shuts it down
-/// (T_LOGOUT, DREQ, bounded in time). Events go to stderr, one line each.
+/// (T_LOGOUT, DREQ, bounded in time). SIGHUP re-reads the file and applies it live
+/// ([`srp_target::reload`]). Under systemd (`Type=notify`) it says READY once the ports and
+/// the control socket are up, feeds the watchdog while the loop answers, and reports
+/// reloads and the stop. Events go to stderr, one line each.
 pub(crate) fn run(
     path: &Path,
     rdma_cm_port: Option<u16>,
     control_socket: Option<std::path::PathBuf>,
+    metrics: Option<std::net::SocketAddr>,
 ) -> Result<()> {
     let loaded = match TargetConfig::from_path(path) {
         Ok(l) => l,
@@ -29,11 +36,13 @@ pub(crate) fn run(
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
+    let notify = Notifier::from_env();
     // Block the signals before any thread starts, so every thread inherits the mask and
     // only the `sigwait` below takes them.
     let mut signals = SigSet::empty();
     signals.add(Signal::SIGINT);
     signals.add(Signal::SIGTERM);
+    signals.add(Signal::SIGHUP);
     signals.thread_block()?;
     let socket = control_socket.unwrap_or_else(|| loaded.config.target.control_socket.clone());
     let options = DaemonOptions {
@@ -43,8 +52,10 @@ pub(crate) fn run(
             group: loaded.config.target.control_group,
             ..access_layer::ctl::CtlAccess::default()
         },
+        config_path: Some(path.to_path_buf()),
         ..DaemonOptions::default()
     };
+    let iocs = loaded.config.iocs.len();
     let daemon = Daemon::start(loaded.config, options)
         .map_err(|e| anyhow!("{}: not started: {e}", path.display()))?;
     for line in daemon
@@ -58,15 +69,55 @@ pub(crate) fn run(
     if let Some(s) = daemon.control_socket() {
         daemon_say!("control socket {}", s.display());
     }
+    let _metrics = match metrics {
+        Some(addr) => {
+            let handle = daemon.control();
+            let server = crate::metrics_http::MetricsServer::start(addr, move || {
+                match handle.call(ControlRequest::Metrics) {
+                    Ok(srp_target::control::ControlAnswer::Metrics(lines)) => {
+                        Ok(lines.iter().map(|l| format!("{l}\n")).collect())
+                    }
+                    Ok(_) => Err("an answer to another request".into()),
+                    Err(e) => Err(e.to_string()),
+                }
+            })
+            .map_err(|e| anyhow!("metrics on {addr}: {e}"))?;
+            daemon_say!("metrics http://{}/metrics", server.addr());
+            Some(server)
+        }
+        None => None,
+    };
+    notify.ready(&format!("serving {iocs} IOC(s)"));
     let stop = Arc::new(AtomicBool::new(false));
+    let handle = daemon.control();
+    let watchdog = notify.watchdog(stop.clone(), move || {
+        handle
+            .call(ControlRequest::ListIocs)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })?;
     let flag = stop.clone();
     let (tx, rx) = std::sync::mpsc::channel();
+    let handle = daemon.control();
+    let file = path.to_path_buf();
+    let n = notify.clone();
     let waiter = std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            let got = signals.wait();
-            flag.store(true, Ordering::Relaxed);
-            let _ = tx.send(got);
+            loop {
+                match signals.wait() {
+                    Ok(Signal::SIGHUP) => {
+                        n.reloading();
+                        reload(&handle, &file);
+                        n.ready("serving (reloaded)");
+                    }
+                    got => {
+                        flag.store(true, Ordering::Relaxed);
+                        let _ = tx.send(got);
+                        return;
+                    }
+                }
+            }
         })?;
     while !stop.load(Ordering::Relaxed) {
         if let Ok(ev) = daemon.events().recv_timeout(Duration::from_millis(100)) {
@@ -76,12 +127,25 @@ pub(crate) fn run(
     if let Ok(Ok(sig)) = rx.recv() {
         eprintln!("{sig}: shutting down");
     }
+    notify.stopping();
     let _ = waiter.join();
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
     for ev in daemon.shutdown() {
         eprintln!("{ev}");
     }
     eprintln!("stopped");
     Ok(())
+}
+
+/// SIGHUP: re-reads `file` and applies it; the outcome goes to the log (the changes
+/// themselves are the daemon's event, printed with the others).
+fn reload(handle: &srp_target::control::ControlHandle, file: &Path) {
+    match handle.reload_from(file) {
+        Ok(_) => eprintln!("SIGHUP: {} reloaded", file.display()),
+        Err(e) => eprintln!("SIGHUP: {}: {e}", file.display()),
+    }
 }
 
 /// Validates the file at `path`; prints the summary (and warnings) or every error.

@@ -1,8 +1,10 @@
-//! `srpctl target iocs|ports|luns|sessions|ioc|port`: a running target's control socket.
+//! `srpctl target iocs|ports|luns|sessions|ioc|port|lun|reload|config`: a running target's control socket.
 //! Lists print as aligned tables (or JSON with `--json`); `ioc enable|disable` and
-//! `port up|down` turn the run-time switches failover drills use.
+//! `port up|down` turn the run-time switches failover drills use; `reload` has the daemon
+//! apply its changed file live and `config` prints what it runs.
 
 use crate::hex::to_hex;
+use crate::table::table;
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use srp_target::config::TargetConfig;
@@ -88,6 +90,44 @@ pub(crate) fn list(path: &Path, what: List, as_json: bool) -> Result<()> {
     Ok(())
 }
 
+/// Has the target re-read its file and apply it; prints what changed (or fails with every
+/// reason nothing was).
+pub(crate) fn reload(path: &Path, as_json: bool) -> Result<()> {
+    let report = connect(path)?.reload()?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    if report.changes.is_empty() {
+        println!("reloaded: the file equals the running configuration; nothing changed");
+    }
+    for c in &report.changes {
+        println!("{c}");
+    }
+    if report.sessions_ended > 0 {
+        println!("{} session(s) logged out", report.sessions_ended);
+    }
+    Ok(())
+}
+
+/// Prints the running configuration: TOML, or JSON of the same tables.
+pub(crate) fn config(path: &Path, as_json: bool) -> Result<()> {
+    let text = connect(path)?.running_config()?;
+    if as_json {
+        let value: toml::Value = toml::from_str(&text).context("the daemon's configuration")?;
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print!("{text}");
+    }
+    Ok(())
+}
+
+/// Prints the daemon's metrics: Prometheus text, or JSON samples.
+pub(crate) fn metrics(path: &Path, as_json: bool) -> Result<()> {
+    let text = connect(path)?.metrics()?;
+    crate::metrics_http::print(&text, as_json)
+}
+
 /// Enables or disables an IOC.
 pub(crate) fn set_ioc(path: &Path, name: &str, enabled: bool, drop: bool) -> Result<()> {
     let mode = if drop {
@@ -169,29 +209,6 @@ fn session_json(s: &SessionStatus) -> Value {
                      "check_conditions": c.check_conditions, "busy": c.busy,
                      "reservation_conflicts": c.reservation_conflicts, "aborted": c.aborted},
     })
-}
-
-/// Rows under a header, columns padded to their widest cell.
-fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
-    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (w, cell) in width.iter_mut().zip(r) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&width)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        format!("{}\n", padded.join("  ").trim_end())
-    };
-    let mut out = line(header.iter().map(|h| h.to_string()).collect());
-    for r in rows {
-        out.push_str(&line(r));
-    }
-    out
 }
 
 fn iocs_table(v: &[IocStatus]) -> String {

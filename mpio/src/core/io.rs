@@ -136,11 +136,22 @@ impl<D: Clone> MpCore<D> {
         match verdict {
             Verdict::Done => {
                 let c = &mut self.counters;
-                match io.kind {
-                    IoKind::Read => c.reads += 1,
-                    IoKind::Write => c.writes += 1,
-                    IoKind::Flush => c.flushes += 1,
-                }
+                let kind = match io.kind {
+                    IoKind::Read => {
+                        c.reads += 1;
+                        0
+                    }
+                    IoKind::Write => {
+                        c.writes += 1;
+                        1
+                    }
+                    IoKind::Flush => {
+                        c.flushes += 1;
+                        2
+                    }
+                };
+                let us = now.saturating_duration_since(io.started).as_micros();
+                c.latency[kind].record(u64::try_from(us).unwrap_or(u64::MAX));
                 Completion::Done
             }
             Verdict::Surface => {

@@ -149,6 +149,8 @@ pub struct DiskSnapshot {
     pub errors: u64,
     /// Commands moved to another path after a path failure.
     pub failovers: u64,
+    /// Latency of completed reads, writes and flushes, in that order.
+    pub latency: [hca::metrics::Histogram; 3],
     /// Its paths.
     pub paths: Vec<PathSnapshot>,
 }

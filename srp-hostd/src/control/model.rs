@@ -145,8 +145,23 @@ pub struct DiskInfo {
     pub errors: u64,
     /// I/Os retried on another path after a transport failure.
     pub failovers: u64,
+    /// Latency of completed reads, writes and flushes (the successful try on its path).
+    #[serde(default)]
+    pub latency: DiskLatency,
     /// Its paths.
     pub paths: Vec<PathInfo>,
+}
+
+/// A disk's latency histograms ([`hca::metrics::Histogram`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiskLatency {
+    /// Reads.
+    pub read: hca::metrics::Histogram,
+    /// Writes.
+    pub write: hca::metrics::Histogram,
+    /// Flushes.
+    pub flush: hca::metrics::Histogram,
 }
 
 /// An SRP target port a sweep found (the MS iSCSI initiator's `MSiSCSIInitiator_TargetClass`).

@@ -243,6 +243,7 @@ mod tests {
             flushes: 3,
             errors: 0,
             failovers: 1,
+            latency: Default::default(),
             paths: vec![path(i, i % 7), path(i, i % 7 + 1)],
         }
     }

@@ -56,6 +56,11 @@ impl Shared {
                     flushes: snap.flushes,
                     errors: snap.errors,
                     failovers: snap.failovers,
+                    latency: crate::control::model::DiskLatency {
+                        read: snap.latency[0].clone(),
+                        write: snap.latency[1].clone(),
+                        flush: snap.latency[2].clone(),
+                    },
                     paths: snap
                         .paths
                         .iter()

@@ -138,6 +138,15 @@ impl TargetClient {
         Ok(lines.iter().map(|l| format!("{l}\n")).collect())
     }
 
+    /// The metrics, Prometheus text.
+    pub fn metrics(&mut self) -> Result<String, ClientError> {
+        let lines = self.list(ControlRequest::Metrics, |a| match a {
+            ControlAnswer::Metrics(v) => Ok(v),
+            other => Err(other),
+        })?;
+        Ok(lines.iter().map(|l| format!("{l}\n")).collect())
+    }
+
     /// Has the daemon re-read its configuration file and apply it: what changed, or every
     /// reason it cannot (nothing changed then).
     pub fn reload(&mut self) -> Result<ReloadReport, ClientError> {

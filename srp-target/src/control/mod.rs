@@ -17,6 +17,7 @@
 
 pub mod client;
 pub mod handle;
+pub mod metrics;
 pub mod model;
 pub mod service;
 pub mod wire;

@@ -72,6 +72,9 @@ pub struct LunStatus {
     pub flush_failed: bool,
     /// What it has executed.
     pub counters: LuCountersSnapshot,
+    /// Its service times (READ, medium-modifying, SYNCHRONIZE CACHE).
+    #[serde(default)]
+    pub latency: crate::exec::counters::LuLatency,
 }
 
 /// How a session was established.
@@ -164,6 +167,8 @@ pub enum ControlRequest {
     },
     /// The running configuration, as TOML text of the file's schema.
     RunningConfig,
+    /// The metrics in the Prometheus text format ([`super::metrics`]).
+    Metrics,
     /// Re-reads the daemon's configuration file and applies it
     /// ([`crate::reload`]); the control socket's form of SIGHUP. Turned into
     /// [`ControlRequest::Apply`] by whoever knows the file (the socket's service).
@@ -192,6 +197,8 @@ pub enum ControlAnswer {
     },
     /// To RunningConfig: the TOML text, one line per entry (paged on the socket).
     Config(Vec<String>),
+    /// To Metrics: the exposition text, one line per entry (paged on the socket).
+    Metrics(Vec<String>),
     /// To Reload and Apply: what changed.
     Reloaded(ReloadReport),
 }

@@ -10,6 +10,7 @@
 //! | `0x0203` LUNS      | [`ListPage`]                                            | `{"Ok":{"Luns":[…]}}`            |
 //! | `0x0204` SESSIONS  | [`ListPage`]                                            | `{"Ok":{"Sessions":[…]}}`        |
 //! | `0x0205` CONFIG    | [`ListPage`] (lines of the running config's TOML)       | `{"Ok":{"Config":["[target]",…]}}` |
+//! | `0x0206` METRICS   | [`ListPage`] (lines of the Prometheus text exposition)  | `{"Ok":{"Metrics":["# HELP …",…]}}` |
 //! | `0x0210` SET_IOC   | [`SetIoc`] `{"name":"ioc-a","enabled":false,"mode":"Logout"}` | `{"Ok":{"Done":{"sessions_ended":2}}}` |
 //! | `0x0211` SET_PORT  | [`SetPort`] `{"name":"p0","enabled":true}`              | `{"Ok":{"Done":{…}}}`            |
 //! | `0x0212` SET_LUN   | [`SetLun`] `{"name":"vol1","clear_flush_error":true}`   | `{"Ok":{"Done":{…}}}`            |
@@ -36,6 +37,8 @@ pub const LIST_LUNS: u16 = 0x0203;
 pub const LIST_SESSIONS: u16 = 0x0204;
 /// The running configuration's lines ([`ListPage`] → a page of `ControlAnswer::Config`).
 pub const CONFIG: u16 = 0x0205;
+/// The metrics' lines, Prometheus text ([`ListPage`] → a page of `ControlAnswer::Metrics`).
+pub const METRICS: u16 = 0x0206;
 /// Enable or disable an IOC ([`SetIoc`] → `ControlAnswer::Done`).
 pub const SET_IOC: u16 = 0x0210;
 /// Bring a port up or down ([`SetPort`] → `ControlAnswer::Done`).
@@ -93,6 +96,7 @@ pub fn encode_request(request: &ControlRequest, start: u32) -> Option<(u16, Vec<
         ControlRequest::ListLuns => list(LIST_LUNS),
         ControlRequest::ListSessions => list(LIST_SESSIONS),
         ControlRequest::RunningConfig => list(CONFIG),
+        ControlRequest::Metrics => list(METRICS),
         ControlRequest::SetIoc {
             name,
             enabled,
@@ -134,6 +138,7 @@ pub fn decode_request(opcode: u16, body: &[u8]) -> Result<(ControlRequest, u32),
         LIST_LUNS => list(ControlRequest::ListLuns),
         LIST_SESSIONS => list(ControlRequest::ListSessions),
         CONFIG => list(ControlRequest::RunningConfig),
+        METRICS => list(ControlRequest::Metrics),
         SET_IOC => {
             let SetIoc {
                 name,
@@ -191,6 +196,7 @@ pub fn encode_answer(answer: Answer, start: u32) -> Vec<u8> {
         Ok(ControlAnswer::Luns(v)) => cut(v, start, ControlAnswer::Luns, "LUN"),
         Ok(ControlAnswer::Sessions(v)) => cut(v, start, ControlAnswer::Sessions, "session"),
         Ok(ControlAnswer::Config(v)) => cut(v, start, ControlAnswer::Config, "config line"),
+        Ok(ControlAnswer::Metrics(v)) => cut(v, start, ControlAnswer::Metrics, "metrics line"),
         other => other,
     };
     fit_reply(

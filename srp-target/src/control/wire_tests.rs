@@ -66,6 +66,7 @@ fn lun(i: u32) -> LunStatus {
             reservation_conflicts: 1,
             flush_errors: 7,
         },
+        latency: Default::default(),
     }
 }
 
@@ -96,7 +97,8 @@ fn session(channel: u64) -> SessionStatus {
 /// Every request: known body text, and decode(encode(x)) == x.
 #[test]
 fn requests_round_trip_from_known_text() {
-    let cases: [(ControlRequest, u32, u16, &str); 9] = [
+    let cases: [(ControlRequest, u32, u16, &str); 10] = [
+        (ControlRequest::Metrics, 3, METRICS, r#"{"start":3}"#),
         (ControlRequest::ListIocs, 0, LIST_IOCS, r#"{"start":0}"#),
         (ControlRequest::ListPorts, 2, LIST_PORTS, r#"{"start":2}"#),
         (ControlRequest::ListLuns, 5, LIST_LUNS, r#"{"start":5}"#),
@@ -154,6 +156,7 @@ fn bad_requests_are_refused() {
         LIST_LUNS,
         LIST_SESSIONS,
         CONFIG,
+        METRICS,
         SET_IOC,
         SET_PORT,
         SET_LUN,

@@ -40,6 +40,18 @@ impl Loop {
                     .map(str::to_owned)
                     .collect(),
             ),
+            ControlRequest::Metrics => ControlAnswer::Metrics(
+                crate::control::metrics::render(
+                    &self.iocs(),
+                    &self.port_list(),
+                    &self.luns(),
+                    &self.session_list(),
+                    &self.tally,
+                )
+                .lines()
+                .map(str::to_owned)
+                .collect(),
+            ),
             ControlRequest::Apply(config) => return self.apply(*config),
             // The file is read off the loop, by whoever knows it (the socket's service).
             ControlRequest::Reload => return Err(ControlError::NoConfigFile),
@@ -104,6 +116,7 @@ impl Loop {
                 write_cache: lu.write_cache(),
                 flush_failed: lu.flush_error().is_some(),
                 counters: lu.counters(),
+                latency: lu.latency(),
             })
             .collect()
     }

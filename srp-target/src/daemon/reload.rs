@@ -15,6 +15,17 @@ use std::sync::Arc;
 impl Loop {
     /// Applies `new` whole, or nothing with every reason.
     pub(super) fn apply(&mut self, new: TargetConfig) -> Result<ControlAnswer, ControlError> {
+        let r = self.try_apply(new);
+        if let Err(e) = &r {
+            self.tally
+                .reload_refusals
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(error = %e, "reload refused");
+        }
+        r
+    }
+
+    fn try_apply(&mut self, new: TargetConfig) -> Result<ControlAnswer, ControlError> {
         let plan = plan(&self.config, &new).map_err(|refusals| {
             ControlError::ReloadRefused(refusals.iter().map(ToString::to_string).collect())
         })?;

@@ -71,6 +71,8 @@ pub(super) struct Loop {
     last_sweep: Instant,
     /// Where the loop reads the time (the system clock, or a simulated run's).
     clock: Arc<dyn hca::time::Clock>,
+    /// What the metrics count of the daemon's own doings.
+    tally: crate::control::metrics::DaemonTally,
 }
 
 impl Loop {
@@ -152,6 +154,7 @@ impl Loop {
                 guards: config.target.guards,
                 last_sweep: clock.now(),
                 clock,
+                tally: crate::control::metrics::DaemonTally::default(),
             },
             started,
         ))
@@ -273,8 +276,22 @@ impl Loop {
     }
 
     fn emit(&self, ev: DaemonEvent) {
-        // A full queue drops the event: a slow log reader never stalls the data path.
-        let _ = self.events.try_send(ev);
+        let t = &self.tally;
+        let counter = match &ev {
+            DaemonEvent::Login { .. } => Some(&t.logins),
+            DaemonEvent::Rejected { .. } | DaemonEvent::CmRefused { .. } => Some(&t.rejects),
+            DaemonEvent::Logout { .. } => Some(&t.logouts),
+            DaemonEvent::Reloaded { .. } => Some(&t.reloads),
+        };
+        if let Some(c) = counter {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        // A full queue drops the event: a slow log reader never stalls the data path. It
+        // is counted, and logged at the default level.
+        if self.events.try_send(ev.clone()).is_err() {
+            t.events_dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(event = %ev, "the event queue is full: the event is dropped");
+        }
     }
 
     fn session_of(&mut self, port: usize, conn: ConnId) -> Option<&mut Session> {

@@ -2,6 +2,7 @@
 //! executed command with relaxed atomics (they are statistics, not synchronisation).
 
 use super::{CmdOutput, TransportError};
+use hca::metrics::{AtomicHistogram, Histogram};
 use scsi::Status;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -34,6 +35,24 @@ pub struct LuCounters {
     bytes_written: AtomicU64,
     check_conditions: AtomicU64,
     reservation_conflicts: AtomicU64,
+    /// How long READs, medium-modifying commands and SYNCHRONIZE CACHE took to execute
+    /// here (from the backend worker picking them up to their status: the LU's service
+    /// time, without the transport's).
+    read_latency: AtomicHistogram,
+    write_latency: AtomicHistogram,
+    flush_latency: AtomicHistogram,
+}
+
+/// A LUN's service-time histograms at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct LuLatency {
+    /// READs.
+    pub read: Histogram,
+    /// Medium-modifying commands.
+    pub write: Histogram,
+    /// SYNCHRONIZE CACHE (10/16).
+    pub flush: Histogram,
 }
 
 /// A copy of [`LuCounters`] at one moment.
@@ -81,6 +100,28 @@ impl LuCounters {
                 add(&self.reservation_conflicts, 1);
             }
             Ok(_) | Err(_) => add(&self.check_conditions, 1),
+        }
+    }
+
+    /// Records how long a command with operation code `opcode` took (`us` µs).
+    pub(crate) fn latency(&self, opcode: Option<u8>, us: u64) {
+        match opcode {
+            Some(0x35 | 0x91) => self.flush_latency.record(us),
+            Some(op) => match kind(op) {
+                Kind::Read => self.read_latency.record(us),
+                Kind::Write => self.write_latency.record(us),
+                Kind::Other => {}
+            },
+            None => {}
+        }
+    }
+
+    /// The latency histograms now.
+    pub fn latency_snapshot(&self) -> LuLatency {
+        LuLatency {
+            read: self.read_latency.snapshot(),
+            write: self.write_latency.snapshot(),
+            flush: self.flush_latency.snapshot(),
         }
     }
 
@@ -133,6 +174,16 @@ mod tests {
                 reservation_conflicts: 1,
                 flush_errors: 0,
             }
+        );
+        c.latency(Some(0x28), 80);
+        c.latency(Some(0x2a), 700);
+        c.latency(Some(0x35), 3_000);
+        c.latency(Some(0x12), 1);
+        let l = c.latency_snapshot();
+        assert_eq!((l.read.count, l.write.count, l.flush.count), (1, 1, 1));
+        assert_eq!(
+            (l.read.sum_us, l.write.sum_us, l.flush.sum_us),
+            (80, 700, 3_000)
         );
     }
 }

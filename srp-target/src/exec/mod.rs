@@ -487,6 +487,7 @@ impl LogicalUnit {
         staging: Option<MemSpan<'_>>,
     ) -> Result<CmdOutput, TransportError> {
         data_in.clear();
+        let started = std::time::Instant::now();
         // A panic in a handler (a target bug) answers this command and leaves the worker
         // and the LU serving: every lock here recovers from poisoning.
         let run =
@@ -507,6 +508,8 @@ impl LogicalUnit {
         });
         let out = finish(r, data_in);
         self.counters.record(cdb.first().copied(), &out);
+        let us = started.elapsed().as_micros().try_into().unwrap_or(u64::MAX);
+        self.counters.latency(cdb.first().copied(), us);
         out
     }
 
@@ -561,6 +564,11 @@ impl LogicalUnit {
             flush_errors: self.flush_errors(),
             ..self.counters.snapshot()
         }
+    }
+
+    /// Its service-time histograms (READ, medium-modifying, SYNCHRONIZE CACHE).
+    pub fn latency(&self) -> counters::LuLatency {
+        self.counters.latency_snapshot()
     }
 
     fn dispatch(&self, nexus: &Nexus<'_>, cmd: Command, dout: &[u8], din: &mut Vec<u8>) -> Exec {
