@@ -24,11 +24,14 @@ fi
 
 # The host's block-file, ext4 and multipath tests: loop devices and e2fsprogs (losetup,
 # mkfs.ext4, e2fsck), network namespaces (ip from iproute2, nsenter from util-linux), ping
-# (iputils-ping: the multipath netem test checks each link carries pings before I/O).
+# (iputils-ping: the multipath netem test checks each link carries pings before I/O);
+# systemd and pgrep (procps) for the units' acceptance test, which boots systemd as PID 1
+# of a namespace of its own (srpctl/tests/systemd_units.rs).
 missing=()
-for pair in ip:iproute2 nsenter:util-linux losetup:mount mkfs.ext4:e2fsprogs e2fsck:e2fsprogs ping:iputils-ping; do
+for pair in ip:iproute2 nsenter:util-linux losetup:mount mkfs.ext4:e2fsprogs e2fsck:e2fsprogs ping:iputils-ping pgrep:procps; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair##*:}")
 done
+[[ -x /lib/systemd/systemd ]] || missing+=(systemd)
 if [[ ${#missing[@]} -gt 0 ]]; then
     echo "== installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
