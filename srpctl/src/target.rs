@@ -11,7 +11,7 @@ use nix::sys::signal::{SigSet, Signal};
 use srp_target::LunIdentity;
 use srp_target::config::{Acl, AclEntry, Backing, TargetConfig};
 use srp_target::control::ControlRequest;
-use srp_target::daemon::{Daemon, DaemonOptions};
+use srp_target::daemon::{Daemon, DaemonEvent, DaemonOptions};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -121,7 +121,7 @@ pub(crate) fn run(
         })?;
     while !stop.load(Ordering::Relaxed) {
         if let Ok(ev) = daemon.events().recv_timeout(Duration::from_millis(100)) {
-            eprintln!("{ev}");
+            log_event(&ev);
         }
     }
     if let Ok(Ok(sig)) = rx.recv() {
@@ -133,18 +133,53 @@ pub(crate) fn run(
         let _ = w.join();
     }
     for ev in daemon.shutdown() {
-        eprintln!("{ev}");
+        log_event(&ev);
     }
     eprintln!("stopped");
     Ok(())
+}
+
+/// One daemon event as a log line with its fields (channel, IOC, initiator, reason), so
+/// the journal and a JSON log shipper can select them: logins and logouts at info,
+/// rejects at warn.
+fn log_event(ev: &DaemonEvent) {
+    match ev {
+        DaemonEvent::Login {
+            channel,
+            ioc,
+            initiator,
+            form,
+            ..
+        } => tracing::info!(target: "srp_target::session", channel = %channel, ioc = %ioc,
+            initiator = %initiator, form = %form, "{ev}"),
+        DaemonEvent::Logout { channel, reason } => tracing::info!(
+            target: "srp_target::session", channel = %channel, reason = %reason, "{ev}"),
+        DaemonEvent::Rejected {
+            ioc,
+            initiator,
+            code,
+            reason,
+        } => tracing::warn!(target: "srp_target::login",
+            ioc = ioc.as_deref().unwrap_or("-"),
+            initiator = %initiator.map_or_else(|| "-".to_owned(), |i| i.to_string()),
+            code = *code, reason = %reason, "{ev}"),
+        DaemonEvent::CmRefused {
+            port, from, reason, ..
+        } => tracing::warn!(target: "srp_target::login", port = %port, from = %from,
+            cm_reason = *reason, "{ev}"),
+        DaemonEvent::Reloaded { changes } => tracing::info!(target: "srp_target::reload",
+            changes = changes.len(), "{ev}"),
+    }
 }
 
 /// SIGHUP: re-reads `file` and applies it; the outcome goes to the log (the changes
 /// themselves are the daemon's event, printed with the others).
 fn reload(handle: &srp_target::control::ControlHandle, file: &Path) {
     match handle.reload_from(file) {
-        Ok(_) => eprintln!("SIGHUP: {} reloaded", file.display()),
-        Err(e) => eprintln!("SIGHUP: {}: {e}", file.display()),
+        Ok(_) => tracing::info!(target: "srp_target::reload", file = %file.display(),
+            "SIGHUP: reloaded"),
+        Err(e) => tracing::error!(target: "srp_target::reload", file = %file.display(),
+            error = %e, "SIGHUP: reload refused; the running configuration is unchanged"),
     }
 }
 

@@ -15,6 +15,7 @@
 //! 6. metrics are scraped again: the reload counted, the new LUN present, the workload's
 //!    writes counted by both daemons; no I/O error anywhere;
 //! 7. `systemctl stop` logs both out in order (exit status 0), and the namespace goes.
+//!
 //! Needs root, systemd, FUSE and unshare/nsenter (CI has them); bounded in time, and the
 //! namespace is killed even on failure.
 
