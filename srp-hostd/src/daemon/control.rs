@@ -228,6 +228,14 @@ impl HostControl for Shared {
                     .ok_or(HostControlError::NoSuchDisk(disk.clone()))?;
                 mp.set_policy(p);
                 tracing::info!(disk, policy = p.name(), "policy set");
+                let identity = mp.identity().identity.clone();
+                if let Err(e) = lock(&self.saved).set_policy(&identity, p.name()) {
+                    tracing::error!(disk, %e, "the policy is set but could not be saved");
+                    return Err(HostControlError::Failed(format!(
+                        "policy {} set on {disk}, but not saved for the next start: {e}",
+                        p.name()
+                    )));
+                }
                 Ok(HostAnswer::Done { disks: vec![disk] })
             }
             HostRequest::SetPath { session, enabled } => {
@@ -235,14 +243,40 @@ impl HostControl for Shared {
                     return Err(HostControlError::NoSuchSession(session));
                 }
                 let now = Instant::now();
-                let disks = self
+                let changed: Vec<_> = self
                     .disks_through(session)
                     .into_iter()
                     .filter(|d| d.set_admin(session, enabled, now))
-                    .map(|d| d.identity().identity.clone())
                     .collect();
                 // A restored path is verified at the next tick.
                 self.wake.notify_all();
+                let mut unsaved = Vec::new();
+                for d in &changed {
+                    let snap = d.snapshot();
+                    let Some(p) = snap.paths.iter().find(|p| p.key == session) else {
+                        continue;
+                    };
+                    let name = crate::saved::PathName {
+                        disk: d.identity().identity.clone(),
+                        ioc_guid: p.label.ioc_guid.clone(),
+                        portal: p.label.portal.clone(),
+                        local: p.label.local.clone(),
+                    };
+                    if let Err(e) = lock(&self.saved).set_down(name, !enabled) {
+                        tracing::error!(session, %e, "the path state is set but could not be saved");
+                        unsaved.push(e.to_string());
+                    }
+                }
+                if let Some(e) = unsaved.first() {
+                    return Err(HostControlError::Failed(format!(
+                        "the path of session {session} is {}, but not saved for the next start: {e}",
+                        if enabled { "back in service" } else { "down" }
+                    )));
+                }
+                let disks = changed
+                    .iter()
+                    .map(|d| d.identity().identity.clone())
+                    .collect();
                 Ok(HostAnswer::Done { disks })
             }
         }

@@ -116,6 +116,8 @@ struct Shared {
     logins: Mutex<()>,
     /// The persistent logins (a leaf lock).
     persistent: Mutex<crate::persist::PersistentLogins>,
+    /// Policies and paths an operator set, applied again when they come back (a leaf lock).
+    saved: Mutex<crate::saved::SavedPaths>,
     /// The IOC bus: IOC removal seen by watched sessions, through the access layer's PnP.
     bus: bus::IocBus,
     wake: Condvar,
@@ -214,6 +216,7 @@ impl HostDaemon {
 
     fn launch(config: HostConfig, exposure: Exposure) -> HostDaemon {
         let persistent = crate::persist::PersistentLogins::load(&config.state_dir);
+        let saved = crate::saved::SavedPaths::load(&config.state_dir);
         let shared = Arc::new(Shared {
             memory: SystemMemory::new(crate::session::memory_pages(&config)),
             config,
@@ -225,6 +228,7 @@ impl HostDaemon {
             }),
             logins: Mutex::new(()),
             persistent: Mutex::new(persistent),
+            saved: Mutex::new(saved),
             bus: bus::IocBus::new(),
             wake: Condvar::new(),
         });

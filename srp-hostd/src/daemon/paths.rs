@@ -29,6 +29,17 @@ impl Shared {
             .collect()
     }
 
+    /// A path an operator took down before (saved state) goes down again as it comes back.
+    fn restore_saved_down(&self, mp: &MultipathDisk, session: u32, down: bool) {
+        if down && mp.set_admin(session, false, std::time::Instant::now()) {
+            tracing::info!(
+                name = %mp.identity().identity,
+                session,
+                "path down as an operator left it (saved state)"
+            );
+        }
+    }
+
     /// Scans `s` and brings its paths in line: each LUN found becomes a path of the
     /// multipath disk of its identity (created and exposed on its first path); vanished
     /// LUNs lose their path (a disk with none left disappears).
@@ -107,6 +118,12 @@ impl Shared {
                     local: s.local().to_string(),
                 },
             };
+            let saved_down = lock(&self.saved).is_down(&crate::saved::PathName {
+                disk: name.clone(),
+                ioc_guid: spec.label.ioc_guid.clone(),
+                portal: spec.label.portal.clone(),
+                local: spec.label.local.clone(),
+            });
             let existing = lock(&self.state).disks.get(&name).cloned();
             match existing {
                 Some(mp)
@@ -115,6 +132,7 @@ impl Shared {
                 {
                     mp.add_path(spec);
                     tracing::info!(name, session = s.id(), "another path to the disk");
+                    self.restore_saved_down(&mp, s.id(), saved_down);
                 }
                 Some(_) => {
                     if s.first_note(&format!("refused {lun} {name}")) {
@@ -134,7 +152,13 @@ impl Shared {
                         self.dsm.clone(),
                         self.config.multipath,
                     ));
+                    let saved = lock(&self.saved).policy(&name).map(str::to_owned);
+                    if let Some(p) = saved.as_deref().and_then(mpio::Policy::parse) {
+                        mp.set_policy(p);
+                        tracing::info!(name, policy = p.name(), "saved policy applied");
+                    }
                     mp.add_path(spec);
+                    self.restore_saved_down(&mp, s.id(), saved_down);
                     if let Exposure::Files(f) = &self.exposure {
                         let dev: Arc<dyn BlockDevice> = mp.clone();
                         if let Err(e) = f.add(&name, dev) {
