@@ -21,6 +21,8 @@
 //! login = "auto"                     # "ib-cm", "rdma-cm" or "auto": IB CM first, then
 //!                                    # RDMA-CM; the form that worked is kept per IOC
 //! rdma_cm_port = 5555                # the targets' RDMA-CM port (ib_srpt's rdma_cm_port)
+//! rules = "/etc/srp/host/h1.rules"   # discovery rules: allow/deny per target, login
+//!                                    # options (`rules` module); default: every target
 //!
 //! [timers]                           # ib_srp's defaults; "off" turns one off
 //! reconnect_delay = "10s"
@@ -233,6 +235,9 @@ pub struct HostConfig {
     pub multipath: MpConfig,
     /// The portals.
     pub portals: Vec<PortalConfig>,
+    /// The discovery rules file ([`crate::rules`]): which services the sweeps log in to and
+    /// with which options; `None`: every service, the host's options.
+    pub rules: Option<PathBuf>,
 }
 
 #[derive(Deserialize, Default)]
@@ -280,6 +285,7 @@ struct RawHost {
     sweep_interval: Option<String>,
     login: Option<String>,
     rdma_cm_port: Option<i64>,
+    rules: Option<PathBuf>,
 }
 
 #[derive(Deserialize, Default)]
@@ -318,7 +324,7 @@ pub fn default_socket(name: &str) -> PathBuf {
 pub use hca::time::parse_duration;
 
 /// A size: bytes as an integer, or digits with `KiB`, `MiB` (`"256KiB"`).
-fn parse_size(v: &toml::Value) -> Result<u64, String> {
+pub(crate) fn parse_size(v: &toml::Value) -> Result<u64, String> {
     match v {
         toml::Value::Integer(n) if *n > 0 => Ok(*n as u64),
         toml::Value::String(s) => {
@@ -385,6 +391,7 @@ impl HostConfig {
             timers: TransportTimers::default(),
             multipath: MpConfig::default(),
             portals,
+            rules: None,
         }
     }
 
@@ -543,6 +550,18 @@ impl HostConfig {
         };
         if let Some(l) = choice("host.login", &h.login, &mut p) {
             c.login = l;
+        }
+        if let Some(r) = h.rules {
+            if !r.is_absolute() {
+                p.push(format!("host.rules {}: must be absolute", r.display()));
+            } else {
+                match crate::rules::Rules::from_file(&r) {
+                    Ok(_) => c.rules = Some(r),
+                    Err(problems) => {
+                        p.extend(problems.into_iter().map(|e| format!("host.rules: {e}")))
+                    }
+                }
+            }
         }
         if let Some(v) = port("host.rdma_cm_port", h.rdma_cm_port, &mut p) {
             c.rdma_cm_port = v;

@@ -31,6 +31,7 @@ pub mod discover;
 pub mod disk;
 pub mod metrics;
 pub mod persist;
+pub mod rules;
 pub mod saved;
 pub mod scan;
 pub mod session;

@@ -68,11 +68,13 @@ impl Shared {
             .iter()
             .map(|spec| (spec.clone(), self.portal_iocs(spec)))
             .collect();
-        for (spec, iocs) in configured.chain(persistent) {
+        let configured = configured.map(|(s, i)| (s, i, true));
+        let persistent = persistent.into_iter().map(|(s, i)| (s, i, false));
+        for (spec, iocs, by_rules) in configured.chain(persistent) {
             if self.stopping() {
                 return;
             }
-            let outcome = self.login(&spec, &iocs);
+            let outcome = self.login_as(&spec, &iocs, by_rules);
             for s in outcome.iter().flatten() {
                 tracing::info!(
                     session = s.id,
@@ -149,11 +151,23 @@ impl Shared {
     }
 
     /// Sweeps `spec.portal` and logs in to each SRP service without a session (only
-    /// `iocs`, if any; only `spec.ioc_guid`, if set).
+    /// `iocs`, if any; only `spec.ioc_guid`, if set): an operator's login, which the
+    /// discovery rules do not filter (their login options apply).
     pub(super) fn login(
         &self,
         spec: &LoginSpec,
         iocs: &[Guid],
+    ) -> Result<Vec<SessionInfo>, HostControlError> {
+        self.login_as(spec, iocs, false)
+    }
+
+    /// [`Shared::login`]; with `by_rules` (a configured portal's sweep) only the services
+    /// the discovery rules allow.
+    pub(super) fn login_as(
+        &self,
+        spec: &LoginSpec,
+        iocs: &[Guid],
+        by_rules: bool,
     ) -> Result<Vec<SessionInfo>, HostControlError> {
         let _serial = lock(&self.logins);
         if self.stopping() {
@@ -208,11 +222,16 @@ impl Shared {
             },
         );
         let found = swept.map_err(|e| HostControlError::Failed(e.to_string()))?;
-        let wanted: Vec<SrpService> = srp_services(spec.portal, &found)
+        let wanted: Vec<(SrpService, crate::rules::Decision)> = srp_services(spec.portal, &found)
             .into_iter()
             .filter(|s| iocs.is_empty() || iocs.contains(&s.ioc_guid))
             .filter(|s| only.is_none_or(|g| g == s.ioc_guid))
             .filter(|s| !self.has_session(s))
+            .map(|s| {
+                let d = self.decide(&s, pkey);
+                (s, d)
+            })
+            .filter(|(_, d)| !by_rules || d.action == crate::rules::Action::Allow)
             .collect();
         if wanted.is_empty() {
             return Err(HostControlError::NothingToLogIn(format!(
@@ -224,7 +243,7 @@ impl Shared {
         }
         let mut created = Vec::new();
         let mut errors = Vec::new();
-        for service in wanted {
+        for (service, decision) in wanted {
             if free.is_empty() {
                 errors.push(format!(
                     "IOC {:#018x}: no free local address left (one channel per address)",
@@ -240,15 +259,15 @@ impl Shared {
             };
             let forms = self.login_forms(&service);
             let model = model.unwrap_or_else(|| driver_model(&self.config, &service));
-            match Session::open(
-                id,
-                service,
-                local,
-                &self.config,
-                &forms,
-                model,
-                &self.memory,
-            ) {
+            // The rule's login options over the host's.
+            let o = decision.options;
+            let config = crate::config::HostConfig {
+                queue_depth: o.queue_depth.unwrap_or(self.config.queue_depth),
+                max_transfer: o.max_transfer.unwrap_or(self.config.max_transfer),
+                registration: o.registration.unwrap_or(self.config.registration),
+                ..self.config.clone()
+            };
+            match Session::open(id, service, local, &config, &forms, model, &self.memory) {
                 Ok(s) => {
                     let s = Arc::new(s);
                     {

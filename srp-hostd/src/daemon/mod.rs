@@ -37,6 +37,7 @@ mod bus;
 mod control;
 mod login;
 mod paths;
+mod rules;
 mod threads;
 
 /// How often the supervisor looks at the sessions.
@@ -118,6 +119,8 @@ struct Shared {
     persistent: Mutex<crate::persist::PersistentLogins>,
     /// Policies and paths an operator set, applied again when they come back (a leaf lock).
     saved: Mutex<crate::saved::SavedPaths>,
+    /// The discovery rules in force and what they decided (a leaf lock).
+    rules: Mutex<rules::RulesState>,
     /// The IOC bus: IOC removal seen by watched sessions, through the access layer's PnP.
     bus: bus::IocBus,
     wake: Condvar,
@@ -229,6 +232,7 @@ impl HostDaemon {
             logins: Mutex::new(()),
             persistent: Mutex::new(persistent),
             saved: Mutex::new(saved),
+            rules: Mutex::new(rules::RulesState::default()),
             bus: bus::IocBus::new(),
             wake: Condvar::new(),
         });
