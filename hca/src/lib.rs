@@ -22,6 +22,7 @@ pub mod mr;
 pub mod qp;
 pub mod sim;
 pub mod time;
+pub mod units;
 pub mod verbs;
 pub mod wire;
 

@@ -323,25 +323,12 @@ pub fn default_socket(name: &str) -> PathBuf {
 /// A duration: digits with a unit (`hca::time::parse_duration`, shared with the target).
 pub use hca::time::parse_duration;
 
-/// A size: bytes as an integer, or digits with `KiB`, `MiB` (`"256KiB"`).
+/// A size: bytes as an integer, or a string through the one size parser of both
+/// configurations ([`hca::units::parse_size`]: `"256KiB"`, `"1MiB"`, `"1 MB"`).
 pub(crate) fn parse_size(v: &toml::Value) -> Result<u64, String> {
     match v {
         toml::Value::Integer(n) if *n > 0 => Ok(*n as u64),
-        toml::Value::String(s) => {
-            let t = s.trim();
-            let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-            let (digits, unit) = t.split_at(split);
-            let n: u64 = digits
-                .parse()
-                .map_err(|_| format!("invalid size {s:?}: expected e.g. \"256KiB\""))?;
-            let mult = match unit.trim() {
-                "" => 1,
-                "KiB" => 1 << 10,
-                "MiB" => 1 << 20,
-                _ => return Err(format!("invalid size {s:?}: the unit must be KiB or MiB")),
-            };
-            Ok(n.saturating_mul(mult))
-        }
+        toml::Value::String(s) => hca::units::parse_size(s).map_err(|e| e.to_string()),
         _ => Err(format!(
             "invalid size {v}: expected bytes or a string as \"256KiB\""
         )),

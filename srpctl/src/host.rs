@@ -54,15 +54,24 @@ fn summary(c: &HostConfig) -> Vec<String> {
         };
         out.push(format!("portal {}: from {locals}; {iocs}", p.address));
     }
+    out.push(match &c.rules {
+        Some(r) => format!("discovery rules {}", r.display()),
+        None => "discovery rules: none (every SRP target found is logged in to)".to_owned(),
+    });
     out.push(format!("disks in {}", c.disks_dir.display()));
     out.push(format!("control socket {}", c.control_socket.display()));
     out
 }
 
-/// `host check`.
-pub(crate) fn check(path: &Path) -> Result<()> {
-    for line in summary(&load(path)?) {
-        println!("{line}");
+/// `host check`: the summary, one line each (or a JSON array of them).
+pub(crate) fn check(path: &Path, json: bool) -> Result<()> {
+    let lines = summary(&load(path)?);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&lines)?);
+    } else {
+        for line in lines {
+            println!("{line}");
+        }
     }
     Ok(())
 }

@@ -210,6 +210,9 @@ enum HostWhat {
         /// The host configuration (host.toml).
         #[arg(short, long)]
         config: PathBuf,
+        /// Print the summary as a JSON array of lines.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -222,6 +225,10 @@ enum TargetWhat {
         /// The configuration file (see docs/target.md).
         #[arg(short, long)]
         config: PathBuf,
+        /// Print the validated configuration as JSON (every default spelled out, as
+        /// `target config` shows a running one) instead of the summary.
+        #[arg(long)]
+        json: bool,
     },
     /// Run the target daemon in the foreground: serve logins and the control socket until
     /// SIGINT or SIGTERM.
@@ -372,7 +379,7 @@ fn target_command(what: TargetWhat) -> Result<()> {
     use target_ctl::List;
     let list = |a: CtlArgs, what: List| target_ctl::list(&ctl_path(&a.at)?, what, a.json);
     match what {
-        TargetWhat::Check { config } => target::check(&config),
+        TargetWhat::Check { config, json } => target::check(&config, json),
         TargetWhat::Run {
             config,
             rdma_cm_port,
@@ -485,7 +492,7 @@ fn main() -> Result<()> {
                 log::init(tracing::Level::INFO);
                 host::run(&config, metrics)
             }
-            HostWhat::Check { config } => host::check(&config),
+            HostWhat::Check { config, json } => host::check(&config, json),
             HostWhat::Metrics(at) => host_ctl::metrics(&at),
         },
         Command::Target { what } => target_command(what),

@@ -183,8 +183,9 @@ fn reload(handle: &srp_target::control::ControlHandle, file: &Path) {
     }
 }
 
-/// Validates the file at `path`; prints the summary (and warnings) or every error.
-pub(crate) fn check(path: &Path) -> Result<()> {
+/// Validates the file at `path`; prints the summary (or with `json` the configuration as
+/// JSON) and the warnings, or every error.
+pub(crate) fn check(path: &Path, json: bool) -> Result<()> {
     let loaded = match TargetConfig::from_path(path) {
         Ok(l) => l,
         Err(errors) => bail!(
@@ -195,7 +196,13 @@ pub(crate) fn check(path: &Path) -> Result<()> {
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
-    print!("{}", summary(&loaded.config));
+    if json {
+        let text = srp_target::config::emit::to_toml(&loaded.config);
+        let value: toml::Value = toml::from_str(&text)?;
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print!("{}", summary(&loaded.config));
+    }
     Ok(())
 }
 

@@ -115,31 +115,12 @@ pub(super) fn size(value: &IntOrText) -> Result<u64, E> {
     }
 }
 
+/// The text form, through the one size parser of both configurations.
 fn size_text(text: &str) -> Result<u64, E> {
-    let bad = || E::BadSize(text.to_owned());
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let multiplier: u64 = match unit.trim_start() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        _ => return Err(bad()),
-    };
-    if digits.is_empty() {
-        return Err(bad());
-    }
-    // Too many digits for u64 is "too large", not "bad syntax".
-    let too_large = || E::SizeTooLarge(format!("{text:?}"));
-    let n: u64 = digits.parse().map_err(|_| too_large())?;
-    n.checked_mul(multiplier).ok_or_else(too_large)
+    hca::units::parse_size(text).map_err(|e| match e {
+        hca::units::SizeError::Syntax(_) => E::BadSize(text.to_owned()),
+        hca::units::SizeError::TooLarge(_) => E::SizeTooLarge(format!("{text:?}")),
+    })
 }
 
 /// `block_size`: 512 or 4096.
