@@ -15,8 +15,8 @@ use crate::input::Input;
 use access_layer::ctl::wire::{CtlStatus, MAX_BODY, REPLY_BIT};
 use access_layer::ctl::{Reply, Request};
 use srp_hostd::control::wire::{
-    self, DISKS, FORGET, LOGIN, LOGOUT, PERSISTENT, PORTALS, SESSIONS, SET_PATH, SET_POLICY,
-    TARGETS, decode_answer, decode_request, encode_answer, encode_request,
+    self, DISKS, FORGET, LOGIN, LOGOUT, PERSISTENT, PORTALS, RELOAD, SESSIONS, SET_PATH,
+    SET_POLICY, TARGETS, decode_answer, decode_request, encode_answer, encode_request,
 };
 use srp_hostd::control::{
     DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, HostService, LoginSpec,
@@ -25,9 +25,9 @@ use srp_hostd::control::{
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-const OPCODES: [u16; 11] = [
+const OPCODES: [u16; 12] = [
     SESSIONS, DISKS, LOGIN, LOGOUT, SET_POLICY, SET_PATH, PERSISTENT, FORGET, TARGETS, PORTALS,
-    0x030b,
+    RELOAD, 0x030c,
 ];
 const POLICIES: [&str; 3] = ["round-robin", "failover-only", "least-queue-depth"];
 
@@ -190,6 +190,9 @@ fn answer(request: &HostRequest) -> Result<HostAnswer, HostControlError> {
         HostRequest::PersistentLogins => Ok(HostAnswer::Persistent(w.persistent.clone())),
         HostRequest::Targets => Ok(HostAnswer::Targets(w.targets.clone())),
         HostRequest::Portals => Ok(HostAnswer::Portals(w.portals.clone())),
+        HostRequest::Reload => Ok(HostAnswer::Reloaded {
+            changes: vec!["portal 10.0.0.9 added: swept now".into()],
+        }),
         HostRequest::RemovePersistent { index } => match w.persistent.get(*index as usize) {
             Some(l) => Ok(HostAnswer::Forgotten(l.clone())),
             None => Err(HostControlError::NoSuchPersistent(*index)),
@@ -259,6 +262,7 @@ fn body(input: &mut Input<'_>, opcode: u16) -> Vec<u8> {
         PERSISTENT => HostRequest::PersistentLogins,
         TARGETS => HostRequest::Targets,
         PORTALS => HostRequest::Portals,
+        RELOAD => HostRequest::Reload,
         FORGET => HostRequest::RemovePersistent { index: session },
         LOGOUT => HostRequest::Logout { session },
         SET_POLICY => HostRequest::SetPolicy {

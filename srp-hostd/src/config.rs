@@ -238,6 +238,8 @@ pub struct HostConfig {
     /// The discovery rules file ([`crate::rules`]): which services the sweeps log in to and
     /// with which options; `None`: every service, the host's options.
     pub rules: Option<PathBuf>,
+    /// The file it was read from ([`HostConfig::from_file`]): what a reload re-reads.
+    pub source: Option<PathBuf>,
 }
 
 #[derive(Deserialize, Default)]
@@ -379,6 +381,7 @@ impl HostConfig {
             multipath: MpConfig::default(),
             portals,
             rules: None,
+            source: None,
         }
     }
 
@@ -388,7 +391,9 @@ impl HostConfig {
             origin: path.display().to_string(),
             problems: vec![format!("cannot read: {e}")],
         })?;
-        HostConfig::from_str(&text, &path.display().to_string())
+        let mut c = HostConfig::from_str(&text, &path.display().to_string())?;
+        c.source = Some(path.to_path_buf());
+        Ok(c)
     }
 
     /// Parses and validates `text` (named `origin` in errors).

@@ -158,6 +158,9 @@ impl HostControl for FakeHost {
             HostRequest::PersistentLogins => Ok(HostAnswer::Persistent(Vec::new())),
             HostRequest::Targets => Ok(HostAnswer::Targets(Vec::new())),
             HostRequest::Portals => Ok(HostAnswer::Portals(Vec::new())),
+            HostRequest::Reload => Ok(HostAnswer::Reloaded {
+                changes: vec!["portal 10.0.0.9 added: swept now".into()],
+            }),
             HostRequest::RemovePersistent { index } => {
                 Err(HostControlError::NoSuchPersistent(index))
             }

@@ -159,11 +159,18 @@ pub(crate) fn run(path: &Path, metrics: Option<std::net::SocketAddr>) -> Result<
     })?;
     loop {
         match signals.wait() {
-            Ok(Signal::SIGHUP) => eprintln!(
-                "SIGHUP: the host daemon does not reload its configuration yet; restart it \
-                 to apply {} (logins persist across the restart)",
-                path.display()
-            ),
+            Ok(Signal::SIGHUP) => {
+                notify.reloading();
+                match daemon.reload() {
+                    Ok(changes) if changes.is_empty() => tracing::info!(
+                        file = %path.display(), "SIGHUP: reloaded; nothing changed"),
+                    Ok(changes) => tracing::info!(file = %path.display(),
+                        changes = %changes.join("; "), "SIGHUP: reloaded"),
+                    Err(e) => tracing::error!(file = %path.display(), error = %e,
+                        "SIGHUP: reload refused; the running configuration is unchanged"),
+                }
+                notify.ready("serving (reloaded)");
+            }
             Ok(s) => {
                 eprintln!("{s}: shutting down");
                 break;

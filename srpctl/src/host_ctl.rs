@@ -144,6 +144,21 @@ pub(crate) struct HostCtlArgs {
     json: bool,
 }
 
+/// `srpctl host reload`: what changed (or `--json` the list).
+pub(crate) fn reload(at: &HostCtlArgs) -> Result<()> {
+    let changes = at.connect()?.reload()?;
+    if at.json {
+        println!("{}", serde_json::to_string_pretty(&changes)?);
+    } else if changes.is_empty() {
+        println!("reloaded: the file equals the running configuration; nothing changed");
+    } else {
+        for c in changes {
+            println!("{c}");
+        }
+    }
+    Ok(())
+}
+
 /// `srpctl host metrics`: the daemon's lists over its socket, as Prometheus text (or JSON
 /// samples).
 pub(crate) fn metrics(at: &HostCtlArgs) -> Result<()> {

@@ -202,6 +202,12 @@ enum HostWhat {
         #[arg(long, env = "SRPCTL_METRICS")]
         metrics: Option<std::net::SocketAddr>,
     },
+    /// Have a running host daemon re-read its configuration file and take it (what SIGHUP
+    /// to `host run` does): portals added are swept at once, removed ones no longer (their
+    /// sessions stay until logged out); timers, sizes, driver, login form, multipath and
+    /// rules apply from now on. A change of its name, GUID, initiator_ext or paths is
+    /// refused with the reason, and nothing changes.
+    Reload(host_ctl::HostCtlArgs),
     /// A running host daemon's metrics in the Prometheus text format (or JSON samples with
     /// --json), read over its control socket: disks, paths, sessions, HCA counters.
     Metrics(host_ctl::HostCtlArgs),
@@ -494,6 +500,7 @@ fn main() -> Result<()> {
             }
             HostWhat::Check { config, json } => host::check(&config, json),
             HostWhat::Metrics(at) => host_ctl::metrics(&at),
+            HostWhat::Reload(at) => host_ctl::reload(&at),
         },
         Command::Target { what } => target_command(what),
         Command::HostCtl(cmd) => host_ctl::run(cmd),

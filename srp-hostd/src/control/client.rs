@@ -181,6 +181,15 @@ impl HostClient {
         })
     }
 
+    /// Has the daemon re-read its configuration file and take it; what changed. Waits up
+    /// to [`SLOW_REPLY`] (a new portal is swept at once).
+    pub fn reload(&mut self) -> Result<Vec<String>, ClientError> {
+        match self.call(&HostRequest::Reload, 0, SLOW_REPLY)? {
+            HostAnswer::Reloaded { changes } => Ok(changes),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// Forgets persistent login `index` (its sessions stay until logged out); returns it.
     pub fn forget_persistent(&mut self, index: u32) -> Result<LoginSpec, ClientError> {
         match self.call(&HostRequest::RemovePersistent { index }, 0, REPLY)? {
@@ -201,6 +210,7 @@ fn unexpected(answer: &HostAnswer) -> ClientError {
         HostAnswer::Forgotten(_) => "Forgotten",
         HostAnswer::Targets(_) => "Targets",
         HostAnswer::Portals(_) => "Portals",
+        HostAnswer::Reloaded { .. } => "Reloaded",
     };
     ClientError::BadReply(format!("a {kind} answer to another request"))
 }

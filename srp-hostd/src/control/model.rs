@@ -285,6 +285,8 @@ pub enum HostRequest {
     Targets,
     /// List the portals.
     Portals,
+    /// Re-read the configuration file and take it (`daemon/reload.rs`).
+    Reload,
 }
 
 /// The daemon's answer.
@@ -314,6 +316,11 @@ pub enum HostAnswer {
     Targets(Vec<TargetInfo>),
     /// The portals.
     Portals(Vec<PortalInfo>),
+    /// For [`HostRequest::Reload`]: what changed, one line each.
+    Reloaded {
+        /// The changes.
+        changes: Vec<String>,
+    },
 }
 
 /// Why the daemon refused or failed a request.

@@ -15,6 +15,7 @@
 //! | `0x0308` FORGET     | [`Forget`] `{"index":0}`                               | `{"Ok":{"Forgotten":{…}}}`    |
 //! | `0x0309` TARGETS    | [`ListPage`] `{"start":0}`                             | `{"Ok":{"Targets":[…]}}`      |
 //! | `0x030a` PORTALS    | [`ListPage`] `{"start":0}`                             | `{"Ok":{"Portals":[…]}}`      |
+//! | `0x030b` RELOAD     | `{}`                                                   | `{"Ok":{"Reloaded":{…}}}`     |
 //!
 //! - A request body is the JSON of the request's parameters (the opcode says which request):
 //!   the payload of the [`HostRequest`] variant, plus the page start for the lists.
@@ -60,6 +61,8 @@ pub const FORGET: u16 = 0x0308;
 pub const TARGETS: u16 = 0x0309;
 /// List the portals ([`ListPage`] → a page of `HostAnswer::Portals`).
 pub const PORTALS: u16 = 0x030a;
+/// Re-read the configuration file and take it (`{}` → `HostAnswer::Reloaded`).
+pub const RELOAD: u16 = 0x030b;
 
 /// The body of a FORGET request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +127,7 @@ pub fn encode_request(
         HostRequest::RemovePersistent { index } => (FORGET, body(&Forget { index: *index })?),
         HostRequest::Targets => (TARGETS, body(&ListPage { start })?),
         HostRequest::Portals => (PORTALS, body(&ListPage { start })?),
+        HostRequest::Reload => (RELOAD, b"{}".to_vec()),
     })
 }
 
@@ -156,6 +160,14 @@ pub fn decode_request(opcode: u16, body: &[u8]) -> Result<(HostRequest, u32), Ct
         }
         TARGETS => (HostRequest::Targets, json::<ListPage>(body)?.start),
         PORTALS => (HostRequest::Portals, json::<ListPage>(body)?.start),
+        RELOAD => {
+            // An empty object and nothing else: the daemon reads its own file.
+            let fields: serde_json::Map<String, serde_json::Value> = json(body)?;
+            if !fields.is_empty() {
+                return Err(CtlStatus::Malformed);
+            }
+            (HostRequest::Reload, 0)
+        }
         _ => return Err(CtlStatus::UnknownOpcode),
     })
 }
@@ -387,7 +399,7 @@ mod tests {
             Err(CtlStatus::Malformed)
         );
         assert_eq!(
-            decode_request(0x030b, br#"{"start":0}"#),
+            decode_request(0x030c, br#"{"start":0}"#),
             Err(CtlStatus::UnknownOpcode)
         );
         assert_eq!(

@@ -137,7 +137,7 @@ impl Shared {
     fn portals(&self) -> Vec<PortalInfo> {
         let st = lock(&self.state);
         let mut addresses: Vec<(IpAddr, bool)> = self
-            .config
+            .config()
             .portals
             .iter()
             .map(|p| (p.address, true))
@@ -156,14 +156,15 @@ impl Shared {
         addresses
             .into_iter()
             .map(|(address, configured)| {
-                let p = self.config.portals.iter().find(|p| p.address == address);
+                let config = self.config();
+                let p = config.portals.iter().find(|p| p.address == address);
                 let d = st.discovered.get(&address);
                 PortalInfo {
                     address,
                     configured,
                     local: p.map(|p| p.local.clone()).unwrap_or_default(),
-                    driver: p.map_or(self.config.driver, |p| p.driver).as_str().into(),
-                    login: p.map_or(self.config.login, |p| p.login).as_str().into(),
+                    driver: p.map_or(self.config().driver, |p| p.driver).as_str().into(),
+                    login: p.map_or(self.config().login, |p| p.login).as_str().into(),
                     last_sweep: d.map(|d| {
                         d.found
                             .as_ref()
@@ -190,13 +191,16 @@ impl HostControl for Shared {
                             "logged in ({} sessions), but the persistent login could not be \
                              recorded in {}: {e}",
                             created.len(),
-                            self.config.state_dir.display()
+                            self.config().state_dir.display()
                         ))
                     })?;
                     tracing::info!(portal = %spec.portal, ioc = ?spec.ioc_guid, "persistent login recorded");
                 }
                 Ok(HostAnswer::LoggedIn(created))
             }
+            HostRequest::Reload => self
+                .reload_file()
+                .map(|changes| HostAnswer::Reloaded { changes }),
             HostRequest::Targets => Ok(HostAnswer::Targets(self.targets())),
             HostRequest::Portals => Ok(HostAnswer::Portals(self.portals())),
             HostRequest::PersistentLogins => Ok(HostAnswer::Persistent(

@@ -27,8 +27,8 @@ impl Shared {
 
     /// The local addresses `portal` may be reached from that no session uses.
     fn free_locals(&self, portal: IpAddr) -> Vec<IpAddr> {
-        let configured = self
-            .config
+        let config = self.config();
+        let configured = config
             .portals
             .iter()
             .find(|p| p.address == portal)
@@ -58,8 +58,8 @@ impl Shared {
     /// login was, with its own IOC, local address and driver model), logging in where
     /// needed.
     pub(super) fn sweep_all(&self) {
-        let configured = self
-            .config
+        let config = self.config();
+        let configured = config
             .portals
             .iter()
             .map(|p| (LoginSpec::to(p.address), p.iocs.clone()));
@@ -93,7 +93,7 @@ impl Shared {
     /// The IOCs a login to `spec.portal` is limited to: the configured portal's list,
     /// unless the spec names its IOC.
     pub(super) fn portal_iocs(&self, spec: &LoginSpec) -> Vec<Guid> {
-        self.config
+        self.config()
             .portals
             .iter()
             .find(|p| p.address == spec.portal && spec.ioc_guid.is_none())
@@ -115,7 +115,7 @@ impl Shared {
         match text {
             Some(t) => {
                 if st.sweep_errors.get(&portal) != Some(&t) {
-                    tracing::warn!(%portal, "sweep: {t} (retried every {:?})", self.config.sweep_interval);
+                    tracing::warn!(%portal, "sweep: {t} (retried every {:?})", self.config().sweep_interval);
                     st.sweep_errors.insert(portal, t);
                 }
             }
@@ -131,11 +131,11 @@ impl Shared {
     /// portal's choice.
     fn login_forms(&self, service: &SrpService) -> Vec<LoginVia> {
         let (choice, port) = self
-            .config
+            .config()
             .portals
             .iter()
             .find(|p| p.address == service.portal)
-            .map_or((self.config.login, self.config.rdma_cm_port), |p| {
+            .map_or((self.config().login, self.config().rdma_cm_port), |p| {
                 (p.login, p.rdma_cm_port)
             });
         let mut forms = choice.candidates(port);
@@ -199,7 +199,7 @@ impl Shared {
         };
         // On the portal's partition, if it is a configured one: the IOCs exported there.
         let pkey = self
-            .config
+            .config()
             .portals
             .iter()
             .find(|p| p.address == spec.portal)
@@ -207,7 +207,7 @@ impl Shared {
         let swept = sweep(
             spec.portal,
             sweep_from,
-            self.config.node_guid,
+            self.config().node_guid,
             pkey,
             SWEEP_TIMEOUT,
         );
@@ -258,14 +258,14 @@ impl Shared {
                 st.next_id - 1
             };
             let forms = self.login_forms(&service);
-            let model = model.unwrap_or_else(|| driver_model(&self.config, &service));
+            let model = model.unwrap_or_else(|| driver_model(&self.config(), &service));
             // The rule's login options over the host's.
             let o = decision.options;
             let config = crate::config::HostConfig {
-                queue_depth: o.queue_depth.unwrap_or(self.config.queue_depth),
-                max_transfer: o.max_transfer.unwrap_or(self.config.max_transfer),
-                registration: o.registration.unwrap_or(self.config.registration),
-                ..self.config.clone()
+                queue_depth: o.queue_depth.unwrap_or(self.config().queue_depth),
+                max_transfer: o.max_transfer.unwrap_or(self.config().max_transfer),
+                registration: o.registration.unwrap_or(self.config().registration),
+                ..(*self.config()).clone()
             };
             match Session::open(id, service, local, &config, &forms, model, &self.memory) {
                 Ok(s) => {

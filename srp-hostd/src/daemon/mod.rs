@@ -37,6 +37,7 @@ mod bus;
 mod control;
 mod login;
 mod paths;
+mod reload;
 mod rules;
 mod threads;
 
@@ -107,7 +108,8 @@ struct Discovery {
 
 /// What the supervisor, the control socket and the handle share.
 struct Shared {
-    config: HostConfig,
+    /// The configuration in force: replaced whole by a reload ([`HostDaemon::reload`]).
+    config: std::sync::RwLock<Arc<HostConfig>>,
     /// The host's memory: every adapter's SRB buffers.
     memory: Arc<SystemMemory>,
     dsm: Arc<dyn Dsm>,
@@ -137,7 +139,7 @@ pub struct HostDaemon {
 impl std::fmt::Debug for HostDaemon {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostDaemon")
-            .field("name", &self.shared.config.name)
+            .field("name", &self.shared.config().name)
             .finish()
     }
 }
@@ -222,7 +224,7 @@ impl HostDaemon {
         let saved = crate::saved::SavedPaths::load(&config.state_dir);
         let shared = Arc::new(Shared {
             memory: SystemMemory::new(crate::session::memory_pages(&config)),
-            config,
+            config: std::sync::RwLock::new(Arc::new(config)),
             dsm: Arc::new(SrpDsm::default()),
             exposure,
             state: Mutex::new(State {
@@ -264,8 +266,14 @@ impl HostDaemon {
     }
 
     /// The configuration it runs.
-    pub fn config(&self) -> &HostConfig {
-        &self.shared.config
+    pub fn config(&self) -> Arc<HostConfig> {
+        self.shared.config()
+    }
+
+    /// Re-reads the configuration file the daemon was started from and takes it (see
+    /// `daemon/reload.rs`): what changed, or every reason nothing did.
+    pub fn reload(&self) -> Result<Vec<String>, crate::control::HostControlError> {
+        self.shared.reload_file()
     }
 
     /// The in-process control interface (what the socket serves).

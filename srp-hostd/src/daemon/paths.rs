@@ -44,13 +44,13 @@ impl Shared {
     /// multipath disk of its identity (created and exposed on its first path); vanished
     /// LUNs lose their path (a disk with none left disappears).
     pub(super) fn expose(&self, s: &Arc<Session>) {
-        let timeout = self.config.cmd_timeout;
+        let timeout = self.config().cmd_timeout;
         let service = s.service();
         let target_port = format!("{:016x}{:016x}", service.id_ext, service.ioc_guid.0);
         let found = match scan(
             s.port(),
             self.dsm.as_ref(),
-            self.config.max_luns,
+            self.config().max_luns,
             timeout,
             &target_port,
         ) {
@@ -77,8 +77,8 @@ impl Shared {
             tracing::info!(name = d.name, session = s.id(), "LUN gone from the session");
             self.remove_path(s.id(), &d);
         }
-        let portal = self
-            .config
+        let config = self.config();
+        let portal = config
             .portals
             .iter()
             .find(|p| p.address == s.service().portal);
@@ -100,7 +100,7 @@ impl Shared {
             let disk = Arc::new(SrpDisk::new(
                 s.port().clone(),
                 info,
-                self.config.max_transfer,
+                self.config().max_transfer,
                 self.srb_timeout(),
             ));
             let service = s.service();
@@ -150,7 +150,7 @@ impl Shared {
                     let mp = Arc::new(MultipathDisk::new(
                         identity,
                         self.dsm.clone(),
-                        self.config.multipath,
+                        self.config().multipath,
                     ));
                     let saved = lock(&self.saved).policy(&name).map(str::to_owned);
                     if let Some(p) = saved.as_deref().and_then(mpio::Policy::parse) {
@@ -195,11 +195,11 @@ impl Shared {
     /// An SRB's timeout: long enough for the core's own command timeout and escalation,
     /// and for I/O held across a reconnect until fast_io_fail.
     fn srb_timeout(&self) -> Duration {
-        let t = &self.config.timers;
+        let t = &self.config().timers;
         let held = t
             .fast_io_fail()
             .or(t.dev_loss())
             .unwrap_or(Duration::from_secs(60));
-        self.config.cmd_timeout * 2 + held + self.config.login_timeout
+        self.config().cmd_timeout * 2 + held + self.config().login_timeout
     }
 }

@@ -18,11 +18,19 @@ pub(super) struct RulesState {
     decided: BTreeMap<(IpAddr, u64), Decision>,
 }
 
+impl RulesState {
+    /// Forgets when the file was read (a reload may name another): read at the next use.
+    pub(super) fn forget(&mut self) {
+        self.read = None;
+    }
+}
+
 impl Shared {
     /// Re-reads the rules file if it changed since it was read; an invalid one leaves the
     /// rules in force (logged at error level).
     fn refresh_rules(&self) {
-        let Some(path) = &self.config.rules else {
+        let config = self.config();
+        let Some(path) = &config.rules else {
             return;
         };
         let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();

@@ -31,13 +31,13 @@ impl Shared {
 
     /// The sweeper (see the module contract).
     pub(super) fn sweep_loop(&self) {
-        let mut next_sweep = Instant::now() + self.config.sweep_interval;
+        let mut next_sweep = Instant::now() + self.config().sweep_interval;
         while !self.nap() {
             self.check_sessions();
             if Instant::now() >= next_sweep {
                 self.sweep_all();
                 self.rescan_all();
-                next_sweep = Instant::now() + self.config.sweep_interval;
+                next_sweep = Instant::now() + self.config().sweep_interval;
             }
         }
     }
