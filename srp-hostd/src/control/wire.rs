@@ -23,12 +23,12 @@
 //!   (`{"Err":{"NoSuchSession":7}}`) carries its reason to the operator. A request the
 //!   service cannot parse is answered by the protocol's error reply instead
 //!   ([`CtlStatus::Malformed`], [`CtlStatus::UnknownOpcode`]).
-//! - Lists come in pages, since a body is at most [`MAX_BODY`] bytes: the reply holds the
+//! - Lists come in pages, since a body is at most [`MAX_BODY`](access_layer::ctl::wire::MAX_BODY) bytes: the reply holds the
 //!   entries from `start` on that fit; the client asks again from where the page ended
 //!   until a page comes back empty. A list that changes between pages may skip or repeat an
 //!   entry at a page boundary (each entry is consistent in itself).
 //! - A reply that does not fit even so (one list entry, or the answer to LOGIN, LOGOUT,
-//!   SET_POLICY or SET_PATH, over [`MAX_BODY`] bytes of JSON) is replaced by a
+//!   SET_POLICY or SET_PATH, over [`MAX_BODY`](access_layer::ctl::wire::MAX_BODY) bytes of JSON) is replaced by a
 //!   [`HostControlError::Failed`] saying so: the operator sees why, and for the requests
 //!   that change something, that it was carried out.
 
