@@ -1,12 +1,12 @@
-//! Fuzzes the control-socket formats: the access layer's header and bodies, and the
-//! target's service messages (list pages of IOCs, ports, LUNs and sessions; switches).
+//! Fuzzes the access layer's fixed-layout control-socket formats: the header and the
+//! protocol's own bodies (Hello, ListCas, OpenCa, Redirect, QueryCa, QueryPort, errors).
 //! Whatever parses must emit, and the emitted bytes must parse back to the same value.
+//! The daemons' service bodies are JSON: [`crate::ctl_target`] and [`crate::ctl_host`]
+//! fuzz them behind the socket framing.
 use access_layer::ctl::wire::{
     CaEntry, CtlHeader, ErrorReply, Hello, HelloReply, ListCasReply, OpenCa, PortInfo, QueryPort,
     Redirect,
 };
-use srp_target::control::wire::{Done, ListPage, Page, SetIoc, SetPort};
-use srp_target::control::{IocStatus, LunStatus, PortStatus, SessionStatus};
 use wirekit::WireRepr;
 
 /// One input.
@@ -23,13 +23,5 @@ pub fn run(data: &[u8]) {
         QueryPort,
         PortInfo,
         ErrorReply,
-        ListPage,
-        Page<IocStatus>,
-        Page<PortStatus>,
-        Page<LunStatus>,
-        Page<SessionStatus>,
-        SetIoc,
-        SetPort,
-        Done,
     );
 }

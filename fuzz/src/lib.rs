@@ -5,14 +5,15 @@
 //! corpus is a regression suite in the ordinary test run.
 //!
 //! Parser targets (any bytes parse or are refused; whatever parses re-emits to the same
-//! value): [`srp_iu`], [`scsi_cdb`], [`scsi_sense`], [`mad`], [`roce_packet`], [`ctl_msg`].
+//! value): [`srp_iu`], [`scsi_cdb`], [`scsi_sense`], [`mad`], [`roce_packet`], [`ctl_msg`]
+//! (the access layer's fixed-layout control formats).
 //!
 //! Stateful targets (the input is a script of operations on the real sans-IO code, with
 //! invariants checked after every step): [`target_channel`] (the target's SRP channel
 //! core), [`pr_out`] (persistent reservations from six I_T nexuses), [`lu_data`] (UNMAP,
 //! WRITE SAME and MODE SELECT against a shadow of the medium and the mode pages),
-//! [`ctl_target`] and [`ctl_host`] (the two control services behind the socket framing),
-//! [`config_target`] and [`config_host`] (the two TOML configs).
+//! [`ctl_target`] and [`ctl_host`] (the two control services, JSON bodies, behind the
+//! socket framing), [`config_target`] and [`config_host`] (the two TOML configs).
 //!
 //! Shared: [`input`] (the input as a script of choices), [`round_trip`] (emit, parse,
 //! compare), [`scsi_lu`] (a RAM logical unit and the checks every command's outcome passes),
