@@ -227,7 +227,8 @@ impl MultipathDisk {
             match started {
                 Ok(_) => spawned += 1,
                 Err(e) => {
-                    tracing::warn!(%e, "cannot start a path verify");
+                    tracing::warn!(disk = %self.identity().identity, path = key, %e,
+                        "cannot start a path verify");
                     self.lock().verify_abandoned(key);
                 }
             }
