@@ -68,29 +68,42 @@ impl fmt::Display for Guid {
 impl FromStr for Guid {
     type Err = IdError;
 
+    /// Exactly 16 hex digits ([`parse_id64`] with `exact`).
     fn from_str(s: &str) -> Result<Self, IdError> {
-        let bad = || IdError::BadGuid(s.to_owned());
-        let body = s
-            .strip_prefix("0x")
-            .or_else(|| s.strip_prefix("0X"))
-            .unwrap_or(s);
-        let mut value: u64 = 0;
-        let mut digits = 0;
-        for c in body.chars() {
-            if c == ':' {
-                continue;
-            }
-            let d = c.to_digit(16).ok_or_else(bad)?;
-            digits += 1;
-            if digits > 16 {
-                return Err(bad());
-            }
-            value = (value << 4) | u64::from(d);
+        parse_id64(s, true)
+            .map(Guid)
+            .ok_or_else(|| IdError::BadGuid(s.to_owned()))
+    }
+}
+
+/// The one parser of 64-bit identifiers in configuration files and on command lines
+/// (GUIDs, identifier extensions, service IDs): hex digits, `0x` optional, colons allowed
+/// anywhere (`0x0002c90300a1b2c3`, `0002:c903:00a1:b2c3`); `exact`: exactly 16 digits
+/// (a GUID as written everywhere), else 1 to 16 (`initiator_ext = "0x0"`). `None`: not
+/// such a number.
+pub fn parse_id64(s: &str, exact: bool) -> Option<u64> {
+    let t = s.trim();
+    let body = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    let mut value: u64 = 0;
+    let mut digits = 0;
+    for c in body.chars() {
+        if c == ':' {
+            continue;
         }
-        if digits != 16 {
-            return Err(bad());
+        let d = c.to_digit(16)?;
+        digits += 1;
+        if digits > 16 {
+            return None;
         }
-        Ok(Guid(value))
+        value = (value << 4) | u64::from(d);
+    }
+    match digits {
+        16 => Some(value),
+        1..=15 if !exact => Some(value),
+        _ => None,
     }
 }
 
@@ -316,6 +329,18 @@ impl fmt::Debug for Gid {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn one_identifier_parser_exact_or_short() {
+        assert_eq!(parse_id64("0x0002c90300a1b2c3", true), Some(0x0002_c903_00a1_b2c3));
+        assert_eq!(parse_id64("0002:c903:00a1:b2c3", true), Some(0x0002_c903_00a1_b2c3));
+        assert_eq!(parse_id64("0x1", true), None);
+        assert_eq!(parse_id64("0x1", false), Some(1));
+        assert_eq!(parse_id64(" 0x0 ", false), Some(0));
+        for bad in ["", "0x", "0xzz", "0x00000000000000001", "::"] {
+            assert_eq!(parse_id64(bad, false), None, "{bad:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

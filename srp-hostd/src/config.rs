@@ -337,15 +337,12 @@ pub(crate) fn parse_size(v: &toml::Value) -> Result<u64, String> {
     }
 }
 
-/// A 64-bit identifier as hex, `0x` optional, colons allowed.
+/// A 64-bit identifier as hex, `0x` optional, colons allowed, up to 16 digits: the one
+/// identifier parser of both configurations ([`hca::ids::parse_id64`]).
 pub fn parse_id64(text: &str) -> Result<u64, String> {
-    let t: String = text.trim().trim_start_matches("0x").replace(':', "");
-    if t.is_empty() || t.len() > 16 {
-        return Err(format!(
-            "invalid identifier {text:?}: expected up to 16 hex digits"
-        ));
-    }
-    u64::from_str_radix(&t, 16).map_err(|_| format!("invalid identifier {text:?}: not hex"))
+    hca::ids::parse_id64(text, false).ok_or_else(|| {
+        format!("invalid identifier {text:?}: expected 1 to 16 hex digits (\"0x\" and colons allowed)")
+    })
 }
 
 /// A node GUID derived from a name: a fixed locally-administered prefix and a hash.
