@@ -331,8 +331,14 @@ impl fmt::Debug for Gid {
 mod tests {
     #[test]
     fn one_identifier_parser_exact_or_short() {
-        assert_eq!(parse_id64("0x0002c90300a1b2c3", true), Some(0x0002_c903_00a1_b2c3));
-        assert_eq!(parse_id64("0002:c903:00a1:b2c3", true), Some(0x0002_c903_00a1_b2c3));
+        assert_eq!(
+            parse_id64("0x0002c90300a1b2c3", true),
+            Some(0x0002_c903_00a1_b2c3)
+        );
+        assert_eq!(
+            parse_id64("0002:c903:00a1:b2c3", true),
+            Some(0x0002_c903_00a1_b2c3)
+        );
         assert_eq!(parse_id64("0x1", true), None);
         assert_eq!(parse_id64("0x1", false), Some(1));
         assert_eq!(parse_id64(" 0x0 ", false), Some(0));
