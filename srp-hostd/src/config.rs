@@ -341,7 +341,9 @@ pub(crate) fn parse_size(v: &toml::Value) -> Result<u64, String> {
 /// identifier parser of both configurations ([`hca::ids::parse_id64`]).
 pub fn parse_id64(text: &str) -> Result<u64, String> {
     hca::ids::parse_id64(text, false).ok_or_else(|| {
-        format!("invalid identifier {text:?}: expected 1 to 16 hex digits (\"0x\" and colons allowed)")
+        format!(
+            "invalid identifier {text:?}: expected 1 to 16 hex digits (\"0x\" and colons allowed)"
+        )
     })
 }
 
