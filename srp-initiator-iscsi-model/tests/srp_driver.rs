@@ -446,10 +446,12 @@ fn surprise_removal_of_an_ioc_under_load_fails_over_and_loses_no_acknowledged_wr
         stats.verified.load(SeqCst)
     );
     assert!(acked_before > 0);
-    assert!(
-        stats.failed.load(SeqCst) > 0,
-        "requests were in flight at the removal and failed over"
-    );
+    // Requests in flight at the removal are either answered by the target before the
+    // driver lets go (the driver's remove completes what it can) or handed back as
+    // NO_DEVICE and retried on the other port: which, depends on timing (CI has seen both;
+    // `failed` is printed above), so it is not asserted. What a surprise removal must
+    // guarantee is: everything held answered (above), no acknowledged write lost (the
+    // ledger below), and I/O going on through the other IOC.
     assert!(
         stats.acked.load(SeqCst) > acked_before + 20,
         "I/O went on through the other IOC"
