@@ -150,9 +150,8 @@ pub(crate) fn run(path: &Path, metrics: Option<std::net::SocketAddr>) -> Result<
         daemon.sessions().len(),
         daemon.disks().len()
     ));
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let d = daemon.clone();
-    let watchdog = notify.watchdog(stop.clone(), move || {
+    let watchdog = notify.watchdog(move || {
         // The daemon answers its session list: its state is not wedged.
         d.sessions();
         Ok(())
@@ -179,9 +178,8 @@ pub(crate) fn run(path: &Path, metrics: Option<std::net::SocketAddr>) -> Result<
         }
     }
     notify.stopping();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(w) = watchdog {
-        let _ = w.join();
+        w.stop();
     }
     // The metrics server holds the daemon too: it stops first.
     drop(metrics_server);

@@ -96,37 +96,57 @@ impl Notifier {
     }
 
     /// Feeds the watchdog every period while `healthy` says the daemon's loop answers,
-    /// until `stop`; a failed check is logged (and the watchdog starves, so systemd
-    /// restarts the service). Nothing when no watchdog was asked for.
+    /// until [`Watchdog::stop`]; a failed check is logged (and the watchdog starves, so
+    /// systemd restarts the service). Nothing when no watchdog was asked for. The thread
+    /// sleeps until its next feed and is woken at once by the stop (no polling).
     pub(crate) fn watchdog(
         &self,
-        stop: Arc<AtomicBool>,
         healthy: impl Fn() -> Result<(), String> + Send + 'static,
-    ) -> io::Result<Option<std::thread::JoinHandle<()>>> {
+    ) -> io::Result<Option<Watchdog>> {
         let Some(period) = self.watchdog else {
             return Ok(None);
         };
         let me = self.clone();
-        std::thread::Builder::new()
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
             .name("watchdog".into())
             .spawn(move || {
-                let mut next = Instant::now();
-                while !stop.load(Ordering::Relaxed) {
-                    if Instant::now() >= next {
-                        next = Instant::now() + period;
-                        match healthy() {
-                            Ok(()) => me.notify("WATCHDOG=1"),
-                            Err(why) => tracing::error!(
-                                why = %why,
-                                "the daemon's loop does not answer: the watchdog is not fed"
-                            ),
-                        }
+                while !flag.load(Ordering::Acquire) {
+                    match healthy() {
+                        Ok(()) => me.notify("WATCHDOG=1"),
+                        Err(why) => tracing::error!(
+                            why = %why,
+                            "the daemon's loop does not answer: the watchdog is not fed"
+                        ),
                     }
-                    // Wakes often enough to see `stop` promptly at exit.
-                    std::thread::sleep(period.min(Duration::from_millis(250)));
+                    let next = Instant::now() + period;
+                    // Until the next feed, or the stop's unpark (spurious wakes re-park).
+                    while !flag.load(Ordering::Acquire) {
+                        let now = Instant::now();
+                        if now >= next {
+                            break;
+                        }
+                        std::thread::park_timeout(next - now);
+                    }
                 }
-            })
-            .map(Some)
+            })?;
+        Ok(Some(Watchdog { stop, thread }))
+    }
+}
+
+/// A running watchdog feeder ([`Notifier::watchdog`]).
+pub(crate) struct Watchdog {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Watchdog {
+    /// Stops feeding: wakes the thread and waits for it.
+    pub(crate) fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        let _ = self.thread.join();
     }
 }
 
@@ -180,11 +200,10 @@ mod tests {
         let mut buf = [0u8; 512];
         let len = manager.recv(&mut buf).expect("READY");
         assert_eq!(&buf[..len], b"READY=1\nSTATUS=serving 2 IOCs");
-        let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicBool::new(true));
         let o = ok.clone();
         let t = n
-            .watchdog(stop.clone(), move || {
+            .watchdog(move || {
                 if o.load(Ordering::Relaxed) {
                     Ok(())
                 } else {
@@ -206,8 +225,34 @@ mod tests {
             late += 1;
             assert!(late <= 2, "the watchdog is still fed");
         }
-        stop.store(true, Ordering::Relaxed);
-        t.join().expect("watchdog thread");
+        t.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The feeder sleeps a whole period between feeds; stopping it does not wait for the
+    /// period to end (a 10 s period, stopped after its first feed).
+    #[test]
+    fn stopping_the_watchdog_wakes_its_thread() {
+        let dir = std::env::temp_dir().join(format!("srpctl-notify-stop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("notify.sock");
+        let _ = std::fs::remove_file(&path);
+        let manager = UnixDatagram::bind(&path).expect("bind");
+        manager
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let n = Notifier::from_vars(path.to_str(), Some("20000000"), None, std::process::id());
+        let w = n.watchdog(|| Ok(())).expect("thread").expect("asked for");
+        let mut buf = [0u8; 64];
+        let len = manager.recv(&mut buf).expect("the first feed");
+        assert_eq!(&buf[..len], b"WATCHDOG=1");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            w.stop();
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("stopped before its 10 s period ended");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -90,7 +90,7 @@ pub(crate) fn run(
     notify.ready(&format!("serving {iocs} IOC(s)"));
     let stop = Arc::new(AtomicBool::new(false));
     let handle = daemon.control();
-    let watchdog = notify.watchdog(stop.clone(), move || {
+    let watchdog = notify.watchdog(move || {
         handle
             .call(ControlRequest::ListIocs)
             .map(|_| ())
@@ -130,7 +130,7 @@ pub(crate) fn run(
     notify.stopping();
     let _ = waiter.join();
     if let Some(w) = watchdog {
-        let _ = w.join();
+        w.stop();
     }
     for ev in daemon.shutdown() {
         log_event(&ev);
