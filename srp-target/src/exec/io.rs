@@ -127,7 +127,7 @@ pub(crate) fn write_staged(lu: &LogicalUnit, rw: &ReadWrite, src: MemSpan<'_>) -
         }));
     }
     if need > 0 {
-        let _order = lu.write_order();
+        let _order = lu.write_order_at(rw.lba, rw.blocks.0.into());
         lu.write_from_durably(rw.lba, src.head(need), lu.durable(rw.fua))?;
     }
     Ok(CmdOutput {
@@ -144,7 +144,7 @@ pub(crate) fn write(lu: &LogicalUnit, rw: &ReadWrite, dout: &[u8]) -> Exec {
     let need = lu.bytes_of(rw.blocks);
     let buf = data_out(dout, need)?;
     if need > 0 {
-        let _order = lu.write_order();
+        let _order = lu.write_order_at(rw.lba, rw.blocks.0.into());
         lu.write_durably(rw.lba, buf, lu.durable(rw.fua))?;
     }
     Ok(CmdOutput {
@@ -211,7 +211,7 @@ pub(crate) fn compare_and_write(lu: &LogicalUnit, c: &CompareAndWrite, dout: &[u
         return Ok(done);
     }
     let (verify, write) = buf.split_at(len);
-    let _atomic = lu.atomic_order();
+    let _atomic = lu.atomic_order_at(c.lba, c.blocks.0.into());
     let mut medium = vec![0u8; len];
     lu.backend
         .read_at(c.lba, &mut medium)

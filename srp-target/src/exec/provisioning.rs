@@ -43,7 +43,7 @@ pub(crate) fn write_same(lu: &LogicalUnit, w: &WriteSame, dout: &[u8]) -> Exec {
         data_out_len: bs,
         ..CmdOutput::good(0)
     };
-    let _order = lu.write_order();
+    let _order = lu.write_order_at(w.lba, w.blocks.0.into());
     // Write cache off: durable before GOOD, by one flush after the whole range.
     lu.durably(w.lba, w.blocks.0.into(), lu.durable(false), || {
         if w.unmap && block.iter().all(|&b| b == 0) {
@@ -135,7 +135,14 @@ pub(crate) fn unmap(lu: &LogicalUnit, u: &Unmap, dout: &[u8]) -> Exec {
     }
     let list = data_out(dout, param_len)?;
     let extents = unmap_extents(lu, list)?;
-    let _order = lu.write_order();
+    // A copy holding any of the ranges holds the command off (their span: one wait).
+    let start = extents.iter().map(|e| e.lba.0).min().unwrap_or(0);
+    let end = extents
+        .iter()
+        .map(|e| e.lba.0.saturating_add(e.blocks.0.into()))
+        .max()
+        .unwrap_or(0);
+    let _order = lu.write_order_at(Lba(start), end.saturating_sub(start));
     // Write cache off: the deallocation is durable before GOOD (a hole punched, or zeros
     // written, is as volatile as any write until flushed).
     let mut todo = extents.iter().filter(|e| !e.blocks.is_zero()).peekable();

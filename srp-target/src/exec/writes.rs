@@ -29,7 +29,7 @@ pub(crate) fn write_and_verify(lu: &LogicalUnit, w: &WriteAndVerify, dout: &[u8]
     if len == 0 {
         return written(0);
     }
-    let _order = lu.write_order();
+    let _order = lu.write_order_at(w.lba, w.blocks.0.into());
     lu.write_durably(w.lba, buf, true)?;
     let mut medium = vec![0u8; len];
     lu.backend
@@ -54,7 +54,7 @@ pub(crate) fn orwrite(lu: &LogicalUnit, rw: &ReadWrite, dout: &[u8]) -> Exec {
     if len == 0 {
         return written(0);
     }
-    let _atomic = lu.atomic_order();
+    let _atomic = lu.atomic_order_at(rw.lba, rw.blocks.0.into());
     let mut blocks = vec![0u8; len];
     lu.backend
         .read_at(rw.lba, &mut blocks)
@@ -109,7 +109,7 @@ pub(crate) fn write_atomic(lu: &LogicalUnit, w: &WriteAtomic, dout: &[u8]) -> Ex
     if len == 0 {
         return written(0);
     }
-    let _atomic = lu.atomic_order();
+    let _atomic = lu.atomic_order_at(w.lba, w.blocks.0.into());
     lu.write_durably(w.lba, buf, lu.durable(w.fua))?;
     written(len)
 }

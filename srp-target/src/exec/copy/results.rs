@@ -29,12 +29,39 @@ pub const MAX_KEPT_LISTS: usize = 64;
 pub(crate) enum ListState {
     /// Running now.
     Running,
-    /// Ended: `failure` is the sense it ended with, if it failed.
+    /// Ended: `failure` is how, if it failed.
     Done {
         segments: u16,
         bytes: u64,
-        failure: Option<Sense>,
+        failure: Option<Failure>,
     },
+}
+
+/// How a copy failed: its status (CHECK CONDITION, RESERVATION CONFLICT...) and sense.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Failure {
+    pub(crate) status: scsi::Status,
+    pub(crate) sense: Option<Sense>,
+}
+
+impl Failure {
+    /// How a command that stopped with `stop` ended.
+    pub(crate) fn of(stop: &Stop) -> Failure {
+        match stop {
+            Stop::Check(sense) => Failure {
+                status: scsi::Status::CheckCondition,
+                sense: Some(sense.clone()),
+            },
+            Stop::Transport(t) => Failure {
+                status: scsi::Status::CheckCondition,
+                sense: Some(t.sense()),
+            },
+            Stop::Conflict => Failure {
+                status: scsi::Status::ReservationConflict,
+                sense: None,
+            },
+        }
+    }
 }
 
 /// The kept results of one LU.
@@ -179,19 +206,22 @@ fn failure_details(
     let state = lu.copy_lists.get(n, id).ok_or_else(unknown_list)?;
     let failure = match state {
         ListState::Done {
-            failure: Some(s), ..
-        } => s,
+            failure: Some(f), ..
+        } => f,
         // Running, or ended well: AVAILABLE DATA 0.
         _ => {
             din.extend_from_slice(&[0; 4]);
             return Ok(());
         }
     };
-    let mut sense = vec![0u8; wirekit::WireRepr::buffer_len(&failure)];
-    wirekit::WireRepr::emit(&failure, &mut sense)
-        .map_err(|_| Stop::Check(Sense::new(SenseCode::INTERNAL_TARGET_FAILURE)))?;
+    let mut sense = Vec::new();
+    if let Some(s) = &failure.sense {
+        sense.resize(wirekit::WireRepr::buffer_len(s), 0);
+        wirekit::WireRepr::emit(s, &mut sense)
+            .map_err(|_| Stop::Check(Sense::new(SenseCode::INTERNAL_TARGET_FAILURE)))?;
+    }
     din.resize(60, 0);
-    din[56] = u8::from(scsi::Status::CheckCondition); // COPY COMMAND STATUS
+    din[56] = u8::from(failure.status); // COPY COMMAND STATUS
     din[58..60].copy_from_slice(&(sense.len() as u16).to_be_bytes());
     din.extend_from_slice(&sense);
     let len = (din.len() - 4) as u32;

@@ -352,7 +352,7 @@ pub(crate) fn write_using_token(
         result(Some(s.clone()), 0);
         return Err(Stop::Check(s));
     }
-    let Some(_permit) = lu.copy.permit() else {
+    let Some(_permit) = lu.copy.permit(lu) else {
         tracing::info!(lu = %lu.identity().unique_name(), "WRITE USING TOKEN answered BUSY: {} copies running", super::manager::TOTAL_CONCURRENT_COPIES);
         return Ok(CmdOutput {
             status: scsi::Status::Busy,

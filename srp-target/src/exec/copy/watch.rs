@@ -1,35 +1,63 @@
-//! Watching a source range while it is copied (or while a token represents it): every
-//! medium-modifying command notes the range it is about to change
-//! ([`LogicalUnit::note_write`]), and a watch over an overlapping range is marked touched.
+//! Watching a source range while it is copied (or while a token represents it), and
+//! holding writers off a range while it is copied again.
 //!
-//! A copy that finds its source touched read a mix of old and new data, so it copies again
-//! with the source's writers held off (`xcopy.rs`): the copy is always of one point in time.
-//! A token whose range is touched is revoked (`token.rs`).
+//! Every medium-modifying command notes the range it is about to change
+//! ([`LogicalUnit::note_write`]) under the LU's order, and a watch over an overlapping
+//! range is marked touched — unless the write is the watching copy's own
+//! ([`LogicalUnit::note_write_by`]: a list whose later segment writes what an earlier one
+//! read is one copy, not a race). A copy that finds its source touched read a mix of old and
+//! new data, so it copies again with the source ranges held (`xcopy.rs`); a token whose
+//! range is touched is revoked (`token.rs`).
 //!
-//! Registration waits for the writes in flight (the LU's order, exclusive, for an instant),
-//! so a write either finished before the watch began or is noted by it. With no watch on
-//! the LU, noting costs one atomic load.
+//! A hold ([`LogicalUnit::hold`]) keeps the writers of the LU's own commands — WRITE, WRITE
+//! SAME, UNMAP, COMPARE AND WRITE... ([`LogicalUnit::write_order_at`]) — off one range:
+//! they wait, without the LU's order, until it is released; reads and writes elsewhere go
+//! on. Copies never wait for a hold (two copies holding each other's destination would
+//! wait for ever): their writes are noted, and a held copy whose source a copy wrote fails
+//! rather than copy a mix.
+//!
+//! Registration (a watch or a hold) waits for the writes in flight (the LU's order,
+//! exclusive, for an instant), so a write either finished before it began or is noted
+//! (waits) by it. With no watch and no hold on the LU, a writer pays two atomic loads.
 
 use super::super::LogicalUnit;
 use scsi::Lba;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 
 /// One watched range.
 #[derive(Debug)]
 struct Watch {
     id: u64,
+    /// The copy watching (its own writes do not touch it); `None`: every write does.
+    owner: Option<u64>,
     lba: u64,
     blocks: u64,
     touched: Arc<AtomicBool>,
 }
 
-/// A LU's watched ranges.
+/// One held range.
+#[derive(Debug)]
+struct Hold {
+    id: u64,
+    lba: u64,
+    blocks: u64,
+}
+
+/// A LU's watched and held ranges.
 #[derive(Debug, Default)]
 pub(crate) struct Watches {
     count: AtomicUsize,
     next: AtomicU64,
     list: Mutex<Vec<Watch>>,
+    held: AtomicUsize,
+    holds: Mutex<Vec<Hold>>,
+    released: Condvar,
+    /// Writers that waited for a hold (counters).
+    waited: AtomicU64,
+    /// Held copies that failed: another copy wrote their source (counters).
+    collisions: AtomicU64,
 }
 
 /// A command-scoped watch: removed when dropped.
@@ -52,14 +80,98 @@ impl Drop for WatchGuard<'_> {
     }
 }
 
+/// A held range: released (its waiting writers woken) when dropped.
+pub(crate) struct HoldGuard<'a> {
+    lu: &'a LogicalUnit,
+    id: u64,
+}
+
+impl Drop for HoldGuard<'_> {
+    fn drop(&mut self) {
+        let mut holds = self.lu.holds();
+        holds.retain(|h| h.id != self.id);
+        self.lu.watches.held.store(holds.len(), Ordering::Release);
+        drop(holds);
+        self.lu.watches.released.notify_all();
+    }
+}
+
 fn overlaps(a: u64, an: u64, b: u64, bn: u64) -> bool {
-    a < b.saturating_add(bn) && b < a.saturating_add(an)
+    an > 0 && bn > 0 && a < b.saturating_add(bn) && b < a.saturating_add(an)
 }
 
 impl LogicalUnit {
+    fn holds(&self) -> MutexGuard<'_, Vec<Hold>> {
+        self.watches
+            .holds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes the LU's order with `take` once no hold covers `lba`..+`blocks`: a held
+    /// range's writer waits without the order (a copy reading under it must go on).
+    fn order_unheld<G>(&self, lba: Lba, blocks: u64, take: impl Fn() -> G) -> G {
+        loop {
+            let order = take();
+            if self.watches.held.load(Ordering::Acquire) == 0 {
+                return order;
+            }
+            let mut holds = self.holds();
+            let held = |hs: &[Hold]| hs.iter().any(|h| overlaps(h.lba, h.blocks, lba.0, blocks));
+            if !held(&holds) {
+                return order;
+            }
+            drop(order);
+            self.watches.waited.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(lu = %self.identity().unique_name(), lba = lba.0, blocks, "a write waits for a copy holding its range");
+            while held(&holds) {
+                holds = self
+                    .watches
+                    .released
+                    .wait(holds)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+    }
+
+    /// Shared ordering for a command that changes `blocks` blocks at `lba` (it waits while
+    /// a copy holds the range).
+    pub(crate) fn write_order_at(&self, lba: Lba, blocks: u64) -> RwLockReadGuard<'_, ()> {
+        self.order_unheld(lba, blocks, || self.write_order())
+    }
+
+    /// Exclusive ordering for a command that reads and changes `blocks` blocks at `lba`
+    /// as one (COMPARE AND WRITE, ORWRITE, WRITE ATOMIC); waits while a copy holds them.
+    pub(crate) fn atomic_order_at(&self, lba: Lba, blocks: u64) -> RwLockWriteGuard<'_, ()> {
+        self.order_unheld(lba, blocks, || self.atomic_order())
+    }
+
+    /// Holds the LU's own writers off `blocks` blocks at `lba` until the guard drops; the
+    /// writes in flight finish first.
+    pub(crate) fn hold(&self, lba: Lba, blocks: u64) -> HoldGuard<'_> {
+        let id = self.watches.next.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut holds = self.holds();
+            holds.push(Hold {
+                id,
+                lba: lba.0,
+                blocks,
+            });
+            self.watches.held.store(holds.len(), Ordering::Release);
+        }
+        // A writer that looked before the hold was in the list has the order until done.
+        drop(self.atomic_order());
+        HoldGuard { lu: self, id }
+    }
+
     /// A medium-modifying command is about to change `blocks` blocks at `lba` (called
     /// with the LU's order held shared, or exclusive).
     pub(crate) fn note_write(&self, lba: Lba, blocks: u64) {
+        self.note_write_by(None, lba, blocks);
+    }
+
+    /// [`LogicalUnit::note_write`] by copy `owner`, whose own watches it does not touch.
+    pub(crate) fn note_write_by(&self, owner: Option<u64>, lba: Lba, blocks: u64) {
         if self.watches.count.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -68,16 +180,19 @@ impl LogicalUnit {
             .list
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for w in list
-            .iter()
-            .filter(|w| overlaps(w.lba, w.blocks, lba.0, blocks))
-        {
+        for w in list.iter().filter(|w| {
+            (w.owner.is_none() || w.owner != owner) && overlaps(w.lba, w.blocks, lba.0, blocks)
+        }) {
             w.touched.store(true, Ordering::Release);
         }
     }
 
-    /// Starts watching `blocks` blocks at `lba`: its id and its touched flag.
+    /// Starts watching `blocks` blocks at `lba` for every writer: its id and touched flag.
     pub(crate) fn watch_range(&self, lba: Lba, blocks: u64) -> (u64, Arc<AtomicBool>) {
+        self.watch_range_by(None, lba, blocks)
+    }
+
+    fn watch_range_by(&self, owner: Option<u64>, lba: Lba, blocks: u64) -> (u64, Arc<AtomicBool>) {
         let touched = Arc::new(AtomicBool::new(false));
         let id = self.watches.next.fetch_add(1, Ordering::Relaxed);
         // Writes in flight finish first: each is then before the watch, or noted by it.
@@ -89,6 +204,7 @@ impl LogicalUnit {
             .unwrap_or_else(PoisonError::into_inner);
         list.push(Watch {
             id,
+            owner,
             lba: lba.0,
             blocks,
             touched: touched.clone(),
@@ -108,9 +224,9 @@ impl LogicalUnit {
         self.watches.count.store(list.len(), Ordering::Release);
     }
 
-    /// A watch for the duration of one command.
-    pub(crate) fn watch(&self, lba: Lba, blocks: u64) -> WatchGuard<'_> {
-        let (id, touched) = self.watch_range(lba, blocks);
+    /// A watch by copy `owner` for the duration of one command.
+    pub(crate) fn watch_by(&self, owner: u64, lba: Lba, blocks: u64) -> WatchGuard<'_> {
+        let (id, touched) = self.watch_range_by(Some(owner), lba, blocks);
         WatchGuard {
             lu: self,
             id,
@@ -122,11 +238,91 @@ impl LogicalUnit {
     pub fn watched_ranges(&self) -> usize {
         self.watches.count.load(Ordering::Acquire)
     }
+
+    /// Ranges held by copies now (tests, counters).
+    pub fn held_ranges(&self) -> usize {
+        self.watches.held.load(Ordering::Acquire)
+    }
+
+    /// A held copy failed: another copy wrote its source.
+    pub(crate) fn count_copy_collision(&self) {
+        self.watches.collisions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Copies failed since start because another copy wrote their held source (counters).
+    pub fn copy_collisions(&self) -> u64 {
+        self.watches.collisions.load(Ordering::Relaxed)
+    }
+
+    /// Writes that waited for a copy's hold since start (counters).
+    pub fn writes_held(&self) -> u64 {
+        self.watches.waited.load(Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::backend::RamBackend;
+    use crate::exec::LuConfig;
+    use crate::lu::{LunIdentity, Oui};
+    use std::time::{Duration, Instant};
+
+    /// A 64-block RAM LU named `name`.
+    pub(crate) fn lu(name: &str) -> LogicalUnit {
+        let oui = Oui::new(0x00_1405).expect("24 bits");
+        let b = RamBackend::new(64, crate::backend::BlockSize::B512).expect("ram");
+        LogicalUnit::new(Box::new(b), LuConfig::new(LunIdentity::derive(name, oui)))
+    }
+
+    #[test]
+    fn a_hold_waits_only_for_writers_of_its_range() {
+        let lu = lu("held");
+        let held = lu.hold(Lba(0), 8);
+        // Reads of the range, and writes elsewhere, go on.
+        drop(lu.read_order());
+        drop(lu.write_order_at(Lba(8), 8));
+        drop(lu.atomic_order_at(Lba(16), 1));
+        let written = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                let _o = lu.write_order_at(Lba(4), 1);
+                written.store(true, Ordering::Release);
+            });
+            let t0 = Instant::now();
+            while lu.writes_held() == 0 {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "the writer never waited"
+                );
+                std::thread::yield_now();
+            }
+            // Waiting without the order: a reader (a copy step) still gets it.
+            drop(lu.read_order());
+            assert!(!written.load(Ordering::Acquire), "written while held");
+            assert_eq!(lu.held_ranges(), 1);
+            drop(held);
+            writer.join().expect("writer");
+        });
+        assert!(written.load(Ordering::Acquire));
+        assert_eq!(lu.held_ranges(), 0);
+    }
+
+    #[test]
+    fn a_copy_does_not_touch_its_own_watch() {
+        let lu = lu("owned");
+        let mine = lu.watch_by(1, Lba(0), 8);
+        let other = lu.watch_by(2, Lba(0), 8);
+        lu.note_write_by(Some(1), Lba(0), 8);
+        assert!(!mine.touched());
+        assert!(other.touched());
+        // An empty write touches nothing.
+        let w = lu.watch_by(3, Lba(0), 8);
+        lu.note_write(Lba(4), 0);
+        assert!(!w.touched());
+        lu.note_write(Lba(4), 1);
+        assert!(w.touched() && mine.touched());
+    }
 
     #[test]
     fn overlap_is_half_open() {
@@ -135,6 +331,8 @@ mod tests {
         assert!(!overlaps(8, 1, 0, 8));
         assert!(overlaps(5, 1, 0, 8));
         assert!(!overlaps(0, 0, 0, 8));
+        // An empty range overlaps nothing, wherever it is.
+        assert!(!overlaps(0, 8, 3, 0));
         assert!(overlaps(u64::MAX - 1, 10, u64::MAX - 1, 1));
     }
 }

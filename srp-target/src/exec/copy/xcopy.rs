@@ -14,14 +14,19 @@
 //! CONFLICT; LUs of different block sizes are COPY ABORTED, INCORRECT COPY TARGET DEVICE
 //! TYPE; a read or write that fails is COPY ABORTED, THIRD PARTY DEVICE FAILURE.
 //!
-//! Each segment is copied in [`super::COPY_CHUNK_BYTES`] steps, watching the source
-//! (`watch.rs`); a write to the source meanwhile makes the segment copy again with the
-//! source's writers held off, so the destination always holds the source as it was at one
-//! instant. An abort (task management) stops the copy between steps.
+//! Every segment is resolved and checked before any is copied. The list is then copied in
+//! [`super::COPY_CHUNK_BYTES`] steps, every segment's source watched (`watch.rs`); a write to
+//! a source meanwhile makes the whole list copy again with the sources' writers held off
+//! (they wait; reads and other ranges go on), so the destinations hold the sources as they
+//! were at one instant. A list that writes what it reads (an overlapping segment, a later
+//! segment writing an earlier one's source) is not copied twice: it is held from the start.
+//! A held copy whose source another copy writes (copies never wait for holds) fails with
+//! COPY ABORTED rather than copy a mix. An abort (task management) stops the copy between
+//! steps.
 
 use super::super::pr::conflict::Access;
 use super::super::{CmdOutput, Exec, LogicalUnit, Nexus, Stop, backend_sense, data_out};
-use super::results::ListState;
+use super::results::{Failure, ListState};
 use super::{COPY_CHUNK_BYTES, MAX_CSCD_DESCRIPTORS, MAX_DESCRIPTOR_LIST_BYTES};
 use super::{MAX_SEGMENT_BYTES, MAX_SEGMENT_DESCRIPTORS};
 use scsi::cdb::CopyOut;
@@ -77,6 +82,10 @@ pub(crate) fn extended_copy(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, do
         ..CmdOutput::good(0)
     };
     let h = XcopyHeader::parse(list).map_err(|e| descriptor_error(e, 0))?;
+    if h.list_id_usage == 0b01 {
+        // LIST ID USAGE 01b is reserved.
+        return Err(Sense::invalid_field_in_parameter_list(1, Some(4)).into());
+    }
     let (cl, sl) = (usize::from(h.cscd_len), h.segment_len as usize);
     if cl + sl > MAX_DESCRIPTOR_LIST_BYTES as usize || XcopyHeader::LEN + cl + sl > len {
         return Err(SenseCode::PARAMETER_LIST_LENGTH_ERROR.into());
@@ -124,57 +133,61 @@ pub(crate) fn extended_copy(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, do
     if tracked && !lu.copy_lists.start(n, h.list_id) {
         return Err(SenseCode::OPERATION_IN_PROGRESS.into());
     }
-    let Some(_permit) = lu.copy.permit() else {
+    let Some(_permit) = lu.copy.permit(lu) else {
         // BUSY: the command did not run, so its list identifier is not in use.
         if tracked {
             lu.copy_lists.forget(n, h.list_id);
         }
-        tracing::info!(lu = %lu.identity().unique_name(), "EXTENDED COPY answered BUSY: {} copies running", super::manager::TOTAL_CONCURRENT_COPIES);
+        tracing::info!(lu = %lu.identity().unique_name(), "EXTENDED COPY answered BUSY: {} copies running here, {} in the target (the most at once)", super::manager::COPIES_PER_LU, super::manager::TOTAL_CONCURRENT_COPIES);
         return Ok(CmdOutput {
             status: Status::Busy,
             ..used
         });
     };
-    let mut bytes = 0u64;
-    for (done, (at, s)) in segments.iter().enumerate() {
-        match run_segment(lu, nexus, &cscds, s) {
-            Ok(b) => bytes += b,
+    let ended = |segments: usize, bytes: u64, stop: Option<&Stop>| {
+        if tracked {
+            let failure = stop.map(Failure::of);
+            let segments = segments as u16;
+            lu.copy_lists.finish(
+                n,
+                h.list_id,
+                ListState::Done {
+                    segments,
+                    bytes,
+                    failure,
+                },
+                hold,
+            );
+        }
+    };
+    // Every segment is resolved and checked before any is copied (LIO too parses the
+    // whole list first): a list that cannot run changes nothing.
+    let mut plan = Vec::with_capacity(segments.len());
+    for (i, (at, s)) in segments.iter().enumerate() {
+        match plan_segment(lu, nexus, &cscds, s) {
+            Ok(seg) => plan.push(seg),
             Err(stop) => {
-                if tracked {
-                    let failure = match &stop {
-                        Stop::Check(sense) => Some(sense.clone()),
-                        Stop::Transport(t) => Some(t.sense()),
-                        Stop::Conflict => None,
-                    };
-                    lu.copy_lists.finish(
-                        n,
-                        h.list_id,
-                        ListState::Done {
-                            segments: done as u16,
-                            bytes,
-                            failure,
-                        },
-                        hold,
-                    );
-                }
-                tracing::debug!(lu = %lu.identity().unique_name(), segment = done, at, "EXTENDED COPY stopped");
+                tracing::debug!(lu = %lu.identity().unique_name(), segment = i, at, "EXTENDED COPY refused");
+                ended(0, 0, Some(&stop));
                 return Err(stop);
             }
         }
     }
-    if tracked {
-        lu.copy_lists.finish(
-            n,
-            h.list_id,
-            ListState::Done {
-                segments: segments.len() as u16,
-                bytes,
-                failure: None,
-            },
-            hold,
-        );
+    match run_list(&plan, nexus, lu.copy.next_copy_id()) {
+        Ok(bytes) => {
+            ended(plan.len(), bytes, None);
+            Ok(used)
+        }
+        Err(Stopped {
+            segments,
+            bytes,
+            stop,
+        }) => {
+            tracing::debug!(lu = %lu.identity().unique_name(), segment = segments, "EXTENDED COPY stopped");
+            ended(segments, bytes, Some(&stop));
+            Err(stop)
+        }
     }
-    Ok(used)
 }
 
 /// The LU CSCD `id` names, as seen from `lu` through `nexus`.
@@ -222,13 +235,22 @@ fn admit(unit: &LogicalUnit, nexus: &Nexus<'_>, access: Access) -> Result<(), St
     Ok(())
 }
 
-/// Copies segment `s`; the bytes copied.
-fn run_segment(
-    lu: &LogicalUnit,
+/// One block to block segment, resolved and checked.
+pub(crate) struct Segment<'a> {
+    pub(crate) src: Unit<'a>,
+    pub(crate) sl: Lba,
+    pub(crate) dst: Unit<'a>,
+    pub(crate) dl: Lba,
+    pub(crate) blocks: u64,
+}
+
+/// Resolves and checks segment `s`.
+fn plan_segment<'a>(
+    lu: &'a LogicalUnit,
     nexus: &Nexus<'_>,
     cscds: &[IdCscd],
     s: &BlockSegment,
-) -> Result<u64, Stop> {
+) -> Result<Segment<'a>, Stop> {
     let src = resolve(lu, nexus, cscds, s.source)?;
     let dst = resolve(lu, nexus, cscds, s.destination)?;
     let bs = src.block_bytes();
@@ -236,85 +258,148 @@ fn run_segment(
         return Err(SenseCode::INCORRECT_COPY_TARGET_DEVICE_TYPE.into());
     }
     let blocks = u64::from(s.blocks);
-    if blocks == 0 {
-        return Ok(0);
-    }
     if blocks * u64::from(bs) > u64::from(MAX_SEGMENT_BYTES) {
         return Err(Sense::invalid_field_in_parameter_list(10, Some(7)).into());
     }
     let n = scsi::BlockCount(u32::from(s.blocks));
     let (sl, dl) = (Lba(s.source_lba), Lba(s.destination_lba));
-    if !sl.range_within(n, src.last_lba()) || !dl.range_within(n, dst.last_lba()) {
+    if blocks > 0 && (!sl.range_within(n, src.last_lba()) || !dl.range_within(n, dst.last_lba())) {
         return Err(not_reachable());
     }
     admit(&src, nexus, Access::Read)?;
     admit(&dst, nexus, Access::Write)?;
-    copy_blocks(&src, sl, &dst, dl, blocks, nexus)?;
-    Ok(blocks * u64::from(bs))
+    Ok(Segment {
+        src,
+        sl,
+        dst,
+        dl,
+        blocks,
+    })
 }
 
-/// Copies `blocks` blocks from `src` at `sl` to `dst` at `dl` as one point in time of the
-/// source (see the module doc); durable as a WRITE without FUA to `dst` is.
-pub(crate) fn copy_blocks(
-    src: &LogicalUnit,
-    sl: Lba,
-    dst: &LogicalUnit,
-    dl: Lba,
-    blocks: u64,
+/// How far a list got before it stopped.
+pub(crate) struct Stopped {
+    /// Segments copied whole.
+    pub(crate) segments: usize,
+    pub(crate) bytes: u64,
+    pub(crate) stop: Stop,
+}
+
+fn same(a: &LogicalUnit, b: &LogicalUnit) -> bool {
+    std::ptr::eq(a, b)
+}
+
+/// Whether copying `plan` again gives what copying it once did: no segment writes what
+/// it or an earlier segment read (a later one may: it reads what the earlier wrote, again).
+fn replayable(plan: &[Segment<'_>]) -> bool {
+    plan.iter().enumerate().all(|(j, d)| {
+        plan[..=j]
+            .iter()
+            .all(|s| !same(&s.src, &d.dst) || !overlaps(s.sl.0, s.blocks, d.dl.0, d.blocks))
+    })
+}
+
+fn overlaps(a: u64, an: u64, b: u64, bn: u64) -> bool {
+    an > 0 && bn > 0 && a < b.saturating_add(bn) && b < a.saturating_add(an)
+}
+
+/// Copies every segment of `plan` in order as one point in time of their sources (see the
+/// module doc); the bytes copied. `owner` names the copy to the watches.
+pub(crate) fn run_list(
+    plan: &[Segment<'_>],
     nexus: &Nexus<'_>,
-) -> Result<(), Stop> {
-    let same = std::ptr::eq(src, dst);
-    if same && sl.0 < dl.0.saturating_add(blocks) && dl.0 < sl.0.saturating_add(blocks) {
-        // Overlapping ranges of one LU: in one go with its writers held off, in the
-        // direction that reads each block before it is overwritten.
-        let _all = src.atomic_order();
-        let order = Order {
-            lock_src: false,
-            lock_dst: false,
-            backward: dl.0 > sl.0,
-        };
-        return chunks(src, sl, dst, dl, blocks, nexus, order);
-    }
-    {
-        let watch = src.watch(sl, blocks);
-        chunks(src, sl, dst, dl, blocks, nexus, Order::SHARED)?;
-        if !watch.touched() {
-            return Ok(());
-        }
-    }
-    // The source changed while it was read: again, with its writers held off (its order
-    // held exclusive here, so the loop takes neither it nor — one LU — the destination's).
-    tracing::debug!(lu = %src.identity().unique_name(), lba = sl.0, blocks, "copy source written during the copy: copying again with its writes held");
-    let _held = src.atomic_order();
-    let order = Order {
-        lock_src: false,
-        lock_dst: !same,
-        backward: false,
+    owner: u64,
+) -> Result<u64, Stopped> {
+    let watch_all = || -> Vec<_> {
+        plan.iter()
+            .filter(|s| s.blocks > 0)
+            .map(|s| s.src.watch_by(owner, s.sl, s.blocks))
+            .collect()
     };
-    chunks(src, sl, dst, dl, blocks, nexus, order)
+    if replayable(plan) {
+        // Optimistically, the sources' writers going on; if one wrote a source meanwhile,
+        // again with them held.
+        let watches = watch_all();
+        let bytes = copy_all(plan, nexus, owner)?;
+        if !watches.iter().any(|w| w.touched()) {
+            return Ok(bytes);
+        }
+        tracing::debug!(
+            segments = plan.len(),
+            "copy source written during the copy: copying again with its writers held"
+        );
+    }
+    // The sources' own writers held off (they wait; reads and other ranges go on): only a
+    // copy can still write a source, and then this one fails rather than copy a mix.
+    let _holds: Vec<_> = plan
+        .iter()
+        .filter(|s| s.blocks > 0)
+        .map(|s| s.src.hold(s.sl, s.blocks))
+        .collect();
+    let watches = watch_all();
+    let bytes = copy_all(plan, nexus, owner)?;
+    if let Some(s) = plan
+        .iter()
+        .filter(|s| s.blocks > 0)
+        .zip(&watches)
+        .find_map(|(s, w)| w.touched().then_some(s))
+    {
+        tracing::warn!(lu = %s.src.identity().unique_name(), lba = s.sl.0, blocks = s.blocks, "a copy failed: another copy wrote its source while it was held (COPY ABORTED)");
+        s.src.count_copy_collision();
+        return Err(Stopped {
+            segments: 0,
+            bytes,
+            stop: Sense::with_information(SenseCode::THIRD_PARTY_DEVICE_FAILURE, s.sl.0).into(),
+        });
+    }
+    Ok(bytes)
 }
 
-/// Which orders the copy loop takes per step, and its direction.
+/// Copies the segments one after the other.
+fn copy_all(plan: &[Segment<'_>], nexus: &Nexus<'_>, owner: u64) -> Result<u64, Stopped> {
+    let mut bytes = 0;
+    for (i, s) in plan.iter().enumerate() {
+        if s.blocks == 0 {
+            continue;
+        }
+        // Overlapping ranges of one LU: in the direction that reads each block before it is
+        // overwritten.
+        let order = Order {
+            backward: same(&s.src, &s.dst)
+                && s.dl.0 > s.sl.0
+                && overlaps(s.sl.0, s.blocks, s.dl.0, s.blocks),
+            owner: Some(owner),
+        };
+        chunks(&s.src, s.sl, &s.dst, s.dl, s.blocks, nexus, order).map_err(|stop| Stopped {
+            segments: i,
+            bytes,
+            stop,
+        })?;
+        bytes += s.blocks * u64::from(s.src.block_bytes());
+    }
+    Ok(bytes)
+}
+
+/// How the copy loop runs.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Order {
-    /// The source's order, shared, around each read (not when the caller holds it).
-    pub(super) lock_src: bool,
-    /// The destination's order, shared, around each write (not when the caller holds it).
-    pub(super) lock_dst: bool,
     /// Copy from the end (an overlapping copy to higher blocks).
     pub(super) backward: bool,
+    /// The copy writing, to the watches (its own are not touched by its writes).
+    pub(super) owner: Option<u64>,
 }
 
 impl Order {
-    /// Both orders taken per step, forward: a copy that holds neither.
+    /// Forward, touching every watch of the destination.
     pub(super) const SHARED: Order = Order {
-        lock_src: true,
-        lock_dst: true,
         backward: false,
+        owner: None,
     };
 }
 
-/// The copy loop.
+/// The copy loop: [`super::COPY_CHUNK_BYTES`] steps, each read under the source's order
+/// and written (and noted to the destination's watches) under the destination's, neither
+/// held across steps; an abort stops it between steps.
 pub(super) fn chunks(
     src: &LogicalUnit,
     sl: Lba,
@@ -324,16 +409,13 @@ pub(super) fn chunks(
     nexus: &Nexus<'_>,
     order: Order,
 ) -> Result<(), Stop> {
-    let Order {
-        lock_src,
-        lock_dst,
-        backward,
-    } = order;
+    let Order { backward, owner } = order;
     let bs = u64::from(src.block_bytes());
     let per = (COPY_CHUNK_BYTES as u64 / bs).max(1);
     let mut buf = vec![0u8; (per.min(blocks) * bs) as usize];
     let durable = dst.durable(false);
-    dst.durably(dl, blocks, durable, || {
+    // Durable as a WRITE without FUA to `dst` is; each step notes its own range.
+    dst.durably(dl, 0, durable, || {
         let mut done = 0;
         while done < blocks {
             if nexus.aborted() {
@@ -343,12 +425,13 @@ pub(super) fn chunks(
             let off = if backward { blocks - done - n } else { done };
             let b = &mut buf[..(n * bs) as usize];
             {
-                let _r = lock_src.then(|| src.read_order());
+                let _r = src.read_order();
                 src.backend
                     .read_at(Lba(sl.0 + off), b)
                     .map_err(|e| backend_failure(&e, src, Lba(sl.0 + off)))?;
             }
-            let _w = lock_dst.then(|| dst.write_order());
+            let _w = dst.write_order();
+            dst.note_write_by(owner, Lba(dl.0 + off), n);
             dst.backend
                 .write_at(Lba(dl.0 + off), b)
                 .map_err(|e| backend_failure(&e, dst, Lba(dl.0 + off)))?;
