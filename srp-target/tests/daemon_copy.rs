@@ -454,11 +454,11 @@ fn odx_tokens_across_lus_and_iocs() {
     forged[7] = 0;
     let (c, p) = wut(0x203, &forged, false, 0, &[(10, 8)]);
     r.b.check(B_RAM, &c, &p, 0, SenseCode::INVALID_TOKEN_LENGTH);
-    // DEL_TKN: used once.
+    // DEL_TKN: used once; then TOKEN DELETED.
     let once = populate(&mut r.a, FILE, 0x102, 0, &[(1000, 8)]);
     let (c, p) = wut(0x204, &once, true, 0, &[(3000, 8)]);
     r.a.good(RAM, &c, &p, 0);
-    r.a.check(RAM, &c, &p, 0, SenseCode::TOKEN_UNKNOWN);
+    r.a.check(RAM, &c, &p, 0, SenseCode::TOKEN_DELETED);
     // An inactivity timeout of 1 s.
     let brief = populate(&mut r.a, FILE, 0x103, 1, &[(1000, 8)]);
     std::thread::sleep(std::time::Duration::from_millis(1200));
