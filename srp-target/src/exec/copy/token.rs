@@ -350,10 +350,11 @@ fn write_with_token(
         tokens.retire(&held, Gone::Revoked);
         return Err(SenseCode::TOKEN_REVOKED.into());
     };
-    if source.block_bytes() != lu.block_bytes() {
-        return Err(SenseCode::INCORRECT_COPY_TARGET_DEVICE_TYPE.into());
-    }
-    let r = copy_ranges(&held, &source, lu, &dst_ranges, h.offset, nexus, ended);
+    let r = if source.block_bytes() != lu.block_bytes() {
+        Err(SenseCode::INCORRECT_COPY_TARGET_DEVICE_TYPE.into())
+    } else {
+        copy_ranges(&held, &source, lu, &dst_ranges, h.offset, nexus, ended)
+    };
     // DEL_TKN (SBC-4 5.35): the token is deleted when the command completes, failed or
     // not; an aborted command (task management) did not complete, so it keeps its token.
     let aborted = nexus.aborted();
