@@ -320,6 +320,7 @@ fn cred_req_one_at_a_time_and_owed_credits_ride_on_responses() {
         scope: AbortScope::Nexuses(vec![b_nexus.nexus().it_nexus()]),
         origin: nexus_data_of(INITIATOR_A, 0).nexus().it_nexus(),
         attention: None,
+        drain: srp_target::io::Drain::new(None),
     };
     let hold = |b: &mut Side, n: usize| {
         gate.hold.store(true, Ordering::SeqCst);
@@ -497,4 +498,208 @@ fn task_set_functions_reach_every_channel_they_cover() {
         assert_eq!(tur(i, s), (Status::CheckCondition, Some((0x6, 0x29, 0x03))));
         assert_eq!(tur(i, s), (Status::Good, None));
     }
+}
+
+/// A RAM disk whose writes wait while held (a job running on a worker, stuck in the
+/// backend): (held, writes waiting).
+#[derive(Debug, Default)]
+struct Stall {
+    state: Mutex<(bool, usize)>,
+    turn: std::sync::Condvar,
+}
+
+impl Stall {
+    fn hold(&self, on: bool) {
+        self.state.lock().expect("stall").0 = on;
+        self.turn.notify_all();
+    }
+
+    fn waiting(&self) -> usize {
+        self.state.lock().expect("stall").1
+    }
+}
+
+#[derive(Debug)]
+struct StallBackend(srp_target::RamBackend, Arc<Stall>);
+
+impl srp_target::Backend for StallBackend {
+    fn block_size(&self) -> BlockSize {
+        self.0.block_size()
+    }
+    fn blocks(&self) -> u64 {
+        self.0.blocks()
+    }
+    fn read_at(&self, lba: scsi::Lba, buf: &mut [u8]) -> Result<(), srp_target::BackendError> {
+        self.0.read_at(lba, buf)
+    }
+    fn write_at(&self, lba: scsi::Lba, buf: &[u8]) -> Result<(), srp_target::BackendError> {
+        let s = &self.1;
+        let mut g = s.state.lock().expect("stall");
+        g.1 += 1;
+        while g.0 {
+            g = s.turn.wait(g).expect("stall");
+        }
+        g.1 -= 1;
+        drop(g);
+        self.0.write_at(lba, buf)
+    }
+    fn flush(&self) -> Result<(), srp_target::BackendError> {
+        Ok(())
+    }
+    fn unmap(
+        &self,
+        lba: scsi::Lba,
+        blocks: scsi::BlockCount,
+    ) -> Result<(), srp_target::BackendError> {
+        self.0.unmap(lba, blocks)
+    }
+}
+
+/// Runs each job on a thread of its own, as a worker would.
+struct Threads;
+
+impl Executor for Threads {
+    fn submit(&self, job: Job) -> Result<(), Job> {
+        std::thread::spawn(move || job.run());
+        Ok(())
+    }
+}
+
+/// The system clock moved on by what the test adds.
+#[derive(Debug, Default)]
+struct Skewed(Mutex<Duration>);
+
+impl hca::time::Clock for Skewed {
+    fn now(&self) -> Instant {
+        Instant::now() + *self.0.lock().expect("clock")
+    }
+}
+
+/// A channel of initiator A on 127.0.107.`net` to a LUN whose writes `stall` can hold,
+/// its jobs on threads, its clock `clock`.
+fn stall_rig(net: u8, stall: &Arc<Stall>, clock: &Arc<Skewed>) -> (Target, Initiator, Side) {
+    let backend = srp_target::RamBackend::new(2048, BlockSize::B512).expect("ram");
+    let lu = srp_target::LogicalUnit::new(
+        Box::new(StallBackend(backend, stall.clone())),
+        srp_target::LuConfig::new(common::identity("stall")),
+    );
+    let t = Target::open(ip(107, net), lu);
+    let i = Initiator::open(ip(107, net + 1));
+    let ep = i.ep(0, 6);
+    let mut io = t.channel(1, 4, nexus_data_of(INITIATOR_A, 0), Arc::new(Threads));
+    io.set_clock(clock.clone());
+    connect(&t, &mut io, &i, &ep);
+    (t, i, Side { ep, io, tag: 0 })
+}
+
+/// Drives `s` (and settles its aborts, as the daemon loop does) for `d`, or until `until`
+/// holds; the IU other than an SRP_CRED_REQ (those are answered: an aborted task's credit
+/// comes back in one) that arrived meanwhile, if any.
+fn drive(i: &Initiator, s: &mut Side, d: Duration, until: impl Fn() -> bool) -> Option<Vec<u8>> {
+    let end = Instant::now() + d;
+    while Instant::now() < end && !until() {
+        s.io.poll();
+        settle_aborts(&mut [&mut s.io]);
+        if let Some(iu) = take_iu(i, &s.ep) {
+            if iu.first() != Some(&u8::from(IuType::CredReq)) {
+                return Some(iu);
+            }
+            i.send(&s.ep, &[cred_rsp(cred_req(&iu).tag)]);
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    None
+}
+
+/// The next SRP_RSP on `s` (SRP_CRED_REQs answered on the way).
+fn await_rsp(i: &Initiator, s: &mut Side) -> Vec<u8> {
+    drive(i, s, DEADLINE, || false).expect("an SRP_RSP")
+}
+
+/// Starts a one-block WRITE and drives `s` until its job waits in the stalled backend;
+/// its tag.
+fn stalled_write(i: &Initiator, s: &mut Side, stall: &Stall) -> u64 {
+    stall.hold(true);
+    let iu = write_iu(i, s, 9, &pattern(512, 4));
+    let tag = s.tag;
+    i.send(&s.ep, &[iu]);
+    let early = drive(i, s, DEADLINE, || stall.waiting() == 1);
+    assert!(
+        early.is_none(),
+        "an answer before the write ran: {early:02x?}"
+    );
+    assert_eq!(stall.waiting(), 1, "the write reached the backend");
+    tag
+}
+
+#[test]
+fn task_management_is_answered_after_the_aborted_job_stops() {
+    let (stall, clock) = (Arc::new(Stall::default()), Arc::new(Skewed::default()));
+    let (_t, i, mut s) = stall_rig(13, &stall, &clock);
+    for function in [
+        TaskMgmtFunction::AbortTask,
+        TaskMgmtFunction::LogicalUnitReset,
+        TaskMgmtFunction::AbortTaskSet,
+    ] {
+        let w = stalled_write(&i, &mut s, &stall);
+        let tag = next(&mut s);
+        i.send(&s.ep, &[tmf_iu(tag, Lun::ZERO, function, w)]);
+        // The task is aborted, but its job still runs on the backend: no answer yet.
+        let early = drive(&i, &mut s, Duration::from_millis(150), || false);
+        assert!(
+            early.is_none(),
+            "{function:?} answered while its task ran: {early:02x?}"
+        );
+        stall.hold(false);
+        // The job stops: its write lands, then the TMF answer goes out (and none for it).
+        let r = await_rsp(&i, &mut s);
+        let r = Rsp::parse(&r).expect("SRP_RSP");
+        assert_eq!(
+            (r.tag, r.tmf_response()),
+            (Tag(tag), Some(TmfResponse::Complete)),
+            "{function:?}: the TMF's answer, nothing for the aborted WRITE"
+        );
+        assert_eq!(
+            stall.waiting(),
+            0,
+            "answered after the job left the backend"
+        );
+        let late = drive(&i, &mut s, Duration::from_millis(50), || false);
+        assert!(
+            late.is_none(),
+            "an answer for the aborted WRITE: {late:02x?}"
+        );
+        if function == TaskMgmtFunction::LogicalUnitReset {
+            // BUS DEVICE RESET FUNCTION OCCURRED, once.
+            let _ = tur(&i, &mut s);
+        }
+        assert_eq!(tur(&i, &mut s).0, Status::Good);
+    }
+    assert_eq!(s.io.late_drains(), 0);
+}
+
+#[test]
+fn a_stuck_backend_holds_an_abort_answer_only_until_the_drain_limit() {
+    let (stall, clock) = (Arc::new(Stall::default()), Arc::new(Skewed::default()));
+    let (_t, i, mut s) = stall_rig(15, &stall, &clock);
+    let w = stalled_write(&i, &mut s, &stall);
+    let tag = next(&mut s);
+    i.send(
+        &s.ep,
+        &[tmf_iu(tag, Lun::ZERO, TaskMgmtFunction::AbortTask, w)],
+    );
+    assert!(drive(&i, &mut s, Duration::from_millis(100), || false).is_none());
+    // The backend stays stuck past the limit: the answer goes out, as FAILED (the task is
+    // not gone), counted.
+    *clock.0.lock().expect("clock") += srp_target::io::channel_io::DRAIN_LIMIT;
+    let r = await_rsp(&i, &mut s);
+    let r = Rsp::parse(&r).expect("SRP_RSP");
+    assert_eq!(
+        (r.tag, r.tmf_response()),
+        (Tag(tag), Some(TmfResponse::Failed))
+    );
+    assert_eq!(s.io.late_drains(), 1);
+    stall.hold(false);
+    assert_eq!(tur(&i, &mut s).0, Status::Good);
+    assert!(drive(&i, &mut s, Duration::from_millis(50), || false).is_none());
 }

@@ -454,11 +454,11 @@ fn odx_tokens_across_lus_and_iocs() {
     forged[7] = 0;
     let (c, p) = wut(0x203, &forged, false, 0, &[(10, 8)]);
     r.b.check(B_RAM, &c, &p, 0, SenseCode::INVALID_TOKEN_LENGTH);
-    // DEL_TKN: used once.
+    // DEL_TKN: used once; then TOKEN DELETED.
     let once = populate(&mut r.a, FILE, 0x102, 0, &[(1000, 8)]);
     let (c, p) = wut(0x204, &once, true, 0, &[(3000, 8)]);
     r.a.good(RAM, &c, &p, 0);
-    r.a.check(RAM, &c, &p, 0, SenseCode::TOKEN_UNKNOWN);
+    r.a.check(RAM, &c, &p, 0, SenseCode::TOKEN_DELETED);
     // An inactivity timeout of 1 s.
     let brief = populate(&mut r.a, FILE, 0x103, 1, &[(1000, 8)]);
     std::thread::sleep(std::time::Duration::from_millis(1200));
@@ -500,4 +500,138 @@ fn odx_tokens_across_lus_and_iocs() {
         r.a.direct(RO, &c, &p, 0).status,
         Status::CheckCondition
     ));
+}
+
+// ---- Issue #16 review: task management answered only after an aborted copy stops ----
+
+/// Source blocks of the long copy (16 MiB) and how many segments copy them (each to its
+/// own 16 MiB of the destination: 256 MiB in all, long enough to be caught running).
+const LONG_BLOCKS: u16 = 32768;
+const LONG_SEGMENTS: u64 = 16;
+
+/// A daemon at 127.0.147.`t` exporting through one IOC a 16 MiB file LU (0) whose every
+/// 8 bytes are non-zero and a sparse 256 MiB file LU (1); a node logged in at `t`+1;
+/// the destination file's path.
+fn long_copy_rig(t: u8) -> (Daemon, Node, TempDir, std::path::PathBuf) {
+    let dir = TempDir::new("daemon-copy-abort");
+    let (src, dst) = (dir.path().join("src.img"), dir.path().join("dst.img"));
+    let bytes: Vec<u8> = (0..u64::from(LONG_BLOCKS) * 64)
+        .flat_map(|w| (w | 1 << 63).to_be_bytes())
+        .collect();
+    std::fs::write(&src, &bytes).expect("source file");
+    std::fs::File::create(&dst)
+        .and_then(|f| f.set_len(u64::from(LONG_BLOCKS) * 512 * LONG_SEGMENTS))
+        .expect("destination file");
+    let text = format!(
+        "[target]\nnode_guid = \"0x0002c90300d8c100\"\nstate_dir = \"{}\"\n\n\
+         [[port]]\nname = \"p0\"\naddress = \"{}\"\n\n\
+         [[lun]]\nname = \"src\"\nfile = \"{}\"\nsize = \"16MiB\"\n\n\
+         [[lun]]\nname = \"dst\"\nfile = \"{}\"\nsize = \"256MiB\"\n\n\
+         [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300d8c101\"\nports = [\"p0\"]\n\
+         exports = {{ 0 = \"src\", 1 = \"dst\" }}\nallow = [\"any\"]\n",
+        dir.path().join("state").display(),
+        ip(t),
+        src.display(),
+        dst.display(),
+    );
+    let config = TargetConfig::from_str(&text, "copy-abort.toml")
+        .expect("config valid")
+        .config;
+    let mut options = DaemonOptions::default();
+    options.limits.window = 16;
+    options.limits.max_transfer = 256 << 10;
+    options.shutdown_step = std::time::Duration::from_millis(300);
+    let daemon = Daemon::start(config.clone(), options).expect("daemon starts");
+    let node = Node::open(ip(t + 1), ip(t), 0xc901, &config.iocs[0], Form::IbCm, false);
+    (daemon, node, dir, dst)
+}
+
+/// Which MiB of the destination file hold copied data (their first 8 bytes non-zero).
+fn written_mib(dst: &std::path::Path) -> Vec<bool> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(dst).expect("destination file");
+    let mib = (u64::from(LONG_BLOCKS) * 512 * LONG_SEGMENTS) >> 20;
+    (0..mib)
+        .map(|m| {
+            let mut b = [0u8; 8];
+            f.read_exact_at(&mut b, m << 20).expect("read");
+            b != [0; 8]
+        })
+        .collect()
+}
+
+/// Starts the long EXTENDED COPY, sends `function` (ABORT TASK names it) once its first
+/// step reached the destination, and checks: the TMF's answer comes after any answer for
+/// the copy (here none: aborted, TAS=0), the copy stopped part way, and nothing reaches the
+/// destination after the answer. End to end, the window this guards is one copy step, so
+/// a regression shows here only by chance; `channel_credits.rs`
+/// (`task_management_is_answered_after_the_aborted_job_stops`) holds a job in the backend
+/// and fails deterministically.
+fn abort_a_running_copy(t: u8, function: srp::wire::tsk_mgmt::TaskMgmtFunction) {
+    use host::node::{Answer, In, Out};
+    let (_daemon, mut node, _dir, dst) = long_copy_rig(t);
+    let (src_naa, dst_naa) = (naa(&mut node, 0), naa(&mut node, 1));
+    let segments: Vec<Vec<u8>> = (0..LONG_SEGMENTS)
+        .map(|i| segment(0, 1, LONG_BLOCKS, 0, i * u64::from(LONG_BLOCKS)))
+        .collect();
+    let (c, l) = xcopy(1, &[cscd(&src_naa, 512), cscd(&dst_naa, 512)], &segments);
+    let copy = node.next_tag();
+    let (iu, _) = node.cmd(copy, 1, &c, Out::Direct(&l), In::None);
+    node.send_all(&[iu]);
+    let started = std::time::Instant::now();
+    while !written_mib(&dst)[0] {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the copy never started"
+        );
+        std::thread::yield_now();
+    }
+    let tag = node.next_tag();
+    let tmf = node.tmf_iu(tag, 1, function, copy);
+    node.send_all(&[tmf]);
+    let mut before = Vec::new();
+    let r = loop {
+        match node.answer(&[]) {
+            Answer::Rsp(r) if r.tag == srp::wire::Tag(tag) => break r,
+            Answer::Rsp(r) => before.push(r),
+            Answer::Logout(reason) => panic!("T_LOGOUT {reason:?}"),
+        }
+    };
+    let at_answer = written_mib(&dst);
+    assert_eq!(
+        r.tmf,
+        Some(srp::wire::rsp::TmfResponse::Complete),
+        "{function:?}: {r:?}"
+    );
+    assert!(
+        before.is_empty(),
+        "an answer for the aborted copy: {before:?}"
+    );
+    let copied = at_answer.iter().filter(|&&w| w).count();
+    assert!(
+        copied < at_answer.len(),
+        "{function:?} came after the whole copy ({copied} MiB): nothing was aborted"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        written_mib(&dst),
+        at_answer,
+        "{function:?}: the destination changed after the answer ({copied} MiB then)"
+    );
+    // The channel serves on; the next answer is a new command's, never the copy's.
+    if function == srp::wire::tsk_mgmt::TaskMgmtFunction::LogicalUnitReset {
+        let _ = node.direct(1, &[0; 6], &[], 0); // BUS DEVICE RESET FUNCTION OCCURRED
+    }
+    let tur = node.direct(1, &[0; 6], &[], 0);
+    assert_eq!(tur.status, Status::Good, "{tur:?}");
+}
+
+#[test]
+fn abort_task_of_a_running_extended_copy_is_answered_once_it_stopped() {
+    abort_a_running_copy(21, srp::wire::tsk_mgmt::TaskMgmtFunction::AbortTask);
+}
+
+#[test]
+fn lun_reset_during_an_extended_copy_is_answered_once_it_stopped() {
+    abort_a_running_copy(31, srp::wire::tsk_mgmt::TaskMgmtFunction::LogicalUnitReset);
 }

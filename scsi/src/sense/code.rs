@@ -134,12 +134,18 @@ sense_codes! {
     /// 5/26/09.
     UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE =
         (IllegalRequest, 0x26, 0x09, "UNSUPPORTED SEGMENT DESCRIPTOR TYPE CODE");
+    /// 5/23/01: a ROD token of a type this copy manager neither makes nor takes.
+    UNSUPPORTED_TOKEN_TYPE = (IllegalRequest, 0x23, 0x01, "INVALID TOKEN OPERATION, UNSUPPORTED TOKEN TYPE");
     /// 5/23/04: WRITE USING TOKEN with a token this copy manager does not know.
     TOKEN_UNKNOWN = (IllegalRequest, 0x23, 0x04, "INVALID TOKEN OPERATION, TOKEN UNKNOWN");
     /// 5/23/06: a token whose source blocks were written since it was made.
     TOKEN_REVOKED = (IllegalRequest, 0x23, 0x06, "INVALID TOKEN OPERATION, TOKEN REVOKED");
     /// 5/23/07: a token past its inactivity timeout.
     TOKEN_EXPIRED = (IllegalRequest, 0x23, 0x07, "INVALID TOKEN OPERATION, TOKEN EXPIRED");
+    /// 5/23/08: a token the copy manager retired to make room for newer ones.
+    TOKEN_CANCELLED = (IllegalRequest, 0x23, 0x08, "INVALID TOKEN OPERATION, TOKEN CANCELLED");
+    /// 5/23/09: a token deleted by a WRITE USING TOKEN with DEL_TKN.
+    TOKEN_DELETED = (IllegalRequest, 0x23, 0x09, "INVALID TOKEN OPERATION, TOKEN DELETED");
     /// 5/23/0A.
     INVALID_TOKEN_LENGTH = (IllegalRequest, 0x23, 0x0A, "INVALID TOKEN OPERATION, INVALID TOKEN LENGTH");
     /// A/0D/01: a copy failed reading or writing a copy target.
@@ -253,9 +259,12 @@ mod tests {
         (SenseCode::UNSUPPORTED_TARGET_DESCRIPTOR_TYPE_CODE, 0x5, 0x26, 0x07, "UNSUPPORTED TARGET DESCRIPTOR TYPE CODE"),
         (SenseCode::TOO_MANY_SEGMENT_DESCRIPTORS,      0x5, 0x26, 0x08, "TOO MANY SEGMENT DESCRIPTORS"),
         (SenseCode::UNSUPPORTED_SEGMENT_DESCRIPTOR_TYPE_CODE, 0x5, 0x26, 0x09, "UNSUPPORTED SEGMENT DESCRIPTOR TYPE CODE"),
+        (SenseCode::UNSUPPORTED_TOKEN_TYPE,            0x5, 0x23, 0x01, "INVALID TOKEN OPERATION, UNSUPPORTED TOKEN TYPE"),
         (SenseCode::TOKEN_UNKNOWN,                     0x5, 0x23, 0x04, "INVALID TOKEN OPERATION, TOKEN UNKNOWN"),
         (SenseCode::TOKEN_REVOKED,                     0x5, 0x23, 0x06, "INVALID TOKEN OPERATION, TOKEN REVOKED"),
         (SenseCode::TOKEN_EXPIRED,                     0x5, 0x23, 0x07, "INVALID TOKEN OPERATION, TOKEN EXPIRED"),
+        (SenseCode::TOKEN_CANCELLED,                   0x5, 0x23, 0x08, "INVALID TOKEN OPERATION, TOKEN CANCELLED"),
+        (SenseCode::TOKEN_DELETED,                     0x5, 0x23, 0x09, "INVALID TOKEN OPERATION, TOKEN DELETED"),
         (SenseCode::INVALID_TOKEN_LENGTH,              0x5, 0x23, 0x0A, "INVALID TOKEN OPERATION, INVALID TOKEN LENGTH"),
         (SenseCode::THIRD_PARTY_DEVICE_FAILURE,        0xA, 0x0D, 0x01, "THIRD PARTY DEVICE FAILURE"),
         (SenseCode::COPY_TARGET_DEVICE_NOT_REACHABLE,  0xA, 0x0D, 0x02, "COPY TARGET DEVICE NOT REACHABLE"),

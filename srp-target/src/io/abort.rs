@@ -16,6 +16,16 @@
 //! likewise held until the driver applied them. CLEAR TASK SET tells the other I_T nexuses
 //! whose tasks it aborted with COMMANDS CLEARED BY ANOTHER INITIATOR (TAS=0, SAM-5).
 //!
+//! An abort stops what has not started at once, but a job already running on a backend
+//! worker (a copy between its 1 MiB steps, a large WRITE) stops only when it next looks at
+//! its abort flag. SAM-5 completes a task management function after its tasks are
+//! aborted, and an initiator told "gone" may rewrite the blocks (ESXi copies by itself
+//! after aborting an XCOPY): so each held answer also waits, on a [`Drain`], for the
+//! aborted jobs still running on any channel to stop. The last one to stop rings the
+//! waiting loop's doorbell; no polling. A backend stuck past [`DRAIN_LIMIT`] does not
+//! wedge the channel: the answer then goes out (a task management function as FAILED, the
+//! task not yet gone), counted ([`ChannelIo::late_drains`]) and logged.
+//!
 //! An aborted command gets no SRP_RSP (TAS=0, as the control mode page reports): its tag
 //! is freed and its credit is owed. Owed credits ride on the next SRP_RSP; when none is
 //! about to carry them (at the end of each poll, after every response of the turn was
@@ -24,6 +34,30 @@
 use super::*;
 use crate::exec::pr::ItNexus;
 use crate::exec::ua::To;
+use crate::io::Drain;
+use std::time::{Duration, Instant};
+
+/// How long an answer waits for aborted jobs to stop before it goes out anyway (under the
+/// initiators' task management timeouts: Linux ib_srp waits 5 s for an ABORT TASK's
+/// answer). The serving loop wakes at least every 100 ms, so the limit holds to that.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(3);
+
+/// An answer waiting for aborted jobs to stop.
+#[derive(Debug)]
+pub(super) enum Waiter {
+    /// A task management request, by slot.
+    Tmf(usize),
+    /// A PREEMPT AND ABORT's result.
+    Result(Done),
+}
+
+/// An answer, the jobs it waits for, and since when.
+#[derive(Debug)]
+pub(super) struct Draining {
+    waiter: Waiter,
+    drain: Arc<Drain>,
+    since: Instant,
+}
 
 /// Whose tasks a [`NexusAbort`] aborts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +79,8 @@ pub struct NexusAbort {
     pub origin: ItNexus,
     /// The unit attention for every other I_T nexus that lost tasks, if any.
     pub attention: Option<SenseCode>,
+    /// Counts the aborted jobs still running, on any channel: the answer waits for them.
+    pub drain: Arc<Drain>,
 }
 
 impl std::fmt::Debug for NexusAbort {
@@ -54,6 +90,7 @@ impl std::fmt::Debug for NexusAbort {
             .field("scope", &self.scope)
             .field("origin", &self.origin)
             .field("attention", &self.attention)
+            .field("running", &self.drain.left())
             .finish()
     }
 }
@@ -82,24 +119,28 @@ impl ChannelIo {
             return Some(done);
         };
         let nexuses = std::mem::take(&mut out.abort_nexuses);
+        let drain = self.done_tx.drain();
         self.aborts.push(NexusAbort {
             lu: lu.clone(),
             scope: AbortScope::Nexuses(nexuses),
             origin: self.nexus.nexus().it_nexus(),
             attention: None,
+            drain: drain.clone(),
         });
-        self.held.push(done);
+        self.held.push((done, drain));
         None
     }
 
     /// ABORT TASK SET, CLEAR TASK SET, LOGICAL UNIT RESET of `lun` in slot `n` (this
-    /// channel's tasks already aborted): raises the [`NexusAbort`] for the other channels
-    /// and holds the response; false if there is nothing to hold for.
+    /// channel's tasks already aborted, their running jobs counted in `drain`): raises the
+    /// [`NexusAbort`] for the other channels and holds the response; false if there is
+    /// nothing to hold for.
     pub(super) fn hold_task_set_tmf(
         &mut self,
         n: usize,
         function: TaskMgmtFunction,
         lun: Lun,
+        drain: &Arc<Drain>,
     ) -> bool {
         let Some((_, lu)) = self.luns.iter().find(|(l, _)| *l == lun) else {
             return false;
@@ -120,8 +161,9 @@ impl ChannelIo {
             scope,
             origin: me,
             attention,
+            drain: drain.clone(),
         });
-        self.held_tmf.push(n);
+        self.held_tmf.push((n, drain.clone()));
         true
     }
 
@@ -157,23 +199,72 @@ impl ChannelIo {
         if luns.is_empty() {
             return 0;
         }
-        let aborted = self.abort(|_, l| luns.contains(&l));
+        let aborted = self.abort(|_, l| luns.contains(&l), &req.drain);
         if let Some(code) = req.attention.filter(|_| aborted > 0 && me != req.origin) {
             req.lu.unit_attention(To::One(me), code);
         }
         aborted
     }
 
-    /// Answers the PREEMPT AND ABORT results and task management requests held back
-    /// (their aborts are now done) and sends any credits the aborts left owed.
+    /// The PREEMPT AND ABORT results and task management requests held back have their
+    /// aborts applied: each is answered once the aborted jobs it waits for stopped (at
+    /// once if none runs). Then any credits the aborts left owed are sent.
     pub fn release_held(&mut self) {
-        for done in std::mem::take(&mut self.held) {
-            self.on_done(done);
+        for (done, drain) in std::mem::take(&mut self.held) {
+            self.drain_then_answer(Waiter::Result(done), drain);
         }
-        for n in std::mem::take(&mut self.held_tmf) {
-            self.answer_tmf(n, TmfResponse::Complete);
+        for (n, drain) in std::mem::take(&mut self.held_tmf) {
+            self.drain_then_answer(Waiter::Tmf(n), drain);
         }
         self.send_owed_credits();
+    }
+
+    /// Answers `waiter` once `drain` is done (now, if it is).
+    pub(super) fn drain_then_answer(&mut self, waiter: Waiter, drain: Arc<Drain>) {
+        if drain.is_done() {
+            return self.answer_waiter(waiter, true);
+        }
+        self.draining.push(Draining {
+            waiter,
+            drain,
+            since: self.clock.now(),
+        });
+    }
+
+    /// Answers the waiters whose jobs stopped, and those that waited [`DRAIN_LIMIT`] (a
+    /// stuck backend); returns how many it answered.
+    pub(super) fn answer_drained(&mut self) -> usize {
+        let now = self.clock.now();
+        let mut answered = 0;
+        for d in std::mem::take(&mut self.draining) {
+            let late = now.saturating_duration_since(d.since) >= DRAIN_LIMIT;
+            if !d.drain.is_done() && !late {
+                self.draining.push(d);
+                continue;
+            }
+            if !d.drain.is_done() {
+                self.late_drains += 1;
+                tracing::warn!(
+                    channel = self.channel.id().0,
+                    running = d.drain.left(),
+                    "aborted commands still running on the backend after {DRAIN_LIMIT:?}: answering without them ({:?})",
+                    d.waiter
+                );
+            }
+            self.answer_waiter(d.waiter, d.drain.is_done());
+            answered += 1;
+        }
+        answered
+    }
+
+    /// A task management request is FUNCTION COMPLETE if its aborted jobs `stopped`, else
+    /// FAILED (its tasks are not gone yet); a held result goes out as it is.
+    fn answer_waiter(&mut self, waiter: Waiter, stopped: bool) {
+        match waiter {
+            Waiter::Tmf(n) if stopped => self.answer_tmf(n, TmfResponse::Complete),
+            Waiter::Tmf(n) => self.answer_tmf(n, TmfResponse::Failed),
+            Waiter::Result(done) => self.on_done(done),
+        }
     }
 
     /// Credits owed by aborted commands go back in an SRP_CRED_REQ when the channel is

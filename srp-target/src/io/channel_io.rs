@@ -50,7 +50,7 @@ mod respond;
 #[path = "transfer.rs"]
 mod transfer;
 
-pub use abort::{AbortScope, NexusAbort, settle_aborts};
+pub use abort::{AbortScope, DRAIN_LIMIT, NexusAbort, settle_aborts};
 
 /// Largest single RDMA READ or WRITE we post; longer segments are split.
 pub const MAX_RDMA_OP: u32 = 1 << 20;
@@ -158,10 +158,17 @@ pub struct ChannelIo {
     spare: Vec<Vec<u8>>,
     /// Abort requests raised by completed commands, for the driver ([`abort`]).
     aborts: Vec<abort::NexusAbort>,
-    /// Results held until their aborts are applied.
-    held: Vec<Done>,
-    /// Task management requests (by slot) answered once their aborts are applied.
-    held_tmf: Vec<usize>,
+    /// Results held until their aborts are applied, with the jobs those aborts wait for.
+    held: Vec<(Done, Arc<crate::io::Drain>)>,
+    /// Task management requests (by slot) answered once their aborts are applied, with
+    /// the jobs those aborts wait for.
+    held_tmf: Vec<(usize, Arc<crate::io::Drain>)>,
+    /// Answers whose aborts are applied, waiting for the aborted jobs still running on
+    /// workers to stop ([`abort`]).
+    draining: Vec<abort::Draining>,
+    /// Answers given before their aborted jobs stopped (a backend stuck past
+    /// [`abort::DRAIN_LIMIT`]).
+    late_drains: u64,
     /// An SRP_CRED_REQ SEND is posted and not yet completed.
     cred_in_flight: bool,
     /// When the initiator was last heard from: an IU received, or a SEND or RDMA operation
@@ -278,6 +285,8 @@ impl ChannelIo {
             aborts: Vec::new(),
             held: Vec::new(),
             held_tmf: Vec::new(),
+            draining: Vec::new(),
+            late_drains: 0,
             cred_in_flight: false,
             last_heard: std::time::Instant::now(),
             clock: hca::time::system_clock(),
@@ -327,6 +336,12 @@ impl ChannelIo {
     /// What the channel has done since login.
     pub fn counters(&self) -> super::SessionCounters {
         self.counters
+    }
+
+    /// Task management answers (and PREEMPT AND ABORT results) given before the aborted
+    /// jobs they waited for stopped, the backend stuck past [`abort::DRAIN_LIMIT`].
+    pub fn late_drains(&self) -> u64 {
+        self.late_drains
     }
 
     /// Commands in a slot or waiting for one.
@@ -379,6 +394,9 @@ impl ChannelIo {
         while let Ok(done) = self.done_rx.try_recv() {
             n += 1;
             self.on_done(done);
+        }
+        if !self.draining.is_empty() {
+            n += self.answer_drained();
         }
         // Every response of this turn is built: credits still owed have nothing to ride on.
         self.send_owed_credits();
@@ -658,6 +676,9 @@ impl ChannelIo {
         self.slots.iter().flatten().for_each(|s| s.abort.set());
         self.slots.iter_mut().for_each(|s| *s = None);
         self.waiting.clear();
+        self.held.clear();
+        self.held_tmf.clear();
+        self.draining.clear();
         self.state = IoState::Closed;
     }
 }

@@ -9,9 +9,9 @@ use crate::lu::{PortIdentity, TargetPortGroup};
 use access_layer::verbs::Doorbell;
 use hca::mem::MemBlock;
 use scsi::{Lun, Status};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// What a [`Nexus`] borrows, owned, shared by every command of a channel.
 #[derive(Clone, Debug)]
@@ -42,34 +42,150 @@ impl NexusInfo {
 /// Set when a command's task is aborted (ABORT TASK, a LUN-wide TMF, PREEMPT AND ABORT):
 /// shared by its slot and its [`Job`], so a job still queued for a worker is not run, and
 /// a result that comes back anyway is not answered even if the initiator reused the tag.
+///
+/// It also knows whether the job is running on a worker, and who waits for it to stop: a
+/// task management function is answered only once the tasks it aborted are no longer
+/// running (SAM-5 7.1: a TMF completes after its tasks are aborted), so no step of an
+/// aborted copy reaches the medium after the initiator was told the task is gone.
 #[derive(Clone, Debug, Default)]
-pub struct AbortFlag(Arc<AtomicBool>);
+pub struct AbortFlag(Arc<FlagState>);
+
+#[derive(Debug, Default)]
+struct FlagState {
+    aborted: AtomicBool,
+    job: Mutex<JobState>,
+}
+
+/// Whether the job runs, and the drains waiting for it to stop.
+#[derive(Debug, Default)]
+struct JobState {
+    running: bool,
+    waiters: Vec<Arc<Drain>>,
+}
+
+impl FlagState {
+    fn job(&self) -> std::sync::MutexGuard<'_, JobState> {
+        self.job.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 impl AbortFlag {
     /// Marks the task aborted.
     pub fn set(&self) {
-        self.0.store(true, Ordering::Release);
+        self.0.aborted.store(true, Ordering::Release);
+    }
+
+    /// Marks the task aborted and, if its job is running, makes `drain` wait until it
+    /// stops; whether it does.
+    pub fn abort_and_wait(&self, drain: &Arc<Drain>) -> bool {
+        // Set before the lock: a job that starts after this lock sees it (`start_job`).
+        self.set();
+        let mut j = self.0.job();
+        if !j.running {
+            return false;
+        }
+        drain.left.fetch_add(1, Ordering::AcqRel);
+        j.waiters.push(drain.clone());
+        true
+    }
+
+    /// A worker is about to run the job: false if the task is aborted (the job must not
+    /// run). Every `true` is followed by one [`AbortFlag::end_job`].
+    pub fn start_job(&self) -> bool {
+        let mut j = self.0.job();
+        if self.is_set() {
+            return false;
+        }
+        j.running = true;
+        true
+    }
+
+    /// The job stopped: whoever waits for it is told.
+    pub fn end_job(&self) {
+        let waiters = {
+            let mut j = self.0.job();
+            j.running = false;
+            std::mem::take(&mut j.waiters)
+        };
+        for d in waiters {
+            d.one_stopped();
+        }
     }
 
     /// The flag a running command polls ([`Nexus::abort`]).
     pub fn flag(&self) -> &AtomicBool {
-        &self.0
+        &self.0.aborted
     }
 
     /// Whether the task was aborted.
     pub fn is_set(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.0.aborted.load(Ordering::Acquire)
     }
 
     /// A clear flag for the next task, this one's memory reused when nothing else holds it
     /// (its job finished): starting a command then allocates nothing.
     pub fn renew(&mut self) -> AbortFlag {
         if Arc::strong_count(&self.0) == 1 {
-            self.0.store(false, Ordering::Release);
+            self.0.aborted.store(false, Ordering::Release);
+            let mut j = self.0.job();
+            debug_assert!(
+                !j.running && j.waiters.is_empty(),
+                "a job outlived its flag"
+            );
+            j.running = false;
+            j.waiters.clear();
         } else {
             *self = AbortFlag::default();
         }
         self.clone()
+    }
+}
+
+/// A started job: ends it when dropped.
+struct JobRunning<'a>(&'a AbortFlag);
+
+impl Drop for JobRunning<'_> {
+    fn drop(&mut self) {
+        self.0.end_job();
+    }
+}
+
+/// The jobs of aborted tasks still running on workers, that an answer waits for (a task
+/// management function, a PREEMPT AND ABORT). Each stopped job counts down; the last rings
+/// the waiting loop's doorbell, so the answer goes out at once (no polling).
+#[derive(Debug, Default)]
+pub struct Drain {
+    left: AtomicUsize,
+    bell: Option<Arc<Doorbell>>,
+}
+
+impl Drain {
+    /// A drain that rings `bell` when its last job stops.
+    pub fn new(bell: Option<Arc<Doorbell>>) -> Arc<Drain> {
+        Arc::new(Drain {
+            left: AtomicUsize::new(0),
+            bell,
+        })
+    }
+
+    /// Whether every job it waits for has stopped.
+    pub fn is_done(&self) -> bool {
+        self.left.load(Ordering::Acquire) == 0
+    }
+
+    /// Jobs it still waits for.
+    pub fn left(&self) -> usize {
+        self.left.load(Ordering::Acquire)
+    }
+
+    fn one_stopped(&self) {
+        let before = self.left.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0, "a drain counted below zero");
+        if before == 1 {
+            if let Some(b) = &self.bell {
+                b.ring();
+            }
+        }
     }
 }
 
@@ -129,7 +245,7 @@ impl Job {
     pub fn run(self) {
         let mut data_in = self.data_in;
         data_in.clear();
-        let result = if self.abort.is_set() {
+        let result = if !self.abort.start_job() {
             Ok(CmdOutput {
                 status: Status::TaskAborted,
                 ..CmdOutput::good(0)
@@ -154,6 +270,9 @@ impl Job {
                 abort: Some(self.abort.flag()),
                 ..self.nexus.nexus()
             };
+            // However it ends (a panic included), the backend is then done with this
+            // command: an abort waiting for it may answer.
+            let _running = JobRunning(&self.abort);
             self.lu
                 .execute_io(&nexus, &self.cdb, dout, &mut data_in, din_staging)
         };
@@ -178,6 +297,11 @@ impl Reply {
     /// Results to `tx`, each followed by a ring of `bell`.
     pub fn new(tx: Sender<Done>, bell: Option<Arc<Doorbell>>) -> Reply {
         Reply { tx, bell }
+    }
+
+    /// A [`Drain`] that rings this reply's doorbell.
+    pub fn drain(&self) -> Arc<Drain> {
+        Drain::new(self.bell.clone())
     }
 
     /// Sends `done` (dropped if the channel is gone) and rings.

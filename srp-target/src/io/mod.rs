@@ -30,6 +30,6 @@ pub use channel_io::{
     AbortScope, ChannelIo, ChannelIoConfig, IoError, IoState, NexusAbort, settle_aborts,
 };
 pub use counters::SessionCounters;
-pub use executor::{AbortFlag, Done, Executor, Inline, Job, NexusInfo, Reply, Staging};
+pub use executor::{AbortFlag, Done, Drain, Executor, Inline, Job, NexusInfo, Reply, Staging};
 pub use memory::Layout;
 pub use workers::Workers;

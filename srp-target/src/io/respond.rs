@@ -160,6 +160,8 @@ impl ChannelIo {
             return;
         };
         let exported = self.luns.iter().any(|(l, _)| *l == lun);
+        // The aborted jobs still running on workers: the answer waits for them (abort.rs).
+        let drain = self.done_tx.drain();
         let code = match function {
             // A LUN this nexus does not see: FAILED, as LIO answers "LUN does not exist"
             // (SAM-5's INCORRECT LOGICAL UNIT NUMBER has no SRP r16a code); nothing is done.
@@ -173,15 +175,15 @@ impl ChannelIo {
             }
             TaskMgmtFunction::AbortTask => {
                 // The I_T_L_Q nexus (SAM-5 7.2): a tag on another LUN is not this task.
-                self.abort(|t, l| t == task_tag && l == lun);
+                self.abort(|t, l| t == task_tag && l == lun, &drain);
                 TmfResponse::Complete
             }
             TaskMgmtFunction::AbortTaskSet | TaskMgmtFunction::ClearTaskSet => {
-                self.abort(|_, l| l == lun);
+                self.abort(|_, l| l == lun, &drain);
                 TmfResponse::Complete
             }
             TaskMgmtFunction::LogicalUnitReset => {
-                self.abort(|_, l| l == lun);
+                self.abort(|_, l| l == lun, &drain);
                 if let Some((_, lu)) = self.luns.iter().find(|(l, _)| *l == lun) {
                     lu.logical_unit_reset(&self.nexus.nexus());
                 }
@@ -189,9 +191,13 @@ impl ChannelIo {
             }
             _ => TmfResponse::NotSupported,
         };
-        // The task set spans channels: answered once the driver aborted the rest (abort.rs).
-        if code == TmfResponse::Complete && self.hold_task_set_tmf(n, function, lun) {
+        // The task set spans channels: answered once the driver aborted the rest and every
+        // aborted job stopped (abort.rs).
+        if code == TmfResponse::Complete && self.hold_task_set_tmf(n, function, lun, &drain) {
             return;
+        }
+        if code == TmfResponse::Complete && !drain.is_done() {
+            return self.drain_then_answer(super::abort::Waiter::Tmf(n), drain);
         }
         self.answer_tmf(n, code);
     }
@@ -214,15 +220,20 @@ impl ChannelIo {
     }
 
     /// Drops matching commands from the channel; those in slots finish their transfers
-    /// and then send nothing (a job still queued for a worker is not run), those still
-    /// waiting are forgotten. Returns how many it dropped.
-    pub(super) fn abort(&mut self, pred: impl Fn(Tag, Lun) -> bool) -> usize {
+    /// and then send nothing (a job still queued for a worker is not run; `drain` waits
+    /// for those already running), those still waiting are forgotten. Returns how many it
+    /// dropped.
+    pub(super) fn abort(
+        &mut self,
+        pred: impl Fn(Tag, Lun) -> bool,
+        drain: &Arc<crate::io::Drain>,
+    ) -> usize {
         let dropped = self.channel.abort_matching(|t, p| pred(t, p.lun));
         self.counters.aborted += dropped.len() as u64;
         self.waiting.retain(|s| !dropped.contains(&s.tag));
         for s in self.slots.iter().flatten() {
             if dropped.contains(&s.tag) && !matches!(s.work, Work::Tmf { .. }) {
-                s.abort.set();
+                s.abort.abort_and_wait(drain);
             }
         }
         dropped.len()

@@ -6,11 +6,18 @@
 //! The token is of the access-upon-reference type: no data is copied when it is made, and a
 //! write to any of its source ranges revokes it (watched as in `watch.rs`), so a WRITE USING
 //! TOKEN either writes the blocks as they were at POPULATE TOKEN or fails with TOKEN
-//! REVOKED — never a mix. Tokens also end by their inactivity timeout (TOKEN EXPIRED), by
-//! WRITE USING TOKEN with DEL_TKN, or when [`MAX_TOKENS`] newer ones exist (oldest first:
-//! TOKEN UNKNOWN). The token's last 384 bytes are random (from the kernel), so a token
-//! cannot be guessed; its bytes are its authority, as ODX intends. The ROD type "block
-//! device zero" (FFFF0001h) writes zeros without a token of ours.
+//! REVOKED — never a mix. Tokens also end by their inactivity timeout or [`MAX_LIFETIME_S`]
+//! after they were made (TOKEN EXPIRED), when a WRITE USING TOKEN with DEL_TKN completes
+//! (TOKEN DELETED), or when [`MAX_TOKENS`] newer ones exist (oldest first: TOKEN
+//! CANCELLED); the store (`token/store.rs`) remembers why for its last
+//! [`store::MAX_TOMBSTONES`] tokens, older ones are TOKEN UNKNOWN. The token's last 384
+//! bytes are random (from the kernel), so a token cannot be guessed; its bytes are its
+//! authority, as ODX intends. The ROD type "block device zero" (FFFF0001h) writes zeros
+//! without a token of ours; any other type is UNSUPPORTED TOKEN TYPE.
+//!
+//! Results are kept per LU, I_T nexus and list identifier; a second command with the key
+//! of one still running is OPERATION IN PROGRESS, and a command answered BUSY leaves no
+//! result (its list identifier is unused).
 
 use super::super::{CmdOutput, Exec, LogicalUnit, Nexus, Stop, data_out, good_data};
 use super::xcopy::{Order, chunks};
@@ -20,7 +27,6 @@ use scsi::cdb::CopyOut;
 use scsi::cdb::copy::{SA_POPULATE_TOKEN, SA_WRITE_USING_TOKEN};
 use scsi::copy::{PopulateToken, Range, WriteUsingToken};
 use scsi::{BlockCount, Lba, Sense, SenseCode};
-use std::collections::VecDeque;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -46,18 +52,29 @@ pub const ROD_TYPE_ZERO: u32 = 0xffff_0001;
 pub const TOKEN_BYTES: usize = scsi::copy::ROD_TOKEN_LEN;
 /// The ROD TOKEN LENGTH field: the bytes after the first 8.
 const TOKEN_LENGTH_FIELD: u16 = 0x01f8;
-/// Results of token operations kept per copy manager (RECEIVE ROD TOKEN INFORMATION).
-const MAX_RESULTS: usize = 256;
+
+mod store;
+
+pub use store::MAX_TOMBSTONES;
+pub(crate) use store::Tokens;
+use store::{Ended, Gone, Key};
+
+/// MAXIMUM TOKEN LIFETIME in seconds (VPD 8Fh 0106h): a token expires this long after
+/// POPULATE TOKEN made it, however often it is used.
+pub const MAX_LIFETIME_S: u32 = 600;
 
 /// One live token.
 #[derive(Debug)]
-struct Token {
+pub(crate) struct Token {
     bytes: Box<[u8; TOKEN_BYTES]>,
     source: Weak<LogicalUnit>,
     ranges: Vec<Range>,
     /// Its source ranges' watches: (id, touched).
     watches: Vec<(u64, Arc<AtomicBool>)>,
     inactivity: Duration,
+    /// When it was made, and how long from then it lives.
+    created: Instant,
+    lifetime: Duration,
     last_used: Mutex<Instant>,
 }
 
@@ -66,12 +83,31 @@ impl Token {
         self.watches.iter().any(|(_, t)| t.load(Ordering::Acquire))
     }
 
+    /// Whether, at `now`, it was unused for its inactivity timeout or lived its lifetime.
     fn expired(&self, now: Instant) -> bool {
         let last = *self
             .last_used
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        now.duration_since(last) >= self.inactivity
+        now.saturating_duration_since(last) >= self.inactivity
+            || now.saturating_duration_since(self.created) >= self.lifetime
+    }
+
+    /// Why the token is dead at `now`, if it is: its source written or its LU gone, or
+    /// expired.
+    fn dead(&self, now: Instant) -> Option<Gone> {
+        if self.revoked() || self.source.strong_count() == 0 {
+            return Some(Gone::Revoked);
+        }
+        self.expired(now).then_some(Gone::Expired)
+    }
+
+    /// Used at `now`: its inactivity timer restarts.
+    fn touch(&self, now: Instant) {
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = now;
     }
 }
 
@@ -85,46 +121,45 @@ impl Drop for Token {
     }
 }
 
-/// How a token operation ended, for RECEIVE ROD TOKEN INFORMATION.
-#[derive(Clone, Debug)]
-struct Outcome {
-    nexus: ItNexus,
-    list_id: u32,
-    action: u8,
-    failure: Option<Sense>,
-    blocks: u64,
-    token: Option<Box<[u8; TOKEN_BYTES]>>,
+/// The result key of command `c` sent to `lu` through `nexus`.
+fn key(lu: &LogicalUnit, nexus: &Nexus<'_>, list_id: u32) -> Key {
+    Key {
+        lu: *lu.identity().naa(),
+        nexus: nexus.it_nexus(),
+        list_id,
+    }
 }
 
-/// The tokens of a copy manager and the results of its token operations.
-///
-/// A WRITE USING TOKEN holds its token (an `Arc`) while it copies, so the token's watches
-/// stay even if the token is deleted or retired meanwhile: a write to the source during the
-/// copy is seen.
-#[derive(Debug, Default)]
-pub(crate) struct Tokens {
-    live: Mutex<VecDeque<Arc<Token>>>,
-    results: Mutex<VecDeque<Outcome>>,
-    next_id: std::sync::atomic::AtomicU64,
+/// The sense a command's end reports, if it failed.
+/// Whether `r` failed, and its sense if it has one (RESERVATION CONFLICT has none).
+fn failure_of(r: &Exec) -> (bool, Option<Sense>) {
+    match r {
+        Ok(o) => (o.status != scsi::Status::Good, o.sense.clone()),
+        Err(Stop::Check(s)) => (true, Some(s.clone())),
+        Err(Stop::Transport(t)) => (true, Some(t.sense())),
+        Err(Stop::Conflict) => (true, None),
+    }
 }
 
-impl Tokens {
-    fn record(&self, o: Outcome) {
-        let mut r = self.results.lock().unwrap_or_else(PoisonError::into_inner);
-        r.retain(|x| (x.nexus, x.list_id) != (o.nexus, o.list_id));
-        if r.len() >= MAX_RESULTS {
-            r.pop_front();
-        }
-        r.push_back(o);
+/// Runs token command `action` with result key `k`: OPERATION IN PROGRESS while another
+/// with that key runs; the result `body` leaves (blocks, token) is recorded, or nothing
+/// when it answered BUSY (it did not run).
+fn tracked(lu: &LogicalUnit, k: Key, action: u8, body: impl FnOnce(&mut Ended) -> Exec) -> Exec {
+    let run = lu.copy.tokens.begin(k, action)?;
+    let mut ended = Ended {
+        failed: false,
+        sense: None,
+        blocks: 0,
+        token: None,
+    };
+    let r = body(&mut ended);
+    if matches!(&r, Ok(o) if o.status == scsi::Status::Busy) {
+        run.forget();
+    } else {
+        (ended.failed, ended.sense) = failure_of(&r);
+        run.finish(ended);
     }
-
-    /// Tokens alive now.
-    pub(crate) fn live(&self) -> usize {
-        self.live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
+    r
 }
 
 /// A token parameter list's header `H` (its DATA LENGTH checked against the list), and
@@ -185,6 +220,13 @@ pub(crate) fn populate_token(
     c: &CopyOut,
     dout: &[u8],
 ) -> Exec {
+    let k = key(lu, nexus, c.list_id);
+    tracked(lu, k, SA_POPULATE_TOKEN, |ended| {
+        populate(lu, c, dout, ended, Instant::now())
+    })
+}
+
+fn populate(lu: &LogicalUnit, c: &CopyOut, dout: &[u8], ended: &mut Ended, now: Instant) -> Exec {
     let len = usize::try_from(c.param_len).unwrap_or(usize::MAX);
     if len < PopulateToken::LEN {
         return Err(SenseCode::PARAMETER_LIST_LENGTH_ERROR.into());
@@ -230,71 +272,17 @@ pub(crate) fn populate_token(
             .collect(),
         ranges: rs,
         inactivity: Duration::from_secs(timeout.into()),
-        last_used: Mutex::new(Instant::now()),
+        created: now,
+        lifetime: Duration::from_secs(MAX_LIFETIME_S.into()),
+        last_used: Mutex::new(now),
     };
-    {
-        let mut live = t.live.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        live.retain(|x| !x.expired(now));
-        while live.len() >= MAX_TOKENS {
-            live.pop_front();
-        }
-        live.push_back(Arc::new(token));
-    }
-    t.record(Outcome {
-        nexus: nexus.it_nexus(),
-        list_id: c.list_id,
-        action: SA_POPULATE_TOKEN,
-        failure: None,
-        blocks,
-        token: Some(bytes),
-    });
+    t.insert(token, now);
+    ended.blocks = blocks;
+    ended.token = Some(bytes);
     Ok(CmdOutput {
         data_out_len: len,
         ..CmdOutput::good(0)
     })
-}
-
-/// What WRITE USING TOKEN reads from: the live token matching `bytes`, checked, and its
-/// source LU. With `delete` it leaves the list (the caller's `Arc` keeps it, and its
-/// watches, until the copy is done).
-fn take_token(
-    lu: &LogicalUnit,
-    bytes: &[u8],
-    delete: bool,
-) -> Result<(Arc<Token>, Arc<LogicalUnit>), Stop> {
-    if u16::from_be_bytes([bytes[6], bytes[7]]) != TOKEN_LENGTH_FIELD {
-        return Err(SenseCode::INVALID_TOKEN_LENGTH.into());
-    }
-    let mut live = lu
-        .copy
-        .tokens
-        .live
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    let i = live
-        .iter()
-        .position(|t| t.bytes.as_slice() == bytes)
-        .ok_or(Stop::from(SenseCode::TOKEN_UNKNOWN))?;
-    let now = Instant::now();
-    let t = live[i].clone();
-    if t.expired(now) {
-        live.remove(i);
-        return Err(SenseCode::TOKEN_EXPIRED.into());
-    }
-    if t.revoked() {
-        live.remove(i);
-        return Err(SenseCode::TOKEN_REVOKED.into());
-    }
-    let Some(source) = t.source.upgrade() else {
-        live.remove(i);
-        return Err(SenseCode::TOKEN_REVOKED.into());
-    };
-    *t.last_used.lock().unwrap_or_else(PoisonError::into_inner) = now;
-    if delete {
-        live.remove(i);
-    }
-    Ok((t, source))
 }
 
 /// WRITE USING TOKEN to `lu`.
@@ -304,6 +292,19 @@ pub(crate) fn write_using_token(
     c: &CopyOut,
     dout: &[u8],
 ) -> Exec {
+    let k = key(lu, nexus, c.list_id);
+    tracked(lu, k, SA_WRITE_USING_TOKEN, |ended| {
+        write_with_token(lu, nexus, c, dout, ended)
+    })
+}
+
+fn write_with_token(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    c: &CopyOut,
+    dout: &[u8],
+    ended: &mut Ended,
+) -> Exec {
     lu.check_writable()?;
     let len = usize::try_from(c.param_len).unwrap_or(usize::MAX);
     if len < WriteUsingToken::LEN {
@@ -311,47 +312,31 @@ pub(crate) fn write_using_token(
     }
     let list = data_out(dout, len)?;
     let (h, dst_ranges) = param_list(lu, list, |h: &WriteUsingToken| h.data_len, |h| h.ranges_len)?;
-    let (del, mut offset, token) = (h.del_tkn, h.offset, &h.token[..]);
+    let token = &h.token[..];
     let rod_type = u32::from_be_bytes([token[0], token[1], token[2], token[3]]);
-    let result = |failure: Option<Sense>, blocks| {
-        lu.copy.tokens.record(Outcome {
-            nexus: nexus.it_nexus(),
-            list_id: c.list_id,
-            action: SA_WRITE_USING_TOKEN,
-            failure,
-            blocks,
-            token: None,
-        });
-    };
     let done = CmdOutput {
         data_out_len: len,
         ..CmdOutput::good(0)
     };
     if rod_type == ROD_TYPE_ZERO {
         let _order = lu.write_order();
-        let mut blocks = 0u64;
         for r in dst_ranges.iter().filter(|r| r.blocks > 0) {
             lu.durably(Lba(r.lba), r.blocks.into(), lu.durable(false), || {
                 zero(lu, Lba(r.lba), r.blocks)
             })?;
-            blocks += u64::from(r.blocks);
+            ended.blocks += u64::from(r.blocks);
         }
-        result(None, blocks);
         return Ok(done);
     }
-    let (held, source) = match take_token(lu, token, del) {
-        Ok(t) => t,
-        Err(Stop::Check(s)) => {
-            result(Some(s.clone()), 0);
-            return Err(Stop::Check(s));
-        }
-        Err(e) => return Err(e),
-    };
-    if source.block_bytes() != lu.block_bytes() {
-        let s = Sense::new(SenseCode::INCORRECT_COPY_TARGET_DEVICE_TYPE);
-        result(Some(s.clone()), 0);
-        return Err(Stop::Check(s));
+    if rod_type != ROD_TYPE_AUR {
+        // Not a type this copy manager makes or takes (VPD 8Fh 0108h).
+        return Err(SenseCode::UNSUPPORTED_TOKEN_TYPE.into());
     }
+    if u16::from_be_bytes([token[6], token[7]]) != TOKEN_LENGTH_FIELD {
+        return Err(SenseCode::INVALID_TOKEN_LENGTH.into());
+    }
+    // The permit first: a command answered BUSY did not run, and leaves its token as it was
+    // (DEL_TKN included) for the retry.
     let Some(_permit) = lu.copy.permit(lu) else {
         tracing::info!(lu = %lu.identity().unique_name(), "WRITE USING TOKEN answered BUSY: {} copies running", super::manager::TOTAL_CONCURRENT_COPIES);
         return Ok(CmdOutput {
@@ -359,52 +344,70 @@ pub(crate) fn write_using_token(
             ..done
         });
     };
-    // Walk the source ranges from OFFSET INTO ROD alongside the destination ranges.
-    let mut copy = || -> Result<u64, Stop> {
-        let mut src = held.ranges.iter().flat_map(|r| {
-            let skip = offset.min(u64::from(r.blocks));
-            offset -= skip;
-            (skip < u64::from(r.blocks)).then_some((r.lba + skip, u64::from(r.blocks) - skip))
-        });
-        let mut copied = 0u64;
-        let mut cur: Option<(u64, u64)> = src.next();
-        for d in dst_ranges.iter().filter(|r| r.blocks > 0) {
-            let (mut dl, mut left) = (d.lba, u64::from(d.blocks));
-            while left > 0 {
-                let Some((sl, avail)) = cur else {
-                    return Ok(copied);
-                };
-                let n = left.min(avail);
-                chunks(&source, Lba(sl), lu, Lba(dl), n, nexus, Order::SHARED)?;
-                copied += n;
-                dl += n;
-                left -= n;
-                cur = if n == avail {
-                    src.next()
-                } else {
-                    Some((sl + n, avail - n))
-                };
-            }
-        }
-        Ok(copied)
+    let tokens = &lu.copy.tokens;
+    let held = tokens.find(token, Instant::now())?;
+    let Some(source) = held.source.upgrade() else {
+        tokens.retire(&held, Gone::Revoked);
+        return Err(SenseCode::TOKEN_REVOKED.into());
     };
-    let copied = match copy() {
-        Ok(n) => n,
-        Err(Stop::Check(s)) => {
-            // How it ended, for RECEIVE ROD TOKEN INFORMATION.
-            result(Some(s.clone()), 0);
-            return Err(Stop::Check(s));
-        }
-        Err(e) => return Err(e),
+    let r = if source.block_bytes() != lu.block_bytes() {
+        Err(SenseCode::INCORRECT_COPY_TARGET_DEVICE_TYPE.into())
+    } else {
+        copy_ranges(&held, &source, lu, &dst_ranges, h.offset, nexus, ended)
     };
+    // DEL_TKN (SBC-4 5.35): the token is deleted when the command completes, failed or
+    // not; an aborted command (task management) did not complete, so it keeps its token.
+    let aborted = nexus.aborted();
+    if h.del_tkn && !aborted {
+        tokens.retire(&held, Gone::Deleted);
+    }
+    r?;
     if held.revoked() {
         // The source was written while it was read: what was written is not the token's.
-        let s = Sense::new(SenseCode::TOKEN_REVOKED);
-        result(Some(s.clone()), copied);
-        return Err(Stop::Check(s));
+        tokens.retire(&held, Gone::Revoked);
+        return Err(SenseCode::TOKEN_REVOKED.into());
     }
-    result(None, copied);
     Ok(done)
+}
+
+/// Writes `dst` from the token's source ranges, from OFFSET INTO ROD `offset` on, one
+/// copy step at a time, counting in `ended.blocks` the blocks written (so a failure
+/// reports how far it got, for RECEIVE ROD TOKEN INFORMATION).
+fn copy_ranges(
+    held: &Token,
+    source: &LogicalUnit,
+    lu: &LogicalUnit,
+    dst: &[Range],
+    mut offset: u64,
+    nexus: &Nexus<'_>,
+    ended: &mut Ended,
+) -> Result<(), Stop> {
+    let step = (super::COPY_CHUNK_BYTES as u64 / u64::from(lu.block_bytes())).max(1);
+    let mut src = held.ranges.iter().flat_map(|r| {
+        let skip = offset.min(u64::from(r.blocks));
+        offset -= skip;
+        (skip < u64::from(r.blocks)).then_some((r.lba + skip, u64::from(r.blocks) - skip))
+    });
+    let mut cur: Option<(u64, u64)> = src.next();
+    for d in dst.iter().filter(|r| r.blocks > 0) {
+        let (mut dl, mut left) = (d.lba, u64::from(d.blocks));
+        while left > 0 {
+            let Some((sl, avail)) = cur else {
+                return Ok(());
+            };
+            let n = left.min(avail).min(step);
+            chunks(source, Lba(sl), lu, Lba(dl), n, nexus, Order::SHARED)?;
+            ended.blocks += n;
+            dl += n;
+            left -= n;
+            cur = if n == avail {
+                src.next()
+            } else {
+                Some((sl + n, avail - n))
+            };
+        }
+    }
+    Ok(())
 }
 
 /// Zeros `blocks` blocks at `lba`: deallocated where the backend can (they read as zeros),
@@ -430,47 +433,49 @@ fn zero(lu: &LogicalUnit, lba: Lba, blocks: u32) -> Result<(), Stop> {
     Ok(())
 }
 
-/// RECEIVE ROD TOKEN INFORMATION: how the token operation with this list identifier of
-/// this I_T nexus ended, with the token POPULATE TOKEN made.
+/// RECEIVE ROD TOKEN INFORMATION: how the token operation with this list identifier,
+/// sent to this LU by this I_T nexus, stands, with the token POPULATE TOKEN made.
 pub(crate) fn rod_token_information(
     lu: &LogicalUnit,
     n: ItNexus,
     c: &CopyIn,
     din: &mut Vec<u8>,
 ) -> Exec {
-    let o = {
-        let r = lu
-            .copy
-            .tokens
-            .results
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        r.iter()
-            .find(|o| (o.nexus, o.list_id) == (n, c.list_id))
-            .cloned()
+    let k = Key {
+        lu: *lu.identity().naa(),
+        nexus: n,
+        list_id: c.list_id,
     };
-    let Some(o) = o else {
+    let Some(o) = lu.copy.tokens.result(k) else {
         return Err(Sense::invalid_field_in_cdb(2, Some(7)).into());
     };
-    let sense = match &o.failure {
-        Some(s) => {
-            let mut b = vec![0u8; s.buffer_len()];
-            s.emit(&mut b)
-                .map_err(|_| Stop::from(SenseCode::INTERNAL_TARGET_FAILURE))?;
-            b
+    let (status, completion, blocks, token, sense) = match &o.ended {
+        // 11h: in progress, in the foreground (the command has not completed).
+        None => (0x11, 0x00, 0, None, Vec::new()),
+        Some(e) => {
+            let sense = match &e.sense {
+                Some(s) => {
+                    let mut b = vec![0u8; s.buffer_len()];
+                    s.emit(&mut b)
+                        .map_err(|_| Stop::from(SenseCode::INTERNAL_TARGET_FAILURE))?;
+                    b
+                }
+                None => Vec::new(),
+            };
+            let (status, completion) = if e.failed { (0x02, 0x02) } else { (0x01, 0x00) };
+            (status, completion, e.blocks, e.token.as_ref(), sense)
         }
-        None => Vec::new(),
     };
     din.resize(32, 0);
     din[4] = o.action;
-    din[5] = if o.failure.is_some() { 0x02 } else { 0x01 }; // COPY OPERATION STATUS
-    din[12] = if o.failure.is_some() { 0x02 } else { 0x00 }; // completion status
+    din[5] = status; // COPY OPERATION STATUS
+    din[12] = completion; // COMPLETION STATUS: the command's status
     din[13] = sense.len() as u8; // LENGTH OF THE SENSE DATA FIELD
     din[14] = sense.len() as u8; // SENSE DATA LENGTH
     din[15] = 0xf1; // TRANSFER COUNT UNITS: logical blocks
-    din[16..24].copy_from_slice(&o.blocks.to_be_bytes());
+    din[16..24].copy_from_slice(&blocks.to_be_bytes());
     din.extend_from_slice(&sense);
-    match &o.token {
+    match token {
         Some(t) => {
             din.extend_from_slice(&((TOKEN_BYTES + 2) as u32).to_be_bytes());
             din.extend_from_slice(&[0, 0]);

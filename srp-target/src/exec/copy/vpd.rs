@@ -4,8 +4,8 @@
 use super::super::LogicalUnit;
 use super::results::IMPLEMENTED_DESCRIPTORS;
 use super::token::{
-    DEFAULT_INACTIVITY_S, MAX_INACTIVITY_S, MAX_RANGES, MAX_TOKEN_BYTES, ROD_TYPE_AUR,
-    ROD_TYPE_ZERO,
+    DEFAULT_INACTIVITY_S, MAX_INACTIVITY_S, MAX_LIFETIME_S, MAX_RANGES, MAX_TOKEN_BYTES,
+    ROD_TYPE_AUR, ROD_TYPE_ZERO,
 };
 use super::{
     MAX_CSCD_DESCRIPTORS, MAX_DESCRIPTOR_LIST_BYTES, MAX_SEGMENT_BYTES, MAX_SEGMENT_DESCRIPTORS,
@@ -65,7 +65,7 @@ pub(crate) fn third_party_copy(lu: &LogicalUnit) -> Vec<u8> {
     // 0106h ROD Token Features: no remote tokens; lifetimes; one block ROD descriptor.
     let mut b = vec![0u8; 44];
     b[12..16].copy_from_slice(&1u32.to_be_bytes()); // MINIMUM TOKEN LIFETIME
-    b[16..20].copy_from_slice(&MAX_INACTIVITY_S.to_be_bytes()); // MAXIMUM TOKEN LIFETIME
+    b[16..20].copy_from_slice(&MAX_LIFETIME_S.to_be_bytes()); // MAXIMUM TOKEN LIFETIME
     b[20..24].copy_from_slice(&MAX_INACTIVITY_S.to_be_bytes()); // MAXIMUM TOKEN INACTIVITY
     b[42..44].copy_from_slice(&48u16.to_be_bytes());
     let mut rod = vec![0u8; 48];
