@@ -200,6 +200,9 @@ fn scsi2_meets_persistent_reservations_with_crh() {
     let r = rig(21);
     let mut a = r.node(21, 22, 0xb221);
     let mut b = r.node(21, 23, 0xb222);
+    // REPORT CAPABILITIES says so: CRH (byte 2 bit 4) and ATP_C set, SIP_C clear.
+    let caps = a.good(DISK, &[0x5e, 2, 0, 0, 0, 0, 0, 0, 8, 0], &[], 8);
+    assert_eq!(caps[2] & 0x1c, 0x14, "CRH, ATP_C, no SIP_C: {caps:02x?}");
     // B registers: from then on, RESERVE/RELEASE from anyone without a persistent hold
     // conflict (SPC-2 5.5.1).
     assert_eq!(pr_out(&mut b, 0, 0, 0, 0xbb), Status::Good);
@@ -229,6 +232,52 @@ fn scsi2_meets_persistent_reservations_with_crh() {
     a.good(DISK, &RESERVE6, &[], 0);
     conflict(&mut b, &TUR, &[], 0);
     a.good(DISK, &RELEASE6, &[], 0);
+    r.daemon.shutdown();
+}
+
+#[test]
+fn persistent_reserve_conflicts_for_the_scsi2_holder_too() {
+    // SPC-2 5.5.1: while a RESERVE holds the LU, "all PERSISTENT RESERVE IN and all
+    // PERSISTENT RESERVE OUT commands shall conflict regardless of initiator or service
+    // action" — the holder's included (LIO: target_scsi3_emulate_pr_in/out answer
+    // RESERVATION CONFLICT under DRF_SPC2_RESERVATIONS). A cluster node that moves from
+    // SCSI-2 to persistent reservations releases first.
+    let r = rig(41);
+    let mut a = r.node(41, 42, 0xb241);
+    let mut b = r.node(41, 43, 0xb242);
+    let read_keys = [0x5e, 0, 0, 0, 0, 0, 0, 0, 64, 0];
+    a.good(DISK, &RESERVE6, &[], 0);
+    let (register, params) = common::pr_out(0, 0, 0, 0xa4, 0);
+    for n in [&mut a, &mut b] {
+        conflict(n, &register, &params, 0);
+        conflict(n, &read_keys, &[], 64);
+        conflict(n, &[0x5e, 2, 0, 0, 0, 0, 0, 0, 8, 0], &[], 8);
+    }
+    // Nothing was registered meanwhile; the holder's own I/O still works.
+    a.good(DISK, &TUR, &[], 0);
+    a.good(DISK, &RELEASE6, &[], 0);
+    let keys = b.good(DISK, &read_keys, &[], 64);
+    assert_eq!(
+        be32(&keys[4..]),
+        0,
+        "no key registered under the SCSI-2 hold"
+    );
+    // Released: the REGISTER works, and the key is there.
+    assert_eq!(pr_out(&mut a, 0, 0, 0, 0xa4), Status::Good);
+    let keys = a.good(DISK, &read_keys, &[], 64);
+    assert_eq!(
+        (be32(&keys[4..]), &keys[8..16]),
+        (8, &0xa4u64.to_be_bytes()[..])
+    );
+    // RESERVE(10) alike: now registrations exist, so CRH applies and A (registered, no
+    // persistent hold) conflicts; it unregisters and RESERVE(10) holds again, then PR
+    // commands conflict once more.
+    conflict(&mut a, &RESERVE10, &[], 0);
+    assert_eq!(pr_out(&mut a, 0, 0, 0xa4, 0), Status::Good);
+    a.good(DISK, &RESERVE10, &[], 0);
+    conflict(&mut a, &read_keys, &[], 64);
+    a.good(DISK, &RELEASE10, &[], 0);
+    a.good(DISK, &read_keys, &[], 64);
     r.daemon.shutdown();
 }
 

@@ -96,6 +96,7 @@ fn sbc4_commands_through_the_daemon() {
     verify12_and_orwrite(&mut r.a);
     prefetch(&mut r.a);
     get_lba_status(&mut r.a);
+    unmap_lba_count(&mut r.a);
     write_atomic(&mut r.a);
     defects_and_removal(&mut r.a);
     start_stop(&mut r.a);
@@ -285,6 +286,30 @@ fn get_lba_status(a: &mut Node) {
     past[2..10].copy_from_slice(&FILE_BLOCKS.to_be_bytes());
     past[13] = 64;
     a.check(FILE, &past, &[], 64, SenseCode::LBA_OUT_OF_RANGE);
+}
+
+fn unmap_lba_count(a: &mut Node) {
+    // MAXIMUM UNMAP LBA COUNT (2^20) bounds the whole command: 128 descriptors of the whole
+    // 8192-block LU make it; a 129th of one block crosses it and is pointed at (its NUMBER
+    // OF LOGICAL BLOCKS, list byte 8 + 16 * 128 + 8); nothing is unmapped.
+    let bl = a.good(FILE, &inquiry(Some(0xb0), 64), &[], 64);
+    assert_eq!(be32(&bl[20..]), 1 << 20, "MAXIMUM UNMAP LBA COUNT");
+    let d = pattern(4096, 0x4c);
+    a.good(FILE, &write10(4096, 8, false), &d, 0);
+    let mut extents = vec![(0u64, FILE_BLOCKS as u32); 128];
+    extents.push((4096, 1));
+    let list = unmap_list(&extents);
+    let len = (list.len() as u16).to_be_bytes();
+    let c = [0x42, 0, 0, 0, 0, 0, 0, len[0], len[1], 0];
+    let s = a.check(
+        FILE,
+        &c,
+        &list,
+        0,
+        SenseCode::INVALID_FIELD_IN_PARAMETER_LIST,
+    );
+    assert_eq!(field_pointer(&s), Some((8 + 16 * 128 + 8, Some(7), false)));
+    assert_eq!(a.good(FILE, &read10(4096, 8), &[], 4096), d);
 }
 
 fn write_atomic_cdb(lba: u64, boundary: u16, blocks: u16) -> [u8; 16] {

@@ -382,6 +382,47 @@ fn unmap_parameter_list_paths() {
 }
 
 #[test]
+fn unmap_lba_count_limit_is_per_command() {
+    // MAXIMUM UNMAP LBA COUNT (VPD B0h) bounds the blocks of the whole command (SBC-4):
+    // descriptors each within it but summing past it are refused at the descriptor that
+    // crosses it, and nothing is unmapped. Descriptors may overlap, so 16 of the whole
+    // 2^16-block LU make the 2^20 limit.
+    let max = srp_target::exec::provisioning::MAX_UNMAP_BLOCKS;
+    let blocks: u32 = 1 << 16;
+    assert_eq!(max % blocks, 0);
+    let lu = ram_lu(blocks.into(), BlockSize::B512);
+    let bl = good(&lu, &[0x12, 1, 0xb0, 0, 64, 0], &[]);
+    assert_eq!(be32(&bl[20..]), max, "MAXIMUM UNMAP LBA COUNT");
+    let whole = vec![(0u64, blocks); (max / blocks) as usize];
+    // Exactly the limit: GOOD.
+    good(&lu, &write10(0, 1, false), &[0xcc; 512]);
+    let l = unmap_list(&whole);
+    good(&lu, &unmap_cdb(l.len() as u16), &l);
+    assert_eq!(good(&lu, &read10(0, 1), &[]), vec![0; 512]);
+    // One block more, in a descriptor after them: its NUMBER OF LOGICAL BLOCKS is pointed
+    // at (list byte 8 + 16 * index + 8), though each descriptor alone is within the limit.
+    good(&lu, &write10(0, 1, false), &[0xcc; 512]);
+    let mut over = whole.clone();
+    over.push((5, 0));
+    over.push((3, 1));
+    over.push((9, 1));
+    let l = unmap_list(&over);
+    let s = check(
+        &lu,
+        &unmap_cdb(l.len() as u16),
+        &l,
+        SenseCode::INVALID_FIELD_IN_PARAMETER_LIST,
+    );
+    let at = 8 + 16 * (whole.len() + 1) + 8;
+    assert_eq!(field_pointer(&s), Some((at as u16, Some(7), false)));
+    assert_eq!(
+        good(&lu, &read10(0, 1), &[]),
+        vec![0xcc; 512],
+        "nothing unmapped"
+    );
+}
+
+#[test]
 fn file_unmap_through_execute_reads_zeros() {
     let dir = TempDir::new("exec-unmap");
     let lu = file_lu(&dir, "lun", 64, BlockSize::B4096);

@@ -265,9 +265,9 @@ fn pr_in_bytes() {
     want.extend([0, 0, 0, 0, 0, 0x01, 0, 0]); // obsolete, reserved, LU_SCOPE|WE, obsolete
     assert_eq!(d, want);
 
-    // ATP_C; TMV, ALLOW COMMANDS 001b; type mask WR_EX_AR EX_AC_RO WR_EX_RO EX_AC WR_EX, EX_AC_AR.
+    // CRH, ATP_C; TMV, ALLOW COMMANDS 001b; type mask WR_EX_AR EX_AC_RO WR_EX_RO EX_AC WR_EX, EX_AC_AR.
     let d = a.pr_in(&lu, REPORT_CAPABILITIES);
-    assert_eq!(d, vec![0, 8, 0x04, 0x90, 0xea, 0x01, 0, 0]);
+    assert_eq!(d, vec![0, 8, 0x14, 0x90, 0xea, 0x01, 0, 0]);
 
     let d = a.pr_in(&lu, READ_FULL_STATUS);
     let mut want = vec![0, 0, 0, 2, 0, 0, 0, 96];
@@ -541,12 +541,12 @@ fn aptpl_keeps_the_state_in_the_lu_file() {
     let lu = persisting_lu(&file);
     let (a, b) = (Node::new(INITIATOR_A, 0), Node::new(B, 1));
     // PTPL_C: supported; not activated yet; APTPL=0 writes nothing.
-    assert_eq!(&a.pr_in(&lu, REPORT_CAPABILITIES)[2..4], &[0x05, 0x90]);
+    assert_eq!(&a.pr_in(&lu, REPORT_CAPABILITIES)[2..4], &[0x15, 0x90]);
     a.out(&lu, REGISTER, 0, 0, KA, 0);
     assert!(!file.exists());
     // APTPL=1: activated, and every later change is in the file before GOOD.
     b.out(&lu, REGISTER, 0, 0, KB, 0x01);
-    assert_eq!(&a.pr_in(&lu, REPORT_CAPABILITIES)[2..4], &[0x05, 0x91]);
+    assert_eq!(&a.pr_in(&lu, REPORT_CAPABILITIES)[2..4], &[0x15, 0x91]);
     a.out(&lu, RESERVE, 5, KA, 0, 0);
     let again = persisting_lu(&file);
     assert_eq!(keys(&again, &a), vec![KA, KB]);
@@ -573,7 +573,7 @@ fn aptpl_keeps_the_state_in_the_lu_file() {
     assert_eq!(generation(&stuck, &a), 0);
     // APTPL=0 in a REGISTER deactivates it: the file goes.
     b.out(&lu, REGISTER, 0, KB, KB, 0);
-    assert_eq!(&a.pr_in(&lu, REPORT_CAPABILITIES)[2..4], &[0x05, 0x90]);
+    assert_eq!(&a.pr_in(&lu, REPORT_CAPABILITIES)[2..4], &[0x15, 0x90]);
     assert!(!file.exists());
     // A damaged file stops the LU from starting on a guess.
     std::fs::create_dir_all(file.parent().expect("dir")).expect("mkdir");

@@ -84,7 +84,9 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
         (0x42, None) => "deallocates ranges (holes punched; they read as zeros, LBPRZ=1)",
         (0x5e, Some(0x00)) => "the registered reservation keys",
         (0x5e, Some(0x01)) => "the persistent reservation, if any",
-        (0x5e, Some(0x02)) => "what persistent reservations support here (types, APTPL, ALL_TG_PT)",
+        (0x5e, Some(0x02)) => {
+            "what persistent reservations support here (types, APTPL, ALL_TG_PT, CRH)"
+        }
         (0x5e, Some(0x03)) => "every registration with its transport ID",
         (0x5f, Some(0x00)) => "registers or unregisters a key (APTPL persisted)",
         (0x5f, Some(0x01)) => "takes the reservation (six types)",

@@ -13,9 +13,10 @@ use scsi::{BlockCount, Lba, Sense, SenseCode};
 /// per command: aborts and other LUs' I/O never wait long behind one). Initiators split
 /// larger ranges (Linux sd: `max_ws_blocks`).
 pub const MAX_WRITE_SAME_BLOCKS: u32 = 0xffff;
-/// MAXIMUM UNMAP LBA COUNT (VPD B0h), per descriptor: 2^20 blocks (512 MiB of 512-byte
-/// blocks), the most initiators treat as sane (libiscsi's conformance suite fails a larger
-/// explicit limit).
+/// MAXIMUM UNMAP LBA COUNT (VPD B0h): at most 2^20 blocks (512 MiB of 512-byte blocks)
+/// unmapped by one UNMAP command, summed over its descriptors (SBC-4 6.6.4: "the maximum
+/// number of LBAs that may be unmapped by an UNMAP command"); the most initiators treat as
+/// sane (libiscsi's conformance suite fails a larger explicit limit).
 pub const MAX_UNMAP_BLOCKS: u32 = 1 << 20;
 /// MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT (VPD B0h).
 pub const MAX_UNMAP_DESCRIPTORS: u32 = 256;
@@ -78,7 +79,8 @@ struct Extent {
 }
 
 /// Parses and checks every descriptor before any is executed, so a bad list changes
-/// nothing. Errors as LIO's sbc_execute_unmap and SBC-3.
+/// nothing. Errors as LIO's sbc_execute_unmap and SBC-3; the block count summed over the
+/// list, not per descriptor, against [`MAX_UNMAP_BLOCKS`].
 fn unmap_extents(lu: &LogicalUnit, list: &[u8]) -> Result<Vec<Extent>, Stop> {
     let be16 = |at: usize| u16::from_be_bytes([list[at], list[at + 1]]) as usize;
     // The caller checked list.len() >= UNMAP_HEADER.
@@ -94,6 +96,8 @@ fn unmap_extents(lu: &LogicalUnit, list: &[u8]) -> Result<Vec<Extent>, Stop> {
         return Err(Sense::invalid_field_in_parameter_list(2, Some(7)).into());
     }
     let mut out = Vec::with_capacity(count);
+    // Blocks of the descriptors so far; the first to carry it past the limit is refused.
+    let mut total: u64 = 0;
     for i in 0..count {
         let at = UNMAP_HEADER + i * UNMAP_DESCRIPTOR;
         let d = &list[at..at + UNMAP_DESCRIPTOR];
@@ -105,7 +109,8 @@ fn unmap_extents(lu: &LogicalUnit, list: &[u8]) -> Result<Vec<Extent>, Stop> {
             Lba(u64::from_be_bytes(lba)),
             BlockCount(u32::from_be_bytes(n)),
         );
-        if blocks.0 > MAX_UNMAP_BLOCKS {
+        total += u64::from(blocks.0);
+        if total > u64::from(MAX_UNMAP_BLOCKS) {
             // Field pointer: this descriptor's NUMBER OF LOGICAL BLOCKS; at < 8 + 16 * 256.
             let byte = (at + 8) as u16;
             return Err(Sense::invalid_field_in_parameter_list(byte, Some(7)).into());

@@ -7,9 +7,11 @@ use crate::exec::{Exec, LogicalUnit, good_data};
 use scsi::cdb::{PrIn, PrInAction};
 use srp::wire::PortId;
 
-/// REPORT CAPABILITIES byte 2: ATP_C (ALL_TG_PT supported), PTPL_C (persistence through
-/// power loss, on a LU with a state file). CRH and SIP_C are 0: no RESERVE(6)/RELEASE(6),
-/// no SPEC_I_PT.
+/// REPORT CAPABILITIES byte 2: CRH (RESERVE/RELEASE meet persistent reservations by SPC-4
+/// 5.13.3's compatible reservation handling, `scsi2.rs`), ATP_C (ALL_TG_PT supported),
+/// PTPL_C (persistence through power loss, on a LU with a state file). SIP_C is 0: no
+/// SPEC_I_PT.
+const CRH: u8 = 0x10;
 const ATP_C: u8 = 0x04;
 const PTPL_C: u8 = 0x01;
 /// Byte 3 bit 0: PTPL_A, persistence activated.
@@ -75,7 +77,7 @@ fn read_reservation(st: &PrState, din: &mut Vec<u8>) {
 /// REPORT CAPABILITIES (6.15.4).
 fn report_capabilities(st: &PrState, persists: bool, din: &mut Vec<u8>) {
     din.extend(8u16.to_be_bytes());
-    let byte2 = ATP_C | if persists { PTPL_C } else { 0 };
+    let byte2 = CRH | ATP_C | if persists { PTPL_C } else { 0 };
     let byte3 = TMV_ALLOW_COMMANDS | if st.ptpl { PTPL_A } else { 0 };
     din.extend([byte2, byte3, TYPE_MASK_4, TYPE_MASK_5, 0, 0]);
 }

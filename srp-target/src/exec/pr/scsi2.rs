@@ -14,6 +14,10 @@
 //!   REPORT LUNS, REPORT TARGET PORT GROUPS, RELEASE and PREVENT ALLOW MEDIUM REMOVAL with
 //!   PREVENT 00b (SPC-2 5.5.1's list, less LOG SENSE, which we do not serve) — TEST UNIT
 //!   READY included, which is how a cluster node learns another holds the disk.
+//! - While it is held, PERSISTENT RESERVE IN and OUT conflict from every nexus, the
+//!   holder's included (SPC-2 5.5.1: "all PERSISTENT RESERVE IN and all PERSISTENT RESERVE
+//!   OUT commands shall conflict regardless of initiator or service action"; as LIO's
+//!   target_scsi3_emulate_pr_in/out under DRF_SPC2_RESERVATIONS).
 //! - It ends by RELEASE, a LOGICAL UNIT RESET, or the loss of the holder's I_T nexus (its
 //!   last channel gone); it is not kept across a restart (SCSI-2 reservations are not).
 //! - With persistent reservation registrations present (CRH=1, SPC-4 5.13.3): RESERVE and
@@ -73,15 +77,20 @@ impl PrState {
         Outcome::Unchanged
     }
 
-    /// Whether the SCSI-2 reservation of another I_T nexus stops `cmd` from `n`.
+    /// Whether the SCSI-2 reservation stops `cmd` from `n`: any command but the few SPC-2
+    /// 5.5.1 lists from a nexus other than the holder, and PERSISTENT RESERVE IN/OUT from
+    /// every nexus, the holder's included (SPC-2 5.5.1, as LIO).
     pub(crate) fn scsi2_conflicts(&self, n: ItNexus, cmd: &Command) -> bool {
         let Some(holder) = self.scsi2 else {
             return false;
         };
+        use Command as C;
+        if matches!(cmd, C::PersistentReserveIn(_) | C::PersistentReserveOut(_)) {
+            return true;
+        }
         if holder == n {
             return false;
         }
-        use Command as C;
         !matches!(
             cmd,
             C::Inquiry(_)
@@ -152,6 +161,7 @@ mod tests {
     use super::super::{Registration, ResType, Reservation};
     use super::*;
     use scsi::cdb::ReserveCdb;
+    use wirekit::WireRepr;
 
     #[test]
     fn reserve_release_without_registrations() {
@@ -167,9 +177,17 @@ mod tests {
         assert!(!s.scsi2_conflicts(b, &Command::Release(ReserveCdb::Six)));
         assert!(!s.scsi2_conflicts(b, &Command::PreventAllowMediumRemoval { prevent: 0 }));
         assert!(s.scsi2_conflicts(b, &Command::PreventAllowMediumRemoval { prevent: 1 }));
+        // PERSISTENT RESERVE IN/OUT conflict for the holder too (SPC-2 5.5.1).
+        let read_keys = Command::parse(&[0x5e, 0, 0, 0, 0, 0, 0, 0, 8, 0]).expect("PR IN");
+        let register = Command::parse(&[0x5f, 0, 0, 0, 0, 0, 0, 0, 24, 0]).expect("PR OUT");
+        for n in [a, b] {
+            assert!(s.scsi2_conflicts(n, &read_keys));
+            assert!(s.scsi2_conflicts(n, &register));
+        }
         assert_eq!(s.release(b), Outcome::Unchanged);
         assert_eq!(s.scsi2, Some(a));
         assert_eq!(s.release(a), Outcome::Changed);
+        assert!(!s.scsi2_conflicts(a, &read_keys), "nothing held");
         assert_eq!(s.reserve(b), Outcome::Changed);
     }
 
