@@ -153,7 +153,7 @@ fn write_and_verify(a: &mut Node) {
 fn verify12_and_orwrite(a: &mut Node) {
     let d = pattern(2 * 512, 0x33);
     a.good(FILE, &write10(40, 2, false), &d, 0);
-    // VERIFY(12): BYTCHK=0 checks the range, BYTCHK=1 compares.
+    // VERIFY(12): BYTCHK=0 reads the range, BYTCHK=1 compares.
     a.good(FILE, &cdb(0xaf, 0x00, 40, 2), &[], 0);
     a.good(FILE, &cdb(0xaf, 0x02, 40, 2), &d, 0);
     let mut bad = d.clone();

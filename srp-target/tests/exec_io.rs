@@ -160,7 +160,7 @@ fn verify_bytchk_paths() {
     let lu = ram_lu(16, BlockSize::B512);
     let data = pattern(1024, 5);
     good(&lu, &write10(4, 2, false), &data);
-    // BYTCHK=0: range check only.
+    // BYTCHK=0: reads the range (exec_verify.rs: a read error is a MEDIUM ERROR).
     good(&lu, &[0x2f, 0, 0, 0, 0, 4, 0, 0, 2, 0], &[]);
     check(
         &lu,

@@ -65,7 +65,9 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
             "writes whole or not at all, atomic against every other command (up to the transfer limit)"
         }
         (0x9e, Some(0x12)) => "mapped and deallocated runs from the backing file's holes",
-        (0xaf, None) => "BYTCHK=0: the range; BYTCHK=1/3: compares with the data-out (MISCOMPARE)",
+        (0xaf, None) => {
+            "BYTCHK=0: reads the range (MEDIUM ERROR where it cannot); BYTCHK=1/3: compares with the data-out (MISCOMPARE)"
+        }
         (0x15 | 0x55, None) => {
             "caching page (WCE, where configured changeable; SP=1 saves it), control page"
         }
@@ -77,7 +79,7 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
         }
         (0x25, None) => "last LBA (FFFFFFFFh past 2 TiB) and block size",
         (0x2f | 0x8f, None) => {
-            "BYTCHK=0: the range; BYTCHK=1/3: compares with the data-out (MISCOMPARE)"
+            "BYTCHK=0: reads the range (MEDIUM ERROR where it cannot); BYTCHK=1/3: compares with the data-out (MISCOMPARE)"
         }
         (0x35 | 0x91, None) => "makes written data durable (fdatasync); a failed flush is latched",
         (0x41 | 0x93, None) => "writes one block over a range; UNMAP=1 with zeros deallocates",

@@ -1,7 +1,7 @@
 //! Block I/O commands (SBC-3): READ, WRITE, VERIFY, COMPARE AND WRITE, SYNCHRONIZE CACHE,
 //! READ CAPACITY(10)/(16).
 //!
-//! Reads take the LU's order shared, so that a WRITE ATOMIC or ORWRITE (exclusive) is seen
+//! Reads (VERIFY's included) take the LU's order shared, so that a WRITE ATOMIC or ORWRITE (exclusive) is seen
 //! whole or not at all (`writes.rs`).
 //!
 //! Order of checks, as LIO's sbc_parse_cdb and SBC-3: CDB fields (parse), write protect,
@@ -163,15 +163,24 @@ pub(crate) fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
     a.iter().zip(b).position(|(x, y)| x != y)
 }
 
-/// VERIFY(10/16). BYTCHK=0: the range check is the whole verification (the medium has no
-/// ECC of its own to consult); BYTCHK=1/3: compare with the data-out.
+/// Bytes VERIFY with BYTCHK=0 reads per backend call into its scratch buffer: the range
+/// is read whole, a bounded piece at a time.
+const VERIFY_CHUNK_BYTES: usize = 1 << 20;
+
+/// VERIFY(10/12/16). BYTCHK=0: reads the range (into scratch memory, in pieces of at most
+/// [`VERIFY_CHUNK_BYTES`]), so that a block the backend cannot read answers MEDIUM ERROR,
+/// UNRECOVERED READ ERROR with its piece's first LBA as INFORMATION, as a READ would;
+/// BYTCHK=1/3: compares with the data-out. Either takes the LU's read order, as READ does.
 pub(crate) fn verify(lu: &LogicalUnit, v: &Verify, dout: &[u8]) -> Exec {
     check_transfer(lu, v.blocks, long_length_byte(v.cdb))?;
     lu.check_range(v.lba, v.blocks)?;
     let len = lu.bytes_of(v.blocks);
     let bs = lu.block_bytes() as usize;
     let (expected, used) = match v.bytchk {
-        ByteCheck::Medium => return Ok(CmdOutput::good(0)),
+        ByteCheck::Medium => {
+            verify_medium(lu, v.lba, v.blocks)?;
+            return Ok(CmdOutput::good(0));
+        }
         ByteCheck::Compare => (data_out(dout, len)?.to_vec(), len),
         // One block of data-out compared with every block.
         ByteCheck::CompareOne if len == 0 => (Vec::new(), 0),
@@ -179,6 +188,7 @@ pub(crate) fn verify(lu: &LogicalUnit, v: &Verify, dout: &[u8]) -> Exec {
     };
     let mut medium = vec![0u8; len];
     if len > 0 {
+        let _order = lu.read_order();
         lu.backend
             .read_at(v.lba, &mut medium)
             .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, v.lba))?;
@@ -190,6 +200,25 @@ pub(crate) fn verify(lu: &LogicalUnit, v: &Verify, dout: &[u8]) -> Exec {
         data_out_len: used,
         ..CmdOutput::good(0)
     })
+}
+
+/// VERIFY with BYTCHK=0: reads `blocks` from `lba` and drops the data.
+fn verify_medium(lu: &LogicalUnit, lba: Lba, blocks: BlockCount) -> Result<(), Stop> {
+    let bs = lu.block_bytes() as usize;
+    let per_chunk = (VERIFY_CHUNK_BYTES / bs).max(1);
+    let mut scratch = vec![0u8; per_chunk.min(blocks.0 as usize) * bs];
+    let (mut at, mut left) = (lba.0, u64::from(blocks.0));
+    let _order = lu.read_order();
+    while left > 0 {
+        // min() with a usize bound.
+        let n = left.min(per_chunk as u64) as usize;
+        lu.backend
+            .read_at(Lba(at), &mut scratch[..n * bs])
+            .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, Lba(at)))?;
+        at += n as u64;
+        left -= n as u64;
+    }
+    Ok(())
 }
 
 /// COMPARE AND WRITE: the data-out holds the verify blocks, then the write blocks. Atomic
