@@ -21,7 +21,7 @@ use std::time::Instant;
 /// Results of token operations kept per copy manager, the oldest finished one forgotten
 /// first.
 const MAX_RESULTS: usize = 256;
-/// Tokens whose end is remembered ([`Gone`]); an older one answers TOKEN UNKNOWN.
+/// Tokens whose end is remembered (`Gone`); an older one answers TOKEN UNKNOWN.
 pub const MAX_TOMBSTONES: usize = 1024;
 
 /// Why a token is gone: the sense WRITE USING TOKEN answers for it (SPC-4 table "ASC and
