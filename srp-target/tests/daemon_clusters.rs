@@ -12,6 +12,8 @@
 //!   Exclusive – Registrants Only, the challenger preempts the owner's key; a LOGICAL UNIT
 //!   RESET and the loss of a node's I_T nexus leave registrations and the reservation.
 //!
+//! - A node's START STOP UNIT stop (at its shutdown) leaves the disk ready for its peer.
+//!
 //! Loopback 127.0.139.x only.
 
 mod common;
@@ -278,6 +280,24 @@ fn persistent_reserve_conflicts_for_the_scsi2_holder_too() {
     conflict(&mut a, &read_keys, &[], 64);
     a.good(DISK, &RELEASE10, &[], 0);
     a.good(DISK, &read_keys, &[], 64);
+    r.daemon.shutdown();
+}
+
+#[test]
+fn a_node_stopping_the_disk_leaves_it_ready_for_its_peer() {
+    // A node shutting down sends START STOP UNIT with START=0 (Windows classpnp, Linux sd's
+    // manage_start_stop): on the shared disk it flushes and answers GOOD; the other node
+    // keeps its I/O (LIO refuses START=0 for the same reason).
+    let r = rig(51);
+    let mut a = r.node(51, 52, 0xb251);
+    let mut b = r.node(51, 53, 0xb252);
+    let d = pattern(4096, 0x51);
+    a.good(DISK, &write10(0, 8, false), &d, 0);
+    a.good(DISK, &[0x1b, 0, 0, 0, 0x00, 0], &[], 0);
+    b.good(DISK, &TUR, &[], 0);
+    assert_eq!(b.good(DISK, &read10(0, 8), &[], 4096), d);
+    b.good(DISK, &write10(8, 8, true), &d, 0);
+    a.good(DISK, &TUR, &[], 0);
     r.daemon.shutdown();
 }
 

@@ -1,7 +1,8 @@
 //! Issue #16, Deliver 3–5, through the running daemon with the access-layer initiator: the
 //! SBC-4 commands hosts send beyond READ and WRITE — WRITE AND VERIFY, VERIFY(12),
 //! ORWRITE, PRE-FETCH, GET LBA STATUS (from the backing file's holes), WRITE ATOMIC, READ
-//! DEFECT DATA, START STOP UNIT and PREVENT ALLOW MEDIUM REMOVAL as a fixed disk — each with
+//! DEFECT DATA, START STOP UNIT (a stop flushes, the unit stays ready) and PREVENT ALLOW
+//! MEDIUM REMOVAL as a fixed disk — each with
 //! its data checked and every error answer exact; the physical block size in READ
 //! CAPACITY(16) and the Block Limits page; the timeouts REPORT SUPPORTED OPERATION CODES
 //! gives. Loopback 127.0.138.x only.
@@ -396,18 +397,21 @@ fn start_stop(a: &mut Node) {
         invalid_field(a, FILE, &[0x1b, 0, 0, 0x01, 0x01, 0], &[]),
         (3, Some(3))
     );
-    // STOP (with IMMED): medium access answers NOT READY until START.
-    a.good(FILE, &[0x1b, 0x01, 0, 0, 0x00, 0], &[], 0);
-    for c in [tur.to_vec(), read10(0, 1).to_vec()] {
-        let din = if c[0] == 0x28 { 512 } else { 0 };
-        a.check(FILE, &c, &[], din, SenseCode::LUN_NOT_READY_INIT_REQUIRED);
+    // STOP (with IMMED, and without): flushed, GOOD, and the unit stays ready — a host
+    // shutting down must not stop a shared LU for its peers (LIO refuses START=0).
+    let d = pattern(512, 0x1b);
+    a.good(FILE, &write10(60, 1, false), &d, 0);
+    for stop in [[0x1b, 0x01, 0, 0, 0x00, 0], [0x1b, 0, 0, 0, 0x00, 0]] {
+        a.good(FILE, &stop, &[], 0);
+        a.good(FILE, &tur, &[], 0);
+        assert_eq!(a.good(FILE, &read10(60, 1), &[], 512), d);
     }
-    // The unit itself still answers; other LUs are not stopped.
+    // NO_FLUSH: GOOD too; START: nothing to do.
+    a.good(FILE, &[0x1b, 0, 0, 0, 0x04, 0], &[], 0);
     a.good(FILE, &inquiry(None, 96), &[], 96);
     a.good(RAM, &tur, &[], 0);
     a.good(FILE, &[0x1b, 0, 0, 0, 0x01, 0], &[], 0);
     a.good(FILE, &tur, &[], 0);
-    a.good(FILE, &read10(0, 1), &[], 512);
 }
 
 fn geometry(a: &mut Node) {

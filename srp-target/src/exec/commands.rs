@@ -75,7 +75,7 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
             "caching (08h) and control (0Ah) pages, current/changeable/default/saved"
         }
         (0x1b, None) => {
-            "START=0 stops the unit (medium access NOT READY until START=1); no LOEJ, no power conditions"
+            "START=0 flushes (unless NO_FLUSH); the unit stays ready for every initiator; no LOEJ, no power conditions"
         }
         (0x25, None) => "last LBA (FFFFFFFFh past 2 TiB) and block size",
         (0x2f | 0x8f, None) => {

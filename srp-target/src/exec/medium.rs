@@ -2,10 +2,9 @@
 //! DEFECT DATA, START STOP UNIT and PREVENT ALLOW MEDIUM REMOVAL — answered as a fixed,
 //! non-removable disk (RMB=0) answers them.
 
-use super::{CmdOutput, Exec, LogicalUnit, backend_sense, good_data};
+use super::{CmdOutput, Exec, LogicalUnit, Nexus, backend_sense, good_data};
 use scsi::cdb::{GetLbaStatus, LongCdb, PreFetch, ReadDefectData, StartStopUnit};
-use scsi::{Command, Lba, Sense, SenseCode};
-use std::sync::atomic::Ordering;
+use scsi::{Lba, Sense, SenseCode};
 
 /// At most this many LBA status descriptors per GET LBA STATUS (bounded work per command;
 /// the initiator asks again from where the answer stops).
@@ -111,12 +110,16 @@ pub(crate) fn read_defect_data(r: &ReadDefectData, din: &mut Vec<u8>) -> Exec {
     good_data(din, usize::try_from(r.alloc_len).unwrap_or(usize::MAX))
 }
 
-/// START STOP UNIT, as a fixed disk: START=1 makes the unit ready, START=0 stops it (after
-/// a flush, unless NO_FLUSH) so that medium access answers NOT READY, INITIALIZING COMMAND
-/// REQUIRED until a START=1. There is no medium to load or eject (LOEJ=1: INVALID FIELD IN
-/// CDB) and no power condition page (POWER CONDITION or its MODIFIER not 0: INVALID FIELD
-/// IN CDB). IMMED is accepted; the answer comes when the change is done either way.
-pub(crate) fn start_stop_unit(lu: &LogicalUnit, s: &StartStopUnit) -> Exec {
+/// START STOP UNIT, as a fixed disk shared by several initiators. START=0 (a stop) makes
+/// the written data durable, as SBC-4 5.25 has a stop do (unless NO_FLUSH), and answers
+/// GOOD, leaving the unit ready for everyone: hosts send it at shutdown (Windows classpnp,
+/// Linux sd's manage_start_stop), and on a shared LU a real stop would turn every other
+/// initiator — a cluster peer — NOT READY. (LIO refuses START=0 outright in
+/// sbc_emulate_startstop; a flush and GOOD serves the host's intent too.) START=1 has
+/// nothing to do. There is no medium to load or eject (LOEJ=1: INVALID FIELD IN CDB) and no
+/// power condition page (POWER CONDITION or its MODIFIER not 0: INVALID FIELD IN CDB).
+/// IMMED is accepted; the answer comes when the flush is done either way.
+pub(crate) fn start_stop_unit(lu: &LogicalUnit, nexus: &Nexus<'_>, s: &StartStopUnit) -> Exec {
     if s.power_condition_modifier != 0 {
         return Err(Sense::invalid_field_in_cdb(3, Some(3)).into());
     }
@@ -126,42 +129,15 @@ pub(crate) fn start_stop_unit(lu: &LogicalUnit, s: &StartStopUnit) -> Exec {
     if s.loej {
         return Err(Sense::invalid_field_in_cdb(4, Some(1)).into());
     }
-    if s.start {
-        if lu.stopped.swap(false, Ordering::AcqRel) {
-            tracing::info!(lu = %lu.identity().unique_name(), "started (START STOP UNIT)");
+    if !s.start {
+        if !s.no_flush {
+            lu.flush(Lba(0))?;
         }
-        return Ok(CmdOutput::good(0));
-    }
-    if !s.no_flush {
-        lu.flush(Lba(0))?;
-    }
-    if !lu.stopped.swap(true, Ordering::AcqRel) {
-        tracing::info!(lu = %lu.identity().unique_name(), "stopped (START STOP UNIT): medium access answers NOT READY until started");
+        let n = nexus.it_nexus();
+        tracing::debug!(lu = %lu.identity().unique_name(), initiator = %n.initiator, port = n.port.0,
+            no_flush = s.no_flush, "START STOP UNIT with START=0: flushed, the unit stays ready for every initiator");
     }
     Ok(CmdOutput::good(0))
-}
-
-/// Whether `cmd` needs the medium, so that a stopped unit answers NOT READY, INITIALIZING
-/// COMMAND REQUIRED: everything but the commands about the unit itself.
-pub(crate) fn needs_medium(cmd: &Command) -> bool {
-    use Command as C;
-    !matches!(
-        cmd,
-        C::Inquiry(_)
-            | C::RequestSense(_)
-            | C::ReportLuns(_)
-            | C::ReportSupportedOpcodes(_)
-            | C::ReportTargetPortGroups(_)
-            | C::StartStopUnit(_)
-            | C::PreventAllowMediumRemoval { .. }
-            | C::ModeSense(_)
-            | C::ModeSelect(_)
-            | C::PersistentReserveIn(_)
-            | C::PersistentReserveOut(_)
-            | C::Reserve(_)
-            | C::Release(_)
-            | C::ReadDefectData(_)
-    )
 }
 
 /// PREVENT ALLOW MEDIUM REMOVAL: GOOD for every PREVENT value — the medium of a fixed disk
