@@ -232,14 +232,27 @@ fn prefetch(a: &mut Node) {
 
 /// GET LBA STATUS from `lba`: (LBA, blocks, provisioning status) per descriptor.
 fn lba_status(a: &mut Node, lun: u32, lba: u64, alloc: u32) -> Vec<(u64, u32, u8)> {
+    lba_status_of(a, lun, lba, alloc, 0)
+}
+
+/// GET LBA STATUS from `lba` with REPORT TYPE `report_type` (byte 14).
+fn lba_status_of(
+    a: &mut Node,
+    lun: u32,
+    lba: u64,
+    alloc: u32,
+    report_type: u8,
+) -> Vec<(u64, u32, u8)> {
     let mut c = [0u8; 16];
     c[0] = 0x9e;
     c[1] = 0x12;
     c[2..10].copy_from_slice(&lba.to_be_bytes());
     c[10..14].copy_from_slice(&alloc.to_be_bytes());
+    c[14] = report_type;
     let d = a.good(lun, &c, &[], alloc);
     let len = be32(&d) as usize;
     assert_eq!((len - 4) % 16, 0, "PARAMETER DATA LENGTH {len}");
+    assert_eq!(d[7] & 0x01, 0x01, "RTP: REPORT TYPE processed");
     d[8..]
         .chunks(16)
         .map(|x| {
@@ -269,6 +282,28 @@ fn get_lba_status(a: &mut Node) {
         ],
         "{s:?}"
     );
+    // REPORT TYPE (SBC-4, byte 14 bits 1:0): 01b the runs not mapped (nonzero
+    // PROVISIONING STATUS; nothing is anchored, so the deallocated ones), 10b the mapped
+    // ones, 11b the deallocated ones; the first run reported may start past the LBA asked.
+    let rest = (FILE_BLOCKS - 6152) as u32;
+    let unmapped = [(2048, 2048, 1), (4104, 2040, 1), (6152, rest, 1)];
+    assert_eq!(lba_status_of(a, FILE, 2048, 4096, 0x01), unmapped);
+    assert_eq!(lba_status_of(a, FILE, 2048, 4096, 0x03), unmapped);
+    assert_eq!(
+        lba_status_of(a, FILE, 2048, 4096, 0x02),
+        [(4096, 8, 0), (6144, 8, 0)]
+    );
+    assert_eq!(lba_status_of(a, FILE, 2048, 24, 0x02), [(4096, 8, 0)]);
+    assert_eq!(lba_status_of(a, FILE, 4100, 4096, 0x03)[0], (4104, 2040, 1));
+    assert_eq!(lba_status_of(a, FILE, 6150, 4096, 0x02), [(6150, 2, 0)]);
+    // Nothing mapped from 6152 on: no descriptor, the header alone.
+    assert_eq!(lba_status_of(a, FILE, 6152, 4096, 0x02), []);
+    // Byte 14's other bits are reserved.
+    let mut reserved = [0u8; 16];
+    reserved[..2].copy_from_slice(&[0x9e, 0x12]);
+    reserved[13] = 64;
+    reserved[14] = 0x04;
+    assert_eq!(invalid_field(a, FILE, &reserved, &[]), (14, Some(2)));
     // An allocation length with room for one descriptor: one, from the starting LBA.
     assert_eq!(lba_status(a, FILE, 4096, 24), [(4096, 8, 0)]);
     // From the middle of a run.

@@ -3,7 +3,7 @@
 //! non-removable disk (RMB=0) answers them.
 
 use super::{CmdOutput, Exec, LogicalUnit, Nexus, backend_sense, good_data};
-use scsi::cdb::{GetLbaStatus, LongCdb, PreFetch, ReadDefectData, StartStopUnit};
+use scsi::cdb::{GetLbaStatus, LbaReportType, LongCdb, PreFetch, ReadDefectData, StartStopUnit};
 use scsi::{Lba, Sense, SenseCode};
 
 /// At most this many LBA status descriptors per GET LBA STATUS (bounded work per command;
@@ -13,6 +13,8 @@ pub const MAX_LBA_STATUS_DESCRIPTORS: usize = 1024;
 /// PROVISIONING STATUS of an LBA status descriptor (SBC-4): 0h mapped, 1h deallocated.
 const MAPPED: u8 = 0x0;
 const DEALLOCATED: u8 = 0x1;
+/// GET LBA STATUS parameter data byte 7 bit 0: RTP, the REPORT TYPE field was acted on.
+const RTP: u8 = 0x01;
 
 /// PRE-FETCH(10/16): starts reading the range into the page cache (`posix_fadvise(
 /// WILLNEED)`, not waited for, so IMMED=1 and IMMED=0 answer alike and at once) and answers
@@ -44,7 +46,9 @@ pub(crate) fn prefetch(lu: &LogicalUnit, p: &PreFetch) -> Exec {
 
 /// GET LBA STATUS: LBA status descriptors from the STARTING LBA on (mapped or deallocated,
 /// from the backing file's holes), as many as the ALLOCATION LENGTH holds, at most
-/// [`MAX_LBA_STATUS_DESCRIPTORS`], adjacent runs of one status merged.
+/// [`MAX_LBA_STATUS_DESCRIPTORS`], adjacent runs of one status merged. REPORT TYPE (SBC-4)
+/// keeps the runs it asks for: all, not mapped (PROVISIONING STATUS nonzero: here
+/// deallocated, nothing is anchored), mapped, or deallocated; RTP says it was acted on.
 pub(crate) fn get_lba_status(lu: &LogicalUnit, g: &GetLbaStatus, din: &mut Vec<u8>) -> Exec {
     if g.lba > lu.last_lba() {
         return Err(SenseCode::LBA_OUT_OF_RANGE.into());
@@ -63,32 +67,50 @@ pub(crate) fn get_lba_status(lu: &LogicalUnit, g: &GetLbaStatus, din: &mut Vec<u
             .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, Lba(lba)))?;
         let status = if ext.deallocated { DEALLOCATED } else { MAPPED };
         let blocks = ext.blocks.clamp(1, max);
-        // The previous descriptor's status and length, to merge into.
-        let last = din.len().saturating_sub(16);
-        if n > 0 && din[last + 12] == status {
-            let prev = u64::from(u32::from_be_bytes([
-                din[last + 8],
-                din[last + 9],
-                din[last + 10],
-                din[last + 11],
-            ]));
-            if let Ok(sum) = u32::try_from(prev + blocks) {
-                din[last + 8..last + 12].copy_from_slice(&sum.to_be_bytes());
-                lba += blocks;
-                continue;
-            }
+        if reported(g.report_type, status) && !merged(din, lba, blocks, status) {
+            din.extend_from_slice(&lba.to_be_bytes());
+            // clamp(.., max) keeps it within u32.
+            din.extend_from_slice(&(blocks as u32).to_be_bytes());
+            din.extend_from_slice(&[status, 0, 0, 0]);
+            n += 1;
         }
-        din.extend_from_slice(&lba.to_be_bytes());
-        // clamp(.., max) keeps it within u32.
-        din.extend_from_slice(&(blocks as u32).to_be_bytes());
-        din.extend_from_slice(&[status, 0, 0, 0]);
         lba += blocks;
-        n += 1;
     }
-    // PARAMETER DATA LENGTH: the bytes after it.
+    // PARAMETER DATA LENGTH: the bytes after it. Byte 7 bit 0: RTP, REPORT TYPE processed
+    // (SBC-4; sg3_utils prints it); COMPLETION CONDITION (bits 3:1) 0, not reported.
     let len = u32::try_from(din.len() - 4).unwrap_or(u32::MAX);
     din[..4].copy_from_slice(&len.to_be_bytes());
+    din[7] = RTP;
     good_data(din, alloc)
+}
+
+/// Whether REPORT TYPE `t` asks for runs of PROVISIONING STATUS `status`.
+fn reported(t: LbaReportType, status: u8) -> bool {
+    match t {
+        LbaReportType::All => true,
+        LbaReportType::NonZero => status != MAPPED,
+        LbaReportType::Mapped => status == MAPPED,
+        LbaReportType::Deallocated => status == DEALLOCATED,
+    }
+}
+
+/// Adds `blocks` at `lba` to the last descriptor of `din` when it has `status` and ends at
+/// `lba` (a run the filter skipped leaves a gap) and the sum fits its 32 bits.
+fn merged(din: &mut [u8], lba: u64, blocks: u64, status: u8) -> bool {
+    let Some(last) = din.len().checked_sub(16).filter(|&at| at >= 8) else {
+        return false;
+    };
+    let d = &mut din[last..];
+    let start = u64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]]);
+    let prev = u64::from(u32::from_be_bytes([d[8], d[9], d[10], d[11]]));
+    if d[12] != status || start + prev != lba {
+        return false;
+    }
+    let Ok(sum) = u32::try_from(prev + blocks) else {
+        return false;
+    };
+    d[8..12].copy_from_slice(&sum.to_be_bytes());
+    true
 }
 
 /// READ DEFECT DATA(10/12): an empty list in the format asked for (the medium is a file or
