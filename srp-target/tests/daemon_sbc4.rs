@@ -103,6 +103,8 @@ fn sbc4_commands_through_the_daemon() {
     start_stop(&mut r.a);
     geometry(&mut r.a);
     timeouts(&mut r.a);
+    transfer_limits(&mut r.a);
+    one_command_timeouts(&mut r.a);
 }
 
 fn write_and_verify(a: &mut Node) {
@@ -174,6 +176,33 @@ fn verify12_and_orwrite(a: &mut Node) {
         0,
         SenseCode::LBA_OUT_OF_RANGE,
     );
+    // BYTCHK=10b is reserved: INVALID FIELD IN CDB at byte 1 bit 2. BYTCHK=11b compares
+    // one block of data-out with each block of the range (SBC-4): GOOD when every block
+    // equals it, else MISCOMPARE at the first differing byte of the range.
+    assert_eq!(
+        invalid_field(a, FILE, &cdb(0xaf, 0x04, 40, 2), &[]),
+        (1, Some(2))
+    );
+    let same = pattern(512, 0x44);
+    let other = pattern(512, 0x45);
+    for (lba, block) in [(44, &same), (45, &same), (46, &other)] {
+        a.good(FILE, &write10(lba, 1, false), block, 0);
+    }
+    a.good(FILE, &cdb(0xaf, 0x06, 44, 2), &same, 0);
+    let s = a.check(
+        FILE,
+        &cdb(0xaf, 0x06, 45, 2),
+        &same,
+        0,
+        SenseCode::MISCOMPARE_DURING_VERIFY,
+    );
+    let first = 512
+        + other
+            .iter()
+            .zip(&same)
+            .position(|(x, y)| x != y)
+            .expect("differs");
+    assert_eq!(s.information(), Some(first as u64));
     // ORWRITE: the blocks become old | new.
     let low = vec![0x0fu8; 1024];
     let high: Vec<u8> = (0..1024)
@@ -408,6 +437,11 @@ fn defects_and_removal(a: &mut Node) {
         invalid_field(a, FILE, &[0x37, 0, 0x07, 0, 0, 0, 0, 0, 64, 0], &[]),
         (2, Some(2))
     );
+    // READ DEFECT DATA(12): DEFECT LIST FORMAT 111b (reserved) is in byte 1.
+    assert_eq!(
+        invalid_field(a, FILE, &[0xb7, 0x07, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0], &[]),
+        (1, Some(2))
+    );
     for prevent in [1, 0, 3, 0] {
         a.good(FILE, &[0x1e, 0, 0, 0, prevent, 0], &[], 0);
     }
@@ -447,6 +481,68 @@ fn start_stop(a: &mut Node) {
     a.good(RAM, &tur, &[], 0);
     a.good(FILE, &[0x1b, 0, 0, 0, 0x01, 0], &[], 0);
     a.good(FILE, &tur, &[], 0);
+}
+
+/// A field pointer: (byte, bit).
+type FieldAt = (u16, Option<u8>);
+
+fn transfer_limits(a: &mut Node) {
+    // Longer than the transfer limit (256 KiB: 512 blocks): INVALID FIELD IN CDB at the
+    // length field's most significant byte, before any data-out is asked for.
+    let cases: [(Vec<u8>, FieldAt); 5] = [
+        (cdb(0xaf, 0, 0, 513), (6, Some(7))),
+        (cdb16(0x8b, 0, 0, 513).to_vec(), (10, Some(7))),
+        (cdb(0x2e, 0x02, 0, 513), (7, Some(7))),
+        (cdb(0xae, 0x02, 0, 513), (6, Some(7))),
+        (cdb(0x2f, 0, 0, 513), (7, Some(7))),
+    ];
+    for (c, at) in cases {
+        assert_eq!(invalid_field(a, FILE, &c, &[]), at, "{c:02x?}");
+    }
+    // At the limit: served.
+    a.good(FILE, &cdb(0xaf, 0, 0, 512), &[], 0);
+}
+
+/// REPORT SUPPORTED OPERATION CODES, one command (REPORTING OPTIONS 001b, or 010b with a
+/// service action), RCTD=1: its CDB usage data, then a timeouts descriptor.
+fn one_command(a: &mut Node, opcode: u8, sa: Option<u8>) -> Vec<u8> {
+    let mut c = [0xa3, 0x0c, 0x81, opcode, 0, 0, 0, 0, 0, 64, 0, 0];
+    if let Some(sa) = sa {
+        c[2] = 0x82;
+        c[5] = sa;
+    }
+    a.good(FILE, &c, &[], 64)
+}
+
+fn one_command_timeouts(a: &mut Node) {
+    for (opcode, sa, cdb_len, recommended) in [
+        (0x8b, None, 16, 30),
+        (0x9c, None, 16, 30),
+        (0xaf, None, 12, 30),
+        (0x90, None, 16, 60),
+        (0x9e, Some(0x12), 16, 30),
+        (0x56, None, 10, 30),
+        (0xb7, None, 12, 10),
+    ] {
+        let d = one_command(a, opcode, sa);
+        let at = 4 + cdb_len;
+        assert_eq!(d.len(), at + 12, "{opcode:#x}: {d:02x?}");
+        // CTDP (bit 7), SUPPORT 011b; CDB SIZE; the usage data starts with the opcode.
+        assert_eq!(d[1], 0x83, "{opcode:#x}");
+        assert_eq!(usize::from(u16::from_be_bytes([d[2], d[3]])), cdb_len);
+        assert_eq!(d[4], opcode);
+        let info = srp_target::exec::supported_opcodes()
+            .iter()
+            .find(|e| (e.opcode, e.service_action) == (opcode, sa))
+            .expect("in the table");
+        assert_eq!(&d[4..at], info.usage, "{opcode:#x}");
+        // Timeouts descriptor: DESCRIPTOR LENGTH 0Ah, NOMINAL 1 s, RECOMMENDED.
+        assert_eq!(&d[at..at + 2], &[0, 0x0a]);
+        assert_eq!(be32(&d[at + 4..]), 1, "{opcode:#x}");
+        assert_eq!(be32(&d[at + 8..]), recommended, "{opcode:#x}");
+    }
+    // GET LBA STATUS's usage data shows REPORT TYPE (byte 14 bits 1:0).
+    assert_eq!(one_command(a, 0x9e, Some(0x12))[4 + 14], 0x03);
 }
 
 fn geometry(a: &mut Node) {
