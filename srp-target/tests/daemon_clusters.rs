@@ -12,12 +12,16 @@
 //!   Exclusive – Registrants Only, the challenger preempts the owner's key; a LOGICAL UNIT
 //!   RESET and the loss of a node's I_T nexus leave registrations and the reservation.
 //!
+//! - A node's START STOP UNIT stop (at its shutdown) leaves the disk ready for its peer.
+//! - RESERVE(10)/RELEASE(10) refuse third-party fields and parameter lists; the SBC-4
+//!   commands of issue #16 meet another nexus's persistent reservation as SBC-4's table says.
+//!
 //! Loopback 127.0.139.x only.
 
 mod common;
 mod host;
 
-use common::{TempDir, be32, pattern, read10, write10};
+use common::{TempDir, be32, cdb16, field_pointer, pattern, read10, write10};
 use host::node::{Form, Node, await_event, await_logout, login_of};
 use scsi::{SenseCode, Status};
 use srp::wire::rsp::TmfResponse;
@@ -278,6 +282,105 @@ fn persistent_reserve_conflicts_for_the_scsi2_holder_too() {
     conflict(&mut a, &read_keys, &[], 64);
     a.good(DISK, &RELEASE10, &[], 0);
     a.good(DISK, &read_keys, &[], 64);
+    r.daemon.shutdown();
+}
+
+#[test]
+fn a_node_stopping_the_disk_leaves_it_ready_for_its_peer() {
+    // A node shutting down sends START STOP UNIT with START=0 (Windows classpnp, Linux sd's
+    // manage_start_stop): on the shared disk it flushes and answers GOOD; the other node
+    // keeps its I/O (LIO refuses START=0 for the same reason).
+    let r = rig(51);
+    let mut a = r.node(51, 52, 0xb251);
+    let mut b = r.node(51, 53, 0xb252);
+    let d = pattern(4096, 0x51);
+    a.good(DISK, &write10(0, 8, false), &d, 0);
+    a.good(DISK, &[0x1b, 0, 0, 0, 0x00, 0], &[], 0);
+    b.good(DISK, &TUR, &[], 0);
+    assert_eq!(b.good(DISK, &read10(0, 8), &[], 4096), d);
+    b.good(DISK, &write10(8, 8, true), &d, 0);
+    a.good(DISK, &TUR, &[], 0);
+    r.daemon.shutdown();
+}
+
+#[test]
+fn reserve10_and_release10_refuse_third_party_and_parameter_lists() {
+    // SPC-2 RESERVE(10)/RELEASE(10): 3RDPTY (byte 1 bit 4), LONGID (byte 1 bit 1), a
+    // THIRD-PARTY DEVICE ID (byte 3) and a PARAMETER LIST LENGTH (bytes 7-8) are not
+    // supported (third-party reservations are obsolete): INVALID FIELD IN CDB at the field,
+    // and nothing is reserved.
+    let r = rig(61);
+    let mut a = r.node(61, 62, 0xb261);
+    let mut b = r.node(61, 63, 0xb262);
+    let with = |op: u8, at: usize, v: u8| {
+        let mut c = [op, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        c[at] = v;
+        c
+    };
+    for op in [0x56, 0x57] {
+        for (at, v, pointer) in [
+            (1, 0x10, (1, Some(4))),
+            (1, 0x02, (1, Some(1))),
+            (3, 0x05, (3, Some(2))),
+            (8, 0x18, (8, Some(4))),
+            (7, 0x01, (7, Some(0))),
+        ] {
+            let s = a.check(
+                DISK,
+                &with(op, at, v),
+                &[],
+                0,
+                SenseCode::INVALID_FIELD_IN_CDB,
+            );
+            let (byte, bit, in_cdb) = field_pointer(&s).expect("field pointer");
+            assert!(in_cdb);
+            assert_eq!((byte, bit), pointer, "{op:#x} byte {at} = {v:#x}");
+        }
+    }
+    b.good(DISK, &TUR, &[], 0);
+    b.good(DISK, &RESERVE10, &[], 0);
+    b.good(DISK, &RELEASE10, &[], 0);
+    r.daemon.shutdown();
+}
+
+#[test]
+fn sbc4_commands_meet_another_nexus_persistent_reservation() {
+    // SBC-4's table of commands in the presence of persistent reservations (our
+    // exec/pr/conflict.rs): PRE-FETCH, GET LBA STATUS and VERIFY read the medium —
+    // allowed under Write Exclusive, RESERVATION CONFLICT under Exclusive Access; WRITE
+    // ATOMIC writes it — RESERVATION CONFLICT under both. The holder is served.
+    let r = rig(71);
+    let mut a = r.node(71, 72, 0xb271);
+    let mut b = r.node(71, 73, 0xb272);
+    let d = pattern(4096, 0x71);
+    a.good(DISK, &write10(0, 8, false), &d, 0);
+    let prefetch = [0x34, 0, 0, 0, 0, 0, 0, 0, 8, 0];
+    let mut lba_status = cdb16(0x9e, 0x12, 0, 0);
+    lba_status[13] = 64;
+    let verify0 = [0x2f, 0, 0, 0, 0, 0, 0, 0, 8, 0];
+    let verify1 = [0x2f, 0x02, 0, 0, 0, 0, 0, 0, 8, 0];
+    let mut atomic = cdb16(0x9c, 0, 0, 0);
+    atomic[13] = 8;
+    assert_eq!(pr_out(&mut b, 0, 0, 0, 0xb7), Status::Good);
+    // Exclusive Access (type 3) held by B.
+    assert_eq!(pr_out(&mut b, 1, 3, 0xb7, 0), Status::Good);
+    conflict(&mut a, &prefetch, &[], 0);
+    conflict(&mut a, &lba_status, &[], 64);
+    conflict(&mut a, &verify0, &[], 0);
+    conflict(&mut a, &verify1, &d, 0);
+    conflict(&mut a, &atomic, &d, 0);
+    b.good(DISK, &prefetch, &[], 0);
+    b.good(DISK, &lba_status, &[], 64);
+    b.good(DISK, &verify1, &d, 0);
+    b.good(DISK, &atomic, &d, 0);
+    // Write Exclusive (type 1): the reads are allowed, WRITE ATOMIC still conflicts.
+    assert_eq!(pr_out(&mut b, 2, 3, 0xb7, 0), Status::Good);
+    assert_eq!(pr_out(&mut b, 1, 1, 0xb7, 0), Status::Good);
+    a.good(DISK, &prefetch, &[], 0);
+    a.good(DISK, &lba_status, &[], 64);
+    a.good(DISK, &verify0, &[], 0);
+    a.good(DISK, &verify1, &d, 0);
+    conflict(&mut a, &atomic, &d, 0);
     r.daemon.shutdown();
 }
 

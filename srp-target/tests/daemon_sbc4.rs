@@ -1,7 +1,8 @@
 //! Issue #16, Deliver 3–5, through the running daemon with the access-layer initiator: the
 //! SBC-4 commands hosts send beyond READ and WRITE — WRITE AND VERIFY, VERIFY(12),
 //! ORWRITE, PRE-FETCH, GET LBA STATUS (from the backing file's holes), WRITE ATOMIC, READ
-//! DEFECT DATA, START STOP UNIT and PREVENT ALLOW MEDIUM REMOVAL as a fixed disk — each with
+//! DEFECT DATA, START STOP UNIT (a stop flushes, the unit stays ready) and PREVENT ALLOW
+//! MEDIUM REMOVAL as a fixed disk — each with
 //! its data checked and every error answer exact; the physical block size in READ
 //! CAPACITY(16) and the Block Limits page; the timeouts REPORT SUPPORTED OPERATION CODES
 //! gives. Loopback 127.0.138.x only.
@@ -102,6 +103,8 @@ fn sbc4_commands_through_the_daemon() {
     start_stop(&mut r.a);
     geometry(&mut r.a);
     timeouts(&mut r.a);
+    transfer_limits(&mut r.a);
+    one_command_timeouts(&mut r.a);
 }
 
 fn write_and_verify(a: &mut Node) {
@@ -173,6 +176,33 @@ fn verify12_and_orwrite(a: &mut Node) {
         0,
         SenseCode::LBA_OUT_OF_RANGE,
     );
+    // BYTCHK=10b is reserved: INVALID FIELD IN CDB at byte 1 bit 2. BYTCHK=11b compares
+    // one block of data-out with each block of the range (SBC-4): GOOD when every block
+    // equals it, else MISCOMPARE at the first differing byte of the range.
+    assert_eq!(
+        invalid_field(a, FILE, &cdb(0xaf, 0x04, 40, 2), &[]),
+        (1, Some(2))
+    );
+    let same = pattern(512, 0x44);
+    let other = pattern(512, 0x45);
+    for (lba, block) in [(44, &same), (45, &same), (46, &other)] {
+        a.good(FILE, &write10(lba, 1, false), block, 0);
+    }
+    a.good(FILE, &cdb(0xaf, 0x06, 44, 2), &same, 0);
+    let s = a.check(
+        FILE,
+        &cdb(0xaf, 0x06, 45, 2),
+        &same,
+        0,
+        SenseCode::MISCOMPARE_DURING_VERIFY,
+    );
+    let first = 512
+        + other
+            .iter()
+            .zip(&same)
+            .position(|(x, y)| x != y)
+            .expect("differs");
+    assert_eq!(s.information(), Some(first as u64));
     // ORWRITE: the blocks become old | new.
     let low = vec![0x0fu8; 1024];
     let high: Vec<u8> = (0..1024)
@@ -231,14 +261,27 @@ fn prefetch(a: &mut Node) {
 
 /// GET LBA STATUS from `lba`: (LBA, blocks, provisioning status) per descriptor.
 fn lba_status(a: &mut Node, lun: u32, lba: u64, alloc: u32) -> Vec<(u64, u32, u8)> {
+    lba_status_of(a, lun, lba, alloc, 0)
+}
+
+/// GET LBA STATUS from `lba` with REPORT TYPE `report_type` (byte 14).
+fn lba_status_of(
+    a: &mut Node,
+    lun: u32,
+    lba: u64,
+    alloc: u32,
+    report_type: u8,
+) -> Vec<(u64, u32, u8)> {
     let mut c = [0u8; 16];
     c[0] = 0x9e;
     c[1] = 0x12;
     c[2..10].copy_from_slice(&lba.to_be_bytes());
     c[10..14].copy_from_slice(&alloc.to_be_bytes());
+    c[14] = report_type;
     let d = a.good(lun, &c, &[], alloc);
     let len = be32(&d) as usize;
     assert_eq!((len - 4) % 16, 0, "PARAMETER DATA LENGTH {len}");
+    assert_eq!(d[7] & 0x01, 0x01, "RTP: REPORT TYPE processed");
     d[8..]
         .chunks(16)
         .map(|x| {
@@ -268,6 +311,28 @@ fn get_lba_status(a: &mut Node) {
         ],
         "{s:?}"
     );
+    // REPORT TYPE (SBC-4, byte 14 bits 1:0): 01b the runs not mapped (nonzero
+    // PROVISIONING STATUS; nothing is anchored, so the deallocated ones), 10b the mapped
+    // ones, 11b the deallocated ones; the first run reported may start past the LBA asked.
+    let rest = (FILE_BLOCKS - 6152) as u32;
+    let unmapped = [(2048, 2048, 1), (4104, 2040, 1), (6152, rest, 1)];
+    assert_eq!(lba_status_of(a, FILE, 2048, 4096, 0x01), unmapped);
+    assert_eq!(lba_status_of(a, FILE, 2048, 4096, 0x03), unmapped);
+    assert_eq!(
+        lba_status_of(a, FILE, 2048, 4096, 0x02),
+        [(4096, 8, 0), (6144, 8, 0)]
+    );
+    assert_eq!(lba_status_of(a, FILE, 2048, 24, 0x02), [(4096, 8, 0)]);
+    assert_eq!(lba_status_of(a, FILE, 4100, 4096, 0x03)[0], (4104, 2040, 1));
+    assert_eq!(lba_status_of(a, FILE, 6150, 4096, 0x02), [(6150, 2, 0)]);
+    // Nothing mapped from 6152 on: no descriptor, the header alone.
+    assert_eq!(lba_status_of(a, FILE, 6152, 4096, 0x02), []);
+    // Byte 14's other bits are reserved.
+    let mut reserved = [0u8; 16];
+    reserved[..2].copy_from_slice(&[0x9e, 0x12]);
+    reserved[13] = 64;
+    reserved[14] = 0x04;
+    assert_eq!(invalid_field(a, FILE, &reserved, &[]), (14, Some(2)));
     // An allocation length with room for one descriptor: one, from the starting LBA.
     assert_eq!(lba_status(a, FILE, 4096, 24), [(4096, 8, 0)]);
     // From the middle of a run.
@@ -372,6 +437,11 @@ fn defects_and_removal(a: &mut Node) {
         invalid_field(a, FILE, &[0x37, 0, 0x07, 0, 0, 0, 0, 0, 64, 0], &[]),
         (2, Some(2))
     );
+    // READ DEFECT DATA(12): DEFECT LIST FORMAT 111b (reserved) is in byte 1.
+    assert_eq!(
+        invalid_field(a, FILE, &[0xb7, 0x07, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0], &[]),
+        (1, Some(2))
+    );
     for prevent in [1, 0, 3, 0] {
         a.good(FILE, &[0x1e, 0, 0, 0, prevent, 0], &[], 0);
     }
@@ -396,18 +466,83 @@ fn start_stop(a: &mut Node) {
         invalid_field(a, FILE, &[0x1b, 0, 0, 0x01, 0x01, 0], &[]),
         (3, Some(3))
     );
-    // STOP (with IMMED): medium access answers NOT READY until START.
-    a.good(FILE, &[0x1b, 0x01, 0, 0, 0x00, 0], &[], 0);
-    for c in [tur.to_vec(), read10(0, 1).to_vec()] {
-        let din = if c[0] == 0x28 { 512 } else { 0 };
-        a.check(FILE, &c, &[], din, SenseCode::LUN_NOT_READY_INIT_REQUIRED);
+    // STOP (with IMMED, and without): flushed, GOOD, and the unit stays ready — a host
+    // shutting down must not stop a shared LU for its peers (LIO refuses START=0).
+    let d = pattern(512, 0x1b);
+    a.good(FILE, &write10(60, 1, false), &d, 0);
+    for stop in [[0x1b, 0x01, 0, 0, 0x00, 0], [0x1b, 0, 0, 0, 0x00, 0]] {
+        a.good(FILE, &stop, &[], 0);
+        a.good(FILE, &tur, &[], 0);
+        assert_eq!(a.good(FILE, &read10(60, 1), &[], 512), d);
     }
-    // The unit itself still answers; other LUs are not stopped.
+    // NO_FLUSH: GOOD too; START: nothing to do.
+    a.good(FILE, &[0x1b, 0, 0, 0, 0x04, 0], &[], 0);
     a.good(FILE, &inquiry(None, 96), &[], 96);
     a.good(RAM, &tur, &[], 0);
     a.good(FILE, &[0x1b, 0, 0, 0, 0x01, 0], &[], 0);
     a.good(FILE, &tur, &[], 0);
-    a.good(FILE, &read10(0, 1), &[], 512);
+}
+
+/// A field pointer: (byte, bit).
+type FieldAt = (u16, Option<u8>);
+
+fn transfer_limits(a: &mut Node) {
+    // Longer than the transfer limit (256 KiB: 512 blocks): INVALID FIELD IN CDB at the
+    // length field's most significant byte, before any data-out is asked for.
+    let cases: [(Vec<u8>, FieldAt); 5] = [
+        (cdb(0xaf, 0, 0, 513), (6, Some(7))),
+        (cdb16(0x8b, 0, 0, 513).to_vec(), (10, Some(7))),
+        (cdb(0x2e, 0x02, 0, 513), (7, Some(7))),
+        (cdb(0xae, 0x02, 0, 513), (6, Some(7))),
+        (cdb(0x2f, 0, 0, 513), (7, Some(7))),
+    ];
+    for (c, at) in cases {
+        assert_eq!(invalid_field(a, FILE, &c, &[]), at, "{c:02x?}");
+    }
+    // At the limit: served.
+    a.good(FILE, &cdb(0xaf, 0, 0, 512), &[], 0);
+}
+
+/// REPORT SUPPORTED OPERATION CODES, one command (REPORTING OPTIONS 001b, or 010b with a
+/// service action), RCTD=1: its CDB usage data, then a timeouts descriptor.
+fn one_command(a: &mut Node, opcode: u8, sa: Option<u8>) -> Vec<u8> {
+    let mut c = [0xa3, 0x0c, 0x81, opcode, 0, 0, 0, 0, 0, 64, 0, 0];
+    if let Some(sa) = sa {
+        c[2] = 0x82;
+        c[5] = sa;
+    }
+    a.good(FILE, &c, &[], 64)
+}
+
+fn one_command_timeouts(a: &mut Node) {
+    for (opcode, sa, cdb_len, recommended) in [
+        (0x8b, None, 16, 30),
+        (0x9c, None, 16, 30),
+        (0xaf, None, 12, 30),
+        (0x90, None, 16, 60),
+        (0x9e, Some(0x12), 16, 30),
+        (0x56, None, 10, 30),
+        (0xb7, None, 12, 10),
+    ] {
+        let d = one_command(a, opcode, sa);
+        let at = 4 + cdb_len;
+        assert_eq!(d.len(), at + 12, "{opcode:#x}: {d:02x?}");
+        // CTDP (bit 7), SUPPORT 011b; CDB SIZE; the usage data starts with the opcode.
+        assert_eq!(d[1], 0x83, "{opcode:#x}");
+        assert_eq!(usize::from(u16::from_be_bytes([d[2], d[3]])), cdb_len);
+        assert_eq!(d[4], opcode);
+        let info = srp_target::exec::supported_opcodes()
+            .iter()
+            .find(|e| (e.opcode, e.service_action) == (opcode, sa))
+            .expect("in the table");
+        assert_eq!(&d[4..at], info.usage, "{opcode:#x}");
+        // Timeouts descriptor: DESCRIPTOR LENGTH 0Ah, NOMINAL 1 s, RECOMMENDED.
+        assert_eq!(&d[at..at + 2], &[0, 0x0a]);
+        assert_eq!(be32(&d[at + 4..]), 1, "{opcode:#x}");
+        assert_eq!(be32(&d[at + 8..]), recommended, "{opcode:#x}");
+    }
+    // GET LBA STATUS's usage data shows REPORT TYPE (byte 14 bits 1:0).
+    assert_eq!(one_command(a, 0x9e, Some(0x12))[4 + 14], 0x03);
 }
 
 fn geometry(a: &mut Node) {

@@ -3,8 +3,8 @@
 //! with the write cache off) is answered MEDIUM ERROR, WRITE ERROR — even when the backend
 //! would now report success, as Linux does after dropping the pages it could not write —
 //! until the operator clears it. Writes not asked to be durable still complete. UNMAP and
-//! WRITE SAME flush when the write cache is off. Flushes are counted by a backend that can
-//! be told to fail them.
+//! WRITE SAME flush when the write cache is off; a START STOP UNIT stop flushes and leaves
+//! the unit ready. Flushes are counted by a backend that can be told to fail them.
 
 mod common;
 
@@ -171,4 +171,43 @@ fn unmap_and_write_same_are_durable_when_the_write_cache_is_off() {
     good(&lu, &cdb16(0x93, 0, 8, 4), &pattern(512, 3));
     good(&lu, &[0x42, 0, 0, 0, 0, 0, 0, 0, 40, 0], &list);
     assert_eq!(knobs.flushes.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_stop_flushes_and_leaves_the_unit_ready() {
+    // START STOP UNIT with START=0: the write cache is flushed (SBC-4 5.25), unless
+    // NO_FLUSH; the unit stays ready (a shared LU: other initiators must not see NOT READY).
+    let (lu, knobs) = flaky_lu(true);
+    let flushes = || knobs.flushes.load(Ordering::SeqCst);
+    let data = pattern(512, 4);
+    good(&lu, &write10(1, 1, false), &data);
+    let n = flushes();
+    good(&lu, &[0x1b, 0, 0, 0, 0x00, 0], &[]);
+    assert_eq!(flushes(), n + 1, "STOP flushed");
+    good(&lu, &[0; 6], &[]);
+    assert_eq!(good(&lu, &read10(1, 1), &[]), data);
+    let other = nexus_data_of(srp::wire::PortId([0xb0; 16]), 1);
+    let mut din = Vec::new();
+    let out = lu
+        .execute(&other.nexus(), &[0; 6], &[], &mut din)
+        .expect("no transport error");
+    assert_eq!(
+        out.status,
+        scsi::Status::Good,
+        "another initiator: {:?}",
+        out.sense
+    );
+    // NO_FLUSH (byte 4 bit 2): no flush. IMMED: the same.
+    good(&lu, &[0x1b, 0, 0, 0, 0x04, 0], &[]);
+    assert_eq!(flushes(), n + 1);
+    good(&lu, &[0x1b, 0x01, 0, 0, 0x00, 0], &[]);
+    assert_eq!(flushes(), n + 2);
+    // A stop whose flush fails says so.
+    knobs.fail_flush.store(true, Ordering::SeqCst);
+    check(&lu, &[0x1b, 0, 0, 0, 0x00, 0], &[], SenseCode::WRITE_ERROR);
+    // START=1: nothing to do, no flush.
+    knobs.fail_flush.store(false, Ordering::SeqCst);
+    let m = flushes();
+    good(&lu, &[0x1b, 0, 0, 0, 0x01, 0], &[]);
+    assert_eq!(flushes(), m);
 }

@@ -85,8 +85,8 @@ pub struct GetLbaStatusCdb {
     pub lba: U64,
     /// ALLOCATION LENGTH.
     pub alloc_len: U32,
-    /// Reserved (REPORT TYPE in later SBC-4 revisions: not evaluated, so zero).
-    pub reserved: u8,
+    /// REPORT TYPE (bits 1:0; the rest reserved). Use [`LbaReportType`].
+    pub report_type: u8,
     /// CONTROL.
     pub control: u8,
 }
@@ -95,6 +95,48 @@ const _: () = assert!(size_of::<GetLbaStatusCdb>() == 16);
 /// SERVICE ACTION 12h of SERVICE ACTION IN(16).
 pub const SA_GET_LBA_STATUS: u8 = 0x12;
 
+/// REPORT TYPE of GET LBA STATUS(16) (SBC-4, byte 14 bits 1:0): which LBAs the
+/// descriptors cover, by PROVISIONING STATUS. The four values sg3_utils'
+/// `sg_get_lba_status --report-type` sends as 0..=3 (SBC-5 widens the field for anchored
+/// and unrecovered-error reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LbaReportType {
+    /// 00b: all LBAs.
+    #[default]
+    All,
+    /// 01b: LBAs whose PROVISIONING STATUS is not 0h (not mapped: deallocated or anchored).
+    NonZero,
+    /// 10b: mapped LBAs.
+    Mapped,
+    /// 11b: deallocated LBAs.
+    Deallocated,
+}
+
+/// REPORT TYPE's bits in byte 14.
+const REPORT_TYPE_MASK: u8 = 0x03;
+
+impl LbaReportType {
+    /// From byte 14 (bits 1:0; the others are the table's reserved-bit check's).
+    pub fn from_bits(b: u8) -> LbaReportType {
+        match b & REPORT_TYPE_MASK {
+            0 => LbaReportType::All,
+            1 => LbaReportType::NonZero,
+            2 => LbaReportType::Mapped,
+            _ => LbaReportType::Deallocated,
+        }
+    }
+
+    /// The field's value.
+    pub fn bits(self) -> u8 {
+        match self {
+            LbaReportType::All => 0,
+            LbaReportType::NonZero => 1,
+            LbaReportType::Mapped => 2,
+            LbaReportType::Deallocated => 3,
+        }
+    }
+}
+
 /// GET LBA STATUS: the provisioning status of the blocks from `lba` on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GetLbaStatus {
@@ -102,6 +144,8 @@ pub struct GetLbaStatus {
     pub lba: Lba,
     /// ALLOCATION LENGTH.
     pub alloc_len: u32,
+    /// REPORT TYPE.
+    pub report_type: LbaReportType,
 }
 
 impl GetLbaStatus {
@@ -111,7 +155,7 @@ impl GetLbaStatus {
             service_action: SA_GET_LBA_STATUS,
             lba: U64::new(self.lba.0),
             alloc_len: U32::new(self.alloc_len),
-            reserved: 0,
+            report_type: self.report_type.bits(),
             control: 0,
         };
         put(out, &h)
@@ -123,6 +167,7 @@ pub(super) fn get_lba_status(c: &[u8]) -> Result<Command, CdbError> {
     Ok(Command::GetLbaStatus(GetLbaStatus {
         lba: Lba(h.lba.get()),
         alloc_len: h.alloc_len.get(),
+        report_type: LbaReportType::from_bits(h.report_type),
     }))
 }
 
@@ -328,16 +373,49 @@ mod tests {
         0x12, // GET LBA STATUS
         0, 0, 0, 0, 0, 0, 0x10, 0x00, // STARTING LBA
         0x00, 0x00, 0x10, 0x00, // ALLOCATION LENGTH
-        0x00, // reserved
+        0x00, // REPORT TYPE 00b: all LBAs
         0x00, // CONTROL
     ];
     fn gls() -> Command {
         Command::GetLbaStatus(GetLbaStatus {
             lba: Lba(0x1000),
             alloc_len: 0x1000,
+            report_type: LbaReportType::All,
         })
     }
     wire_tests!(get_lba_status: Command, GET_LBA_STATUS, gls());
+
+    /// GET LBA STATUS of the deallocated LBAs from LBA 0, allocation length 24.
+    const GET_LBA_STATUS_DEALLOCATED: [u8; 16] = [
+        0x9e, // SERVICE ACTION IN(16)
+        0x12, // GET LBA STATUS
+        0, 0, 0, 0, 0, 0, 0, 0, // STARTING LBA
+        0x00, 0x00, 0x00, 0x18, // ALLOCATION LENGTH
+        0x03, // REPORT TYPE 11b: deallocated LBAs
+        0x00, // CONTROL
+    ];
+    fn gls_deallocated() -> Command {
+        Command::GetLbaStatus(GetLbaStatus {
+            lba: Lba(0),
+            alloc_len: 24,
+            report_type: LbaReportType::Deallocated,
+        })
+    }
+    wire_tests!(
+        get_lba_status_deallocated: Command,
+        GET_LBA_STATUS_DEALLOCATED,
+        gls_deallocated()
+    );
+
+    #[test]
+    fn lba_report_type_round_trips_and_reserved_bits_are_refused() {
+        for b in 0..4 {
+            assert_eq!(LbaReportType::from_bits(b).bits(), b);
+        }
+        let mut c = GET_LBA_STATUS;
+        c[14] = 0x04;
+        assert!(Command::parse(&c).is_err(), "byte 14 bit 2 is reserved");
+    }
 
     /// READ DEFECT DATA(10) of both lists in the long block format, 512 bytes allowed.
     const RDD10: [u8; 10] = [

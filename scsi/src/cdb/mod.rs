@@ -34,7 +34,7 @@ pub use block::{ReadCapacity16, StartStopUnit, SynchronizeCache, Unmap, WriteSam
 pub use copy::{CopyIn, CopyOut, CopyResults};
 pub use error::CdbError;
 pub use maint::{ReportSupportedOpcodes, ReportTargetPortGroups, ReportingOptions};
-pub use medium::{GetLbaStatus, PreFetch, ReadDefectData};
+pub use medium::{GetLbaStatus, LbaReportType, PreFetch, ReadDefectData};
 pub use mode::{ModeSelect, ModeSense, PageControl};
 pub use opcodes::{OPCODES, OpcodeInfo};
 pub use pr::{PrIn, PrInAction, PrOut, PrOutAction, PrScope, PrType};

@@ -152,8 +152,8 @@ const TABLE: &[OpcodeInfo] = &[
     e(0x9c, None, "WRITE ATOMIC(16)", &[0x9c, 0x18, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0xff, 0xff, 0xff, 0xff, 0, C], writes::write_atomic16),
     // SERVICE ACTION 10h; LBA and PMI obsolete (SBC-4); ALLOCATION LENGTH.
     e(0x9e, Some(0x10), "READ CAPACITY(16)", &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, W[0], W[1], W[2], W[3], 0, C], block::read_capacity16),
-    // SERVICE ACTION 12h; STARTING LBA; ALLOCATION LENGTH.
-    e(0x9e, Some(0x12), "GET LBA STATUS", &[0x9e, 0x12, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0, C], medium::get_lba_status),
+    // SERVICE ACTION 12h; STARTING LBA; ALLOCATION LENGTH; REPORT TYPE (bits 1:0).
+    e(0x9e, Some(0x12), "GET LBA STATUS", &[0x9e, 0x12, W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], W[0], W[1], W[2], W[3], 0x03, C], medium::get_lba_status),
     // SELECT REPORT; ALLOCATION LENGTH.
     e(0xa0, None, "REPORT LUNS", &[0xa0, 0, 0xff, 0, 0, 0, W[0], W[1], W[2], W[3], 0, C], spc::report_luns),
     // PARAMETER DATA FORMAT 000b/001b (bit 5), SERVICE ACTION 0Ah; ALLOCATION LENGTH.

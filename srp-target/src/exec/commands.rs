@@ -64,7 +64,9 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
         (0x9c, None) => {
             "writes whole or not at all, atomic against every other command (up to the transfer limit)"
         }
-        (0x9e, Some(0x12)) => "mapped and deallocated runs from the backing file's holes",
+        (0x9e, Some(0x12)) => {
+            "mapped and deallocated runs from the backing file's holes; REPORT TYPE picks all, not mapped, mapped or deallocated"
+        }
         (0xaf, None) => {
             "BYTCHK=0: reads the range (MEDIUM ERROR where it cannot); BYTCHK=1/3: compares with the data-out (MISCOMPARE)"
         }
@@ -75,7 +77,7 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
             "caching (08h) and control (0Ah) pages, current/changeable/default/saved"
         }
         (0x1b, None) => {
-            "START=0 stops the unit (medium access NOT READY until START=1); no LOEJ, no power conditions"
+            "START=0 flushes (unless NO_FLUSH); the unit stays ready for every initiator; no LOEJ, no power conditions"
         }
         (0x25, None) => "last LBA (FFFFFFFFh past 2 TiB) and block size",
         (0x2f | 0x8f, None) => {

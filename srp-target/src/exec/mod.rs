@@ -250,8 +250,6 @@ pub struct LogicalUnit {
     /// WRITE ATOMIC take it exclusive, so that no write lands between their read and their
     /// write and no read sees half of them (SBC-4 4.29, 5.3).
     io_order: RwLock<()>,
-    /// START STOP UNIT with START=0: medium access answers NOT READY ([`medium`]).
-    stopped: AtomicBool,
     /// Physical block size in bytes: a power-of-two multiple of the logical block size.
     physical_block_bytes: u32,
     /// The copy manager ([`copy`]).
@@ -395,7 +393,6 @@ impl LogicalUnit {
             write_cache: AtomicBool::new(config.write_cache),
             product: config.product,
             io_order: RwLock::new(()),
-            stopped: AtomicBool::new(false),
             physical_block_bytes: config
                 .physical_block_bytes
                 .filter(|&p| p > backend_block && p % backend_block == 0 && p.is_power_of_two())
@@ -429,11 +426,6 @@ impl LogicalUnit {
     /// This LU as shared, if it was built so.
     pub(crate) fn self_arc(&self) -> Option<std::sync::Arc<LogicalUnit>> {
         self.me.get().and_then(std::sync::Weak::upgrade)
-    }
-
-    /// Whether START STOP UNIT stopped the unit.
-    pub fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::Acquire)
     }
 
     /// The copy manager.
@@ -548,14 +540,11 @@ impl LogicalUnit {
     }
 
     /// What stops `cmd` before any of its own checks: RESERVATION CONFLICT if a
-    /// reservation held by another I_T nexus does (SPC-4 5.13.1), then NOT READY if the
-    /// unit is stopped and `cmd` needs the medium ([`medium`]).
+    /// reservation held by another I_T nexus does (SPC-4 5.13.1).
     fn conflict(&self, nexus: &Nexus<'_>, cmd: &Command) -> Option<CmdOutput> {
-        if self.pr_read().conflicts_with(nexus.it_nexus(), cmd) {
-            return Some(pr::reservation_conflict());
-        }
-        (self.stopped.load(Ordering::Acquire) && medium::needs_medium(cmd))
-            .then(|| check_condition(Sense::new(SenseCode::LUN_NOT_READY_INIT_REQUIRED)))
+        self.pr_read()
+            .conflicts_with(nexus.it_nexus(), cmd)
+            .then(pr::reservation_conflict)
     }
 
     /// The LUN's command counters.
@@ -586,7 +575,7 @@ impl LogicalUnit {
             C::Inquiry(q) => inquiry::inquiry(self, nexus, &q, din),
             C::ModeSense(m) => mode::mode_sense(self, &m, din),
             C::ModeSelect(m) => mode::mode_select(self, nexus, &m, dout),
-            C::StartStopUnit(s) => medium::start_stop_unit(self, &s),
+            C::StartStopUnit(s) => medium::start_stop_unit(self, nexus, &s),
             C::PreventAllowMediumRemoval { .. } => medium::prevent_allow(),
             C::Reserve(_) => pr::scsi2::reserve(self, nexus),
             C::Release(_) => pr::scsi2::release(self, nexus),

@@ -226,9 +226,6 @@ fn admit(unit: &LogicalUnit, nexus: &Nexus<'_>, access: Access) -> Result<(), St
     if unit.pr_read().conflicts(nexus.it_nexus(), access) {
         return Err(Stop::Conflict);
     }
-    if unit.is_stopped() {
-        return Err(SenseCode::LUN_NOT_READY_INIT_REQUIRED.into());
-    }
     if access == Access::Write {
         unit.check_writable()?;
     }
