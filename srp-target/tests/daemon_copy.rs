@@ -10,12 +10,12 @@ mod host;
 
 use common::{
     TempDir, be32, copy_out_cdb, cscd, designators, inquiry, pattern, populate_token_list, read10,
-    write_using_token_list, write10,
+    segment, write_using_token_list, write10,
 };
 use host::node::{Form, Node};
 use scsi::{SenseCode, Status};
 use srp_target::config::TargetConfig;
-use srp_target::daemon::{Daemon, DaemonOptions};
+use srp_target::daemon::Daemon;
 use std::net::{IpAddr, Ipv4Addr};
 
 /// ioc-a: 0 file (512-byte blocks), 1 RAM (512), 2 RAM (4096), 3 read-only RAM.
@@ -60,10 +60,7 @@ fn rig(t: u8) -> Rig {
     let config = TargetConfig::from_str(&text, "copy.toml")
         .expect("config valid")
         .config;
-    let mut options = DaemonOptions::default();
-    options.limits.window = 16;
-    options.limits.max_transfer = 256 << 10;
-    options.shutdown_step = std::time::Duration::from_millis(300);
+    let options = common::daemon_options();
     let daemon = Daemon::start(config.clone(), options).expect("daemon starts");
     let a = Node::open(ip(t + 1), ip(t), 0xc801, &config.iocs[0], Form::IbCm, false);
     let b = Node::open(ip(t + 2), ip(t), 0xc802, &config.iocs[1], Form::IbCm, false);
@@ -83,18 +80,6 @@ fn naa(n: &mut Node, lun: u32) -> [u8; 16] {
         .find(|(_, t, v)| t & 0x3f == 0x03 && v.len() == 16)
         .expect("NAA designator");
     d.2.try_into().expect("16 bytes")
-}
-
-fn segment(src: u16, dst: u16, blocks: u16, sl: u64, dl: u64) -> Vec<u8> {
-    let mut s = vec![0u8; 28];
-    s[0] = 0x02;
-    s[3] = 0x18;
-    s[4..6].copy_from_slice(&src.to_be_bytes());
-    s[6..8].copy_from_slice(&dst.to_be_bytes());
-    s[10..12].copy_from_slice(&blocks.to_be_bytes());
-    s[12..20].copy_from_slice(&sl.to_be_bytes());
-    s[20..28].copy_from_slice(&dl.to_be_bytes());
-    s
 }
 
 /// An EXTENDED COPY (LID1) CDB and parameter list: list `id` (LIST ID USAGE 00b).
@@ -537,10 +522,7 @@ fn long_copy_rig(t: u8) -> (Daemon, Node, TempDir, std::path::PathBuf) {
     let config = TargetConfig::from_str(&text, "copy-abort.toml")
         .expect("config valid")
         .config;
-    let mut options = DaemonOptions::default();
-    options.limits.window = 16;
-    options.limits.max_transfer = 256 << 10;
-    options.shutdown_step = std::time::Duration::from_millis(300);
+    let options = common::daemon_options();
     let daemon = Daemon::start(config.clone(), options).expect("daemon starts");
     let node = Node::open(ip(t + 1), ip(t), 0xc901, &config.iocs[0], Form::IbCm, false);
     (daemon, node, dir, dst)

@@ -14,7 +14,7 @@ use common::{TempDir, be32, cdb16, field_pointer, inquiry, pattern, read10, unma
 use host::node::{Form, Node};
 use scsi::{SenseCode, Status};
 use srp_target::config::TargetConfig;
-use srp_target::daemon::{Daemon, DaemonOptions};
+use srp_target::daemon::Daemon;
 use std::net::{IpAddr, Ipv4Addr};
 
 /// LUN 0: a 4 MiB file of 512-byte blocks on 4 KiB physical blocks; 1: RAM, 4096-byte
@@ -51,10 +51,7 @@ fn rig(t: u8) -> Rig {
     let config = TargetConfig::from_str(&text, "sbc4.toml")
         .expect("config valid")
         .config;
-    let mut options = DaemonOptions::default();
-    options.limits.window = 16;
-    options.limits.max_transfer = 256 << 10;
-    options.shutdown_step = std::time::Duration::from_millis(300);
+    let options = common::daemon_options();
     let daemon = Daemon::start(config.clone(), options).expect("daemon starts");
     let a = Node::open(ip(t + 1), ip(t), 0xa801, &config.iocs[0], Form::IbCm, false);
     Rig {

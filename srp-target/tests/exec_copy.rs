@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{nexus_data, ram_lu};
+use common::{generations, nexus_data, ram_lu};
 use scsi::{SenseCode, Status};
 use srp_target::BlockSize;
 use std::sync::Arc;
@@ -22,18 +22,6 @@ fn write16(lba: u64, blocks: u32) -> [u8; 16] {
 /// A 2 MiB source of generation `g`: every 4-byte word is `g`.
 fn generation(g: u32) -> Vec<u8> {
     g.to_be_bytes().repeat(SRC_BLOCKS as usize * 512 / 4)
-}
-
-/// The generations in `data`, in order of first appearance.
-fn generations(data: &[u8]) -> Vec<u32> {
-    let mut out = Vec::new();
-    for w in data.chunks(512) {
-        let g = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
-        if out.last() != Some(&g) {
-            out.push(g);
-        }
-    }
-    out
 }
 
 fn xcopy_self(naa: &[u8; 16]) -> ([u8; 16], Vec<u8>) {
@@ -218,27 +206,9 @@ fn an_aborted_copy_stops_between_steps() {
     assert_eq!(out.status, Status::Good);
 }
 
-/// Two LUs of one copy manager, both exported through the port `nexus_data(0)` comes in on.
-fn two_lus() -> (Arc<srp_target::LogicalUnit>, Arc<srp_target::LogicalUnit>) {
-    let cm = srp_target::exec::copy::CopyManager::new();
-    let lu = |name: &str| {
-        let backend = srp_target::RamBackend::new(8192, BlockSize::B512).expect("ram");
-        let config = srp_target::LuConfig {
-            copy_manager: Some(cm.clone()),
-            ..srp_target::LuConfig::new(common::identity(name))
-        };
-        srp_target::LogicalUnit::new(Box::new(backend), config).into_shared()
-    };
-    let (a, b) = (lu("copy-src"), lu("copy-dst"));
-    let port = nexus_data(0).port.relative_port;
-    cm.export(port, scsi::Lun::ZERO, &a);
-    cm.export(port, scsi::Lun::from_number(1).expect("lun"), &b);
-    (a, b)
-}
-
 #[test]
 fn a_copy_across_lus_racing_a_writer_copies_one_generation() {
-    let (src, dst) = two_lus();
+    let (src, dst) = common::copy_lus(["copy-src", "copy-dst"], 8192);
     run(&src, &write16(0, SRC_BLOCKS), &generation(0));
     let (stop, written) = (
         Arc::new(AtomicBool::new(false)),

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{nexus_data, nexus_data_of, pr_out, run};
+use common::{generation, generations, nexus_data_of, pr_out, run, segment};
 use scsi::{SenseCode, Status};
 use srp_target::{BlockSize, LogicalUnit};
 use std::sync::Arc;
@@ -22,36 +22,6 @@ fn write16(lba: u64, blocks: u32) -> [u8; 16] {
 
 fn read16(lba: u64, blocks: u32) -> [u8; 16] {
     common::cdb16(0x88, 0, lba, blocks)
-}
-
-/// `blocks` blocks of generation `g`: every 4-byte word is `g`.
-fn generation(g: u32, blocks: u32) -> Vec<u8> {
-    g.to_be_bytes().repeat(blocks as usize * 512 / 4)
-}
-
-/// The generations in `data`, in order of first appearance (one per block).
-fn generations(data: &[u8]) -> Vec<u32> {
-    let mut out = Vec::new();
-    for w in data.chunks(512) {
-        let g = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
-        if out.last() != Some(&g) {
-            out.push(g);
-        }
-    }
-    out
-}
-
-/// A block to block segment: CSCD `src` at `sl` to CSCD `dst` at `dl`, `blocks` blocks.
-fn segment(src: u16, dst: u16, blocks: u16, sl: u64, dl: u64) -> Vec<u8> {
-    let mut s = vec![0u8; 28];
-    s[0] = 0x02;
-    s[3] = 0x18;
-    s[4..6].copy_from_slice(&src.to_be_bytes());
-    s[6..8].copy_from_slice(&dst.to_be_bytes());
-    s[10..12].copy_from_slice(&blocks.to_be_bytes());
-    s[12..20].copy_from_slice(&sl.to_be_bytes());
-    s[20..28].copy_from_slice(&dl.to_be_bytes());
-    s
 }
 
 /// An EXTENDED COPY (LID1) of `segments` between the LUs named by `naas` (CSCD 0, 1...),
@@ -125,28 +95,9 @@ fn a_list_of_segments_racing_a_writer_copies_one_generation() {
     assert_eq!((lu.watched_ranges(), lu.held_ranges()), (0, 0));
 }
 
-/// Two LUs of one copy manager, both exported through the port of `nexus_data(0)`.
-fn two_lus() -> (Arc<LogicalUnit>, Arc<LogicalUnit>) {
-    let cm = srp_target::exec::copy::CopyManager::new();
-    let lu = |name: &str| {
-        let backend =
-            srp_target::RamBackend::new(2 * u64::from(SPAN), BlockSize::B512).expect("ram");
-        let config = srp_target::LuConfig {
-            copy_manager: Some(cm.clone()),
-            ..srp_target::LuConfig::new(common::identity(name))
-        };
-        srp_target::LogicalUnit::new(Box::new(backend), config).into_shared()
-    };
-    let (a, b) = (lu("copy-one"), lu("copy-two"));
-    let port = nexus_data(0).port.relative_port;
-    cm.export(port, scsi::Lun::ZERO, &a);
-    cm.export(port, scsi::Lun::from_number(1).expect("lun"), &b);
-    (a, b)
-}
-
 #[test]
 fn copies_in_opposite_directions_with_their_sources_written_finish() {
-    let (one, two) = two_lus();
+    let (one, two) = common::copy_lus(["copy-one", "copy-two"], 2 * u64::from(SPAN));
     let (n1, n2) = (*one.identity().naa(), *two.identity().naa());
     let stop = Arc::new(AtomicBool::new(false));
     // Each LU's first 4 MiB is written on and on, and copied to the other's second 4 MiB.
@@ -244,7 +195,7 @@ fn a_copy_refused_by_a_reservation_is_reported_so() {
     // The command's LU (the source) is free; the destination LU is reserved WRITE EXCLUSIVE
     // by another initiator: the copy is refused RESERVATION CONFLICT, and RECEIVE COPY
     // RESULTS says it completed with errors, its COPY COMMAND STATUS that conflict.
-    let (src, dst) = two_lus();
+    let (src, dst) = common::copy_lus(["copy-one", "copy-two"], 2 * u64::from(SPAN));
     let other = nexus_data_of(srp::wire::PortId([0xb0; 16]), 0);
     let pr = |cdb: [u8; 10], list: [u8; 24]| {
         let mut din = Vec::new();

@@ -343,6 +343,70 @@ pub fn cscd(naa: &[u8; 16], block_len: u32) -> Vec<u8> {
     d
 }
 
+/// The daemon options of the daemon tests: a window of 16, 256 KiB transfers, a 300 ms
+/// shutdown step.
+pub fn daemon_options() -> srp_target::daemon::DaemonOptions {
+    let mut options = srp_target::daemon::DaemonOptions::default();
+    options.limits.window = 16;
+    options.limits.max_transfer = 256 << 10;
+    options.shutdown_step = std::time::Duration::from_millis(300);
+    options
+}
+
+/// `blocks` 512-byte blocks of generation `g`: every 4-byte word is `g`.
+pub fn generation(g: u32, blocks: u32) -> Vec<u8> {
+    g.to_be_bytes().repeat(blocks as usize * 512 / 4)
+}
+
+/// The generations in `data` (512-byte blocks, each starting with its generation), in
+/// order of first appearance.
+pub fn generations(data: &[u8]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for w in data.chunks(512) {
+        let g = u32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+        if out.last() != Some(&g) {
+            out.push(g);
+        }
+    }
+    out
+}
+
+/// A block to block segment descriptor (02h): CSCD `src` at LBA `sl` to CSCD `dst` at LBA
+/// `dl`, `blocks` blocks.
+pub fn segment(src: u16, dst: u16, blocks: u16, sl: u64, dl: u64) -> Vec<u8> {
+    let mut s = vec![0u8; 28];
+    s[0] = 0x02;
+    s[3] = 0x18;
+    s[4..6].copy_from_slice(&src.to_be_bytes());
+    s[6..8].copy_from_slice(&dst.to_be_bytes());
+    s[10..12].copy_from_slice(&blocks.to_be_bytes());
+    s[12..20].copy_from_slice(&sl.to_be_bytes());
+    s[20..28].copy_from_slice(&dl.to_be_bytes());
+    s
+}
+
+/// Two RAM LUs of `blocks` blocks named `names` sharing one copy manager, exported as LUNs
+/// 0 and 1 through the port [`nexus_data`]`(0)` comes in on.
+pub fn copy_lus(
+    names: [&str; 2],
+    blocks: u64,
+) -> (std::sync::Arc<LogicalUnit>, std::sync::Arc<LogicalUnit>) {
+    let cm = srp_target::exec::copy::CopyManager::new();
+    let lu = |name: &str| {
+        let backend = RamBackend::new(blocks, BlockSize::B512).expect("ram");
+        let config = LuConfig {
+            copy_manager: Some(cm.clone()),
+            ..LuConfig::new(identity(name))
+        };
+        LogicalUnit::new(Box::new(backend), config).into_shared()
+    };
+    let (a, b) = (lu(names[0]), lu(names[1]));
+    let port = nexus_data(0).port.relative_port;
+    cm.export(port, Lun::ZERO, &a);
+    cm.export(port, Lun::from_number(1).expect("lun"), &b);
+    (a, b)
+}
+
 /// A THIRD-PARTY COPY OUT CDB: service action `sa`, LIST IDENTIFIER `list_id` (bytes 6..=9),
 /// PARAMETER LIST LENGTH `len`.
 pub fn copy_out_cdb(sa: u8, list_id: u32, len: usize) -> [u8; 16] {
