@@ -183,6 +183,7 @@ fn world() -> &'static World {
                     busy: i % 4,
                     reservation_conflicts: i % 2,
                     aborted: i % 5,
+                    late_task_mgmt: i % 3,
                 },
             })
             .collect();

@@ -207,7 +207,8 @@ fn session_json(s: &SessionStatus) -> Value {
         "counters": {"commands": c.commands, "task_mgmt": c.task_mgmt,
                      "data_in_bytes": c.data_in_bytes, "data_out_bytes": c.data_out_bytes,
                      "check_conditions": c.check_conditions, "busy": c.busy,
-                     "reservation_conflicts": c.reservation_conflicts, "aborted": c.aborted},
+                     "reservation_conflicts": c.reservation_conflicts, "aborted": c.aborted,
+                     "late_task_mgmt": c.late_task_mgmt},
     })
 }
 

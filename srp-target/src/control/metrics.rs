@@ -185,6 +185,11 @@ pub fn render(
                 "Commands aborted by task management.",
                 c.aborted,
             ),
+            (
+                "srp_target_session_late_task_mgmt_total",
+                "Task management answered FAILED: aborted commands still ran on the backend after the drain limit.",
+                c.late_task_mgmt,
+            ),
         ] {
             e.counter(name, help, labels, v);
         }

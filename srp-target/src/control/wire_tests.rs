@@ -90,6 +90,7 @@ fn session(channel: u64) -> SessionStatus {
             busy: 6,
             reservation_conflicts: 7,
             aborted: 8,
+            late_task_mgmt: 9,
         },
     }
 }

@@ -24,7 +24,8 @@
 //! aborted jobs still running on any channel to stop. The last one to stop rings the
 //! waiting loop's doorbell; no polling. A backend stuck past [`DRAIN_LIMIT`] does not
 //! wedge the channel: the answer then goes out (a task management function as FAILED, the
-//! task not yet gone), counted ([`ChannelIo::late_drains`]) and logged.
+//! task not yet gone), counted (the session's `late_task_mgmt`, [`ChannelIo::late_drains`])
+//! and logged.
 //!
 //! An aborted command gets no SRP_RSP (TAS=0, as the control mode page reports): its tag
 //! is freed and its credit is owed. Owed credits ride on the next SRP_RSP; when none is
@@ -243,7 +244,7 @@ impl ChannelIo {
                 continue;
             }
             if !d.drain.is_done() {
-                self.late_drains += 1;
+                self.counters.late_task_mgmt += 1;
                 tracing::warn!(
                     channel = self.channel.id().0,
                     running = d.drain.left(),

@@ -166,9 +166,6 @@ pub struct ChannelIo {
     /// Answers whose aborts are applied, waiting for the aborted jobs still running on
     /// workers to stop ([`abort`]).
     draining: Vec<abort::Draining>,
-    /// Answers given before their aborted jobs stopped (a backend stuck past
-    /// [`abort::DRAIN_LIMIT`]).
-    late_drains: u64,
     /// An SRP_CRED_REQ SEND is posted and not yet completed.
     cred_in_flight: bool,
     /// When the initiator was last heard from: an IU received, or a SEND or RDMA operation
@@ -286,7 +283,6 @@ impl ChannelIo {
             held: Vec::new(),
             held_tmf: Vec::new(),
             draining: Vec::new(),
-            late_drains: 0,
             cred_in_flight: false,
             last_heard: std::time::Instant::now(),
             clock: hca::time::system_clock(),
@@ -340,8 +336,9 @@ impl ChannelIo {
 
     /// Task management answers (and PREEMPT AND ABORT results) given before the aborted
     /// jobs they waited for stopped, the backend stuck past [`abort::DRAIN_LIMIT`].
+    /// (Also in the session counters: `late_task_mgmt`.)
     pub fn late_drains(&self) -> u64 {
-        self.late_drains
+        self.counters.late_task_mgmt
     }
 
     /// Commands in a slot or waiting for one.

@@ -23,6 +23,9 @@ pub struct SessionCounters {
     pub reservation_conflicts: u64,
     /// Commands aborted by task management (no response sent for them).
     pub aborted: u64,
+    /// Task management answered FAILED because aborted commands were still running on the
+    /// backend after the drain limit.
+    pub late_task_mgmt: u64,
 }
 
 impl SessionCounters {

@@ -371,8 +371,9 @@ fn write_with_token(
 }
 
 /// Writes `dst` from the token's source ranges, from OFFSET INTO ROD `offset` on, one
-/// copy step at a time, counting in `ended.blocks` the blocks written (so a failure
-/// reports how far it got, for RECEIVE ROD TOKEN INFORMATION).
+/// contiguous piece at a time (durable, with the write cache off, once per piece), the
+/// copy loop counting in `ended.blocks` the blocks written (so a failure reports how far
+/// it got, for RECEIVE ROD TOKEN INFORMATION).
 fn copy_ranges(
     held: &Token,
     source: &LogicalUnit,
@@ -382,7 +383,6 @@ fn copy_ranges(
     nexus: &Nexus<'_>,
     ended: &mut Ended,
 ) -> Result<(), Stop> {
-    let step = (super::COPY_CHUNK_BYTES as u64 / u64::from(lu.block_bytes())).max(1);
     let mut src = held.ranges.iter().flat_map(|r| {
         let skip = offset.min(u64::from(r.blocks));
         offset -= skip;
@@ -395,9 +395,17 @@ fn copy_ranges(
             let Some((sl, avail)) = cur else {
                 return Ok(());
             };
-            let n = left.min(avail).min(step);
-            chunks(source, Lba(sl), lu, Lba(dl), n, nexus, Order::SHARED)?;
-            ended.blocks += n;
+            let n = left.min(avail);
+            chunks(
+                source,
+                Lba(sl),
+                lu,
+                Lba(dl),
+                n,
+                nexus,
+                Order::SHARED,
+                &mut ended.blocks,
+            )?;
             dl += n;
             left -= n;
             cur = if n == avail {

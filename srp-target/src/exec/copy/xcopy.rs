@@ -367,7 +367,18 @@ fn copy_all(plan: &[Segment<'_>], nexus: &Nexus<'_>, owner: u64) -> Result<u64, 
                 && overlaps(s.sl.0, s.blocks, s.dl.0, s.blocks),
             owner: Some(owner),
         };
-        chunks(&s.src, s.sl, &s.dst, s.dl, s.blocks, nexus, order).map_err(|stop| Stopped {
+        let mut written = 0;
+        chunks(
+            &s.src,
+            s.sl,
+            &s.dst,
+            s.dl,
+            s.blocks,
+            nexus,
+            order,
+            &mut written,
+        )
+        .map_err(|stop| Stopped {
             segments: i,
             bytes,
             stop,
@@ -396,7 +407,9 @@ impl Order {
 
 /// The copy loop: [`super::COPY_CHUNK_BYTES`] steps, each read under the source's order
 /// and written (and noted to the destination's watches) under the destination's, neither
-/// held across steps; an abort stops it between steps.
+/// held across steps; an abort stops it between steps. `written` counts the blocks
+/// written (how far a failed copy got).
+#[allow(clippy::too_many_arguments)] // two LUs, two LBAs, a length, the nexus, how, progress
 pub(super) fn chunks(
     src: &LogicalUnit,
     sl: Lba,
@@ -405,6 +418,7 @@ pub(super) fn chunks(
     blocks: u64,
     nexus: &Nexus<'_>,
     order: Order,
+    written: &mut u64,
 ) -> Result<(), Stop> {
     let Order { backward, owner } = order;
     let bs = u64::from(src.block_bytes());
@@ -433,6 +447,7 @@ pub(super) fn chunks(
                 .write_at(Lba(dl.0 + off), b)
                 .map_err(|e| backend_failure(&e, dst, Lba(dl.0 + off)))?;
             done += n;
+            *written += n;
         }
         Ok(())
     })
