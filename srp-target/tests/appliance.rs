@@ -270,62 +270,139 @@ impl Drop for Loop {
     }
 }
 
-/// A block device's physical block size is the LUN's, and a configured one that disagrees
-/// is refused at start, naming the device. Needs root and loop devices (CI has both);
-/// skipped with a note otherwise.
-#[test]
-fn a_block_devices_own_physical_block_size_is_used_and_checked() {
-    let dir = TempDir::new("appliance-geometry");
-    let img = dir.path().join("disk.img");
+/// A loop device of `sector`-byte blocks over a 4 MiB file in `dir`; `None` (with a note)
+/// where loop devices cannot be made (no root, no loop driver).
+fn loop_device(dir: &TempDir, sector: u32) -> Option<Loop> {
+    let img = dir.path().join(format!("disk{sector}.img"));
     std::fs::File::create(&img)
         .and_then(|f| f.set_len(4 << 20))
         .expect("image");
     let out = std::process::Command::new("losetup")
-        .args(["-f", "--show", "--sector-size", "4096"])
+        .args(["-f", "--show", "--sector-size", &sector.to_string()])
         .arg(&img)
         .output();
-    let dev = match out {
-        Ok(o) if o.status.success() => Loop(String::from_utf8_lossy(&o.stdout).trim().to_owned()),
+    match out {
+        Ok(o) if o.status.success() => {
+            Some(Loop(String::from_utf8_lossy(&o.stdout).trim().to_owned()))
+        }
         other => {
             eprintln!("skipped: no loop device here ({other:?})");
-            return;
+            None
         }
-    };
-    let p =
-        srp_target::appliance::geometry::device_physical_block_size(std::path::Path::new(&dev.0));
-    assert_eq!(p, Some(4096), "{}", dev.0);
-    let text = |extra: &str| {
-        format!(
-            "[target]\nnode_guid = \"0x0002c90300000200\"\n[[port]]\nname = \"p0\"\naddress = \"127.0.0.1\"\n\
-             [[lun]]\nname = \"dev\"\ndevice = \"{}\"\n{extra}\n\
-             [[ioc]]\nname = \"a\"\nguid = \"0x0002c90300000201\"\nports = [\"p0\"]\nexports = {{ 0 = \"dev\" }}\nallow = [\"any\"]\n",
-            dev.0
-        )
-    };
-    let build = |extra: &str| {
-        let c = TargetConfig::from_str(&text(extra), "t.toml")
-            .expect("valid")
-            .config;
-        Appliance::build(&c, ChannelLimits::default())
-    };
-    // 512-byte blocks on the 4 KiB device: exponent 3 in READ CAPACITY(16), by default.
-    let app = build("block_size = 512").expect("starts");
+    }
+}
+
+/// An appliance with one LUN on `dev` and `extra` keys, or why it did not start.
+fn build_on_device(dev: &Loop, extra: &str) -> Result<Appliance, String> {
+    let text = format!(
+        "[target]\nnode_guid = \"0x0002c90300000200\"\n[[port]]\nname = \"p0\"\naddress = \"127.0.0.1\"\n\
+         [[lun]]\nname = \"dev\"\ndevice = \"{}\"\n{extra}\n\
+         [[ioc]]\nname = \"a\"\nguid = \"0x0002c90300000201\"\nports = [\"p0\"]\nexports = {{ 0 = \"dev\" }}\nallow = [\"any\"]\n",
+        dev.0
+    );
+    let c = TargetConfig::from_str(&text, "t.toml")
+        .expect("valid")
+        .config;
+    Appliance::build(&c, ChannelLimits::default()).map_err(|e| e.to_string())
+}
+
+/// READ CAPACITY(16) and the Block Limits page of LUN 0 of `app`.
+fn rc16_and_block_limits(app: &Appliance) -> (Vec<u8>, Vec<u8>) {
     let ioc = &app.iocs()[0];
     let lu = ioc.lun(Lun::ZERO).expect("exported");
-    let mut data = Vec::new();
     let who = initiator(0x0002_c903_0000_00bb);
-    let rc16 = [0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0];
-    lu.execute(&app.nexus(ioc, who), &rc16, &[], &mut data)
-        .expect("no transport error");
-    assert_eq!(data[13] & 0x0f, 3);
-    drop(app);
-    // Configured as the device has it: fine. Otherwise refused, naming the device.
-    assert!(build("block_size = 512\nphysical_block_size = 4096").is_ok());
-    let err = build("block_size = 512\nphysical_block_size = 8192")
-        .expect_err("refused")
-        .to_string();
+    let run = |cdb: &[u8]| {
+        let mut data = Vec::new();
+        let out = lu
+            .execute(&app.nexus(ioc, who), cdb, &[], &mut data)
+            .expect("no transport error");
+        assert_eq!(out.status, Status::Good, "{cdb:02x?}");
+        data
+    };
+    (
+        run(&[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0]),
+        run(&[0x12, 1, 0xb0, 0, 64, 0]),
+    )
+}
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// A block device's geometry is the LUN's, checked at start: a device of 4096-byte
+/// logical blocks refuses a LUN of 512-byte ones (a one-block write would be a
+/// read-modify-write of the device's block), naming the device and both sizes; a
+/// configured physical block no smaller than the device's is kept; the device's discard
+/// unit is OPTIMAL UNMAP GRANULARITY; WRITE ATOMIC is one physical block. Needs root and
+/// loop devices (CI has both); skipped with a note otherwise.
+#[test]
+fn a_block_devices_own_physical_block_size_is_used_and_checked() {
+    let dir = TempDir::new("appliance-geometry");
+    let Some(k4) = loop_device(&dir, 4096) else {
+        return;
+    };
+    let path = std::path::Path::new(&k4.0);
+    let limits = srp_target::appliance::geometry::device_limits(path).expect("sysfs limits");
+    assert_eq!(
+        (limits.logical_block_bytes, limits.physical_block_bytes),
+        (4096, 4096),
+        "{}",
+        k4.0
+    );
+    let err = build_on_device(&k4, "block_size = 512").expect_err("4Kn under 512-byte blocks");
     assert!(
-        err.contains("physical_block_size 8192 disagrees") && err.contains(&dev.0),
+        err.contains("block_size 512 is smaller")
+            && err.contains("logical block size 4096")
+            && err.contains(&k4.0),
         "{err}"
     );
+    let app = build_on_device(&k4, "block_size = 4096").expect("starts");
+    let (rc, bl) = rc16_and_block_limits(&app);
+    assert_eq!(rc[13] & 0x0f, 0, "physical = logical");
+    assert_eq!(rc[14] & 0x3f, 0, "lowest aligned LBA 0");
+    if limits.discard_granularity_bytes > 0 {
+        assert_eq!(
+            be32(&bl[28..]),
+            (limits.discard_granularity_bytes / 4096).max(1),
+            "OPTIMAL UNMAP GRANULARITY: the device's discard unit"
+        );
+    }
+    assert_eq!(
+        be32(&bl[44..]),
+        1,
+        "MAXIMUM ATOMIC TRANSFER LENGTH: one physical block"
+    );
+    drop(app);
+    // A larger physical block than the device's: hosts aligning to it align to the
+    // device's too.
+    let app =
+        build_on_device(&k4, "block_size = 4096\nphysical_block_size = 16384").expect("starts");
+    let (rc, bl) = rc16_and_block_limits(&app);
+    assert_eq!(rc[13] & 0x0f, 2);
+    assert_eq!(
+        (be32(&bl[44..]), be32(&bl[48..])),
+        (4, 4),
+        "atomic: one physical block"
+    );
+    drop(app);
+    // 512-byte sectors: the device's discard unit (its backing file's filesystem block, as
+    // the loop driver sets it), in 512-byte blocks.
+    let Some(s512) = loop_device(&dir, 512) else {
+        return;
+    };
+    let limits = srp_target::appliance::geometry::device_limits(std::path::Path::new(&s512.0))
+        .expect("sysfs limits");
+    let app = build_on_device(&s512, "block_size = 512").expect("starts");
+    let (rc, bl) = rc16_and_block_limits(&app);
+    assert_eq!(rc[13] & 0x0f, 0);
+    if limits.discard_granularity_bytes > 0 {
+        assert_eq!(
+            be32(&bl[28..]),
+            (limits.discard_granularity_bytes / 512).max(1),
+            "OPTIMAL UNMAP GRANULARITY: the device's discard unit"
+        );
+    }
+    drop(app);
+    // Larger LUN blocks than the device's are fine (each is whole device blocks).
+    assert!(build_on_device(&s512, "block_size = 4096").is_ok());
 }

@@ -16,6 +16,7 @@ use scsi::{SenseCode, Status};
 use srp_target::config::TargetConfig;
 use srp_target::daemon::Daemon;
 use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::fs::MetadataExt;
 
 /// LUN 0: a 4 MiB file of 512-byte blocks on 4 KiB physical blocks; 1: RAM, 4096-byte
 /// blocks; 2: read-only RAM.
@@ -30,7 +31,7 @@ fn ip(host: u8) -> IpAddr {
 
 struct Rig {
     a: Node,
-    _dir: TempDir,
+    dir: TempDir,
     _daemon: Daemon,
 }
 
@@ -56,7 +57,7 @@ fn rig(t: u8) -> Rig {
     let a = Node::open(ip(t + 1), ip(t), 0xa801, &config.iocs[0], Form::IbCm, false);
     Rig {
         a,
-        _dir: dir,
+        dir,
         _daemon: daemon,
     }
 }
@@ -98,7 +99,10 @@ fn sbc4_commands_through_the_daemon() {
     write_atomic(&mut r.a);
     defects_and_removal(&mut r.a);
     start_stop(&mut r.a);
-    geometry(&mut r.a);
+    let fs_block = std::fs::metadata(r.dir.path().join("file.img"))
+        .expect("the file LUN's file")
+        .blksize();
+    geometry(&mut r.a, fs_block);
     timeouts(&mut r.a);
     transfer_limits(&mut r.a);
     one_command_timeouts(&mut r.a);
@@ -385,27 +389,32 @@ fn write_atomic_cdb(lba: u64, boundary: u16, blocks: u16) -> [u8; 16] {
 }
 
 fn write_atomic(a: &mut Node) {
-    // 4 KiB physical blocks under 512-byte ones: aligned to and in multiples of 8 blocks,
-    // at most the transfer limit (256 KiB: 512 blocks).
-    let d = pattern(128 * 512, 0x5a);
-    a.good(FILE, &write_atomic_cdb(256, 0, 128), &d, 0);
-    assert_eq!(a.good(FILE, &read10(256, 128), &[], d.len() as u32), d);
+    // A file: a power loss can tear a write between physical blocks, so one 4 KiB physical
+    // block (8 of the 512-byte blocks) is the limit, aligned to one (SBC-4 4.29).
+    let d = pattern(8 * 512, 0x5a);
+    a.good(FILE, &write_atomic_cdb(256, 0, 8), &d, 0);
+    assert_eq!(a.good(FILE, &read10(256, 8), &[], d.len() as u32), d);
     let one = pattern(4096, 1);
+    let two = pattern(8192, 2);
     // (data-out, CDB, field pointer)
     type Case<'a> = (&'a [u8], [u8; 16], (u16, Option<u8>));
-    let cases: [Case<'_>; 4] = [
+    let cases: [Case<'_>; 5] = [
         (&one, write_atomic_cdb(3, 0, 8), (2, Some(7))),
         (&one[..2048], write_atomic_cdb(8, 0, 4), (12, Some(7))),
         (&one, write_atomic_cdb(8, 8, 8), (10, Some(7))),
+        // Two physical blocks, aligned: more than one is atomic.
+        (&two, write_atomic_cdb(16, 0, 16), (12, Some(7))),
         (&[], write_atomic_cdb(0, 0, 520), (12, Some(7))),
     ];
     for (dout, c, at) in cases {
         assert_eq!(invalid_field(a, FILE, &c, dout), at, "{c:02x?}");
     }
+    // Refused whole: the blocks a refused write names keep their data.
+    assert_eq!(a.good(FILE, &read10(256, 8), &[], d.len() as u32), d);
     a.check(
         FILE,
-        &write_atomic_cdb(FILE_BLOCKS - 8, 0, 16),
-        &pattern(16 * 512, 2),
+        &write_atomic_cdb(FILE_BLOCKS, 0, 8),
+        &one,
         0,
         SenseCode::LBA_OUT_OF_RANGE,
     );
@@ -416,8 +425,12 @@ fn write_atomic(a: &mut Node) {
         0,
         SenseCode::WRITE_PROTECTED,
     );
-    // 4096-byte blocks with no larger physical block: any alignment, 64 blocks at most.
+    // RAM (lost whole with the process, nothing to tear), 4096-byte blocks with no larger
+    // physical block: any alignment, up to the transfer limit (256 KiB: 64 blocks).
     a.good(RAM, &write_atomic_cdb(3, 0, 1), &pattern(4096, 3), 0);
+    let big = pattern(64 * 4096, 4);
+    a.good(RAM, &write_atomic_cdb(1, 0, 64), &big, 0);
+    assert_eq!(a.good(RAM, &read10(1, 64), &[], big.len() as u32), big);
     assert_eq!(
         invalid_field(a, RAM, &write_atomic_cdb(0, 0, 65), &[]),
         (12, Some(7))
@@ -542,14 +555,15 @@ fn one_command_timeouts(a: &mut Node) {
     assert_eq!(one_command(a, 0x9e, Some(0x12))[4 + 14], 0x03);
 }
 
-fn geometry(a: &mut Node) {
+/// `fs_block`: the file LUN's filesystem block (`st_blksize`), its unmap unit.
+fn geometry(a: &mut Node, fs_block: u64) {
     let rc16 = cdb16(0x9e, 0x10, 0, 32);
     let d = a.good(FILE, &rc16, &[], 32);
     assert_eq!(d[13] & 0x0f, 3, "2^3 logical blocks per physical block");
     assert_eq!(
         &d[14..16],
         &[0xc0, 0x00],
-        "LBPME, LBPRZ, lowest aligned LBA 0"
+        "LBPME, LBPRZ, lowest aligned LBA 0 (a file starts aligned)"
     );
     assert_eq!(a.good(RAM, &rc16, &[], 32)[13] & 0x0f, 0);
     let bl = a.good(FILE, &inquiry(Some(0xb0), 64), &[], 64);
@@ -559,22 +573,33 @@ fn geometry(a: &mut Node) {
         8,
         "OPTIMAL TRANSFER LENGTH GRANULARITY"
     );
-    assert_eq!(be32(&bl[28..]), 8, "OPTIMAL UNMAP GRANULARITY");
+    assert_eq!(
+        u64::from(be32(&bl[28..])),
+        (fs_block / 512).max(8),
+        "OPTIMAL UNMAP GRANULARITY: the file's filesystem block, at least a physical block ({fs_block}-byte filesystem blocks)"
+    );
     assert_eq!(be32(&bl[32..]), 0x8000_0000, "UGAVALID, alignment 0");
     assert_eq!(
         be32(&bl[44..]),
-        512,
-        "MAXIMUM ATOMIC TRANSFER LENGTH: the transfer limit"
+        8,
+        "MAXIMUM ATOMIC TRANSFER LENGTH: one physical block (a power loss can tear more)"
     );
     assert_eq!(
         (be32(&bl[48..]), be32(&bl[52..])),
         (8, 8),
-        "atomic alignment, granularity"
+        "atomic alignment, granularity: a physical block"
     );
     assert_eq!(
         (be32(&bl[56..]), be32(&bl[60..])),
         (0, 0),
         "no atomic boundaries"
+    );
+    // RAM: nothing a power loss could tear; the transfer limit, no alignment.
+    let bl = a.good(RAM, &inquiry(Some(0xb0), 64), &[], 64);
+    assert_eq!(
+        (be32(&bl[44..]), be32(&bl[48..]), be32(&bl[52..])),
+        (64, 0, 0),
+        "RAM: MAXIMUM ATOMIC TRANSFER LENGTH the transfer limit, no atomic alignment"
     );
     let std = a.good(FILE, &inquiry(None, 96), &[], 96);
     let versions: Vec<u16> = std[58..74]

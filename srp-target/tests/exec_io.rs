@@ -572,3 +572,86 @@ fn a_panicking_command_is_answered_and_the_lu_keeps_serving() {
     good(&lu, &[0; 6], &[]);
     check(&lu, &read10(0, 1), &[], SenseCode::INTERNAL_TARGET_FAILURE);
 }
+
+/// A file LU of 512-byte blocks on 4 KiB physical ones, with `alignment`.
+fn aligned_file_lu(
+    dir: &TempDir,
+    alignment: srp_target::exec::Alignment,
+) -> srp_target::LogicalUnit {
+    let path = dir.path().join("aligned.img");
+    let b = srp_target::FileBackend::create(&path, 1 << 20, BlockSize::B512).expect("file");
+    let mut c = srp_target::LuConfig::new(identity("aligned"));
+    c.physical_block_bytes = Some(4096);
+    c.alignment = alignment;
+    srp_target::LogicalUnit::new(Box::new(b), c)
+}
+
+fn write_atomic16(lba: u64, blocks: u16) -> [u8; 16] {
+    let mut c = cdb16(0x9c, 0, lba, 0);
+    c[12..14].copy_from_slice(&blocks.to_be_bytes());
+    c
+}
+
+#[test]
+fn lowest_aligned_lba_and_unmap_alignment_are_reported_and_bound_write_atomic() {
+    // A partition at sector 63 of a 512e disk (appliance/geometry.rs computes this from
+    // sysfs): physical blocks start at LBA 1, the 1 MiB discard unit at LBA 128.
+    let dir = TempDir::new("exec-alignment");
+    let lu = aligned_file_lu(
+        &dir,
+        srp_target::exec::Alignment {
+            lowest_aligned_lba: 1,
+            unmap_granularity_blocks: Some(2048),
+            unmap_alignment_blocks: 128,
+        },
+    );
+    let rc = good(
+        &lu,
+        &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0],
+        &[],
+    );
+    assert_eq!(rc[13] & 0x0f, 3, "2^3 blocks per physical block");
+    assert_eq!(
+        &rc[14..16],
+        &[0xc0, 0x01],
+        "LBPME, LBPRZ, LOWEST ALIGNED LBA 1"
+    );
+    let bl = good(&lu, &[0x12, 1, 0xb0, 0, 64, 0], &[]);
+    assert_eq!(be32(&bl[28..]), 2048, "OPTIMAL UNMAP GRANULARITY");
+    assert_eq!(be32(&bl[32..]), 0x8000_0080, "UGAVALID, alignment 128");
+    // No aligned 8-block write is one physical block here: one logical block is atomic.
+    assert_eq!(
+        (be32(&bl[44..]), be32(&bl[48..]), be32(&bl[52..])),
+        (1, 1, 1),
+        "MAXIMUM ATOMIC TRANSFER LENGTH, ATOMIC ALIGNMENT, GRANULARITY"
+    );
+    good(&lu, &write_atomic16(5, 1), &pattern(512, 1));
+    let s = check(
+        &lu,
+        &write_atomic16(8, 8),
+        &pattern(4096, 2),
+        SenseCode::INVALID_FIELD_IN_CDB,
+    );
+    assert_eq!(field_pointer(&s), Some((12, Some(7), true)));
+    // Aligned at LBA 0: one physical block, aligned to one.
+    let dir = TempDir::new("exec-alignment-0");
+    let lu = aligned_file_lu(&dir, srp_target::exec::Alignment::default());
+    let rc = good(
+        &lu,
+        &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0],
+        &[],
+    );
+    assert_eq!(&rc[14..16], &[0xc0, 0x00]);
+    let bl = good(&lu, &[0x12, 1, 0xb0, 0, 64, 0], &[]);
+    assert_eq!(
+        (be32(&bl[28..]), be32(&bl[32..])),
+        (8, 0x8000_0000),
+        "a physical block, at least 4 KiB, at LBA 0"
+    );
+    assert_eq!(
+        (be32(&bl[44..]), be32(&bl[48..]), be32(&bl[52..])),
+        (8, 8, 8)
+    );
+    good(&lu, &write_atomic16(8, 8), &pattern(4096, 3));
+    assert_eq!(good(&lu, &read10(8, 8), &[]), pattern(4096, 3));
+}

@@ -32,7 +32,8 @@ pub enum StartError {
         /// What is wrong, naming the file.
         reason: String,
     },
-    /// The LUN's physical block size disagrees with its block device's own.
+    /// The LUN's `block_size` or `physical_block_size` does not fit its block device's
+    /// geometry (appliance/geometry.rs).
     #[error("lun \"{lun}\": {why}")]
     Geometry {
         /// The LUN's name.

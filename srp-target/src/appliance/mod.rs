@@ -6,7 +6,8 @@
 //! [`Appliance::decide_login`], a command on it finds its LUN with [`Ioc::lun`] and runs
 //! with the [`Appliance::nexus`] for its initiator.
 //!
-//! Files: [`limits`] ([`ChannelLimits`]), [`error`] ([`StartError`]).
+//! Files: [`limits`] ([`ChannelLimits`]), [`error`] ([`StartError`]), [`geometry`] (the
+//! LUN's physical block, alignment and unmap unit, checked against a block device's).
 
 pub mod error;
 pub mod geometry;
@@ -136,10 +137,12 @@ fn open_lun(
     state_dir: &std::path::Path,
     layer: Option<&MediumLayer>,
 ) -> Result<LogicalUnit, StartError> {
-    let physical = geometry::physical_block_size(l)?;
     let backend = open_backend(l, layer)?;
+    // After the open: a file LUN's file exists then.
+    let geometry = geometry::geometry(l)?;
     let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
-    lu.physical_block_bytes = physical;
+    lu.physical_block_bytes = geometry.physical_block_bytes;
+    lu.alignment = geometry.alignment;
     lu.copy_manager = Some(copy.clone());
     lu.read_only = l.read_only;
     lu.write_cache = l.write_cache;

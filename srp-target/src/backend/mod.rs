@@ -280,6 +280,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// Whether the store is lost with the process (RAM): no power loss or crash can leave
+    /// a write half done on it, so WRITE ATOMIC may be as long as a transfer. A store that
+    /// outlives the process (a file, a device) answers false: a power loss can tear a
+    /// write into its physical blocks.
+    fn is_volatile(&self) -> bool {
+        false
+    }
+
     /// Whether every call completes from memory without waiting for a device (RAM, a
     /// file on tmpfs): such LUNs run their commands on the completion loop itself, as
     /// LIO's rd_mcp ramdisk executes in the submitting context — no worker hop.

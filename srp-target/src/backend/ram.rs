@@ -67,6 +67,10 @@ impl Backend for RamBackend {
         true
     }
 
+    fn is_volatile(&self) -> bool {
+        true
+    }
+
     fn block_size(&self) -> BlockSize {
         self.block_size
     }

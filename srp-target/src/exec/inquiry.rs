@@ -132,11 +132,11 @@ fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
     if lu.backend().supports_unmap() {
         b[16..20].copy_from_slice(&MAX_UNMAP_BLOCKS.to_be_bytes());
         b[20..24].copy_from_slice(&MAX_UNMAP_DESCRIPTORS.to_be_bytes());
-        // OPTIMAL UNMAP GRANULARITY: a physical block, at least a 4 KiB filesystem block
-        // (a hole is punched in whole filesystem blocks); aligned at LBA 0.
-        let gran = (4096 / lu.block_bytes()).max(per_physical);
+        // OPTIMAL UNMAP GRANULARITY and its alignment: the device's discard unit, the
+        // file's filesystem block, or a physical block (geometry.rs); UGAVALID.
+        let (gran, align) = lu.unmap_granularity();
         b[24..28].copy_from_slice(&gran.to_be_bytes());
-        b[28..32].copy_from_slice(&UGAVALID.to_be_bytes());
+        b[28..32].copy_from_slice(&(UGAVALID | (align & !UGAVALID)).to_be_bytes());
     }
     b[32..40].copy_from_slice(&u64::from(MAX_WRITE_SAME_BLOCKS).to_be_bytes());
     // WRITE ATOMIC(16) (writes.rs): MAXIMUM ATOMIC TRANSFER LENGTH, ATOMIC ALIGNMENT, ATOMIC

@@ -284,10 +284,12 @@ pub(crate) fn read_capacity16(lu: &LogicalUnit, r: &ReadCapacity16, din: &mut Ve
     din[..8].copy_from_slice(&lu.last_lba().0.to_be_bytes());
     din[8..12].copy_from_slice(&lu.block_bytes().to_be_bytes());
     // Byte 12: no protection. 13: LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT (bits 3:0;
-    // blocks_per_physical is a power of two); 14-15: LOWEST ALIGNED LBA 0.
+    // blocks_per_physical is a power of two); 14-15: LOWEST ALIGNED LBA (bits 13:0), which
+    // LBPME/LBPRZ share byte 14 with.
     din[13] = lu.blocks_per_physical().trailing_zeros() as u8 & 0x0f;
+    din[14..16].copy_from_slice(&lu.lowest_aligned_lba().to_be_bytes());
     if lu.backend.supports_unmap() {
-        din[14] = LBPME | LBPRZ;
+        din[14] |= LBPME | LBPRZ;
     }
     good_data(din, usize::try_from(r.alloc_len).unwrap_or(usize::MAX))
 }

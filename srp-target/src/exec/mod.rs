@@ -24,6 +24,7 @@ pub mod commands;
 pub mod copy;
 pub mod counters;
 mod durability;
+pub mod geometry;
 pub mod inquiry;
 pub mod io;
 pub mod medium;
@@ -34,6 +35,7 @@ pub mod report;
 pub mod ua;
 pub mod writes;
 
+pub use geometry::Alignment;
 pub use report::execute_unknown_lun;
 
 use crate::backend::{Backend, BackendError, MemSpan};
@@ -214,6 +216,8 @@ pub struct LuConfig {
     /// value that is not a power-of-two multiple of the logical block size (the config
     /// refuses those): the logical block size.
     pub physical_block_bytes: Option<u32>,
+    /// Where physical blocks and unmap units start, the unmap granularity ([`Alignment`]).
+    pub alignment: Alignment,
 }
 
 impl LuConfig {
@@ -233,6 +237,7 @@ impl LuConfig {
             max_transfer_bytes: io::MAX_TRANSFER_BYTES,
             copy_manager: None,
             physical_block_bytes: None,
+            alignment: Alignment::default(),
         }
     }
 }
@@ -252,6 +257,8 @@ pub struct LogicalUnit {
     io_order: RwLock<()>,
     /// Physical block size in bytes: a power-of-two multiple of the logical block size.
     physical_block_bytes: u32,
+    /// Physical block and unmap unit alignment ([`geometry`]).
+    alignment: Alignment,
     /// The copy manager ([`copy`]).
     copy: std::sync::Arc<copy::CopyManager>,
     /// EXTENDED COPY results by list identifier ([`copy`]).
@@ -397,6 +404,7 @@ impl LogicalUnit {
                 .physical_block_bytes
                 .filter(|&p| p > backend_block && p % backend_block == 0 && p.is_power_of_two())
                 .unwrap_or(backend_block),
+            alignment: config.alignment,
             copy: config.copy_manager.unwrap_or_default(),
             copy_lists: copy::results::CopyLists::default(),
             watches: copy::watch::Watches::default(),
@@ -607,11 +615,6 @@ impl LogicalUnit {
     /// Shared ordering for a read: waits only for an atomic command in progress.
     pub(crate) fn read_order(&self) -> RwLockReadGuard<'_, ()> {
         self.write_order()
-    }
-
-    /// Physical blocks hold this many logical blocks (a power of two).
-    pub(crate) fn blocks_per_physical(&self) -> u32 {
-        self.physical_block_bytes / self.block_bytes()
     }
 
     /// Shared ordering for a medium-modifying command.

@@ -65,21 +65,46 @@ pub(crate) fn orwrite(lu: &LogicalUnit, rw: &ReadWrite, dout: &[u8]) -> Exec {
 }
 
 impl LogicalUnit {
-    /// MAXIMUM ATOMIC TRANSFER LENGTH in blocks: the MAXIMUM TRANSFER LENGTH, since the
-    /// atomicity (against every other command of the LU: readers and writers wait behind
-    /// it, SBC-4 4.29) does not depend on the size; it is one `pwrite`, which the backing
-    /// store carries as one (libiscsi's WriteAtomic16 tests write up to the transfer limit).
+    /// MAXIMUM ATOMIC TRANSFER LENGTH in blocks. SBC-4 4.29 asks that a WRITE ATOMIC cut
+    /// short (by a power loss too) leave all of its blocks or none. On a file or block
+    /// device the write is one buffered `pwrite`, which a power loss can tear anywhere
+    /// between physical blocks: one physical block is what a device writes whole (and what
+    /// Linux's block layer assumes without atomic-write support), so that is the limit. A
+    /// RAM LU is lost whole with the process: the transfer limit (libiscsi's WriteAtomic16
+    /// tests, run against RAM, write up to it without reading this field).
+    /// On a medium whose physical blocks do not start at LBA 0 (LOWEST ALIGNED LBA not 0),
+    /// an aligned physical block's worth straddles two physical blocks: one logical block,
+    /// which a device writes whole, is the limit there.
     pub(crate) fn max_atomic_blocks(&self) -> u32 {
-        self.max_transfer_blocks()
+        if self.backend.is_volatile() {
+            self.max_transfer_blocks()
+        } else {
+            self.atomic_unit().min(self.max_transfer_blocks())
+        }
+    }
+
+    /// The unit a power loss cannot tear on a file or device: a physical block, or one
+    /// logical block where physical blocks are not aligned at LBA 0.
+    fn atomic_unit(&self) -> u32 {
+        if self.lowest_aligned_lba() != 0 {
+            1
+        } else {
+            self.blocks_per_physical()
+        }
     }
 
     /// ATOMIC ALIGNMENT and ATOMIC TRANSFER LENGTH GRANULARITY (VPD B0h) in blocks: the
-    /// physical block when it holds several logical ones (a write of part of a physical
-    /// block is a read-modify-write below us), else 0 (none).
+    /// atomic unit on a file or device (the only atomic write there is one whole unit); on
+    /// RAM the physical block when it holds several logical ones (a
+    /// host's partial physical block is a read-modify-write), else 0 (none).
     pub(crate) fn atomic_granularity(&self) -> u32 {
-        match self.blocks_per_physical() {
-            1 => 0,
-            n => n,
+        if self.backend.is_volatile() {
+            match self.blocks_per_physical() {
+                1 => 0,
+                n => n,
+            }
+        } else {
+            self.atomic_unit()
         }
     }
 }
@@ -87,7 +112,8 @@ impl LogicalUnit {
 /// WRITE ATOMIC(16): the blocks are written as a whole, and no other command of the LU sees
 /// part of them (the exclusive order; reads take the shared one). ATOMIC BOUNDARY must be 0
 /// (MAXIMUM ATOMIC BOUNDARY SIZE 0); the length is bounded by MAXIMUM ATOMIC TRANSFER
-/// LENGTH and, with a physical block of several logical ones, aligned to it.
+/// LENGTH, and the LBA and length are multiples of the atomic granularity (a physical
+/// block).
 pub(crate) fn write_atomic(lu: &LogicalUnit, w: &WriteAtomic, dout: &[u8]) -> Exec {
     lu.check_writable()?;
     if w.boundary != 0 {
