@@ -2,7 +2,7 @@
 //! outstanding SRB (it completes `SRB_STATUS_ABORTED`, the abort `SUCCESS`), ABORT_COMMAND of
 //! an SRB already completed (`SRB_STATUS_ABORT_FAILED`), RESET_LOGICAL_UNIT with I/O
 //! outstanding (the LU's SRBs complete `SRB_STATUS_BUS_RESET`, the reset `SUCCESS`), I/O
-//! afterwards, and RESET_DEVICE as a channel reset. The srp-target daemon cannot be slowed from its config, so the commands are
+//! afterwards, and RESET_DEVICE as a LOGICAL UNIT RESET of each known LUN. The srp-target daemon cannot be slowed from its config, so the commands are
 //! kept in flight by the scripted target of `common/hostile_target.rs` (`Fault::Silent`: the
 //! first SRP_CMDs get no answer; every SRP_TSK_MGMT is answered FUNCTION COMPLETE).
 //! Loopback 127.0.135.x; every wait is bounded.
@@ -119,19 +119,20 @@ fn abort_command_and_reset_logical_unit_end_outstanding_srbs() {
     assert_eq!(Stats::get(&stats.logins), logins, "no channel reset");
     assert_eq!(port.miniport().channel_state(), Some(PortState::Running));
 
-    // RESET_DEVICE: SRP has no TARGET RESET; the miniport resets the channel (a new login).
+    // RESET_DEVICE: SRP has no TARGET RESET; the miniport resets each LUN it knows (LUN 0
+    // answered the READs), the SRB completing with the last answer. No new login.
     let r = wait(
         &port
             .submit(management(SrbFunction::ResetDevice, 0, None))
             .expect("accepted"),
     );
     assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
-    wait_until("the new login", || {
-        Stats::get(&stats.logins) > logins
-            && port.miniport().channel_state() == Some(PortState::Running)
-    });
+    assert_eq!(Stats::get(&stats.tmfs), 3, "one more LOGICAL UNIT RESET");
+    let resets = port.miniport().resets();
+    assert_eq!((resets.lun_resets, resets.escalated), (1, 0), "{resets:?}");
     let r = wait(&port.submit(read10(lu(0), 0, 8)).expect("accepted"));
     assert_eq!(r.status, SrbStatus::SUCCESS);
+    assert_eq!(Stats::get(&stats.logins), logins, "no channel reset");
     assert!(port.violations().is_empty(), "{:?}", port.violations());
     drop(port);
     drop(target);
