@@ -69,7 +69,17 @@ allow = ["any"]
 
 /// A cluster node: a port with the SRP miniport at 127.0.157.`h`, logged in.
 fn node(ioc: &srp_target::config::IocConfig, t: u8, h: u8) -> Port<SrpMiniport> {
-    let hw = Adapter {
+    node_with_luns(ioc, t, h, 1)
+}
+
+/// [`node`] with `luns` LUNs (MaximumNumberOfLogicalUnits).
+fn node_with_luns(
+    ioc: &srp_target::config::IocConfig,
+    t: u8,
+    h: u8,
+    luns: u8,
+) -> Port<SrpMiniport> {
+    let mut hw = Adapter {
         local: ip(h),
         target: ip(t),
         guid: HOST_GUID + u64::from(h),
@@ -80,6 +90,7 @@ fn node(ioc: &srp_target::config::IocConfig, t: u8, h: u8) -> Port<SrpMiniport> 
         cmd_timeout: Duration::from_secs(8),
     }
     .config();
+    hw.max_luns = luns;
     let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts");
     wait_until("the login", || {
         port.miniport().channel_state() == Some(PortState::Running)
@@ -294,5 +305,45 @@ fn a_device_reset_is_a_lun_reset_and_gives_the_disk_back() {
     assert_eq!(r.scsi_status, RESERVATION_CONFLICT, "A's TUR: {r:?}");
     assert_eq!(b.miniport().status().logins, 1, "no channel reset");
     assert_clean(&a);
+    assert_clean(&b);
+}
+
+#[test]
+fn a_bus_reset_resets_only_the_luns_that_exist() {
+    let (_daemon, ioc) = daemon(21);
+    let b = node_with_luns(&ioc, 21, 22, 2);
+    let (r, _) = past_attentions(&b, || tur(lu(0)));
+    assert_eq!(r.status, SrbStatus::SUCCESS, "LUN 0: {r:?}");
+    // The class driver's scan finds no LU behind LUN 1: INQUIRY answers peripheral
+    // qualifier 011b, other commands LOGICAL UNIT NOT SUPPORTED.
+    let inq = SrbRequest::scsi(
+        lu(1),
+        &[0x12, 0, 0, 0, 36, 0],
+        DataDirection::In,
+        vec![0; 36],
+    );
+    let r = wait(&b.submit(inq).expect("accepted"));
+    assert_eq!(r.status, SrbStatus::SUCCESS, "INQUIRY of LUN 1: {r:?}");
+    assert_eq!(r.data[0] >> 5, 3, "no LU at LUN 1");
+    let r = wait(&b.submit(tur(lu(1))).expect("accepted"));
+    assert_ne!(
+        r.status,
+        SrbStatus::SUCCESS,
+        "TEST UNIT READY of LUN 1: {r:?}"
+    );
+    assert_eq!(b.reset_bus(0), Ok(true));
+    let (r, seen) = past_attentions(&b, || tur(lu(0)));
+    assert_eq!(r.status, SrbStatus::SUCCESS, "LUN 0 after the reset: {r:?}");
+    assert_eq!(seen, vec![0x29], "LUN 0 was reset");
+    assert_eq!(
+        b.miniport().resets(),
+        ResetCounts {
+            sequences: 1,
+            lun_resets: 1,
+            refused: 0,
+            escalated: 0
+        },
+        "only LUN 0 reset, nothing refused"
+    );
     assert_clean(&b);
 }

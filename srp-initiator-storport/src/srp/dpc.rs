@@ -316,7 +316,7 @@ impl Adapter {
         };
         let invalidated = match &c.outcome {
             srp::initiator::Outcome::Done(r) => {
-                Adapter::note_lun(s, a.srb.address().lun, &r.sense);
+                Adapter::note_lun(s, &a.srb, r);
                 r.invalidated
             }
             _ => None,

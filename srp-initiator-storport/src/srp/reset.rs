@@ -353,15 +353,25 @@ impl Adapter {
         self.start_login(s, port);
     }
 
-    /// Notes that the target answered a command for `lun` (a LUN to reset later), unless
-    /// the answer says there is no such LUN (LOGICAL UNIT NOT SUPPORTED, ASC 25h).
-    pub(crate) fn note_lun(s: &mut Inner, lun: u8, sense: &[u8]) {
+    /// Notes that the target answered `srb` (its LUN one to reset later), unless the answer
+    /// says there is no such LUN: LOGICAL UNIT NOT SUPPORTED (ASC 25h), or standard INQUIRY
+    /// data with peripheral qualifier 011b (SPC-4 6.6.2); then the LUN is forgotten.
+    pub(crate) fn note_lun(s: &mut Inner, srb: &Srb<SrbExt>, r: &srp::initiator::Response) {
+        let sense = &r.sense;
         let asc = match sense.first().map(|b| b & 0x7f) {
             Some(0x70 | 0x71) => sense.get(12),
             Some(0x72 | 0x73) => sense.get(2),
             _ => None,
         };
-        if asc != Some(&0x25) {
+        let cdb = srb.cdb();
+        let inquiry =
+            u8::from(r.status) == 0 && cdb.len() >= 2 && cdb[0] == 0x12 && cdb[1] & 1 == 0;
+        let mut pq = [0u8; 1];
+        let no_lu = inquiry && srb.read_data(0, &mut pq).is_ok() && pq[0] >> 5 == 3;
+        let lun = srb.address().lun;
+        if asc == Some(&0x25) || no_lu {
+            s.known_luns.remove(&lun);
+        } else {
             s.known_luns.insert(lun);
         }
     }
