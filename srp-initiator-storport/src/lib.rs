@@ -9,7 +9,8 @@
 //! traps rule violations (blocking at dispatch, double completion, SRBs left after a bus
 //! reset) as a Driver Verifier bugcheck would. [`srp`] is the SRP miniport over the initiator channel
 //! core of the `srp` crate. Besides I/O it handles the management SRBs (ABORT_COMMAND as
-//! SRP ABORT TASK, RESET_LOGICAL_UNIT as LOGICAL UNIT RESET, RESET_DEVICE as a channel reset)
+//! SRP ABORT TASK, RESET_LOGICAL_UNIT as LOGICAL UNIT RESET, RESET_DEVICE and HwResetBus as
+//! a LOGICAL UNIT RESET of each known LUN, a channel reset only as the escalation)
 //! and HwAdapterControl StopAdapter (an orderly SRP_I_LOGOUT and CM disconnect, no
 //! reconnects) and RestartAdapter (a fresh login).
 //!

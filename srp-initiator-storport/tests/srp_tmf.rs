@@ -2,10 +2,12 @@
 //! outstanding SRB (it completes `SRB_STATUS_ABORTED`, the abort `SUCCESS`), ABORT_COMMAND of
 //! an SRB already completed (`SRB_STATUS_ABORT_FAILED`), RESET_LOGICAL_UNIT with I/O
 //! outstanding (the LU's SRBs complete `SRB_STATUS_BUS_RESET`, the reset `SUCCESS`), I/O
-//! afterwards, and RESET_DEVICE as a channel reset. The srp-target daemon cannot be slowed from its config, so the commands are
+//! afterwards, and RESET_DEVICE as a LOGICAL UNIT RESET of each known LUN. The srp-target daemon cannot be slowed from its config, so the commands are
 //! kept in flight by the scripted target of `common/hostile_target.rs` (`Fault::Silent`: the
 //! first SRP_CMDs get no answer; every SRP_TSK_MGMT is answered FUNCTION COMPLETE).
-//! Loopback 127.0.135.x; every wait is bounded.
+//! Also: a LUN reset the target refuses (counted, RESET_DEVICE ERROR) and one it never
+//! answers (a channel reset, then the LUN reset again on the new login). Loopback
+//! 127.0.135.x; every wait is bounded.
 
 mod common;
 #[path = "common/hostile_target.rs"]
@@ -119,19 +121,133 @@ fn abort_command_and_reset_logical_unit_end_outstanding_srbs() {
     assert_eq!(Stats::get(&stats.logins), logins, "no channel reset");
     assert_eq!(port.miniport().channel_state(), Some(PortState::Running));
 
-    // RESET_DEVICE: SRP has no TARGET RESET; the miniport resets the channel (a new login).
+    // RESET_DEVICE: SRP has no TARGET RESET; the miniport resets each LUN it knows (LUN 0
+    // answered the READs), the SRB completing with the last answer. No new login.
     let r = wait(
         &port
             .submit(management(SrbFunction::ResetDevice, 0, None))
             .expect("accepted"),
     );
     assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
-    wait_until("the new login", || {
-        Stats::get(&stats.logins) > logins
-            && port.miniport().channel_state() == Some(PortState::Running)
-    });
+    assert_eq!(Stats::get(&stats.tmfs), 3, "one more LOGICAL UNIT RESET");
+    let resets = port.miniport().resets();
+    assert_eq!((resets.lun_resets, resets.escalated), (1, 0), "{resets:?}");
     let r = wait(&port.submit(read10(lu(0), 0, 8)).expect("accepted"));
     assert_eq!(r.status, SrbStatus::SUCCESS);
+    assert_eq!(Stats::get(&stats.logins), logins, "no channel reset");
+    assert!(port.violations().is_empty(), "{:?}", port.violations());
+    drop(port);
+    drop(target);
+}
+
+/// The port logged in to a fresh hostile target at 127.0.135.`t` from 127.0.135.`h`, whose
+/// first `silent` SRP_CMDs get no answer.
+fn setup(t: u8, h: u8, silent: u32) -> (HostileTarget, Port<SrpMiniport>) {
+    let service_id = ServiceId(TARGET_GUID + u64::from(t));
+    let target = HostileTarget::start(
+        ip(t),
+        Guid(TARGET_GUID + 0x100 + u64::from(t)),
+        service_id,
+        Fault::Silent,
+        silent,
+    );
+    let hw = Adapter {
+        local: ip(h),
+        target: ip(t),
+        guid: HOST_GUID + u64::from(h),
+        target_port_id: PortId::new(0, Guid(TARGET_GUID + u64::from(t)), IoClass::SrpR16a),
+        service_id,
+        queue_depth: 16,
+        timers: timers(1, 3, 30),
+        cmd_timeout: Duration::from_secs(30),
+    }
+    .config();
+    let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts");
+    wait_until("the login", || {
+        port.miniport().channel_state() == Some(PortState::Running)
+    });
+    (target, port)
+}
+
+#[test]
+fn a_refused_lun_reset_is_counted_and_the_device_reset_reports_it() {
+    let (target, port) = setup(3, 4, 0);
+    let stats = target.stats.clone();
+    // LUN 0 answers: the adapter knows it.
+    let r = wait(&port.submit(read10(lu(0), 0, 8)).expect("accepted"));
+    assert_eq!(r.status, SrbStatus::SUCCESS);
+    // The target answers every TMF FAILED (SRP r16a response code 5).
+    stats
+        .tmf_answer
+        .store(5, std::sync::atomic::Ordering::SeqCst);
+    let r = wait(
+        &port
+            .submit(management(SrbFunction::ResetDevice, 0, None))
+            .expect("accepted"),
+    );
+    assert_eq!(r.status, SrbStatus::ERROR, "RESET_DEVICE: {r:?}");
+    let resets = port.miniport().resets();
+    assert_eq!(
+        (
+            resets.sequences,
+            resets.lun_resets,
+            resets.refused,
+            resets.escalated
+        ),
+        (1, 0, 1, 0),
+        "{resets:?}"
+    );
+    // A bus reset: the refusal is counted, the bus reset still ends and resumes the port.
+    assert_eq!(port.reset_bus(0), Ok(true));
+    let r = wait(&port.submit(read10(lu(0), 8, 8)).expect("accepted"));
+    assert_eq!(
+        r.status,
+        SrbStatus::SUCCESS,
+        "I/O after the bus reset: {r:?}"
+    );
+    assert_eq!(port.miniport().resets().refused, 2);
+    assert_eq!(Stats::get(&stats.logins), 1, "no channel reset");
+    assert!(port.violations().is_empty(), "{:?}", port.violations());
+    drop(port);
+    drop(target);
+}
+
+#[test]
+fn an_unanswered_lun_reset_resets_the_channel_and_is_sent_again_on_the_new_login() {
+    // The first READ stays unanswered: in flight at the bus reset.
+    let (target, port) = setup(5, 6, 1);
+    let stats = target.stats.clone();
+    let held = port.submit(read10(lu(0), 0, 8)).expect("accepted");
+    wait_until("the READ at the target", || {
+        Stats::get(&stats.commands) >= 1
+    });
+    // The first LOGICAL UNIT RESET gets no answer (the core's TMF timeout is 5 s).
+    stats
+        .tmf_silent
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(port.reset_bus(0), Ok(true));
+    let h = wait(&held);
+    assert_eq!(h.status, SrbStatus::BUS_RESET, "the READ in flight: {h:?}");
+    // Requests wait while the adapter is paused: this one goes after the reset ended, on
+    // the new login.
+    let after = port.submit(read10(lu(0), 8, 8)).expect("accepted");
+    let r = after
+        .wait_timeout(Duration::from_secs(20))
+        .expect("completes after the reset");
+    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    let resets = port.miniport().resets();
+    assert_eq!(
+        (
+            resets.sequences,
+            resets.lun_resets,
+            resets.refused,
+            resets.escalated
+        ),
+        (1, 1, 0, 1),
+        "{resets:?}"
+    );
+    assert_eq!(Stats::get(&stats.logins), 2, "one channel reset");
+    assert_eq!(Stats::get(&stats.tmfs), 2, "the LUN reset sent again");
     assert!(port.violations().is_empty(), "{:?}", port.violations());
     drop(port);
     drop(target);

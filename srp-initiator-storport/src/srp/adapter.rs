@@ -203,6 +203,10 @@ pub(crate) struct Inner {
     pub(crate) wcs: Vec<hca::verbs::Wc>,
     /// The IOC's Device Management watch, if configured.
     pub(crate) watch: Option<super::watch::IocWatch>,
+    /// The bus or device reset running, if one is ([`super::reset`]).
+    pub(crate) target_reset: Option<super::reset::TargetReset>,
+    /// LUNs the target answered commands for: what a bus reset resets.
+    pub(crate) known_luns: std::collections::BTreeSet<u8>,
 }
 
 /// The adapter.
@@ -229,6 +233,8 @@ pub(crate) struct Adapter {
     pub(crate) remapped: AtomicU64,
     /// Logins, losses and the last failure, for [`super::SrpMiniport::status`].
     pub(crate) status: Mutex<StatusLog>,
+    /// What bus and device resets did.
+    pub(crate) resets: super::reset::ResetCounters,
     /// The port: its DPC runs the adapter's (queued by the device's CQ notifications and
     /// by work queued from outside the DPC).
     pub(crate) port: Arc<dyn PortSide>,
@@ -350,6 +356,8 @@ impl Adapter {
             paused: false,
             qp_failed: false,
             wcs: Vec::with_capacity(256),
+            target_reset: None,
+            known_luns: std::collections::BTreeSet::new(),
             watch: cfg.ioc_watch.map(|period| {
                 super::watch::IocWatch::new(ca.now(), Gid::from_ip(cfg.target), period)
             }),
@@ -375,6 +383,7 @@ impl Adapter {
             mapped_all_memory: AtomicU64::new(0),
             remapped: AtomicU64::new(0),
             status: Mutex::new(StatusLog::new(target)),
+            resets: super::reset::ResetCounters::default(),
             port,
         })
     }

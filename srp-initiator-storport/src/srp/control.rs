@@ -10,11 +10,12 @@
 //!   target had completes `SRB_STATUS_BUS_RESET`, then the reset `SUCCESS`; otherwise
 //!   `SRB_STATUS_ERROR` (the SRBs stay, under their own timeouts).
 //! - RESET_DEVICE: SRP has no TARGET RESET (SRP r16a 6.7), and this adapter is one target
-//!   port, so it resets the channel, as HwResetBus does and as ib_srp's host reset does: every
-//!   SRB completes `SRB_STATUS_BUS_RESET` and a fresh SINGLE login makes the target drop the
-//!   old channel and with it every task of ours (an I_T nexus loss). Resetting each LU in turn
-//!   would need one TMF credit per LU while the core holds back one, and would leave the
-//!   channel's own state (credits, a stuck TMF) as it was.
+//!   port, so it sends LOGICAL UNIT RESET to each LUN it knows, one at a time (the core
+//!   holds back one TMF credit), as ib_srp's device reset does: the LUs' SRBs complete
+//!   `SRB_STATUS_BUS_RESET` as their LUN's reset ends them, the SRB SUCCESS after the last
+//!   (ERROR if the target refused one). A channel reset — a fresh SINGLE login, which ends
+//!   only our own I_T nexus and so leaves another initiator's reservation in place — is
+//!   the escalation when a reset is not sent or not answered; see `reset`.
 //! - StopAdapter (the port drained first): anything still held completes
 //!   `SRB_STATUS_REQUEST_FLUSHED`; on a live channel SRP_I_LOGOUT is posted and the DPC
 //!   thread waits up to [`LOGOUT_LINGER`] for the target's DREQ, then disconnects itself;
@@ -78,13 +79,7 @@ impl Adapter {
                         }
                     }
                 }
-                SrbFunction::ResetDevice => {
-                    self.teardown(&mut s);
-                    self.flush_held(&mut s, SrbStatus::BUS_RESET, &mut done);
-                    self.relogin(&mut s, port, &mut done);
-                    srb.set_status(SrbStatus::SUCCESS);
-                    done.push(srb);
-                }
+                SrbFunction::ResetDevice => self.reset_device(&mut s, port, srb, &mut done),
                 _ => {
                     srb.set_status(SrbStatus::INVALID_REQUEST);
                     done.push(srb);

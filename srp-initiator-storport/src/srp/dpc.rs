@@ -243,7 +243,7 @@ impl Adapter {
                 Action::Remap(id) => self.remap(s, id),
                 Action::Disconnect => self.teardown(s),
                 Action::Complete(c) => self.finish(s, c, done),
-                Action::TmfDone(c) => self.tmf_done(s, c, done),
+                Action::TmfDone(c) => self.tmf_done(s, port, c, done),
             }
         }
         while let Some(ev) = s.channel.poll_event() {
@@ -257,7 +257,10 @@ impl Adapter {
                     reg.take_retries()
                 };
                 self.post_reg(s, retries);
-                if s.paused {
+                if self.resume_sequence(s, port, done) {
+                    // A bus or device reset goes on on the new channel, paused until done.
+                    n += self.run_actions(s, port, done);
+                } else if s.paused {
                     s.paused = false;
                     port.release();
                 }
@@ -312,7 +315,10 @@ impl Adapter {
             return; // Its SRB was already completed by a bus reset.
         };
         let invalidated = match &c.outcome {
-            srp::initiator::Outcome::Done(r) => r.invalidated,
+            srp::initiator::Outcome::Done(r) => {
+                Adapter::note_lun(s, &a.srb, r);
+                r.invalidated
+            }
             _ => None,
         };
         let never_posted = s.pending_reg.remove(&c.id).is_some();
@@ -337,9 +343,19 @@ impl Adapter {
 
     /// A management SRB's TMF ended: ABORT_COMMAND is SUCCESS on FUNCTION COMPLETE and
     /// ABORT_FAILED otherwise (the command had completed, the target refused, no answer);
-    /// RESET_LOGICAL_UNIT is SUCCESS or ERROR.
-    fn tmf_done(&self, s: &mut Inner, c: srp::initiator::TmfCompletion, done: &mut Done) {
+    /// RESET_LOGICAL_UNIT is SUCCESS or ERROR. A LUN reset of a bus or device reset goes
+    /// on with its sequence ([`super::reset`]).
+    fn tmf_done(
+        &self,
+        s: &mut Inner,
+        port: &dyn PortSide,
+        c: srp::initiator::TmfCompletion,
+        done: &mut Done,
+    ) {
         use srp::initiator::TmfResult;
+        if s.target_reset.as_ref().is_some_and(|r| r.owns(c.id)) {
+            return self.lun_reset_done(s, port, c.result, done);
+        }
         let Some(m) = s.mgmt.remove(&c.id) else {
             return; // Already completed by a bus reset.
         };

@@ -1,4 +1,5 @@
-//! HwBuildIo, HwStartIo and HwResetBus of the SRP miniport.
+//! HwBuildIo and HwStartIo of the SRP miniport, and the hand-back and re-login of a channel
+//! reset.
 //!
 //! - BuildIo (unlocked, concurrent, dispatch): maps the SRB's own pages — its scatter-gather
 //!   elements, physical addresses in system memory — through the registration (FRMR per
@@ -12,9 +13,10 @@
 //!   register each held command again (`Action::Remap`, answered in `dpc`): the old regions
 //!   are discarded and recreated, the buffer mapped anew, and the SRP_CMD re-sent with the
 //!   new descriptors behind the new REG_MRs.
-//! - ResetBus: every SRB the adapter holds completes with `SRB_STATUS_BUS_RESET`, each
-//!   through RequestComplete (its regions discarded and recreated), and the channel is reset: the old QP and CM connection are
-//!   torn down and a fresh core logs in again (SINGLE, so the target drops the old one).
+//! - A channel reset (HwResetBus's escalation, RestartAdapter; see `reset`): every SRB the
+//!   adapter holds completes through RequestComplete (its regions discarded and
+//!   recreated), the old QP and CM connection are torn down and a fresh core logs in again
+//!   (SINGLE, so the target drops the old one).
 
 use super::adapter::{Active, Adapter, Inner};
 use super::side::PortSide;
@@ -197,20 +199,6 @@ impl Adapter {
         refused
     }
 
-    pub(crate) fn reset_bus(&self, port: &dyn PortSide) -> bool {
-        let mut done = dpc::done_list();
-        {
-            let mut s = self.lock();
-            self.teardown(&mut s);
-            self.flush_held(&mut s, SrbStatus::BUS_RESET, &mut done);
-            self.relogin(&mut s, port, &mut done);
-        }
-        dpc::complete_all(port, done);
-        // The login's timers are the DPC's.
-        self.port.wake();
-        true
-    }
-
     /// Completes every SRB the adapter holds with `status` (its regions discarded: posted on
     /// a QP just destroyed, or never), management SRBs included.
     pub(crate) fn flush_held(&self, s: &mut Inner, status: SrbStatus, done: &mut dpc::Done) {
@@ -225,16 +213,27 @@ impl Adapter {
             m.srb.set_status(status);
             done.push(m.srb);
         }
+        // A bus or device reset running ends with the channel it ran on.
+        if let Some(srb) = s.target_reset.take().and_then(|r| r.into_srb()) {
+            srb.set_status(status);
+            done.push(srb);
+        }
     }
 
     /// A fresh channel core logs in (SINGLE, so the target drops any old channel); the
     /// port is paused until it has.
     pub(crate) fn relogin(&self, s: &mut Inner, port: &dyn PortSide, done: &mut dpc::Done) {
+        self.start_login(s, port);
+        self.run_actions(s, port, done);
+    }
+
+    /// [`Adapter::relogin`] without running the new core's actions (for a caller inside
+    /// the DPC's action loop, which runs them next).
+    pub(crate) fn start_login(&self, s: &mut Inner, port: &dyn PortSide) {
         let now = self.now();
         s.channel = InitiatorChannel::new(Adapter::channel_config(&self.cfg));
         s.channel.connect(now);
         s.paused = true;
         port.hold(self.cfg.login_timeout.as_secs().max(1) as u32);
-        self.run_actions(s, port, done);
     }
 }

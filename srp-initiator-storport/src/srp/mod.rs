@@ -18,11 +18,17 @@
 //!   completion routines run next on the same thread. With nothing left it arms the CQs
 //!   and asks for a timer call at the core's or CM's next timer; a CQ notification queues
 //!   it again. One DPC per adapter: no thread of the miniport's own.
-//! - HwBuildIo / HwStartIo / HwResetBus: see `io`. Nothing blocks; exhaustion is BUSY.
+//! - HwBuildIo / HwStartIo: see `io`. Nothing blocks; exhaustion is BUSY.
+//! - HwResetBus: every held SRB completes BUS_RESET at once (their regions invalidated),
+//!   the adapter pauses, and a LOGICAL UNIT RESET goes to each LUN the adapter knows, so
+//!   another initiator's SCSI-2 reservation is broken as Windows clusters expect; the
+//!   adapter resumes with the last answer. A channel reset only as the escalation. See
+//!   `reset`.
 //! - Management SRBs (dispatch, from StartIo): ABORT_COMMAND → SRP_TSK_MGMT ABORT TASK (the
 //!   named SRB completes ABORTED, the abort SUCCESS; an SRB already completed →
 //!   ABORT_FAILED), RESET_LOGICAL_UNIT → LOGICAL UNIT RESET (the LU's SRBs complete
-//!   BUS_RESET), RESET_DEVICE → a channel reset (SRP has no TARGET RESET); see `control`.
+//!   BUS_RESET), RESET_DEVICE → a LOGICAL UNIT RESET of each known LUN (SRP has no
+//!   TARGET RESET); see `control` and `reset`.
 //! - HwAdapterControl (dispatch): StopAdapter logs out (SRP_I_LOGOUT, then the DREQ once the
 //!   target closes or a bounded linger passes, finished by the DPC) and stops
 //!   reconnecting; RestartAdapter logs in with a fresh core. Both reported supported.
@@ -33,8 +39,9 @@
 //!   SRB by RequestComplete and reports success, not StorPortCompleteRequest(SP_UNTAGGED).
 //!
 //! Files: `adapter` (resources and locks), `verbs` (QP and CM verbs),
-//! `dpc` (the completion context), `io` (BuildIo, StartIo, ResetBus), `control`
-//! (management SRBs, StopAdapter, RestartAdapter), `outcome` (SRB status mapping),
+//! `dpc` (the completion context), `io` (BuildIo, StartIo), `reset` (HwResetBus and
+//! RESET_DEVICE as LUN resets, the channel reset), `control` (management SRBs,
+//! StopAdapter, RestartAdapter), `outcome` (SRB status mapping),
 //! `status` (what [`SrpMiniport::status`] reports).
 
 mod adapter;
@@ -43,6 +50,7 @@ mod dpc;
 mod io;
 mod outcome;
 mod pending;
+mod reset;
 mod side;
 mod status;
 mod transport;
@@ -50,6 +58,7 @@ mod verbs;
 mod watch;
 
 pub use adapter::OpenError;
+pub use reset::ResetCounts;
 pub use side::PortSide;
 pub use status::{AdapterStatus, LoginFailure};
 pub use transport::SrpTransport;
@@ -230,6 +239,12 @@ impl SrpMiniport {
     /// dispatch level, CQ notifications, routine panics); `None` before HwFindAdapter.
     pub fn verbs(&self) -> Option<access_layer::verbs::CaStats> {
         self.transport().map(SrpTransport::verbs)
+    }
+
+    /// What bus and device resets did (`reset`): LUN resets sent, refused, escalated.
+    pub fn resets(&self) -> ResetCounts {
+        self.transport()
+            .map_or_else(ResetCounts::default, SrpTransport::resets)
     }
 
     /// Held commands whose buffers were registered again after a reconnect.

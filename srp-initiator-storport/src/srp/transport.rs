@@ -90,10 +90,11 @@ impl SrpTransport {
         self.a.idle(&*self.a.port, max)
     }
 
-    /// A bus reset: everything held completes BUS_RESET, the channel is torn down and a
-    /// fresh SINGLE login starts.
+    /// A channel reset: everything held completes BUS_RESET, the channel is torn down and
+    /// a fresh SINGLE login starts (ends our own I_T nexus only; the StorPort miniport's
+    /// HwResetBus resets the LUNs instead, see `reset`).
     pub fn reset(&self) -> bool {
-        self.a.reset_bus(&*self.a.port)
+        self.a.channel_reset(&*self.a.port)
     }
 
     /// The device is gone (a surprise removal): the channel is torn down without a logout
@@ -210,6 +211,11 @@ impl SrpTransport {
     /// How the adapter used its channel adapter's verbs.
     pub fn verbs(&self) -> access_layer::verbs::CaStats {
         self.a.ca.stats()
+    }
+
+    /// What bus and device resets did (LUN resets sent, refused, escalated).
+    pub fn resets(&self) -> super::ResetCounts {
+        self.a.resets.snapshot()
     }
 
     /// Held commands whose buffers were registered again after a reconnect.

@@ -24,7 +24,7 @@ use srp::wire::desc::{DataDesc, DirectBuf};
 use srp_target::login::cm::{CmAnswer, parse_cm_login};
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -56,8 +56,13 @@ pub struct Stats {
     pub refused: AtomicU32,
     /// Commands answered properly.
     pub good: AtomicU32,
-    /// SRP_TSK_MGMTs received (each answered FUNCTION COMPLETE).
+    /// SRP_TSK_MGMTs received (answered FUNCTION COMPLETE unless the knobs below say).
     pub tmfs: AtomicU32,
+    /// Knob: the SRP response code every SRP_TSK_MGMT is answered with (0: FUNCTION
+    /// COMPLETE, 5: FAILED, ...).
+    pub tmf_answer: AtomicU8,
+    /// Knob: how many of the next SRP_TSK_MGMTs get no answer at all.
+    pub tmf_silent: AtomicU32,
 }
 
 impl Stats {
@@ -277,10 +282,26 @@ impl Target {
             if iu.first() == Some(&0x02) {
                 self.command(&iu);
             } else if iu.first() == Some(&0x01) && iu.len() >= 16 {
-                // SRP_TSK_MGMT: FUNCTION COMPLETE (an SRP_RSP without response data).
+                // SRP_TSK_MGMT: FUNCTION COMPLETE (an SRP_RSP without response data), or
+                // what the knobs say.
                 self.stats.tmfs.fetch_add(1, Ordering::SeqCst);
                 let tag = u64::from_be_bytes(iu[8..16].try_into().unwrap_or([0; 8]));
-                self.respond(rsp_bytes(tag), Vec::new());
+                let silent = self
+                    .stats
+                    .tmf_silent
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok();
+                let code = self.stats.tmf_answer.load(Ordering::SeqCst);
+                if !silent {
+                    let mut rsp = rsp_bytes(tag);
+                    if code != 0 {
+                        // RSPVALID, four bytes of response data, the code in the last.
+                        rsp[18] = 0x01;
+                        rsp[32..36].copy_from_slice(&4u32.to_be_bytes());
+                        rsp.extend_from_slice(&[0, 0, 0, code]);
+                    }
+                    self.respond(rsp, Vec::new());
+                }
             }
             let Some(c) = &self.chan else { return };
             let wr = RecvWr {

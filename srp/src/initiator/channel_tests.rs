@@ -713,3 +713,31 @@ fn caller_tmf_without_a_channel_is_not_sent() {
         }]
     );
 }
+
+#[test]
+fn withdraw_takes_back_only_a_command_not_sent_yet() {
+    // Window 2: one command goes, the next waits for a credit.
+    let mut h = Harness::logged_in(config(LoginForm::IbCm), 2);
+    let a = h.submit(read_cmd(0));
+    let b = h.submit(read_cmd(0));
+    let sent = h.sent.len();
+    assert!(!h.ch.withdraw(a), "the target has the first one");
+    assert!(h.ch.withdraw(b), "the second one never went");
+    assert!(!h.ch.withdraw(b), "and is gone");
+    h.pump();
+    assert_eq!(h.sent.len(), sent, "nothing sent: no TMF");
+    assert_eq!(
+        h.done,
+        vec![Completion {
+            id: b,
+            outcome: Outcome::Reset
+        }]
+    );
+    assert!(h.tmfs.is_empty());
+    assert_eq!((h.ch.outstanding(), h.ch.queued()), (1, 0));
+    // The credit the first one's answer returns sends nothing withdrawn.
+    h.recv(&rsp(h.sent_cmd(0).tag, 1));
+    assert_eq!(h.sent.len(), sent);
+    assert_eq!(h.done.len(), 2);
+    assert_eq!(h.done[1].id, a);
+}

@@ -97,6 +97,23 @@ impl InitiatorChannel {
         id
     }
 
+    /// Takes back command `cmd` if it was never sent (waiting for a credit, or being
+    /// registered again after an outage): it completes with [`Outcome::Reset`] and never
+    /// reaches the target. False when the target may have it (or the core no longer holds
+    /// it): only a TMF or a channel reset ends it there. No TMF is sent. For a driver that
+    /// must hand every request back at once (StorPort's HwResetBus) while the target's
+    /// task set is reset behind it.
+    pub fn withdraw(&mut self, cmd: CmdId) -> bool {
+        let unsent = match self.waiting.iter().position(|(w, _)| *w == cmd) {
+            Some(at) => self.waiting.remove(at).is_some(),
+            None => self.remapping.remove(&cmd).is_some(),
+        };
+        if unsent {
+            self.complete(cmd, Outcome::Reset);
+        }
+        unsent
+    }
+
     fn next_tmf_id(&mut self) -> TmfId {
         self.next_tmf += 1;
         TmfId(self.next_tmf)
