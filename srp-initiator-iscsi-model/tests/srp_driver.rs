@@ -380,7 +380,7 @@ fn a_bus_reset_under_load_hands_everything_back_and_logs_in_again() {
     wait_until("the login after the resets", || {
         port.driver().status().state == Some(srp::initiator::PortState::Running)
     });
-    assert_eq!(port.driver().status().logins, 1, "no channel reset");
+    assert!(port.driver().status().logins >= 2, "logged in again");
     let n = ledger.lock().expect("ledger").check(&port);
     assert!(n > 0);
     port.unload().expect("unload");
