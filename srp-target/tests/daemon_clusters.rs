@@ -359,8 +359,9 @@ fn sbc4_commands_meet_another_nexus_persistent_reservation() {
     lba_status[13] = 64;
     let verify0 = [0x2f, 0, 0, 0, 0, 0, 0, 0, 8, 0];
     let verify1 = [0x2f, 0x02, 0, 0, 0, 0, 0, 0, 8, 0];
+    // One block: the file LU's atomic limit is its physical block (512 bytes here).
     let mut atomic = cdb16(0x9c, 0, 0, 0);
-    atomic[13] = 8;
+    atomic[13] = 1;
     assert_eq!(pr_out(&mut b, 0, 0, 0, 0xb7), Status::Good);
     // Exclusive Access (type 3) held by B.
     assert_eq!(pr_out(&mut b, 1, 3, 0xb7, 0), Status::Good);
@@ -368,11 +369,11 @@ fn sbc4_commands_meet_another_nexus_persistent_reservation() {
     conflict(&mut a, &lba_status, &[], 64);
     conflict(&mut a, &verify0, &[], 0);
     conflict(&mut a, &verify1, &d, 0);
-    conflict(&mut a, &atomic, &d, 0);
+    conflict(&mut a, &atomic, &d[..512], 0);
     b.good(DISK, &prefetch, &[], 0);
     b.good(DISK, &lba_status, &[], 64);
     b.good(DISK, &verify1, &d, 0);
-    b.good(DISK, &atomic, &d, 0);
+    b.good(DISK, &atomic, &d[..512], 0);
     // Write Exclusive (type 1): the reads are allowed, WRITE ATOMIC still conflicts.
     assert_eq!(pr_out(&mut b, 2, 3, 0xb7, 0), Status::Good);
     assert_eq!(pr_out(&mut b, 1, 1, 0xb7, 0), Status::Good);
@@ -380,7 +381,7 @@ fn sbc4_commands_meet_another_nexus_persistent_reservation() {
     a.good(DISK, &lba_status, &[], 64);
     a.good(DISK, &verify0, &[], 0);
     a.good(DISK, &verify1, &d, 0);
-    conflict(&mut a, &atomic, &d, 0);
+    conflict(&mut a, &atomic, &d[..512], 0);
     r.daemon.shutdown();
 }
 
