@@ -39,6 +39,12 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# A clean test build (workspace, Windows check, fuzz corpus replay) takes about 4 GB under
+# target/ and fuzz/target/; incremental caches would add gigabytes a one-off run never reuses.
+# CI ran out of disk before either change (2026-11-26), so the free space is printed first.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+echo "== disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free for target/"
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
