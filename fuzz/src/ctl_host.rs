@@ -20,7 +20,7 @@ use srp_hostd::control::wire::{
 };
 use srp_hostd::control::{
     DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, HostService, LoginSpec,
-    PathInfo, PortalInfo, SessionInfo, TargetInfo,
+    PathInfo, PortalInfo, ResetInfo, SessionInfo, TargetInfo,
 };
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -61,6 +61,12 @@ fn world() -> &'static World {
                 login: "ib-cm".into(),
                 driver: ["storport", "iscsi-model"][i as usize % 2].into(),
                 hca: [("icrc_errors".to_owned(), u64::from(i))].into(),
+                resets: ResetInfo {
+                    sequences: u64::from(i),
+                    lun_resets: u64::from(i) * 2,
+                    refused: u64::from(i % 2),
+                    escalated: u64::from(i % 3),
+                },
             })
             .collect();
         let disks = (0..8)

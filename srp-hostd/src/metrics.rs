@@ -1,8 +1,8 @@
 //! The host daemon's metrics in the Prometheus text format ([`hca::metrics::Exposition`]),
 //! from what its control interface lists: per disk (I/O by kind, errors, failovers, queued,
 //! latency histograms), per path (state, in flight, I/O, bytes, errors, failures, HCA
-//! drops, retransmits) and per session (state, logins, losses, outstanding, every HCA
-//! counter of its port). Served by `srpctl host run --metrics ADDR` and printed by
+//! drops, retransmits) and per session (state, logins, losses, resets, outstanding, every
+//! HCA counter of its port). Served by `srpctl host run --metrics ADDR` and printed by
 //! `srpctl host metrics`; the metric names are documented in docs/operators-guide.md.
 
 use crate::control::{DiskInfo, SessionInfo};
@@ -167,6 +167,20 @@ pub fn render(sessions: &[SessionInfo], disks: &[DiskInfo]) -> String {
             l,
             s.losses,
         );
+        for (kind, value) in [
+            ("sequences", s.resets.sequences),
+            ("lun_resets", s.resets.lun_resets),
+            ("refused", s.resets.refused),
+            ("escalated", s.resets.escalated),
+        ] {
+            let labels: &[(&str, &str)] = &[("session", &id), ("kind", kind)];
+            e.counter(
+                "srp_host_session_resets_total",
+                "Bus and device resets by kind: sequences started, LOGICAL UNIT RESETs answered and refused, resets escalated to a channel reset.",
+                labels,
+                value,
+            );
+        }
         e.gauge(
             "srp_host_session_outstanding",
             "Commands outstanding on the channel now.",
@@ -184,4 +198,61 @@ pub fn render(sessions: &[SessionInfo], disks: &[DiskInfo]) -> String {
         }
     }
     e.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::ResetInfo;
+
+    fn session(resets: ResetInfo) -> SessionInfo {
+        SessionInfo {
+            id: 7,
+            portal: "127.0.0.1".parse().expect("ip"),
+            local: "127.0.0.2".parse().expect("ip"),
+            ioc_guid: "0x0002c90300a1b2c3".into(),
+            ioc_name: "ioc0".into(),
+            id_ext: "0x0000000000000001".into(),
+            service_id: "0x0002c90300a1b2c3".into(),
+            state: "running".into(),
+            logins: 2,
+            losses: 1,
+            last_error: None,
+            outstanding: 0,
+            disks: Vec::new(),
+            login: "ib-cm".into(),
+            driver: "storport".into(),
+            hca: Default::default(),
+            resets,
+        }
+    }
+
+    /// Each kind of reset is a series of its own, zero included (a rate needs the zero).
+    #[test]
+    fn a_sessions_resets_are_counted_by_kind() {
+        let text = render(
+            &[session(ResetInfo {
+                sequences: 1,
+                lun_resets: 3,
+                refused: 0,
+                escalated: 1,
+            })],
+            &[],
+        );
+        for (kind, value) in [
+            ("sequences", 1),
+            ("lun_resets", 3),
+            ("refused", 0),
+            ("escalated", 1),
+        ] {
+            let series =
+                format!("srp_host_session_resets_total{{session=\"7\",kind=\"{kind}\"}} {value}\n");
+            assert!(text.contains(&series), "{series} missing from\n{text}");
+        }
+        assert_eq!(
+            text.matches("# TYPE srp_host_session_resets_total counter")
+                .count(),
+            1
+        );
+    }
 }

@@ -338,6 +338,11 @@ impl Session {
             login: self.via.as_str().to_owned(),
             driver: self.port.model().as_str().to_owned(),
             hca: crate::control::hca_counters(&st.hca),
+            resets: self
+                .port
+                .transport()
+                .map(|t| t.resets().into())
+                .unwrap_or_default(),
         }
     }
 

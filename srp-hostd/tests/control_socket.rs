@@ -51,6 +51,7 @@ fn session(id: u32, portal: IpAddr, disks: Vec<String>) -> SessionInfo {
         login: "rdma-cm".into(),
         driver: "iscsi-model".into(),
         hca: Default::default(),
+        resets: Default::default(),
     }
 }
 

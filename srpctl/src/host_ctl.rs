@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 use srp_hostd::config::{DEFAULT_NAME, default_socket};
 use srp_hostd::control::{
-    DiskInfo, HostClient, LoginSpec, PathInfo, PortalInfo, SessionInfo, TargetInfo,
+    DiskInfo, HostClient, LoginSpec, PathInfo, PortalInfo, ResetInfo, SessionInfo, TargetInfo,
 };
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -440,6 +440,7 @@ fn sessions_table(v: &[SessionInfo]) -> String {
                 s.login.clone(),
                 s.driver.clone(),
                 format!("{}/{}", s.logins, s.losses),
+                resets(&s.resets),
                 s.outstanding.to_string(),
                 s.disks.len().to_string(),
                 crate::counters::transport(s.hca.iter().map(|(k, v)| (k.as_str(), *v))),
@@ -457,6 +458,7 @@ fn sessions_table(v: &[SessionInfo]) -> String {
             "LOGIN",
             "DRIVER",
             "LOGINS/LOSSES",
+            "RESETS",
             "OUTSTANDING",
             "DISKS",
             "TRANSPORT",
@@ -464,6 +466,22 @@ fn sessions_table(v: &[SessionInfo]) -> String {
         ],
         rows,
     )
+}
+
+/// A session's resets in a few words: `-` when none, else LUN resets answered, then the
+/// refused and escalated ones when there were any (`2 lun, 1 escalated`).
+fn resets(r: &ResetInfo) -> String {
+    if *r == ResetInfo::default() {
+        return "-".to_owned();
+    }
+    let mut words = vec![format!("{} lun", r.lun_resets)];
+    if r.refused > 0 {
+        words.push(format!("{} refused", r.refused));
+    }
+    if r.escalated > 0 {
+        words.push(format!("{} escalated", r.escalated));
+    }
+    words.join(", ")
 }
 
 /// `bytes` in binary units, one decimal (`1.0 GiB`).
@@ -612,6 +630,24 @@ fn paths_text(v: &[DiskInfo]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resets_read_in_a_few_words() {
+        assert_eq!(resets(&ResetInfo::default()), "-");
+        let r = ResetInfo {
+            sequences: 1,
+            lun_resets: 2,
+            refused: 0,
+            escalated: 0,
+        };
+        assert_eq!(resets(&r), "2 lun");
+        let r = ResetInfo {
+            refused: 1,
+            escalated: 3,
+            ..r
+        };
+        assert_eq!(resets(&r), "2 lun, 1 refused, 3 escalated");
+    }
 
     #[test]
     fn sizes_read_as_operators_expect() {

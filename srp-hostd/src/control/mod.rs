@@ -18,6 +18,6 @@ pub mod wire;
 pub use client::{ClientError, HostClient};
 pub use model::{
     DiskInfo, HostAnswer, HostControl, HostControlError, HostRequest, LoginSpec, PathInfo,
-    PortalInfo, SessionInfo, TargetInfo, hca_counters,
+    PortalInfo, ResetInfo, SessionInfo, TargetInfo, hca_counters,
 };
 pub use service::HostService;

@@ -51,6 +51,37 @@ pub struct SessionInfo {
     /// (their sum).
     #[serde(default)]
     pub hca: BTreeMap<String, u64>,
+    /// What the session's bus and device resets did (a command timeout's last step, or a
+    /// cluster challenge's HwResetBus). Absent from an older daemon's answer: all zero.
+    #[serde(default)]
+    pub resets: ResetInfo,
+}
+
+/// A session's resets (`srp_initiator_storport::srp::ResetCounts`, shared by both driver
+/// models: the iSCSI model's bus reset is a channel reset, counted as `escalated`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResetInfo {
+    /// Reset sequences started (HwResetBus and RESET_DEVICE on a live channel).
+    pub sequences: u64,
+    /// LOGICAL UNIT RESETs the target answered FUNCTION COMPLETE.
+    pub lun_resets: u64,
+    /// LOGICAL UNIT RESETs the target refused.
+    pub refused: u64,
+    /// Resets done as a channel reset (a reset unanswered, the channel down, or the
+    /// driver model's bus reset).
+    pub escalated: u64,
+}
+
+impl From<srp_initiator_storport::srp::ResetCounts> for ResetInfo {
+    fn from(c: srp_initiator_storport::srp::ResetCounts) -> Self {
+        ResetInfo {
+            sequences: c.sequences,
+            lun_resets: c.lun_resets,
+            refused: c.refused,
+            escalated: c.escalated,
+        }
+    }
 }
 
 /// `Stats::named` as the control socket carries it.

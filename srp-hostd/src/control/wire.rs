@@ -211,7 +211,7 @@ fn body<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::model::{DiskInfo, PathInfo, SessionInfo};
+    use crate::control::model::{DiskInfo, PathInfo, ResetInfo, SessionInfo};
     use access_layer::ctl::wire::MAX_BODY;
     use std::net::{IpAddr, Ipv4Addr};
 
@@ -278,6 +278,12 @@ mod tests {
             login: "ib-cm".into(),
             driver: "storport".into(),
             hca: [("icrc_errors".to_owned(), 1u64)].into_iter().collect(),
+            resets: ResetInfo {
+                sequences: 2,
+                lun_resets: 3,
+                refused: 0,
+                escalated: 1,
+            },
         }
     }
 
@@ -465,6 +471,27 @@ mod tests {
             let body = encode_answer(answer.clone(), 0);
             assert_eq!(decode_answer(&body).expect("decode"), answer);
         }
+    }
+
+    /// A session as an older daemon answers it (no `resets`): decoded, resets all zero; the
+    /// counters travel by name.
+    #[test]
+    fn a_session_without_resets_decodes_with_none() {
+        let mut old = serde_json::to_value(session(1, 0)).expect("json");
+        let fields = old.as_object_mut().expect("object");
+        assert_eq!(
+            fields.remove("resets"),
+            Some(
+                serde_json::json!({"sequences": 2, "lun_resets": 3, "refused": 0, "escalated": 1})
+            )
+        );
+        let body =
+            serde_json::to_vec(&serde_json::json!({ "Ok": { "Sessions": [old] } })).expect("json");
+        let Ok(HostAnswer::Sessions(got)) = decode_answer(&body).expect("decode") else {
+            panic!("not a session list");
+        };
+        assert_eq!(got[0].resets, ResetInfo::default());
+        assert_eq!(got[0].hca, session(1, 0).hca);
     }
 
     #[test]
