@@ -12,13 +12,12 @@ mod srp_adapter;
 
 use common::{DEADLINE, lu, read10, tur, wait, wait_until, write10};
 use srp::initiator::PortState;
-use srp_adapter::{Adapter, timers};
+use srp_adapter::{Adapter, Backing, OneLunTarget, daemon_options, timers};
 use srp_initiator_storport::port::{
     DataDirection, Port, PortConfig, SrbFunction, SrbRequest, SrbStatus,
 };
 use srp_initiator_storport::srp::{ResetCounts, SrpMiniport};
-use srp_target::config::TargetConfig;
-use srp_target::daemon::{Daemon, DaemonOptions};
+use srp_target::daemon::Daemon;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
@@ -32,39 +31,22 @@ fn ip(last: u8) -> IpAddr {
 
 /// A daemon serving one RAM LUN (the quorum disk) at 127.0.157.`t`.
 fn daemon(t: u8) -> (Daemon, srp_target::config::IocConfig) {
-    let text = format!(
-        r#"
-[target]
-node_guid = "0x0002c90300a1c7{t:02x}"
-name = "storport-cluster"
-
-[[port]]
-name = "p0"
-address = "{target}"
-
-[[lun]]
-name = "quorum"
-ram = true
-size = "4MiB"
-
-[[ioc]]
-name = "ioc-a"
-guid = "0x0002c90300a1c8{t:02x}"
-ports = ["p0"]
-exports = {{ 0 = "quorum" }}
-allow = ["any"]
-"#,
-        target = ip(t)
-    );
-    let config = TargetConfig::from_str(&text, "cluster.toml")
-        .expect("config valid")
-        .config;
+    let config = OneLunTarget {
+        name: "storport-cluster",
+        address: ip(t),
+        node_guid: 0x0002_c903_00a1_c700 + u64::from(t),
+        ioc_guid: 0x0002_c903_00a1_c800 + u64::from(t),
+        rdma_cm_port: None,
+        lun: "quorum",
+        backing: Backing::Ram,
+        size: "4MiB",
+    }
+    .config();
     let ioc = config.iocs[0].clone();
-    let mut options = DaemonOptions::default();
-    options.limits.window = 16;
-    options.limits.max_transfer = 256 << 10;
-    options.limits.max_table_entries = 64;
-    (Daemon::start(config, options).expect("daemon starts"), ioc)
+    (
+        Daemon::start(config, daemon_options()).expect("daemon starts"),
+        ioc,
+    )
 }
 
 /// A cluster node: a port with the SRP miniport at 127.0.157.`h`, logged in.

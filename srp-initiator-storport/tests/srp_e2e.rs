@@ -9,13 +9,12 @@ mod common;
 #[path = "common/srp_adapter.rs"]
 mod srp_adapter;
 
-use srp_adapter::{Adapter, timers};
+use srp_adapter::{Adapter, Backing, OneLunTarget, daemon_options, timers};
 
 use common::{DEADLINE, lu, read10, wait, wait_until, write10};
 use srp_initiator_storport::port::{DataDirection, Port, PortConfig, SrbRequest, SrbStatus};
 use srp_initiator_storport::srp::SrpMiniport;
-use srp_target::config::TargetConfig;
-use srp_target::daemon::{Daemon, DaemonOptions};
+use srp_target::daemon::Daemon;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
@@ -29,40 +28,19 @@ fn ip(last: u8) -> IpAddr {
 /// A daemon serving one RAM LUN at 127.0.130.`t`, and the port with the SRP miniport at
 /// 127.0.130.`h` logged in to it.
 fn setup(t: u8, h: u8, rdma_cm_port: u16) -> (Daemon, Port<SrpMiniport>) {
-    let text = format!(
-        r#"
-[target]
-node_guid = "0x0002c90300a1b3{t:02x}"
-name = "storport-e2e"
-rdma_cm_port = {rdma_cm_port}
-
-[[port]]
-name = "p0"
-address = "{target}"
-
-[[lun]]
-name = "ram0"
-ram = true
-size = "16MiB"
-
-[[ioc]]
-name = "ioc-a"
-guid = "0x0002c90300a1b4{t:02x}"
-ports = ["p0"]
-exports = {{ 0 = "ram0" }}
-allow = ["any"]
-"#,
-        target = ip(t)
-    );
-    let config = TargetConfig::from_str(&text, "e2e.toml")
-        .expect("config valid")
-        .config;
+    let config = OneLunTarget {
+        name: "storport-e2e",
+        address: ip(t),
+        node_guid: 0x0002_c903_00a1_b300 + u64::from(t),
+        ioc_guid: 0x0002_c903_00a1_b400 + u64::from(t),
+        rdma_cm_port: Some(rdma_cm_port),
+        lun: "ram0",
+        backing: Backing::Ram,
+        size: "16MiB",
+    }
+    .config();
     let ioc = config.iocs[0].clone();
-    let mut options = DaemonOptions::default();
-    options.limits.window = 16;
-    options.limits.max_transfer = 256 << 10;
-    options.limits.max_table_entries = 64;
-    let daemon = Daemon::start(config, options).expect("daemon starts");
+    let daemon = Daemon::start(config, daemon_options()).expect("daemon starts");
     let hw = Adapter {
         local: ip(h),
         target: ip(t),

@@ -16,14 +16,14 @@ mod common;
 #[path = "common/srp_adapter.rs"]
 mod srp_adapter;
 
-use srp_adapter::{Adapter, timers};
+use srp_adapter::{Adapter, Backing, OneLunTarget, daemon_options, timers};
 
 use common::{lu, read10, write10};
 use srp::initiator::{PortState, TransportTimers};
 use srp_initiator_storport::port::{Port, PortConfig, SrbStatus};
 use srp_initiator_storport::srp::SrpMiniport;
 use srp_target::config::{IocConfig, TargetConfig};
-use srp_target::daemon::{Daemon, DaemonOptions};
+use srp_target::daemon::Daemon;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,43 +56,21 @@ impl Drop for TempDir {
 }
 
 fn target_config(t: u8, rdma_cm_port: u16, lun_file: &std::path::Path) -> TargetConfig {
-    let text = format!(
-        r#"
-[target]
-node_guid = "0x0002c90300a1c3{t:02x}"
-name = "storport-faults"
-rdma_cm_port = {rdma_cm_port}
-
-[[port]]
-name = "p0"
-address = "{target}"
-
-[[lun]]
-name = "file0"
-file = "{file}"
-size = "8MiB"
-write_cache = false
-
-[[ioc]]
-name = "ioc-a"
-guid = "0x0002c90300a1c4{t:02x}"
-ports = ["p0"]
-exports = {{ 0 = "file0" }}
-allow = ["any"]
-"#,
-        target = ip(t),
-        file = lun_file.display(),
-    );
-    TargetConfig::from_str(&text, "faults.toml")
-        .expect("config valid")
-        .config
+    OneLunTarget {
+        name: "storport-faults",
+        address: ip(t),
+        node_guid: 0x0002_c903_00a1_c300 + u64::from(t),
+        ioc_guid: 0x0002_c903_00a1_c400 + u64::from(t),
+        rdma_cm_port: Some(rdma_cm_port),
+        lun: "file0",
+        backing: Backing::File(lun_file),
+        size: "8MiB",
+    }
+    .config()
 }
 
 fn start_daemon(config: &TargetConfig) -> Daemon {
-    let mut options = DaemonOptions::default();
-    options.limits.window = 16;
-    options.limits.max_transfer = 256 << 10;
-    options.limits.max_table_entries = 64;
+    let mut options = daemon_options();
     options.shutdown_step = Duration::from_millis(500);
     Daemon::start(config.clone(), options).expect("daemon starts")
 }

@@ -11,12 +11,11 @@ mod srp_adapter;
 
 use common::{lu, read10, tur, wait, wait_until, write10};
 use srp::initiator::PortState;
-use srp_adapter::{Adapter, timers};
+use srp_adapter::{Adapter, Backing, OneLunTarget, daemon_options, timers};
 use srp_initiator_storport::port::{Port, PortConfig, SrbStatus};
 use srp_initiator_storport::srp::SrpMiniport;
-use srp_target::config::TargetConfig;
 use srp_target::control::{ControlAnswer, ControlRequest};
-use srp_target::daemon::{Daemon, DaemonEvent, DaemonOptions};
+use srp_target::daemon::{Daemon, DaemonEvent};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
@@ -27,40 +26,22 @@ fn ip(last: u8) -> IpAddr {
 }
 
 fn daemon() -> (Daemon, srp_target::config::IocConfig) {
-    let text = format!(
-        r#"
-[target]
-node_guid = "0x0002c90300a1b901"
-name = "storport-logout"
-rdma_cm_port = 5592
-
-[[port]]
-name = "p0"
-address = "{target}"
-
-[[lun]]
-name = "ram0"
-ram = true
-size = "4MiB"
-
-[[ioc]]
-name = "ioc-a"
-guid = "0x0002c90300a1ba01"
-ports = ["p0"]
-exports = {{ 0 = "ram0" }}
-allow = ["any"]
-"#,
-        target = ip(1)
-    );
-    let config = TargetConfig::from_str(&text, "logout.toml")
-        .expect("config valid")
-        .config;
+    let config = OneLunTarget {
+        name: "storport-logout",
+        address: ip(1),
+        node_guid: 0x0002_c903_00a1_b901,
+        ioc_guid: 0x0002_c903_00a1_ba01,
+        rdma_cm_port: Some(5592),
+        lun: "ram0",
+        backing: Backing::Ram,
+        size: "4MiB",
+    }
+    .config();
     let ioc = config.iocs[0].clone();
-    let mut options = DaemonOptions::default();
-    options.limits.window = 16;
-    options.limits.max_transfer = 256 << 10;
-    options.limits.max_table_entries = 64;
-    (Daemon::start(config, options).expect("daemon starts"), ioc)
+    (
+        Daemon::start(config, daemon_options()).expect("daemon starts"),
+        ioc,
+    )
 }
 
 fn sessions(d: &Daemon) -> usize {

@@ -14,7 +14,7 @@ mod common;
 #[path = "common/srp_adapter.rs"]
 mod srp_adapter;
 
-use srp_adapter::{Adapter, timers};
+use srp_adapter::{Adapter, Backing, OneLunTarget, daemon_options, timers};
 
 use access_layer::mad::ServiceId;
 use common::{DEADLINE, lu, read10, wait, wait_until, write10};
@@ -38,42 +38,24 @@ fn ip(last: u8) -> IpAddr {
 
 /// One RAM LUN at 127.0.133.`t`.
 fn target_config(t: u8) -> TargetConfig {
-    let text = format!(
-        r#"
-[target]
-node_guid = "0x0002c90300a1d3{t:02x}"
-name = "storport-trust"
-rdma_cm_port = {RDMA_CM_PORT}
-
-[[port]]
-name = "p0"
-address = "{target}"
-
-[[lun]]
-name = "ram0"
-ram = true
-size = "16MiB"
-
-[[ioc]]
-name = "ioc-a"
-guid = "0x0002c90300a1d4{t:02x}"
-ports = ["p0"]
-exports = {{ 0 = "ram0" }}
-allow = ["any"]
-"#,
-        target = ip(t)
-    );
-    TargetConfig::from_str(&text, "trust.toml")
-        .expect("config valid")
-        .config
+    OneLunTarget {
+        name: "storport-trust",
+        address: ip(t),
+        node_guid: 0x0002_c903_00a1_d300 + u64::from(t),
+        ioc_guid: 0x0002_c903_00a1_d400 + u64::from(t),
+        rdma_cm_port: Some(RDMA_CM_PORT),
+        lun: "ram0",
+        backing: Backing::Ram,
+        size: "16MiB",
+    }
+    .config()
 }
 
 /// The daemon; `max_table_entries` stays at its default (one per 4 KiB of the daemon's
 /// default max transfer), above the 65 inline descriptors a 256 KiB SRB can need here.
 fn start_daemon(config: &TargetConfig) -> Daemon {
-    let mut options = DaemonOptions::default();
-    options.limits.window = 16;
-    options.limits.max_transfer = 256 << 10;
+    let mut options = daemon_options();
+    options.limits.max_table_entries = DaemonOptions::default().limits.max_table_entries;
     options.shutdown_step = Duration::from_millis(500);
     Daemon::start(config.clone(), options).expect("daemon starts")
 }

@@ -1,7 +1,8 @@
 //! The SRP adapter configuration the end-to-end tests share: an adapter at `local` with
 //! node GUID `guid` logging in to `target_port_id` at `target` over IB CM; 256 KiB
-//! transfers, one LU, per-I/O FRMR, the CQ polled every 100 µs.
-#![allow(unreachable_pub)]
+//! transfers, one LU, per-I/O FRMR, the CQ polled every 100 µs; and the one-LUN target
+//! daemon they log in to ([`OneLunTarget`], [`daemon_options`]).
+#![allow(dead_code, unreachable_pub)]
 
 use hca::Guid;
 use srp::initiator::TransportTimers;
@@ -66,4 +67,89 @@ pub fn timers(reconnect: u64, fast_io_fail: u64, dev_loss: u64) -> TransportTime
         Some(Duration::from_secs(dev_loss)),
     )
     .expect("timers valid")
+}
+
+/// What backs a [`OneLunTarget`]'s LUN.
+pub enum Backing<'a> {
+    /// A RAM disk.
+    Ram,
+    /// A file (created at this size if absent), write cache off: every write reaches it
+    /// before the answer.
+    File(&'a std::path::Path),
+}
+
+/// A target daemon's configuration: one port at `address`, one LUN exported as LUN 0 by one
+/// IOC that allows any initiator.
+pub struct OneLunTarget<'a> {
+    /// The target's name (its log lines and INQUIRY's product revision stay the same).
+    pub name: &'a str,
+    /// The port's address.
+    pub address: IpAddr,
+    /// The target's node GUID.
+    pub node_guid: u64,
+    /// The IOC's GUID.
+    pub ioc_guid: u64,
+    /// The RDMA-CM TCP port, when not the default.
+    pub rdma_cm_port: Option<u16>,
+    /// The LUN's name.
+    pub lun: &'a str,
+    /// What backs it.
+    pub backing: Backing<'a>,
+    /// Its size, as the configuration writes it (`"16MiB"`).
+    pub size: &'a str,
+}
+
+impl OneLunTarget<'_> {
+    /// The configuration, parsed and checked as the daemon's own file would be.
+    pub fn config(&self) -> srp_target::config::TargetConfig {
+        let rdma_cm = self
+            .rdma_cm_port
+            .map_or_else(String::new, |p| format!("rdma_cm_port = {p}\n"));
+        let backing = match self.backing {
+            Backing::Ram => "ram = true".to_owned(),
+            Backing::File(path) => format!("file = \"{}\"\nwrite_cache = false", path.display()),
+        };
+        let text = format!(
+            r#"
+[target]
+node_guid = "{node_guid:#018x}"
+name = "{name}"
+{rdma_cm}
+[[port]]
+name = "p0"
+address = "{address}"
+
+[[lun]]
+name = "{lun}"
+{backing}
+size = "{size}"
+
+[[ioc]]
+name = "ioc-a"
+guid = "{ioc_guid:#018x}"
+ports = ["p0"]
+exports = {{ 0 = "{lun}" }}
+allow = ["any"]
+"#,
+            node_guid = self.node_guid,
+            name = self.name,
+            address = self.address,
+            lun = self.lun,
+            size = self.size,
+            ioc_guid = self.ioc_guid,
+        );
+        srp_target::config::TargetConfig::from_str(&text, &format!("{}.toml", self.name))
+            .expect("config valid")
+            .config
+    }
+}
+
+/// The daemon options the end-to-end tests share: window 16, 256 KiB transfers, at most 64
+/// descriptors in an indirect table.
+pub fn daemon_options() -> srp_target::daemon::DaemonOptions {
+    let mut options = srp_target::daemon::DaemonOptions::default();
+    options.limits.window = 16;
+    options.limits.max_transfer = 256 << 10;
+    options.limits.max_table_entries = 64;
+    options
 }
