@@ -154,6 +154,9 @@ fn world() -> &'static World {
                         check_conditions: i,
                         reservation_conflicts: i / 2,
                         flush_errors: u64::from(i % 7 == 0),
+                        writes_held: i * 3,
+                        writes_busy_for_copies: i % 3,
+                        copy_collisions: i % 2,
                     },
                     latency,
                 }

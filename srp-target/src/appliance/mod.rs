@@ -342,6 +342,7 @@ impl Appliance {
             port: ioc.port,
             groups: &self.groups,
             abort: None,
+            may_wait: true,
         }
     }
 }

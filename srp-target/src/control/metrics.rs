@@ -111,6 +111,21 @@ pub fn render(
                 "Flushes the backend failed.",
                 c.flush_errors,
             ),
+            (
+                "srp_target_lun_writes_held_total",
+                "Writes that waited for a copy holding their range.",
+                c.writes_held,
+            ),
+            (
+                "srp_target_lun_writes_busy_for_copies_total",
+                "Writes answered BUSY because a copy held their range.",
+                c.writes_busy_for_copies,
+            ),
+            (
+                "srp_target_lun_copy_collisions_total",
+                "Copies that failed because another copy wrote their held source.",
+                c.copy_collisions,
+            ),
         ] {
             e.counter(name, help, labels, v);
         }

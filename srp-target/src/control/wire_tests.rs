@@ -65,6 +65,9 @@ fn lun(i: u32) -> LunStatus {
             check_conditions: 2,
             reservation_conflicts: 1,
             flush_errors: 7,
+            writes_held: 5,
+            writes_busy_for_copies: 1,
+            copy_collisions: 2,
         },
         latency: Default::default(),
     }

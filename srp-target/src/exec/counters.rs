@@ -75,6 +75,12 @@ pub struct LuCountersSnapshot {
     pub reservation_conflicts: u64,
     /// Flushes the backend failed (each latches the LU's flush error; `durability.rs`).
     pub flush_errors: u64,
+    /// Writes that waited for a copy holding their range (`exec/copy/watch.rs`).
+    pub writes_held: u64,
+    /// Writes answered BUSY: a copy held their range and they ran on the daemon's loop.
+    pub writes_busy_for_copies: u64,
+    /// Held copies that failed because another copy wrote their source (COPY ABORTED).
+    pub copy_collisions: u64,
 }
 
 impl LuCounters {
@@ -136,7 +142,11 @@ impl LuCounters {
             bytes_written: get(&self.bytes_written),
             check_conditions: get(&self.check_conditions),
             reservation_conflicts: get(&self.reservation_conflicts),
+            // The LU fills these from its own state (`LogicalUnit::counters`).
             flush_errors: 0,
+            writes_held: 0,
+            writes_busy_for_copies: 0,
+            copy_collisions: 0,
         }
     }
 }
@@ -172,7 +182,7 @@ mod tests {
                 bytes_written: 512,
                 check_conditions: 1,
                 reservation_conflicts: 1,
-                flush_errors: 0,
+                ..LuCountersSnapshot::default()
             }
         );
         c.latency(Some(0x28), 80);

@@ -8,7 +8,7 @@
 //! transfer length against the block limits, LBA range, then the data-out.
 
 use super::{
-    CmdOutput, Exec, LogicalUnit, Stop, TransportError, backend_sense, data_out, good_data,
+    CmdOutput, Exec, LogicalUnit, Nexus, Stop, TransportError, backend_sense, data_out, good_data,
 };
 use crate::backend::MemSpan;
 use scsi::cdb::{ByteCheck, CompareAndWrite, ReadCapacity16, ReadWrite, SynchronizeCache, Verify};
@@ -115,7 +115,12 @@ pub(crate) fn read_staged(lu: &LogicalUnit, rw: &ReadWrite, dst: MemSpan<'_>) ->
 }
 
 /// WRITE(6/10/12/16) from registered memory: the backend writes straight from `src`.
-pub(crate) fn write_staged(lu: &LogicalUnit, rw: &ReadWrite, src: MemSpan<'_>) -> Exec {
+pub(crate) fn write_staged(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    rw: &ReadWrite,
+    src: MemSpan<'_>,
+) -> Exec {
     lu.check_writable()?;
     check_transfer(lu, rw.blocks, length_byte(rw.cdb))?;
     lu.check_range(rw.lba, rw.blocks)?;
@@ -127,7 +132,7 @@ pub(crate) fn write_staged(lu: &LogicalUnit, rw: &ReadWrite, src: MemSpan<'_>) -
         }));
     }
     if need > 0 {
-        let _order = lu.write_order_at(rw.lba, rw.blocks.0.into());
+        let _order = lu.write_order_at(nexus, rw.lba, rw.blocks.0.into())?;
         lu.write_from_durably(rw.lba, src.head(need), lu.durable(rw.fua))?;
     }
     Ok(CmdOutput {
@@ -137,14 +142,14 @@ pub(crate) fn write_staged(lu: &LogicalUnit, rw: &ReadWrite, src: MemSpan<'_>) -
 }
 
 /// WRITE(6/10/12/16): FUA (or WCE=0) makes the blocks durable before GOOD.
-pub(crate) fn write(lu: &LogicalUnit, rw: &ReadWrite, dout: &[u8]) -> Exec {
+pub(crate) fn write(lu: &LogicalUnit, nexus: &Nexus<'_>, rw: &ReadWrite, dout: &[u8]) -> Exec {
     lu.check_writable()?;
     check_transfer(lu, rw.blocks, length_byte(rw.cdb))?;
     lu.check_range(rw.lba, rw.blocks)?;
     let need = lu.bytes_of(rw.blocks);
     let buf = data_out(dout, need)?;
     if need > 0 {
-        let _order = lu.write_order_at(rw.lba, rw.blocks.0.into());
+        let _order = lu.write_order_at(nexus, rw.lba, rw.blocks.0.into())?;
         lu.write_durably(rw.lba, buf, lu.durable(rw.fua))?;
     }
     Ok(CmdOutput {
@@ -223,7 +228,12 @@ fn verify_medium(lu: &LogicalUnit, lba: Lba, blocks: BlockCount) -> Result<(), S
 
 /// COMPARE AND WRITE: the data-out holds the verify blocks, then the write blocks. Atomic
 /// against every other medium-modifying command of this LU (exclusive `io_order`).
-pub(crate) fn compare_and_write(lu: &LogicalUnit, c: &CompareAndWrite, dout: &[u8]) -> Exec {
+pub(crate) fn compare_and_write(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    c: &CompareAndWrite,
+    dout: &[u8],
+) -> Exec {
     lu.check_writable()?;
     if c.blocks.0 > u32::from(MAX_COMPARE_AND_WRITE_BLOCKS) {
         return Err(Sense::invalid_field_in_cdb(13, Some(7)).into());
@@ -240,7 +250,7 @@ pub(crate) fn compare_and_write(lu: &LogicalUnit, c: &CompareAndWrite, dout: &[u
         return Ok(done);
     }
     let (verify, write) = buf.split_at(len);
-    let _atomic = lu.atomic_order_at(c.lba, c.blocks.0.into());
+    let _atomic = lu.atomic_order_at(nexus, c.lba, c.blocks.0.into())?;
     let mut medium = vec![0u8; len];
     lu.backend
         .read_at(c.lba, &mut medium)

@@ -167,8 +167,13 @@ pub struct Nexus<'a> {
     pub port: PortIdentity,
     /// Every target port group of the target (REPORT TARGET PORT GROUPS).
     pub groups: &'a [TargetPortGroup],
-    /// Set when the command's task is aborted: long commands (a copy) stop between steps.
+    /// Set when the command's task is aborted: long commands (a copy) stop between steps,
+    /// and a writer waiting for a copy's hold gives up.
     pub abort: Option<&'a AtomicBool>,
+    /// Whether the command may wait for a copy holding its range. False when it runs on
+    /// the daemon's loop (a backend that never blocks runs inline there): the loop must
+    /// not wait for a copy, so such a writer is answered BUSY and the initiator retries.
+    pub may_wait: bool,
 }
 
 impl Nexus<'_> {
@@ -291,6 +296,8 @@ pub(crate) enum Stop {
     Transport(TransportError),
     /// RESERVATION CONFLICT met past the command's own check (a copy target's).
     Conflict,
+    /// BUSY: the command did not run (a copy holds its range and it may not wait).
+    Busy,
 }
 
 impl From<Sense> for Stop {
@@ -365,6 +372,13 @@ pub(crate) fn finish(r: Exec, data_in: &mut Vec<u8>) -> Result<CmdOutput, Transp
         Err(Stop::Conflict) => {
             data_in.clear();
             Ok(pr::reservation_conflict())
+        }
+        Err(Stop::Busy) => {
+            data_in.clear();
+            Ok(CmdOutput {
+                status: scsi::Status::Busy,
+                ..CmdOutput::good(0)
+            })
         }
     }
 }
@@ -531,7 +545,7 @@ impl LogicalUnit {
             }
             (Command::Write(rw), DataOut::Staged(src), _) => self
                 .conflict(nexus, &cmd)
-                .map_or_else(|| io::write_staged(self, rw, src), Ok),
+                .map_or_else(|| io::write_staged(self, nexus, rw, src), Ok),
             (_, DataOut::Bytes(b), _) => self.dispatch(nexus, cmd, b, din),
             (_, DataOut::Staged(src), _) => {
                 // A control command's data-out, small: read out of the registered memory.
@@ -559,6 +573,9 @@ impl LogicalUnit {
     pub fn counters(&self) -> counters::LuCountersSnapshot {
         counters::LuCountersSnapshot {
             flush_errors: self.flush_errors(),
+            writes_held: self.writes_held(),
+            writes_busy_for_copies: self.writes_refused_for_copies(),
+            copy_collisions: self.copy_collisions(),
             ..self.counters.snapshot()
         }
     }
@@ -590,18 +607,18 @@ impl LogicalUnit {
             C::PreFetch(p) => medium::prefetch(self, &p),
             C::GetLbaStatus(g) => medium::get_lba_status(self, &g, din),
             C::ReadDefectData(r) => medium::read_defect_data(&r, din),
-            C::WriteAndVerify(w) => writes::write_and_verify(self, &w, dout),
-            C::OrWrite(rw) => writes::orwrite(self, &rw, dout),
-            C::WriteAtomic(w) => writes::write_atomic(self, &w, dout),
+            C::WriteAndVerify(w) => writes::write_and_verify(self, nexus, &w, dout),
+            C::OrWrite(rw) => writes::orwrite(self, nexus, &rw, dout),
+            C::WriteAtomic(w) => writes::write_atomic(self, nexus, &w, dout),
             C::ReadCapacity10 => io::read_capacity10(self, din),
             C::ReadCapacity16(r) => io::read_capacity16(self, &r, din),
             C::Read(rw) => io::read(self, &rw, din),
-            C::Write(rw) => io::write(self, &rw, dout),
+            C::Write(rw) => io::write(self, nexus, &rw, dout),
             C::Verify(v) => io::verify(self, &v, dout),
-            C::CompareAndWrite(c) => io::compare_and_write(self, &c, dout),
+            C::CompareAndWrite(c) => io::compare_and_write(self, nexus, &c, dout),
             C::SynchronizeCache(s) => io::synchronize_cache(self, &s),
-            C::WriteSame(w) => provisioning::write_same(self, &w, dout),
-            C::Unmap(u) => provisioning::unmap(self, &u, dout),
+            C::WriteSame(w) => provisioning::write_same(self, nexus, &w, dout),
+            C::Unmap(u) => provisioning::unmap(self, nexus, &u, dout),
             C::CopyOut(c) => copy::copy_out(self, nexus, &c, dout),
             C::CopyIn(c) => copy::copy_in(self, nexus, &c, din),
             C::ReportLuns(r) => report::report_luns(nexus, &r, din),

@@ -4,7 +4,7 @@
 //! with UNMAP=1 unmaps only when the data-out block is all zeros, since otherwise a later
 //! read would not return the data written (SBC-3 5.45); else it writes.
 
-use super::{CmdOutput, Exec, LogicalUnit, Stop, backend_sense, data_out};
+use super::{CmdOutput, Exec, LogicalUnit, Nexus, Stop, backend_sense, data_out};
 use scsi::cdb::{Unmap, WriteSame};
 use scsi::{BlockCount, Lba, Sense, SenseCode};
 
@@ -25,7 +25,7 @@ const WRITE_SAME_CHUNK_BYTES: usize = 1 << 20;
 
 /// WRITE SAME(10/16). WSNZ=1 (VPD B0h): NUMBER OF LOGICAL BLOCKS 0 is INVALID FIELD IN CDB.
 /// ANCHOR is rejected (ANC_SUP=0).
-pub(crate) fn write_same(lu: &LogicalUnit, w: &WriteSame, dout: &[u8]) -> Exec {
+pub(crate) fn write_same(lu: &LogicalUnit, nexus: &Nexus<'_>, w: &WriteSame, dout: &[u8]) -> Exec {
     lu.check_writable()?;
     let len_byte = super::io::long_length_byte(w.cdb);
     if w.anchor {
@@ -44,7 +44,7 @@ pub(crate) fn write_same(lu: &LogicalUnit, w: &WriteSame, dout: &[u8]) -> Exec {
         data_out_len: bs,
         ..CmdOutput::good(0)
     };
-    let _order = lu.write_order_at(w.lba, w.blocks.0.into());
+    let _order = lu.write_order_at(nexus, w.lba, w.blocks.0.into())?;
     // Write cache off: durable before GOOD, by one flush after the whole range.
     lu.durably(w.lba, w.blocks.0.into(), lu.durable(false), || {
         if w.unmap && block.iter().all(|&b| b == 0) {
@@ -122,7 +122,7 @@ fn unmap_extents(lu: &LogicalUnit, list: &[u8]) -> Result<Vec<Extent>, Stop> {
 }
 
 /// UNMAP.
-pub(crate) fn unmap(lu: &LogicalUnit, u: &Unmap, dout: &[u8]) -> Exec {
+pub(crate) fn unmap(lu: &LogicalUnit, nexus: &Nexus<'_>, u: &Unmap, dout: &[u8]) -> Exec {
     lu.check_writable()?;
     if !lu.backend.supports_unmap() {
         return Err(SenseCode::INVALID_COMMAND_OPERATION_CODE.into());
@@ -140,14 +140,12 @@ pub(crate) fn unmap(lu: &LogicalUnit, u: &Unmap, dout: &[u8]) -> Exec {
     }
     let list = data_out(dout, param_len)?;
     let extents = unmap_extents(lu, list)?;
-    // A copy holding any of the ranges holds the command off (their span: one wait).
-    let start = extents.iter().map(|e| e.lba.0).min().unwrap_or(0);
-    let end = extents
+    // A copy holding one of the ranges holds the command off.
+    let ranges: Vec<(u64, u64)> = extents
         .iter()
-        .map(|e| e.lba.0.saturating_add(e.blocks.0.into()))
-        .max()
-        .unwrap_or(0);
-    let _order = lu.write_order_at(Lba(start), end.saturating_sub(start));
+        .map(|e| (e.lba.0, u64::from(e.blocks.0)))
+        .collect();
+    let _order = lu.write_order_over(nexus, &ranges)?;
     // Write cache off: the deallocation is durable before GOOD (a hole punched, or zeros
     // written, is as volatile as any write until flushed).
     let mut todo = extents.iter().filter(|e| !e.blocks.is_zero()).peekable();

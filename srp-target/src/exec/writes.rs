@@ -5,7 +5,7 @@
 //! against the block limits, LBA range, then the data-out.
 
 use super::io::{check_transfer, first_difference, long_length_byte, miscompare};
-use super::{CmdOutput, Exec, LogicalUnit, backend_sense, data_out};
+use super::{CmdOutput, Exec, LogicalUnit, Nexus, backend_sense, data_out};
 use scsi::cdb::{ReadWrite, WriteAndVerify, WriteAtomic};
 use scsi::{Sense, SenseCode};
 
@@ -20,7 +20,12 @@ fn written(len: usize) -> Exec {
 /// WRITE AND VERIFY(10/12/16): writes durably (the verification is of the medium, not a
 /// cache), then reads the blocks back; BYTCHK=1 compares them with the data-out
 /// (MISCOMPARE DURING VERIFY OPERATION at the first differing byte).
-pub(crate) fn write_and_verify(lu: &LogicalUnit, w: &WriteAndVerify, dout: &[u8]) -> Exec {
+pub(crate) fn write_and_verify(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    w: &WriteAndVerify,
+    dout: &[u8],
+) -> Exec {
     lu.check_writable()?;
     check_transfer(lu, w.blocks, long_length_byte(w.cdb))?;
     lu.check_range(w.lba, w.blocks)?;
@@ -29,7 +34,7 @@ pub(crate) fn write_and_verify(lu: &LogicalUnit, w: &WriteAndVerify, dout: &[u8]
     if len == 0 {
         return written(0);
     }
-    let _order = lu.write_order_at(w.lba, w.blocks.0.into());
+    let _order = lu.write_order_at(nexus, w.lba, w.blocks.0.into())?;
     lu.write_durably(w.lba, buf, true)?;
     let mut medium = vec![0u8; len];
     lu.backend
@@ -45,7 +50,7 @@ pub(crate) fn write_and_verify(lu: &LogicalUnit, w: &WriteAndVerify, dout: &[u8]
 
 /// ORWRITE(16): each block becomes itself OR the data-out, atomically against the LU's
 /// other commands (the read and the write under the exclusive order, as COMPARE AND WRITE).
-pub(crate) fn orwrite(lu: &LogicalUnit, rw: &ReadWrite, dout: &[u8]) -> Exec {
+pub(crate) fn orwrite(lu: &LogicalUnit, nexus: &Nexus<'_>, rw: &ReadWrite, dout: &[u8]) -> Exec {
     lu.check_writable()?;
     check_transfer(lu, rw.blocks, 10)?;
     lu.check_range(rw.lba, rw.blocks)?;
@@ -54,7 +59,7 @@ pub(crate) fn orwrite(lu: &LogicalUnit, rw: &ReadWrite, dout: &[u8]) -> Exec {
     if len == 0 {
         return written(0);
     }
-    let _atomic = lu.atomic_order_at(rw.lba, rw.blocks.0.into());
+    let _atomic = lu.atomic_order_at(nexus, rw.lba, rw.blocks.0.into())?;
     let mut blocks = vec![0u8; len];
     lu.backend
         .read_at(rw.lba, &mut blocks)
@@ -114,7 +119,12 @@ impl LogicalUnit {
 /// (MAXIMUM ATOMIC BOUNDARY SIZE 0); the length is bounded by MAXIMUM ATOMIC TRANSFER
 /// LENGTH, and the LBA and length are multiples of the atomic granularity (a physical
 /// block).
-pub(crate) fn write_atomic(lu: &LogicalUnit, w: &WriteAtomic, dout: &[u8]) -> Exec {
+pub(crate) fn write_atomic(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    w: &WriteAtomic,
+    dout: &[u8],
+) -> Exec {
     lu.check_writable()?;
     if w.boundary != 0 {
         return Err(Sense::invalid_field_in_cdb(10, Some(7)).into());
@@ -135,7 +145,7 @@ pub(crate) fn write_atomic(lu: &LogicalUnit, w: &WriteAtomic, dout: &[u8]) -> Ex
     if len == 0 {
         return written(0);
     }
-    let _atomic = lu.atomic_order_at(w.lba, w.blocks.0.into());
+    let _atomic = lu.atomic_order_at(nexus, w.lba, w.blocks.0.into())?;
     lu.write_durably(w.lba, buf, lu.durable(w.fua))?;
     written(len)
 }

@@ -35,6 +35,7 @@ impl NexusInfo {
             port: self.port,
             groups: &self.groups,
             abort: None,
+            may_wait: true,
         }
     }
 }
@@ -241,8 +242,19 @@ impl Job {
     /// Executes the job and sends its [`Done`]; a closed reply channel (the channel was
     /// torn down meanwhile) drops the result. A job aborted while queued is not executed:
     /// its `Done` says TASK ABORTED, so the slot is freed (SAM-5: an aborted task never
-    /// reaches the medium once the abort is in force).
+    /// reaches the medium once the abort is in force). For a worker: the command may wait
+    /// (for a copy holding its range).
     pub fn run(self) {
+        self.run_with(true);
+    }
+
+    /// [`Job::run`] on the loop that serves the channel (a backend that never blocks): the
+    /// command must not wait for a copy, it is answered BUSY instead ([`Nexus::may_wait`]).
+    pub fn run_inline(self) {
+        self.run_with(false);
+    }
+
+    fn run_with(self, may_wait: bool) {
         let mut data_in = self.data_in;
         data_in.clear();
         let result = if !self.abort.start_job() {
@@ -268,6 +280,7 @@ impl Job {
             };
             let nexus = Nexus {
                 abort: Some(self.abort.flag()),
+                may_wait,
                 ..self.nexus.nexus()
             };
             // However it ends (a panic included), the backend is then done with this
@@ -343,7 +356,7 @@ pub struct Inline;
 
 impl Executor for Inline {
     fn submit(&self, job: Job) -> Result<(), Job> {
-        job.run();
+        job.run_inline();
         Ok(())
     }
 }

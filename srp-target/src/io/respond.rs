@@ -232,8 +232,15 @@ impl ChannelIo {
         self.counters.aborted += dropped.len() as u64;
         self.waiting.retain(|s| !dropped.contains(&s.tag));
         for s in self.slots.iter().flatten() {
-            if dropped.contains(&s.tag) && !matches!(s.work, Work::Tmf { .. }) {
-                s.abort.abort_and_wait(drain);
+            if matches!(s.work, Work::Tmf { .. }) {
+                continue;
+            }
+            let covered = dropped.contains(&s.tag);
+            if covered && s.abort.abort_and_wait(drain) {
+                // A running writer may be waiting for a copy's hold: it looks at its flag.
+                if let Some((_, lu)) = self.luns.iter().find(|(l, _)| *l == s.lun) {
+                    lu.wake_hold_waiters();
+                }
             }
         }
         dropped.len()

@@ -166,8 +166,13 @@ fn worker(s: &Shared) {
 
 impl Executor for Workers {
     fn submit(&self, job: Job) -> Result<(), Job> {
-        if job.lu.backend().never_blocks() && !crate::exec::copy::moves_between_lus(&job.cdb) {
-            job.run();
+        // A backend that never blocks runs on the caller's thread (the loop), unless a copy
+        // holds a range of the LU: a writer there would have to wait (or answer BUSY).
+        if job.lu.backend().never_blocks()
+            && !crate::exec::copy::moves_between_lus(&job.cdb)
+            && !job.lu.has_holds()
+        {
+            job.run_inline();
             return Ok(());
         }
         let s = &self.shared;

@@ -60,6 +60,10 @@ impl Failure {
                 status: scsi::Status::ReservationConflict,
                 sense: None,
             },
+            Stop::Busy => Failure {
+                status: scsi::Status::Busy,
+                sense: None,
+            },
         }
     }
 }

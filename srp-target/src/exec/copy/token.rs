@@ -130,14 +130,11 @@ fn key(lu: &LogicalUnit, nexus: &Nexus<'_>, list_id: u32) -> Key {
     }
 }
 
-/// The sense a command's end reports, if it failed.
 /// Whether `r` failed, and its sense if it has one (RESERVATION CONFLICT has none).
 fn failure_of(r: &Exec) -> (bool, Option<Sense>) {
     match r {
         Ok(o) => (o.status != scsi::Status::Good, o.sense.clone()),
-        Err(Stop::Check(s)) => (true, Some(s.clone())),
-        Err(Stop::Transport(t)) => (true, Some(t.sense())),
-        Err(Stop::Conflict) => (true, None),
+        Err(stop) => (true, super::results::Failure::of(stop).sense),
     }
 }
 
@@ -319,7 +316,13 @@ fn write_with_token(
         ..CmdOutput::good(0)
     };
     if rod_type == ROD_TYPE_ZERO {
-        let _order = lu.write_order();
+        // The LU's own write, holding nothing: it waits for a copy holding a range (as
+        // WRITE SAME does) rather than spoil that copy.
+        let ranges: Vec<(u64, u64)> = dst_ranges
+            .iter()
+            .map(|r| (r.lba, u64::from(r.blocks)))
+            .collect();
+        let _order = lu.write_order_over(nexus, &ranges)?;
         for r in dst_ranges.iter().filter(|r| r.blocks > 0) {
             lu.durably(Lba(r.lba), r.blocks.into(), lu.durable(false), || {
                 zero(lu, Lba(r.lba), r.blocks)

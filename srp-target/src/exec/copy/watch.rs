@@ -11,8 +11,12 @@
 //!
 //! A hold ([`LogicalUnit::hold`]) keeps the writers of the LU's own commands — WRITE, WRITE
 //! SAME, UNMAP, COMPARE AND WRITE... ([`LogicalUnit::write_order_at`]) — off one range:
-//! they wait, without the LU's order, until it is released; reads and writes elsewhere go
-//! on. Copies never wait for a hold (two copies holding each other's destination would
+//! they wait, without the LU's order, until it is released or their task is aborted (the
+//! abort wakes them: [`LogicalUnit::wake_hold_waiters`]); reads and writes elsewhere go
+//! on. A writer that may not wait — it runs on the daemon's loop, which must never wait
+//! for a copy ([`crate::exec::Nexus::may_wait`]) — is answered BUSY instead (counted,
+//! logged); the workers take a held LU's commands, so that is only a race's outcome.
+//! Copies never wait for a hold (two copies holding each other's destination would
 //! wait for ever): their writes are noted, and a held copy whose source a copy wrote fails
 //! rather than copy a mix.
 //!
@@ -20,8 +24,8 @@
 //! exclusive, for an instant), so a write either finished before it began or is noted
 //! (waits) by it. With no watch and no hold on the LU, a writer pays two atomic loads.
 
-use super::super::LogicalUnit;
-use scsi::Lba;
+use super::super::{LogicalUnit, Nexus, Stop};
+use scsi::{Lba, SenseCode};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::sync::{RwLockReadGuard, RwLockWriteGuard};
@@ -56,6 +60,8 @@ pub(crate) struct Watches {
     released: Condvar,
     /// Writers that waited for a hold (counters).
     waited: AtomicU64,
+    /// Writers answered BUSY: a hold covered them and they could not wait (counters).
+    refused: AtomicU64,
     /// Held copies that failed: another copy wrote their source (counters).
     collisions: AtomicU64,
 }
@@ -96,7 +102,8 @@ impl Drop for HoldGuard<'_> {
     }
 }
 
-fn overlaps(a: u64, an: u64, b: u64, bn: u64) -> bool {
+/// Whether `a`..+`an` and `b`..+`bn` share a block (an empty range overlaps nothing).
+pub(super) fn overlaps(a: u64, an: u64, b: u64, bn: u64) -> bool {
     an > 0 && bn > 0 && a < b.saturating_add(bn) && b < a.saturating_add(an)
 }
 
@@ -108,23 +115,43 @@ impl LogicalUnit {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes the LU's order with `take` once no hold covers `lba`..+`blocks`: a held
-    /// range's writer waits without the order (a copy reading under it must go on).
-    fn order_unheld<G>(&self, lba: Lba, blocks: u64, take: impl Fn() -> G) -> G {
+    /// Takes the LU's order with `take` once no hold covers any of `ranges` (lba, blocks):
+    /// a held range's writer waits without the order (a copy reading under it must go on)
+    /// until the hold ends or its task is aborted (ABORTED COMMAND; the answer is not sent);
+    /// one that may not wait is answered BUSY.
+    fn order_unheld<G>(
+        &self,
+        nexus: &Nexus<'_>,
+        ranges: &[(u64, u64)],
+        take: impl Fn() -> G,
+    ) -> Result<G, Stop> {
+        let held = |hs: &[Hold]| {
+            hs.iter()
+                .any(|h| ranges.iter().any(|&(l, n)| overlaps(h.lba, h.blocks, l, n)))
+        };
         loop {
             let order = take();
             if self.watches.held.load(Ordering::Acquire) == 0 {
-                return order;
+                return Ok(order);
             }
             let mut holds = self.holds();
-            let held = |hs: &[Hold]| hs.iter().any(|h| overlaps(h.lba, h.blocks, lba.0, blocks));
             if !held(&holds) {
-                return order;
+                return Ok(order);
             }
             drop(order);
+            let lu = self.identity().unique_name();
+            if !nexus.may_wait {
+                self.watches.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(lu = %lu, ranges = ?ranges, "a write answered BUSY: a copy holds its range and it runs on the daemon's loop, which does not wait");
+                return Err(Stop::Busy);
+            }
             self.watches.waited.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(lu = %self.identity().unique_name(), lba = lba.0, blocks, "a write waits for a copy holding its range");
+            tracing::debug!(lu = %lu, ranges = ?ranges, "a write waits for a copy holding its range");
             while held(&holds) {
+                // Checked under the list's lock, which the abort's wake takes: not lost.
+                if nexus.aborted() {
+                    return Err(SenseCode::ABORTED_COMMAND.into());
+                }
                 holds = self
                     .watches
                     .released
@@ -135,15 +162,52 @@ impl LogicalUnit {
     }
 
     /// Shared ordering for a command that changes `blocks` blocks at `lba` (it waits while
-    /// a copy holds the range).
-    pub(crate) fn write_order_at(&self, lba: Lba, blocks: u64) -> RwLockReadGuard<'_, ()> {
-        self.order_unheld(lba, blocks, || self.write_order())
+    /// a copy holds the range; see [`LogicalUnit::order_unheld`]).
+    pub(crate) fn write_order_at(
+        &self,
+        nexus: &Nexus<'_>,
+        lba: Lba,
+        blocks: u64,
+    ) -> Result<RwLockReadGuard<'_, ()>, Stop> {
+        self.order_unheld(nexus, &[(lba.0, blocks)], || self.write_order())
+    }
+
+    /// [`LogicalUnit::write_order_at`] for a command changing several ranges (UNMAP's
+    /// descriptors): it waits only for holds over one of them.
+    pub(crate) fn write_order_over(
+        &self,
+        nexus: &Nexus<'_>,
+        ranges: &[(u64, u64)],
+    ) -> Result<RwLockReadGuard<'_, ()>, Stop> {
+        self.order_unheld(nexus, ranges, || self.write_order())
     }
 
     /// Exclusive ordering for a command that reads and changes `blocks` blocks at `lba`
     /// as one (COMPARE AND WRITE, ORWRITE, WRITE ATOMIC); waits while a copy holds them.
-    pub(crate) fn atomic_order_at(&self, lba: Lba, blocks: u64) -> RwLockWriteGuard<'_, ()> {
-        self.order_unheld(lba, blocks, || self.atomic_order())
+    pub(crate) fn atomic_order_at(
+        &self,
+        nexus: &Nexus<'_>,
+        lba: Lba,
+        blocks: u64,
+    ) -> Result<RwLockWriteGuard<'_, ()>, Stop> {
+        self.order_unheld(nexus, &[(lba.0, blocks)], || self.atomic_order())
+    }
+
+    /// Whether a copy holds a range of the LU now: its commands then go to the workers
+    /// rather than the loop ([`crate::io::Workers`]).
+    pub(crate) fn has_holds(&self) -> bool {
+        self.watches.held.load(Ordering::Acquire) > 0
+    }
+
+    /// Wakes the writers waiting for a hold, to look at their abort flags: called after a
+    /// task management function marked tasks of this LU aborted.
+    pub(crate) fn wake_hold_waiters(&self) {
+        if self.has_holds() {
+            // Under the list's lock: a waiter between its abort check and its wait is not
+            // missed.
+            drop(self.holds());
+            self.watches.released.notify_all();
+        }
     }
 
     /// Holds the LU's own writers off `blocks` blocks at `lba` until the guard drops; the
@@ -258,6 +322,12 @@ impl LogicalUnit {
     pub fn writes_held(&self) -> u64 {
         self.watches.waited.load(Ordering::Relaxed)
     }
+
+    /// Writes answered BUSY since start: a copy held their range and they ran on the
+    /// daemon's loop (counters).
+    pub fn writes_refused_for_copies(&self) -> u64 {
+        self.watches.refused.load(Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]
@@ -275,28 +345,53 @@ pub(crate) mod tests {
         LogicalUnit::new(Box::new(b), LuConfig::new(LunIdentity::derive(name, oui)))
     }
 
+    /// A command's nexus: on a worker (`may_wait`) or on the loop, aborted by `abort`.
+    fn nexus(may_wait: bool, abort: Option<&AtomicBool>) -> Nexus<'_> {
+        Nexus {
+            initiator: srp::wire::PortId([0xa0; 16]),
+            luns: &[],
+            port: crate::lu::PortIdentity::for_ioc(0).expect("port"),
+            groups: &[],
+            abort,
+            may_wait,
+        }
+    }
+
+    /// Waits (bounded) until `lu` has seen `n` writers wait for a hold.
+    fn until_waiting(lu: &LogicalUnit, n: u64) {
+        let t0 = Instant::now();
+        while lu.writes_held() < n {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the writer never waited"
+            );
+            std::thread::yield_now();
+        }
+    }
+
     #[test]
     fn a_hold_waits_only_for_writers_of_its_range() {
         let lu = lu("held");
+        let worker = nexus(true, None);
         let held = lu.hold(Lba(0), 8);
         // Reads of the range, and writes elsewhere, go on.
         drop(lu.read_order());
-        drop(lu.write_order_at(Lba(8), 8));
-        drop(lu.atomic_order_at(Lba(16), 1));
+        drop(lu.write_order_at(&worker, Lba(8), 8).expect("not held"));
+        drop(lu.atomic_order_at(&worker, Lba(16), 1).expect("not held"));
+        // UNMAP's ranges around the held one (not their span) go on too.
+        drop(
+            lu.write_order_over(&worker, &[(8, 1), (60, 4)])
+                .expect("not held"),
+        );
         let written = AtomicBool::new(false);
         std::thread::scope(|s| {
             let writer = s.spawn(|| {
-                let _o = lu.write_order_at(Lba(4), 1);
+                let _o = lu
+                    .write_order_over(&nexus(true, None), &[(40, 1), (4, 1)])
+                    .expect("released");
                 written.store(true, Ordering::Release);
             });
-            let t0 = Instant::now();
-            while lu.writes_held() == 0 {
-                assert!(
-                    t0.elapsed() < Duration::from_secs(10),
-                    "the writer never waited"
-                );
-                std::thread::yield_now();
-            }
+            until_waiting(&lu, 1);
             // Waiting without the order: a reader (a copy step) still gets it.
             drop(lu.read_order());
             assert!(!written.load(Ordering::Acquire), "written while held");
@@ -306,6 +401,66 @@ pub(crate) mod tests {
         });
         assert!(written.load(Ordering::Acquire));
         assert_eq!(lu.held_ranges(), 0);
+    }
+
+    /// The daemon's loop never waits for a copy: a writer running there is answered BUSY
+    /// (counted), and the workers take the LU's commands while it is held.
+    #[test]
+    fn a_writer_on_the_loop_is_answered_busy_not_held() {
+        let lu = lu("loop");
+        let on_loop = nexus(false, None);
+        assert!(!lu.has_holds());
+        let held = lu.hold(Lba(0), 8);
+        assert!(lu.has_holds());
+        assert!(matches!(
+            lu.write_order_at(&on_loop, Lba(7), 1),
+            Err(Stop::Busy)
+        ));
+        assert!(matches!(
+            lu.atomic_order_at(&on_loop, Lba(0), 8),
+            Err(Stop::Busy)
+        ));
+        assert_eq!(lu.writes_refused_for_copies(), 2);
+        assert_eq!(lu.writes_held(), 0);
+        drop(lu.write_order_at(&on_loop, Lba(8), 1).expect("not held"));
+        drop(held);
+        assert!(!lu.has_holds());
+        drop(lu.write_order_at(&on_loop, Lba(0), 8).expect("released"));
+        assert_eq!(lu.writes_refused_for_copies(), 2);
+    }
+
+    /// A writer waiting for a hold gives up when its task is aborted and the abort wakes
+    /// the LU's waiters; the hold stays.
+    #[test]
+    fn an_aborted_writer_stops_waiting_for_a_hold() {
+        let lu = lu("aborted");
+        let held = lu.hold(Lba(0), 8);
+        let abort = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                lu.write_order_at(&nexus(true, Some(&abort)), Lba(2), 2)
+                    .map(drop)
+            });
+            until_waiting(&lu, 1);
+            // A wake without the abort: it goes back to waiting.
+            lu.wake_hold_waiters();
+            abort.store(true, Ordering::Release);
+            lu.wake_hold_waiters();
+            let t0 = Instant::now();
+            while !writer.is_finished() {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "the aborted writer still waits"
+                );
+                std::thread::yield_now();
+            }
+            match writer.join().expect("writer") {
+                Err(Stop::Check(sense)) => assert_eq!(sense.code(), SenseCode::ABORTED_COMMAND),
+                other => panic!("{other:?}"),
+            }
+        });
+        assert_eq!(lu.held_ranges(), 1);
+        drop(held);
     }
 
     #[test]

@@ -27,6 +27,7 @@
 use super::super::pr::conflict::Access;
 use super::super::{CmdOutput, Exec, LogicalUnit, Nexus, Stop, backend_sense, data_out};
 use super::results::{Failure, ListState};
+use super::watch::overlaps;
 use super::{COPY_CHUNK_BYTES, MAX_CSCD_DESCRIPTORS, MAX_DESCRIPTOR_LIST_BYTES};
 use super::{MAX_SEGMENT_BYTES, MAX_SEGMENT_DESCRIPTORS};
 use scsi::cdb::CopyOut;
@@ -294,10 +295,6 @@ fn replayable(plan: &[Segment<'_>]) -> bool {
             .iter()
             .all(|s| !same(&s.src, &d.dst) || !overlaps(s.sl.0, s.blocks, d.dl.0, d.blocks))
     })
-}
-
-fn overlaps(a: u64, an: u64, b: u64, bn: u64) -> bool {
-    an > 0 && bn > 0 && a < b.saturating_add(bn) && b < a.saturating_add(an)
 }
 
 /// Copies every segment of `plan` in order as one point in time of their sources (see the
