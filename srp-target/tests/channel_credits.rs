@@ -699,7 +699,32 @@ fn a_stuck_backend_holds_an_abort_answer_only_until_the_drain_limit() {
         (Tag(tag), Some(TmfResponse::Failed))
     );
     assert_eq!(s.io.late_drains(), 1);
+    // The initiator escalates: a LOGICAL UNIT RESET covers the task still running (the
+    // core forgot its tag at the abort) and is answered only once it stops.
+    let reset = next(&mut s);
+    i.send(
+        &s.ep,
+        &[tmf_iu(
+            reset,
+            Lun::ZERO,
+            TaskMgmtFunction::LogicalUnitReset,
+            0,
+        )],
+    );
+    assert!(
+        drive(&i, &mut s, Duration::from_millis(100), || false).is_none(),
+        "LOGICAL UNIT RESET answered while the aborted write still runs"
+    );
     stall.hold(false);
+    let r = await_rsp(&i, &mut s);
+    let r = Rsp::parse(&r).expect("SRP_RSP");
+    assert_eq!(
+        (r.tag, r.tmf_response()),
+        (Tag(reset), Some(TmfResponse::Complete))
+    );
+    assert_eq!(s.io.late_drains(), 1);
+    // The reset's unit attention, then the LU serves.
+    assert_eq!(tur(&i, &mut s).0, Status::CheckCondition);
     assert_eq!(tur(&i, &mut s).0, Status::Good);
     assert!(drive(&i, &mut s, Duration::from_millis(50), || false).is_none());
 }

@@ -221,8 +221,8 @@ impl ChannelIo {
 
     /// Drops matching commands from the channel; those in slots finish their transfers
     /// and then send nothing (a job still queued for a worker is not run; `drain` waits
-    /// for those already running), those still waiting are forgotten. Returns how many it
-    /// dropped.
+    /// for those already running, and for matching ones an earlier function aborted that
+    /// still run), those still waiting are forgotten. Returns how many it dropped.
     pub(super) fn abort(
         &mut self,
         pred: impl Fn(Tag, Lun) -> bool,
@@ -235,7 +235,9 @@ impl ChannelIo {
             if matches!(s.work, Work::Tmf { .. }) {
                 continue;
             }
-            let covered = dropped.contains(&s.tag);
+            // A task this function drops, or one an earlier function aborted (the core forgot
+            // its tag then) whose job still runs: the answer waits for either.
+            let covered = dropped.contains(&s.tag) || (s.abort.is_set() && pred(s.tag, s.lun));
             if covered && s.abort.abort_and_wait(drain) {
                 // A running writer may be waiting for a copy's hold: it looks at its flag.
                 if let Some((_, lu)) = self.luns.iter().find(|(l, _)| *l == s.lun) {
