@@ -23,7 +23,7 @@ use srp::initiator::PortState;
 use srp::wire::{IoClass, PortId};
 use srp_adapter::{Adapter, timers};
 use srp_initiator_storport::port::{Port, PortConfig, SrbFunction, SrbId, SrbRequest, SrbStatus};
-use srp_initiator_storport::srp::SrpMiniport;
+use srp_initiator_storport::srp::{RegistrationMode, ResetCounts, SrpAdapterConfig, SrpMiniport};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
@@ -42,32 +42,9 @@ fn management(function: SrbFunction, lun: u8, target: Option<SrbId>) -> SrbReque
 
 #[test]
 fn abort_command_and_reset_logical_unit_end_outstanding_srbs() {
-    let service_id = ServiceId(TARGET_GUID);
     // The first four SRP_CMDs stay unanswered.
-    let target = HostileTarget::start(
-        ip(1),
-        Guid(TARGET_GUID + 0x100),
-        service_id,
-        Fault::Silent,
-        4,
-    );
-    let hw = Adapter {
-        local: ip(2),
-        target: ip(1),
-        guid: HOST_GUID,
-        target_port_id: PortId::new(0, Guid(TARGET_GUID), IoClass::SrpR16a),
-        service_id,
-        queue_depth: 16,
-        timers: timers(1, 3, 30),
-        // Long enough that no timeout escalation interferes.
-        cmd_timeout: Duration::from_secs(30),
-    }
-    .config();
-    let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts");
+    let (target, port) = setup(1, 2, 4);
     let stats = target.stats.clone();
-    wait_until("the login", || {
-        port.miniport().channel_state() == Some(PortState::Running)
-    });
 
     // An abort of an SRB the adapter does not hold: ABORT_FAILED at once. Its id tells
     // the next ones (the port numbers SRBs in order).
@@ -141,8 +118,19 @@ fn abort_command_and_reset_logical_unit_end_outstanding_srbs() {
 }
 
 /// The port logged in to a fresh hostile target at 127.0.135.`t` from 127.0.135.`h`, whose
-/// first `silent` SRP_CMDs get no answer.
+/// first `silent` SRP_CMDs get no answer. The per-I/O FRMR registration; the command
+/// timeout long enough that no timeout escalation interferes.
 fn setup(t: u8, h: u8, silent: u32) -> (HostileTarget, Port<SrpMiniport>) {
+    setup_with(t, h, silent, RegistrationMode::PerIo)
+}
+
+/// [`setup`] with `registration`.
+fn setup_with(
+    t: u8,
+    h: u8,
+    silent: u32,
+    registration: RegistrationMode,
+) -> (HostileTarget, Port<SrpMiniport>) {
     let service_id = ServiceId(TARGET_GUID + u64::from(t));
     let target = HostileTarget::start(
         ip(t),
@@ -162,6 +150,7 @@ fn setup(t: u8, h: u8, silent: u32) -> (HostileTarget, Port<SrpMiniport>) {
         cmd_timeout: Duration::from_secs(30),
     }
     .config();
+    let hw = SrpAdapterConfig { registration, ..hw };
     let port = Port::<SrpMiniport>::start(hw, PortConfig::default()).expect("adapter starts");
     wait_until("the login", || {
         port.miniport().channel_state() == Some(PortState::Running)
@@ -186,16 +175,14 @@ fn a_refused_lun_reset_is_counted_and_the_device_reset_reports_it() {
             .expect("accepted"),
     );
     assert_eq!(r.status, SrbStatus::ERROR, "RESET_DEVICE: {r:?}");
-    let resets = port.miniport().resets();
     assert_eq!(
-        (
-            resets.sequences,
-            resets.lun_resets,
-            resets.refused,
-            resets.escalated
-        ),
-        (1, 0, 1, 0),
-        "{resets:?}"
+        port.miniport().resets(),
+        ResetCounts {
+            sequences: 1,
+            lun_resets: 0,
+            refused: 1,
+            escalated: 0
+        }
     );
     // A bus reset: the refusal is counted, the bus reset still ends and resumes the port.
     assert_eq!(port.reset_bus(0), Ok(true));
@@ -235,19 +222,56 @@ fn an_unanswered_lun_reset_resets_the_channel_and_is_sent_again_on_the_new_login
         .wait_timeout(Duration::from_secs(20))
         .expect("completes after the reset");
     assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
-    let resets = port.miniport().resets();
     assert_eq!(
-        (
-            resets.sequences,
-            resets.lun_resets,
-            resets.refused,
-            resets.escalated
-        ),
-        (1, 1, 0, 1),
-        "{resets:?}"
+        port.miniport().resets(),
+        ResetCounts {
+            sequences: 1,
+            lun_resets: 1,
+            refused: 0,
+            escalated: 1
+        }
     );
     assert_eq!(Stats::get(&stats.logins), 2, "one channel reset");
     assert_eq!(Stats::get(&stats.tmfs), 2, "the LUN reset sent again");
+    assert!(port.violations().is_empty(), "{:?}", port.violations());
+    drop(port);
+    drop(target);
+}
+
+/// Under TrustTarget registration a READ in flight has no region of its own to invalidate:
+/// the target could still write into pages the port owns again. The bus reset tears the
+/// channel down first (the only way to stop it), then resets the LUN on the new login.
+#[test]
+fn a_bus_reset_under_trust_target_resets_the_channel_before_the_luns() {
+    let (target, port) = setup_with(7, 8, 1, RegistrationMode::TrustTarget);
+    let stats = target.stats.clone();
+    let held = port.submit(read10(lu(0), 0, 8)).expect("accepted");
+    wait_until("the READ at the target", || {
+        Stats::get(&stats.commands) >= 1
+    });
+    assert_eq!(port.reset_bus(0), Ok(true));
+    let h = wait(&held);
+    assert_eq!(h.status, SrbStatus::BUS_RESET, "the READ in flight: {h:?}");
+    let after = port.submit(read10(lu(0), 8, 8)).expect("accepted");
+    let r = after
+        .wait_timeout(Duration::from_secs(20))
+        .expect("completes after the reset");
+    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    assert_eq!(
+        port.miniport().resets(),
+        ResetCounts {
+            sequences: 1,
+            lun_resets: 1,
+            refused: 0,
+            escalated: 1
+        }
+    );
+    assert_eq!(Stats::get(&stats.logins), 2, "the channel reset first");
+    assert_eq!(
+        Stats::get(&stats.tmfs),
+        1,
+        "the LUN reset, on the new login"
+    );
     assert!(port.violations().is_empty(), "{:?}", port.violations());
     drop(port);
     drop(target);

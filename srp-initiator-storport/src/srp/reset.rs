@@ -39,7 +39,7 @@ use super::SrbExt;
 use super::adapter::{Adapter, Inner};
 use super::dpc::{self, Done};
 use super::side::PortSide;
-use crate::port::{Srb, SrbStatus};
+use crate::port::{DataDirection, Srb, SrbStatus};
 use srp::initiator::{PortState, TmfId, TmfResult};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -125,11 +125,21 @@ impl Adapter {
                 self.run_actions(&mut s, port, &mut done);
             } else {
                 let luns = self.reset_luns(&s);
-                self.hand_back_for_reset(&mut s, &mut done);
+                let exposed = self.hand_back_for_reset(&mut s, &mut done);
                 let secs = PAUSE_PER_LUN_SECS.saturating_mul(luns.len().max(1) as u32);
                 s.paused = true;
                 port.hold(secs);
-                self.start_sequence(&mut s, port, "bus reset", luns, None, &mut done);
+                if exposed {
+                    // Only a teardown stops the target writing into pages the port owns
+                    // again; the LUN resets follow on the new login (`resume_sequence`).
+                    tracing::warn!(target = %self.cfg.target, "bus reset: a read the target may still answer has no region to invalidate (TrustTarget registration): the channel is reset first, then the LUNs");
+                    self.begin_sequence(&mut s, "bus reset", luns, None);
+                    let sequence = s.target_reset.take();
+                    self.escalate(&mut s, port, &mut done);
+                    s.target_reset = sequence;
+                } else {
+                    self.start_sequence(&mut s, port, "bus reset", luns, None, &mut done);
+                }
                 self.run_actions(&mut s, port, &mut done);
             }
         }
@@ -191,8 +201,11 @@ impl Adapter {
 
     /// HwResetBus's hand-back: every held SRB completes BUS_RESET now; commands not sent
     /// are withdrawn (their regions, never posted, given up), the regions of the others
-    /// invalidated (module doc).
-    fn hand_back_for_reset(&self, s: &mut Inner, done: &mut Done) {
+    /// invalidated (module doc). True when a read the target may still answer has no
+    /// region to invalidate (TrustTarget's one region over all memory): then only a
+    /// teardown keeps the target out of its pages.
+    fn hand_back_for_reset(&self, s: &mut Inner, done: &mut Done) -> bool {
+        let mut exposed = false;
         let active: Vec<_> = s.cmds.drain().collect();
         for (id, a) in active {
             let withdrawn = s.channel.withdraw(id);
@@ -204,6 +217,7 @@ impl Adapter {
                 // WITH INVALIDATE naming the key (invalidating a free region is allowed;
                 // one deregistered would fail the channel).
                 let invs = self.reg().unmap(a.handle, None).unwrap_or_default();
+                exposed |= invs.as_slice().is_empty() && a.srb.direction() == DataDirection::In;
                 self.post_reg(s, invs);
             }
             a.srb.set_status(SrbStatus::BUS_RESET);
@@ -213,6 +227,7 @@ impl Adapter {
             m.srb.set_status(SrbStatus::BUS_RESET);
             done.push(m.srb);
         }
+        exposed
     }
 
     fn start_sequence(
@@ -224,6 +239,18 @@ impl Adapter {
         srb: Option<Srb<SrbExt>>,
         done: &mut Done,
     ) {
+        self.begin_sequence(s, why, luns, srb);
+        self.next_lun_reset(s, port, done);
+    }
+
+    /// Records a sequence over `luns` (counted, logged); the caller sends the first reset.
+    fn begin_sequence(
+        &self,
+        s: &mut Inner,
+        why: &'static str,
+        luns: VecDeque<u8>,
+        srb: Option<Srb<SrbExt>>,
+    ) {
         self.resets.sequences.fetch_add(1, Relaxed);
         tracing::info!(target = %self.cfg.target, why, ?luns, "LOGICAL UNIT RESET of each known LUN");
         s.target_reset = Some(TargetReset {
@@ -234,7 +261,6 @@ impl Adapter {
             refused: Vec::new(),
             again: false,
         });
-        self.next_lun_reset(s, port, done);
     }
 
     /// Sends the next LUN's reset, or ends the sequence when none is left.
