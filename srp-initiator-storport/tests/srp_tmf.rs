@@ -276,3 +276,41 @@ fn a_bus_reset_under_trust_target_resets_the_channel_before_the_luns() {
     drop(port);
     drop(target);
 }
+
+/// A bus reset hands a READ in flight back to the port; the target refuses the LUN's
+/// reset, so the READ could still run there after the class driver's retry: the channel
+/// is reset (ending the I_T nexus, and with it the task). The refusal is still counted.
+#[test]
+fn a_refused_lun_reset_with_commands_handed_back_resets_the_channel() {
+    let (target, port) = setup(9, 10, 1);
+    let stats = target.stats.clone();
+    let held = port.submit(read10(lu(0), 0, 8)).expect("accepted");
+    wait_until("the READ at the target", || {
+        Stats::get(&stats.commands) >= 1
+    });
+    // The target answers every TMF FAILED (SRP r16a response code 5).
+    stats
+        .tmf_answer
+        .store(5, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(port.reset_bus(0), Ok(true));
+    let h = wait(&held);
+    assert_eq!(h.status, SrbStatus::BUS_RESET, "the READ in flight: {h:?}");
+    let after = port.submit(read10(lu(0), 8, 8)).expect("accepted");
+    let r = after
+        .wait_timeout(Duration::from_secs(20))
+        .expect("completes after the reset");
+    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    assert_eq!(
+        port.miniport().resets(),
+        ResetCounts {
+            sequences: 1,
+            lun_resets: 0,
+            refused: 1,
+            escalated: 1
+        }
+    );
+    assert_eq!(Stats::get(&stats.logins), 2, "the channel reset");
+    assert!(port.violations().is_empty(), "{:?}", port.violations());
+    drop(port);
+    drop(target);
+}

@@ -16,7 +16,10 @@
 //!   it (or its answer comes), but its regions are invalidated now (LOCAL_INV, posted
 //!   before the SRB completes), so the target cannot write into the SRB's pages once they
 //!   are the port's again (an RDMA with the old key fails the channel, which then logs in
-//!   again and the sequence goes on). The adapter is paused (StorPortPause) until the last reset
+//!   again and the sequence goes on). A read with no region of its own (TrustTarget
+//!   registration: one region over all memory, nothing to invalidate) makes the bus reset
+//!   a channel reset first — only a teardown keeps the target out — and the LUN resets
+//!   follow on the new login. The adapter is paused (StorPortPause) until the last reset
 //!   is answered: the class driver's retries reach the target after the target stopped the
 //!   aborted commands (it answers the TMF after they stopped), never before.
 //! - RESET_DEVICE (StartIo): the SRB waits for the sequence; the LU's SRBs the target had
@@ -24,7 +27,10 @@
 //!   The SRB completes SUCCESS, or ERROR when the target refused a LUN's reset.
 //! - A LUN whose reset the target refuses (not FUNCTION COMPLETE) is counted and logged and
 //!   the sequence goes on: the target answered, a channel reset would not reset that LUN
-//!   either. A reset not sent (no task management credit or slot, the channel down) or not
+//!   either — unless HwResetBus handed back commands of that LUN the target may still run
+//!   (the class driver retries them: a stale one could land after its retry); then the
+//!   channel is reset, which ends our I_T nexus and so those tasks, and the sequence goes
+//!   on from the next LUN on the new login. A reset not sent (no task management credit or slot, the channel down) or not
 //!   answered within the core's TMF timeout escalates to the channel reset: teardown,
 //!   everything held completes BUS_RESET, a fresh SINGLE login, and the sequence goes on
 //!   from that LUN on the new channel (the adapter stays paused); a second such failure
@@ -44,9 +50,8 @@ use srp::initiator::{PortState, TmfId, TmfResult};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// How long HwResetBus pauses the adapter per LUN it resets: the core's TMF timeout (5 s)
-/// and a margin. The pause ends earlier, when the last reset is answered.
-const PAUSE_PER_LUN_SECS: u32 = 6;
+/// The margin over the core's TMF timeout in the pause per LUN ([`Adapter::pause_for`]).
+const PAUSE_MARGIN_SECS: u64 = 1;
 
 /// What the adapter's resets did, for tests and a host daemon.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -99,6 +104,9 @@ pub(crate) struct TargetReset {
     /// A reset failed and the channel was reset: the rest of the sequence runs on the
     /// new login, and a second failure ends it.
     again: bool,
+    /// LUNs of commands HwResetBus handed back that the target may still run: a refused
+    /// reset of one resets the channel (module doc).
+    live: Vec<u8>,
 }
 
 impl TargetReset {
@@ -125,8 +133,8 @@ impl Adapter {
                 self.run_actions(&mut s, port, &mut done);
             } else {
                 let luns = self.reset_luns(&s);
-                let exposed = self.hand_back_for_reset(&mut s, &mut done);
-                let secs = PAUSE_PER_LUN_SECS.saturating_mul(luns.len().max(1) as u32);
+                let (exposed, live) = self.hand_back_for_reset(&mut s, &mut done);
+                let secs = self.pause_for(luns.len());
                 s.paused = true;
                 port.hold(secs);
                 if exposed {
@@ -134,11 +142,13 @@ impl Adapter {
                     // again; the LUN resets follow on the new login (`resume_sequence`).
                     tracing::warn!(target = %self.cfg.target, "bus reset: a read the target may still answer has no region to invalidate (TrustTarget registration): the channel is reset first, then the LUNs");
                     self.begin_sequence(&mut s, "bus reset", luns, None);
-                    let sequence = s.target_reset.take();
-                    self.escalate(&mut s, port, &mut done);
-                    s.target_reset = sequence;
+                    self.escalate_within(&mut s, port, &mut done);
                 } else {
-                    self.start_sequence(&mut s, port, "bus reset", luns, None, &mut done);
+                    self.begin_sequence(&mut s, "bus reset", luns, None);
+                    if let Some(r) = s.target_reset.as_mut() {
+                        r.live = live;
+                    }
+                    self.next_lun_reset(&mut s, port, &mut done);
                 }
                 self.run_actions(&mut s, port, &mut done);
             }
@@ -181,6 +191,16 @@ impl Adapter {
         self.start_sequence(s, port, "device reset", luns, Some(srb), done);
     }
 
+    /// How long (seconds) to pause the adapter for `luns` LUN resets: each the core's TMF
+    /// timeout and a margin. The pause ends earlier, when the last reset is answered.
+    fn pause_for(&self, luns: usize) -> u32 {
+        let per = Self::channel_config(&self.cfg)
+            .tmf_timeout
+            .as_secs()
+            .saturating_add(PAUSE_MARGIN_SECS);
+        u32::try_from(per.saturating_mul(luns.max(1) as u64)).unwrap_or(u32::MAX)
+    }
+
     /// Why a reset cannot be a sequence of LUN resets now, if it cannot.
     fn cannot_sequence(&self, s: &Inner) -> Option<&'static str> {
         if s.target_reset.is_some() {
@@ -201,11 +221,12 @@ impl Adapter {
 
     /// HwResetBus's hand-back: every held SRB completes BUS_RESET now; commands not sent
     /// are withdrawn (their regions, never posted, given up), the regions of the others
-    /// invalidated (module doc). True when a read the target may still answer has no
-    /// region to invalidate (TrustTarget's one region over all memory): then only a
-    /// teardown keeps the target out of its pages.
-    fn hand_back_for_reset(&self, s: &mut Inner, done: &mut Done) -> bool {
-        let mut exposed = false;
+    /// invalidated (module doc). Returns whether a read the target may still answer has no
+    /// region to invalidate (TrustTarget's one region over all memory: then only a
+    /// teardown keeps the target out of its pages), and the LUNs of the commands handed
+    /// back that the target may still run (their LUN's reset ends them).
+    fn hand_back_for_reset(&self, s: &mut Inner, done: &mut Done) -> (bool, Vec<u8>) {
+        let (mut exposed, mut live) = (false, Vec::new());
         let active: Vec<_> = s.cmds.drain().collect();
         for (id, a) in active {
             let withdrawn = s.channel.withdraw(id);
@@ -219,6 +240,10 @@ impl Adapter {
                 let invs = self.reg().unmap(a.handle, None).unwrap_or_default();
                 exposed |= invs.as_slice().is_empty() && a.srb.direction() == DataDirection::In;
                 self.post_reg(s, invs);
+                let lun = a.srb.address().lun;
+                if !live.contains(&lun) {
+                    live.push(lun);
+                }
             }
             a.srb.set_status(SrbStatus::BUS_RESET);
             done.push(a.srb);
@@ -227,7 +252,7 @@ impl Adapter {
             m.srb.set_status(SrbStatus::BUS_RESET);
             done.push(m.srb);
         }
-        exposed
+        (exposed, live)
     }
 
     fn start_sequence(
@@ -260,6 +285,7 @@ impl Adapter {
             srb,
             refused: Vec::new(),
             again: false,
+            live: Vec::new(),
         });
     }
 
@@ -304,17 +330,24 @@ impl Adapter {
             }
             TmfResult::Rejected | TmfResult::NotFound => {
                 self.resets.refused.fetch_add(1, Relaxed);
-                tracing::warn!(target = %self.cfg.target, why = r.why, lun, ?result, "the target refused the LOGICAL UNIT RESET");
                 r.refused.push(lun);
-                self.next_lun_reset(s, port, done);
+                if r.live.contains(&lun) {
+                    // Commands the port has back (the class driver retries them) could
+                    // still run at the target after their retries: ending the I_T nexus
+                    // aborts them.
+                    tracing::warn!(target = %self.cfg.target, why = r.why, lun, ?result, "the target refused the LOGICAL UNIT RESET with commands handed back still there: resetting the channel, then the other LUNs");
+                    r.live.retain(|&l| l != lun);
+                    self.escalate_within(s, port, done);
+                } else {
+                    tracing::warn!(target = %self.cfg.target, why = r.why, lun, ?result, "the target refused the LOGICAL UNIT RESET");
+                    self.next_lun_reset(s, port, done);
+                }
             }
             TmfResult::TimedOut | TmfResult::NotSent if !r.again => {
                 tracing::warn!(target = %self.cfg.target, why = r.why, lun, ?result, "LOGICAL UNIT RESET failed: resetting the channel, then the LUNs again");
                 r.again = true;
                 r.luns.push_front(lun);
-                let sequence = s.target_reset.take();
-                self.escalate(s, port, done);
-                s.target_reset = sequence;
+                self.escalate_within(s, port, done);
             }
             TmfResult::TimedOut | TmfResult::NotSent => {
                 tracing::warn!(target = %self.cfg.target, why = r.why, lun, ?result, "LOGICAL UNIT RESET failed again after a channel reset: giving up");
@@ -339,7 +372,7 @@ impl Adapter {
             return false;
         };
         // The login's pause may lapse before the LUN resets are answered: paused anew.
-        port.hold(PAUSE_PER_LUN_SECS.saturating_mul(left.max(1) as u32));
+        port.hold(self.pause_for(left));
         self.next_lun_reset(s, port, done);
         true
     }
@@ -364,6 +397,14 @@ impl Adapter {
         }
     }
 
+    /// The channel reset inside a running sequence: it goes on from its next LUN once the
+    /// new login is in (`resume_sequence`).
+    fn escalate_within(&self, s: &mut Inner, port: &dyn PortSide, done: &mut Done) {
+        let sequence = s.target_reset.take();
+        self.escalate(s, port, done);
+        s.target_reset = sequence;
+    }
+
     /// The channel reset (the escalation): teardown, everything held BUS_RESET, a fresh
     /// SINGLE login (the adapter paused until it is in). A running sequence ends; its
     /// RESET_DEVICE SRB completes SUCCESS, as a channel reset did for it before. The
@@ -383,19 +424,16 @@ impl Adapter {
     /// says there is no such LUN: LOGICAL UNIT NOT SUPPORTED (ASC 25h), or standard INQUIRY
     /// data with peripheral qualifier 011b (SPC-4 6.6.2); then the LUN is forgotten.
     pub(crate) fn note_lun(s: &mut Inner, srb: &Srb<SrbExt>, r: &srp::initiator::Response) {
-        let sense = &r.sense;
-        let asc = match sense.first().map(|b| b & 0x7f) {
-            Some(0x70 | 0x71) => sense.get(12),
-            Some(0x72 | 0x73) => sense.get(2),
-            _ => None,
-        };
+        let unsupported = !r.sense.is_empty()
+            && <scsi::sense::Sense as wirekit::WireRepr>::parse(&r.sense)
+                .is_ok_and(|s| s.code() == scsi::sense::SenseCode::LUN_NOT_SUPPORTED);
         let cdb = srb.cdb();
         let inquiry =
             u8::from(r.status) == 0 && cdb.len() >= 2 && cdb[0] == 0x12 && cdb[1] & 1 == 0;
         let mut pq = [0u8; 1];
         let no_lu = inquiry && srb.read_data(0, &mut pq).is_ok() && pq[0] >> 5 == 3;
         let lun = srb.address().lun;
-        if asc == Some(&0x25) || no_lu {
+        if unsupported || no_lu {
             s.known_luns.remove(&lun);
         } else {
             s.known_luns.insert(lun);

@@ -57,11 +57,7 @@ impl InitiatorChannel {
     /// [`Action::TmfDone`] with the returned id, after the command's own completion.
     pub fn abort_task(&mut self, now: Time, cmd: CmdId) -> TmfId {
         let id = self.next_tmf_id();
-        let unsent = match self.waiting.iter().position(|(w, _)| *w == cmd) {
-            Some(at) => self.waiting.remove(at).is_some(),
-            None => self.remapping.remove(&cmd).is_some(),
-        };
-        if unsent {
+        if self.take_unsent(cmd) {
             self.complete(cmd, Outcome::Aborted);
             self.tmf_done(id, TmfResult::Complete);
             return id;
@@ -104,14 +100,20 @@ impl InitiatorChannel {
     /// must hand every request back at once (StorPort's HwResetBus) while the target's
     /// task set is reset behind it.
     pub fn withdraw(&mut self, cmd: CmdId) -> bool {
-        let unsent = match self.waiting.iter().position(|(w, _)| *w == cmd) {
-            Some(at) => self.waiting.remove(at).is_some(),
-            None => self.remapping.remove(&cmd).is_some(),
-        };
+        let unsent = self.take_unsent(cmd);
         if unsent {
             self.complete(cmd, Outcome::Reset);
         }
         unsent
+    }
+
+    /// Removes `cmd` from the commands not sent yet (waiting for a credit, or being
+    /// registered again); whether it was one.
+    fn take_unsent(&mut self, cmd: CmdId) -> bool {
+        match self.waiting.iter().position(|(w, _)| *w == cmd) {
+            Some(at) => self.waiting.remove(at).is_some(),
+            None => self.remapping.remove(&cmd).is_some(),
+        }
     }
 
     fn next_tmf_id(&mut self) -> TmfId {
