@@ -675,7 +675,7 @@ fn task_management_is_answered_after_the_aborted_job_stops() {
         }
         assert_eq!(tur(&i, &mut s).0, Status::Good);
     }
-    assert_eq!(s.io.late_drains(), 0);
+    assert_eq!(s.io.counters().late_task_mgmt, 0);
 }
 
 #[test]
@@ -698,7 +698,7 @@ fn a_stuck_backend_holds_an_abort_answer_only_until_the_drain_limit() {
         (r.tag, r.tmf_response()),
         (Tag(tag), Some(TmfResponse::Failed))
     );
-    assert_eq!(s.io.late_drains(), 1);
+    assert_eq!(s.io.counters().late_task_mgmt, 1);
     // The initiator escalates: a LOGICAL UNIT RESET covers the task still running (the
     // core forgot its tag at the abort) and is answered only once it stops.
     let reset = next(&mut s);
@@ -722,7 +722,7 @@ fn a_stuck_backend_holds_an_abort_answer_only_until_the_drain_limit() {
         (r.tag, r.tmf_response()),
         (Tag(reset), Some(TmfResponse::Complete))
     );
-    assert_eq!(s.io.late_drains(), 1);
+    assert_eq!(s.io.counters().late_task_mgmt, 1);
     // The reset's unit attention, then the LU serves.
     assert_eq!(tur(&i, &mut s).0, Status::CheckCondition);
     assert_eq!(tur(&i, &mut s).0, Status::Good);

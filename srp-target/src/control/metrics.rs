@@ -202,7 +202,7 @@ pub fn render(
             ),
             (
                 "srp_target_session_late_task_mgmt_total",
-                "Task management answered FAILED: aborted commands still ran on the backend after the drain limit.",
+                "Answers given with aborted commands still running on the backend after the drain limit (task management FAILED, or a PREEMPT AND ABORT's GOOD).",
                 c.late_task_mgmt,
             ),
         ] {

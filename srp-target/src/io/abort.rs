@@ -24,7 +24,7 @@
 //! aborted jobs still running on any channel to stop. The last one to stop rings the
 //! waiting loop's doorbell; no polling. A backend stuck past [`DRAIN_LIMIT`] does not
 //! wedge the channel: the answer then goes out (a task management function as FAILED, the
-//! task not yet gone), counted (the session's `late_task_mgmt`, [`ChannelIo::late_drains`])
+//! task not yet gone), counted (the session's `late_task_mgmt`, [`ChannelIo::counters`])
 //! and logged.
 //!
 //! An aborted command gets no SRP_RSP (TAS=0, as the control mode page reports): its tag
@@ -238,12 +238,14 @@ impl ChannelIo {
         let now = self.clock.now();
         let mut answered = 0;
         for d in std::mem::take(&mut self.draining) {
+            // Read once: a job stopping meanwhile must not make a late answer look on time.
+            let stopped = d.drain.is_done();
             let late = now.saturating_duration_since(d.since) >= DRAIN_LIMIT;
-            if !d.drain.is_done() && !late {
+            if !stopped && !late {
                 self.draining.push(d);
                 continue;
             }
-            if !d.drain.is_done() {
+            if !stopped {
                 self.counters.late_task_mgmt += 1;
                 tracing::warn!(
                     channel = self.channel.id().0,
@@ -252,7 +254,7 @@ impl ChannelIo {
                     d.waiter
                 );
             }
-            self.answer_waiter(d.waiter, d.drain.is_done());
+            self.answer_waiter(d.waiter, stopped);
             answered += 1;
         }
         answered

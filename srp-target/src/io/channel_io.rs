@@ -334,13 +334,6 @@ impl ChannelIo {
         self.counters
     }
 
-    /// Task management answers (and PREEMPT AND ABORT results) given before the aborted
-    /// jobs they waited for stopped, the backend stuck past [`abort::DRAIN_LIMIT`].
-    /// (Also in the session counters: `late_task_mgmt`.)
-    pub fn late_drains(&self) -> u64 {
-        self.counters.late_task_mgmt
-    }
-
     /// Commands in a slot or waiting for one.
     pub fn in_flight(&self) -> usize {
         self.slots.iter().flatten().count() + self.waiting.len()

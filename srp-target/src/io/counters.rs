@@ -23,8 +23,9 @@ pub struct SessionCounters {
     pub reservation_conflicts: u64,
     /// Commands aborted by task management (no response sent for them).
     pub aborted: u64,
-    /// Task management answered FAILED because aborted commands were still running on the
-    /// backend after the drain limit.
+    /// Answers given with aborted commands still running on the backend after the drain
+    /// limit: a task management function answered FAILED, or a PREEMPT AND ABORT's GOOD
+    /// (the reservation change is made) sent anyway.
     pub late_task_mgmt: u64,
 }
 
