@@ -603,6 +603,7 @@ fn lowest_aligned_lba_and_unmap_alignment_are_reported_and_bound_write_atomic() 
             lowest_aligned_lba: 1,
             unmap_granularity_blocks: Some(2048),
             unmap_alignment_blocks: 128,
+            atomic_blocks: None,
         },
     );
     let rc = good(

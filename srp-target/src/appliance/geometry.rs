@@ -89,11 +89,6 @@ pub fn device_limits(path: &Path) -> Option<DeviceLimits> {
     read_limits(&sysfs_dir(path)?)
 }
 
-/// The physical block size of the block device at `path` (see [`device_limits`]).
-pub fn device_physical_block_size(path: &Path) -> Option<u32> {
-    device_limits(path).map(|d| d.physical_block_bytes)
-}
-
 /// What a LUN reports of its medium.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LunGeometry {
@@ -129,10 +124,14 @@ pub fn lun_geometry(
             let per_physical = physical.map_or(1, |p| p / block_bytes);
             // A hole is punched in whole filesystem blocks: unmapping less keeps the space.
             let gran = (fs_block / block_bytes).max(per_physical).max(1);
+            // Nothing tells a file's atomic unit: at most a filesystem block (one logical
+            // block at least) is written whole.
+            let fs_blocks = (fs_block / block_bytes).max(1);
             return Ok(LunGeometry {
                 physical_block_bytes: configured,
                 alignment: Alignment {
                     unmap_granularity_blocks: Some(gran),
+                    atomic_blocks: (fs_blocks < per_physical).then_some(fs_blocks),
                     ..Alignment::default()
                 },
             });
@@ -196,6 +195,10 @@ pub fn lun_geometry(
             lowest_aligned_lba,
             unmap_granularity_blocks,
             unmap_alignment_blocks,
+            // A physical block configured above the device's: the device's is what it
+            // writes whole.
+            atomic_blocks: (d.physical_block_bytes < per_physical * block_bytes)
+                .then(|| (d.physical_block_bytes / block_bytes).max(1)),
         },
     })
 }
@@ -265,6 +268,7 @@ mod tests {
                 lowest_aligned_lba: 0,
                 unmap_granularity_blocks: Some(8),
                 unmap_alignment_blocks: 0,
+                atomic_blocks: None,
             }
         );
     }
@@ -282,6 +286,8 @@ mod tests {
             (g.physical_block_bytes, g.alignment.lowest_aligned_lba),
             (Some(8192), 7)
         );
+        // The device writes 4 KiB whole, not the configured 8 KiB.
+        assert_eq!(g.alignment.atomic_blocks, Some(8));
     }
 
     #[test]
@@ -354,6 +360,10 @@ mod tests {
         assert_eq!(g.alignment.unmap_granularity_blocks, Some(8));
         let g = lun_geometry(512, Some(16384), Medium::File(4096)).expect("fits");
         assert_eq!(g.alignment.unmap_granularity_blocks, Some(32));
+        // Atomic: a filesystem block, not the configured 16 KiB.
+        assert_eq!(g.alignment.atomic_blocks, Some(8));
+        let g = lun_geometry(512, Some(4096), Medium::File(4096)).expect("fits");
+        assert_eq!(g.alignment.atomic_blocks, None);
         let g = lun_geometry(4096, None, Medium::File(65536)).expect("fits");
         assert_eq!(g.alignment.unmap_granularity_blocks, Some(16));
         assert_eq!(g.alignment.lowest_aligned_lba, 0);

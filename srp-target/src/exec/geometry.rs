@@ -19,12 +19,25 @@ pub struct Alignment {
     pub unmap_granularity_blocks: Option<u32>,
     /// UNMAP GRANULARITY ALIGNMENT in logical blocks (a device's `discard_alignment`).
     pub unmap_alignment_blocks: u32,
+    /// The unit the medium writes whole, in logical blocks, when it is smaller than the
+    /// reported physical block (a `physical_block_size` configured above the device's, or
+    /// a file's filesystem block): what WRITE ATOMIC may cover. `None`: the physical block.
+    pub atomic_blocks: Option<u32>,
 }
 
 impl LogicalUnit {
     /// Physical blocks hold this many logical blocks (a power of two).
     pub(crate) fn blocks_per_physical(&self) -> u32 {
         self.physical_block_bytes / self.block_bytes()
+    }
+
+    /// The unit a power loss cannot tear on a file or device, in logical blocks: the
+    /// medium's own (see [`Alignment::atomic_blocks`]), at most a physical block.
+    pub(crate) fn medium_atomic_blocks(&self) -> u32 {
+        let per = self.blocks_per_physical();
+        self.alignment
+            .atomic_blocks
+            .map_or(per, |a| a.clamp(1, per))
     }
 
     /// LOWEST ALIGNED LBA (14 bits in READ CAPACITY(16)).

@@ -88,13 +88,14 @@ impl LogicalUnit {
         }
     }
 
-    /// The unit a power loss cannot tear on a file or device: a physical block, or one
-    /// logical block where physical blocks are not aligned at LBA 0.
+    /// The unit a power loss cannot tear on a file or device: the medium's physical block
+    /// ([`LogicalUnit::medium_atomic_blocks`]), or one logical block where physical blocks
+    /// are not aligned at LBA 0.
     fn atomic_unit(&self) -> u32 {
         if self.lowest_aligned_lba() != 0 {
             1
         } else {
-            self.blocks_per_physical()
+            self.medium_atomic_blocks()
         }
     }
 
