@@ -123,20 +123,26 @@ fn assert_clean(port: &Port<SrpMiniport>) {
     assert!(!port.is_bugchecked());
 }
 
-#[test]
-fn a_bus_reset_breaks_a_hung_owners_scsi2_reservation() {
-    let (_daemon, ioc) = daemon(1);
-    let a = node(&ioc, 1, 2);
-    let b = node(&ioc, 1, 3);
-    // Each node's first commands may report the new nexus (power on, 29h).
+/// A daemon at 127.0.157.`t` and two nodes at `t + 1` and `t + 2`, both past their first
+/// unit attentions (power on, 29h), node A owning the quorum disk by RESERVE(6). The ports
+/// come after the daemon: dropped in reverse, they go first.
+fn reserved_pair(t: u8) -> (Daemon, Port<SrpMiniport>, Port<SrpMiniport>) {
+    let (daemon, ioc) = daemon(t);
+    let a = node(&ioc, t, t + 1);
+    let b = node(&ioc, t, t + 2);
     for n in [&a, &b] {
         let (r, _) = past_attentions(n, || tur(lu(0)));
         assert_eq!(r.status, SrbStatus::SUCCESS, "TEST UNIT READY: {r:?}");
     }
-
-    // A owns the quorum disk; B is shut out.
     let r = wait(&a.submit(reserve6()).expect("accepted"));
     assert_eq!(r.status, SrbStatus::SUCCESS, "A's RESERVE(6): {r:?}");
+    (daemon, a, b)
+}
+
+#[test]
+fn a_bus_reset_breaks_a_hung_owners_scsi2_reservation() {
+    // A owns the quorum disk; B is shut out.
+    let (_daemon, a, b) = reserved_pair(1);
     let w = wait(
         &b.submit(write10(lu(0), 8, pattern(4096, 1)))
             .expect("accepted"),
@@ -254,15 +260,7 @@ fn a_bus_reset_breaks_a_hung_owners_scsi2_reservation() {
 
 #[test]
 fn a_device_reset_is_a_lun_reset_and_gives_the_disk_back() {
-    let (_daemon, ioc) = daemon(11);
-    let a = node(&ioc, 11, 12);
-    let b = node(&ioc, 11, 13);
-    for n in [&a, &b] {
-        let (r, _) = past_attentions(n, || tur(lu(0)));
-        assert_eq!(r.status, SrbStatus::SUCCESS, "TEST UNIT READY: {r:?}");
-    }
-    let r = wait(&a.submit(reserve6()).expect("accepted"));
-    assert_eq!(r.status, SrbStatus::SUCCESS, "A's RESERVE(6): {r:?}");
+    let (_daemon, a, b) = reserved_pair(11);
     let r = wait(&b.submit(tur(lu(0))).expect("accepted"));
     assert_eq!(r.scsi_status, RESERVATION_CONFLICT, "B's TUR: {r:?}");
     // RESET_DEVICE (a target reset; SRP has none): LOGICAL UNIT RESET of LUN 0, the SRB
