@@ -239,16 +239,22 @@ impl LogicalUnit {
         if self.watches.count.load(Ordering::Acquire) == 0 {
             return;
         }
-        let list = self
+        let mut list = self
             .watches
             .list
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for w in list.iter().filter(|w| {
-            (w.owner.is_none() || w.owner != owner) && overlaps(w.lba, w.blocks, lba.0, blocks)
-        }) {
-            w.touched.store(true, Ordering::Release);
-        }
+        // A touched watch has said all it can (its flag, which its owner keeps, stays set):
+        // it leaves the list, so a revoked token's ranges cost later writes nothing.
+        list.retain(|w| {
+            let hit =
+                (w.owner.is_none() || w.owner != owner) && overlaps(w.lba, w.blocks, lba.0, blocks);
+            if hit {
+                w.touched.store(true, Ordering::Release);
+            }
+            !hit
+        });
+        self.watches.count.store(list.len(), Ordering::Release);
     }
 
     /// Starts watching `blocks` blocks at `lba` for every writer: its id and touched flag.
@@ -461,6 +467,23 @@ pub(crate) mod tests {
         });
         assert_eq!(lu.held_ranges(), 1);
         drop(held);
+    }
+
+    /// A touched watch leaves the list (its flag stays set for its owner, and ending it
+    /// later is harmless): writes after do not scan it.
+    #[test]
+    fn a_touched_watch_leaves_the_list() {
+        let lu = lu("leaves");
+        let w = lu.watch_by(1, Lba(0), 8);
+        let other = lu.watch_by(2, Lba(32), 8);
+        assert_eq!(lu.watched_ranges(), 2);
+        lu.note_write(Lba(4), 1);
+        assert!(w.touched() && !other.touched());
+        assert_eq!(lu.watched_ranges(), 1);
+        drop(w);
+        assert_eq!(lu.watched_ranges(), 1);
+        drop(other);
+        assert_eq!(lu.watched_ranges(), 0);
     }
 
     #[test]
