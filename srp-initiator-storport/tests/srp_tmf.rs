@@ -25,6 +25,7 @@ use srp_adapter::{Adapter, timers};
 use srp_initiator_storport::port::{Port, PortConfig, SrbFunction, SrbId, SrbRequest, SrbStatus};
 use srp_initiator_storport::srp::{RegistrationMode, ResetCounts, SrpAdapterConfig, SrpMiniport};
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 const HOST_GUID: u64 = 0x0002_c903_00be_e801;
@@ -201,29 +202,13 @@ fn a_refused_lun_reset_is_counted_and_the_device_reset_reports_it() {
 
 #[test]
 fn an_unanswered_lun_reset_resets_the_channel_and_is_sent_again_on_the_new_login() {
-    // The first READ stays unanswered: in flight at the bus reset.
     let (target, port) = setup(5, 6, 1);
-    let stats = target.stats.clone();
-    let held = port.submit(read10(lu(0), 0, 8)).expect("accepted");
-    wait_until("the READ at the target", || {
-        Stats::get(&stats.commands) >= 1
-    });
     // The first LOGICAL UNIT RESET gets no answer (the core's TMF timeout is 5 s).
-    stats
-        .tmf_silent
-        .store(1, std::sync::atomic::Ordering::SeqCst);
-    assert_eq!(port.reset_bus(0), Ok(true));
-    let h = wait(&held);
-    assert_eq!(h.status, SrbStatus::BUS_RESET, "the READ in flight: {h:?}");
-    // Requests wait while the adapter is paused: this one goes after the reset ended, on
-    // the new login.
-    let after = port.submit(read10(lu(0), 8, 8)).expect("accepted");
-    let r = after
-        .wait_timeout(Duration::from_secs(20))
-        .expect("completes after the reset");
-    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    let counts = bus_reset_with_a_read_held(&target, &port, |stats| {
+        stats.tmf_silent.store(1, SeqCst);
+    });
     assert_eq!(
-        port.miniport().resets(),
+        counts,
         ResetCounts {
             sequences: 1,
             lun_resets: 1,
@@ -231,11 +216,41 @@ fn an_unanswered_lun_reset_resets_the_channel_and_is_sent_again_on_the_new_login
             escalated: 1
         }
     );
-    assert_eq!(Stats::get(&stats.logins), 2, "one channel reset");
-    assert_eq!(Stats::get(&stats.tmfs), 2, "the LUN reset sent again");
-    assert!(port.violations().is_empty(), "{:?}", port.violations());
+    assert_eq!(Stats::get(&target.stats.logins), 2, "one channel reset");
+    assert_eq!(
+        Stats::get(&target.stats.tmfs),
+        2,
+        "the LUN reset sent again"
+    );
     drop(port);
     drop(target);
+}
+
+/// A bus reset with a READ in flight (`setup`'s first command stays unanswered), the
+/// target's task management set by `configure` first: the READ comes back BUS_RESET, a
+/// READ after the reset (it waits while the adapter is paused) succeeds, no port rule
+/// broken. The adapter's reset counts.
+fn bus_reset_with_a_read_held(
+    target: &HostileTarget,
+    port: &Port<SrpMiniport>,
+    configure: impl FnOnce(&Stats),
+) -> ResetCounts {
+    let stats = &target.stats;
+    let held = port.submit(read10(lu(0), 0, 8)).expect("accepted");
+    wait_until("the READ at the target", || {
+        Stats::get(&stats.commands) >= 1
+    });
+    configure(stats);
+    assert_eq!(port.reset_bus(0), Ok(true));
+    let h = wait(&held);
+    assert_eq!(h.status, SrbStatus::BUS_RESET, "the READ in flight: {h:?}");
+    let after = port.submit(read10(lu(0), 8, 8)).expect("accepted");
+    let r = after
+        .wait_timeout(Duration::from_secs(20))
+        .expect("completes after the reset");
+    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    assert!(port.violations().is_empty(), "{:?}", port.violations());
+    port.miniport().resets()
 }
 
 /// Under TrustTarget registration a READ in flight has no region of its own to invalidate:
@@ -244,21 +259,9 @@ fn an_unanswered_lun_reset_resets_the_channel_and_is_sent_again_on_the_new_login
 #[test]
 fn a_bus_reset_under_trust_target_resets_the_channel_before_the_luns() {
     let (target, port) = setup_with(7, 8, 1, RegistrationMode::TrustTarget);
-    let stats = target.stats.clone();
-    let held = port.submit(read10(lu(0), 0, 8)).expect("accepted");
-    wait_until("the READ at the target", || {
-        Stats::get(&stats.commands) >= 1
-    });
-    assert_eq!(port.reset_bus(0), Ok(true));
-    let h = wait(&held);
-    assert_eq!(h.status, SrbStatus::BUS_RESET, "the READ in flight: {h:?}");
-    let after = port.submit(read10(lu(0), 8, 8)).expect("accepted");
-    let r = after
-        .wait_timeout(Duration::from_secs(20))
-        .expect("completes after the reset");
-    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    let counts = bus_reset_with_a_read_held(&target, &port, |_| {});
     assert_eq!(
-        port.miniport().resets(),
+        counts,
         ResetCounts {
             sequences: 1,
             lun_resets: 1,
@@ -266,13 +269,16 @@ fn a_bus_reset_under_trust_target_resets_the_channel_before_the_luns() {
             escalated: 1
         }
     );
-    assert_eq!(Stats::get(&stats.logins), 2, "the channel reset first");
     assert_eq!(
-        Stats::get(&stats.tmfs),
+        Stats::get(&target.stats.logins),
+        2,
+        "the channel reset first"
+    );
+    assert_eq!(
+        Stats::get(&target.stats.tmfs),
         1,
         "the LUN reset, on the new login"
     );
-    assert!(port.violations().is_empty(), "{:?}", port.violations());
     drop(port);
     drop(target);
 }
@@ -283,25 +289,12 @@ fn a_bus_reset_under_trust_target_resets_the_channel_before_the_luns() {
 #[test]
 fn a_refused_lun_reset_with_commands_handed_back_resets_the_channel() {
     let (target, port) = setup(9, 10, 1);
-    let stats = target.stats.clone();
-    let held = port.submit(read10(lu(0), 0, 8)).expect("accepted");
-    wait_until("the READ at the target", || {
-        Stats::get(&stats.commands) >= 1
-    });
     // The target answers every TMF FAILED (SRP r16a response code 5).
-    stats
-        .tmf_answer
-        .store(5, std::sync::atomic::Ordering::SeqCst);
-    assert_eq!(port.reset_bus(0), Ok(true));
-    let h = wait(&held);
-    assert_eq!(h.status, SrbStatus::BUS_RESET, "the READ in flight: {h:?}");
-    let after = port.submit(read10(lu(0), 8, 8)).expect("accepted");
-    let r = after
-        .wait_timeout(Duration::from_secs(20))
-        .expect("completes after the reset");
-    assert_eq!(r.status, SrbStatus::SUCCESS, "{r:?}");
+    let counts = bus_reset_with_a_read_held(&target, &port, |stats| {
+        stats.tmf_answer.store(5, SeqCst);
+    });
     assert_eq!(
-        port.miniport().resets(),
+        counts,
         ResetCounts {
             sequences: 1,
             lun_resets: 0,
@@ -309,8 +302,7 @@ fn a_refused_lun_reset_with_commands_handed_back_resets_the_channel() {
             escalated: 1
         }
     );
-    assert_eq!(Stats::get(&stats.logins), 2, "the channel reset");
-    assert!(port.violations().is_empty(), "{:?}", port.violations());
+    assert_eq!(Stats::get(&target.stats.logins), 2, "the channel reset");
     drop(port);
     drop(target);
 }
