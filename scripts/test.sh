@@ -60,7 +60,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-pc-windows-msv
     rustup target add x86_64-pc-windows-msvc
 fi
 cargo check --locked --quiet --target x86_64-pc-windows-msvc \
-    -p wirekit -p scsi -p hca -p srp -p access-layer -p srp-initiator-storport \
+    -p wirekit -p ib-verbs -p opskit -p scsi -p hca -p srp -p access-layer -p srp-initiator-storport \
     -p srp-initiator-iscsi-model -p srp-host -p mpio
 
 echo "== cargo doc -D warnings (intra-doc links)"

@@ -1,5 +1,9 @@
-//! The IB access layer (IBAL): everything between the verbs of the `hca` crate and the SRP
-//! initiator and target.
+//! The IB access layer (IBAL): everything between a verbs provider and the SRP initiator and
+//! target. It defines the interfaces every provider implements — the channel interface
+//! ([`verbs::ChannelInterface`]), the port beside it ([`verbs::PortInterface`]), devices
+//! and the fabric they come from ([`verbs::Fabric`]), the connection-manager seam
+//! ([`cm::ConnectionManager`]) — over the `ib-verbs` vocabulary, and runs the MAD services
+//! on QP1 where a provider gives it ([`mads::MadService`]).
 //!
 //! Contract: MAD wire formats ([`mad`]) parse and emit byte-exact and never panic; the verbs
 //! API ([`verbs`]) never blocks at dispatch (resource verbs complete through a `Completion`,
@@ -8,7 +12,8 @@
 //! feeds with MADs and time. PnP ([`pnp`]), power ([`power`]) and the control socket ([`ctl`])
 //! complete the layer. See docs/access-layer.md.
 //!
-//! It sits on `hca` (identity newtypes, the engine and its UDP driver) and `wirekit`.
+//! It sits on `ib-verbs` (the vocabulary) and `wirekit`; no provider. Providers (`hca`, the
+//! rdma-core provider, the simulator's net) depend on it.
 #![deny(unsafe_code)]
 
 pub mod cm;
@@ -16,6 +21,7 @@ pub mod ctl;
 pub mod dm;
 pub mod gsi;
 pub mod mad;
+pub mod mads;
 pub mod pnp;
 pub mod power;
 pub mod verbs;

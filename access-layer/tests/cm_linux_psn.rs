@@ -10,8 +10,8 @@
 use access_layer::cm::{CmConfig, CmEndpoint, CmEvent, QpPsns};
 use access_layer::mad::cm::CmRejReason;
 use access_layer::mad::{CmMessage, MadAddress, MadBody, parse_any};
-use hca::time::Time;
-use hca::{Gid, Guid, Psn};
+use ib_verbs::time::Time;
+use ib_verbs::{Gid, Guid, Psn};
 
 /// Linux's REQ: the whole IPv4 datagram (IP 20, UDP 8, BTH 12, DETH 8, MAD 256, ICRC 4).
 const LINUX_REQ: &str = "45000134298040004011f3e8c0a84d01c0a84dfed87212b7012000006400ffff0000000180000000800100000000\
@@ -82,14 +82,14 @@ fn each_side_sends_from_the_psn_the_other_side_offered() {
 
 /// Our passive CM listening on the captured REQ's service, fed that REQ as if from `src`.
 fn feed_linux_req(src: std::net::Ipv4Addr) -> (Vec<CmEvent>, Vec<CmMessage>) {
-    feed_linux_req_on(src, vec![hca::PKey::DEFAULT], 0)
+    feed_linux_req_on(src, vec![ib_verbs::PKey::DEFAULT], 0)
 }
 
 /// [`feed_linux_req`] with our port's P_Key table `pkeys`, the REQ arriving on partition
 /// `pkey_index` of it.
 fn feed_linux_req_on(
     src: std::net::Ipv4Addr,
-    pkeys: Vec<hca::PKey>,
+    pkeys: Vec<ib_verbs::PKey>,
     pkey_index: u16,
 ) -> (Vec<CmEvent>, Vec<CmMessage>) {
     let dgram = hex(LINUX_REQ);
@@ -158,7 +158,7 @@ fn a_req_must_name_the_address_it_came_from() {
 fn a_req_must_name_the_partition_it_came_on() {
     // Linux's REQ names the default partition (P_Key 0xFFFF, rxe has no other).
     let linux = std::net::Ipv4Addr::new(192, 168, 77, 1);
-    let table = vec![hca::PKey(0x8001), hca::PKey::DEFAULT];
+    let table = vec![ib_verbs::PKey(0x8001), ib_verbs::PKey::DEFAULT];
     // Arrived on the default partition (index 1 here): taken to the consumer.
     let (events, _) = feed_linux_req_on(linux, table.clone(), 1);
     assert!(

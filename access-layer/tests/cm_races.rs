@@ -8,8 +8,8 @@ use access_layer::cm::{
 };
 use access_layer::mad::cm::CmRejReason;
 use access_layer::mad::{CmMessage, MadAddress, MadBody, MadOut, Mtu, ServiceId, parse_any};
-use hca::time::Time;
-use hca::{Gid, Guid, Psn, Qpn};
+use ib_verbs::time::Time;
+use ib_verbs::{Gid, Guid, Psn, Qpn};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 

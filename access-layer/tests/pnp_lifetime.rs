@@ -5,8 +5,8 @@
 
 use access_layer::pnp::{ClientHandle, Closed, EventClasses, PnpConfig, PnpEvent, PnpManager};
 use access_layer::verbs::{CaAttr, PortAttr, VerbsError, at_dispatch};
-use hca::engine::Event;
-use hca::{Gid, Guid};
+use ib_verbs::Event;
+use ib_verbs::{Gid, Guid};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,6 +31,7 @@ fn manager() -> PnpManager {
                 link_mtu: None,
             })
             .collect(),
+        caps: Default::default(),
     })
     .expect("CA");
     mgr

@@ -61,6 +61,8 @@ fn world() -> &'static World {
                 login: "ib-cm".into(),
                 driver: ["storport", "iscsi-model"][i as usize % 2].into(),
                 hca: [("icrc_errors".to_owned(), u64::from(i))].into(),
+                provider: "soft soft:10.0.0.2:4791 port 1".into(),
+                fencing: "per-io".into(),
                 resets: ResetInfo {
                     sequences: u64::from(i),
                     lun_resets: u64::from(i) * 2,

@@ -23,8 +23,8 @@ use crate::input::Input;
 use access_layer::ctl::json::to_json;
 use access_layer::ctl::wire::{CtlStatus, MAX_BODY, REPLY_BIT};
 use access_layer::ctl::{Reply, Request};
-use hca::engine::{Resources, Stats};
-use hca::metrics::Histogram;
+use ib_verbs::{PortCounters, Resources};
+use opskit::metrics::Histogram;
 use srp::wire::PortId;
 use srp_target::control::handle::ControlHandle;
 use srp_target::control::wire::{
@@ -107,6 +107,7 @@ fn world() -> &'static World {
                     .parse()
                     .expect("address"),
                 active: i == 0,
+                provider: format!("soft soft:192.0.2.{}:{} port 1", 10 + i, 4791 + i),
                 sessions: 15,
                 resources: Resources {
                     qps: 31,
@@ -114,9 +115,18 @@ fn world() -> &'static World {
                     srqs: usize::from(i),
                     mrs: 30,
                 },
-                hca: Stats::from_array(core::array::from_fn(|c| {
-                    (c as u64 + 1) * 1_000_003 * u64::from(i + 1)
-                })),
+                hca: PortCounters(
+                    ["rx_packets", "tx_packets", "icrc_errors", "dropped"]
+                        .iter()
+                        .enumerate()
+                        .map(|(c, n)| {
+                            (
+                                (*n).to_owned(),
+                                (c as u64 + 1) * 1_000_003 * u64::from(i + 1),
+                            )
+                        })
+                        .collect(),
+                ),
             })
             .collect();
         let luns: Vec<LunStatus> = (0..70u64)

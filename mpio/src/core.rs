@@ -82,7 +82,7 @@ struct Counters {
     failovers: u64,
     /// Latency of completed reads, writes and flushes (the try that succeeded, from its
     /// start on its path).
-    latency: [hca::metrics::Histogram; 3],
+    latency: [opskit::metrics::Histogram; 3],
 }
 
 /// One logical unit over its paths, sans IO (see the module contract).

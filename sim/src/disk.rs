@@ -8,8 +8,8 @@
 //! target's file backend reaches it through [`SimMedium`], a [`Medium`] put beneath the
 //! backend ([`srp_target::backend::medium::MediumLayer`]); nothing touches a real file.
 
-use hca::mem::FileIoError;
 use hca::sim::Rng;
+use ib_verbs::mem::FileIoError;
 use srp_target::backend::MemSpan;
 use srp_target::backend::medium::Medium;
 use std::collections::BTreeMap;

@@ -186,13 +186,13 @@ fn adapter(
     n: u64,
 ) -> SrpAdapterConfig {
     use srp::wire::{IoClass, PortId};
-    let guid = hca::Guid(0x0002_c903_00ee_0100 + n);
+    let guid = ib_verbs::Guid(0x0002_c903_00ee_0100 + n);
     SrpAdapterConfig {
         local,
         target,
         node_guid: guid,
         first_qpn: 0,
-        initiator_port_id: PortId::new(0, hca::Guid(0x0002_c903_00ee_0100), IoClass::SrpR16a),
+        initiator_port_id: PortId::new(0, ib_verbs::Guid(0x0002_c903_00ee_0100), IoClass::SrpR16a),
         target_port_id: ioc.target_port_id(),
         service_id: ioc.service_id,
         login_via: setup.login,
@@ -209,9 +209,15 @@ fn adapter(
         login_timeout: Duration::from_secs(5),
         max_wait: Duration::from_millis(100),
         registration: setup.registration,
-        partition: hca::PKey::DEFAULT,
+        partition: ib_verbs::PKey::DEFAULT,
         ioc_watch: None,
-        sim: Some(net.clone()),
+        provider: access_layer::verbs::ProviderKind::Sim,
+        device: None,
+        device_port: None,
+        gid_index: None,
+        // The adapter's software HCA on the net; its CM's first communication ID from the
+        // net's seed.
+        fabric: Arc::new(hca::ca::SimFabric(net.clone())),
     }
 }
 

@@ -3,6 +3,7 @@
 //! disk losing what a power cut may) and restarted on the same disk.
 
 use crate::disk::SimDisk;
+use hca::ca::SimFabric;
 use hca::sim::{Rng, SimNet};
 use srp_target::backend::medium::MediumLayer;
 use srp_target::config::{IocConfig, TargetConfig};
@@ -111,9 +112,9 @@ impl SimTarget {
         let disk = SimDisk::new();
         let d = disk.clone();
         let options = DaemonOptions {
-            sim: Some(net.clone()),
             medium_layer: Some(MediumLayer(Arc::new(move |_, _| d.medium()))),
-            ..DaemonOptions::default()
+            // Every port a software HCA on the net, its clock and seed: the run replays.
+            ..DaemonOptions::new(Arc::new(SimFabric(net.clone())))
         };
         let mut t = SimTarget {
             config: loaded.config,

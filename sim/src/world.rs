@@ -12,7 +12,7 @@ use crate::host::{HostSetup, SimHost};
 use crate::target::SimTarget;
 use crate::workload::{Shape, Workload, WorkloadStats};
 use hca::sim::{FabricStats, Rng, SimNet};
-use hca::time::Time;
+use ib_verbs::time::Time;
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;

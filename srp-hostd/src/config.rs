@@ -56,7 +56,8 @@
 //! a valid config has at least one portal, distinct local addresses across portals, timers
 //! `srp_tmo_valid` accepts, and sizes the miniport can use.
 
-use hca::Guid;
+use access_layer::verbs::ProviderKind;
+use ib_verbs::Guid;
 use mpio::{MpConfig, Policy};
 use serde::Deserialize;
 use srp::initiator::TransportTimers;
@@ -169,9 +170,32 @@ pub struct PortalConfig {
     pub rdma_cm_port: u16,
     /// The partition (P_Key) its logins use: 0xFFFF, the default partition, unless the
     /// target exports its IOCs on another.
-    pub partition: hca::PKey,
+    pub partition: ib_verbs::PKey,
     /// The driver model its logins run under.
     pub driver: DriverModel,
+    /// The verbs provider its logins run on: the software RoCE HCA (default) or an RDMA
+    /// device through rdma-core.
+    pub provider: ProviderKind,
+    /// rdma-core: the RDMA device (`rxe0`); `None`: the one holding the local address.
+    pub device: Option<String>,
+    /// rdma-core: the device's port; `None`: the one holding the local address.
+    pub device_port: Option<u8>,
+    /// rdma-core: the GID index; `None`: the local address's RoCEv2 GID.
+    pub gid_index: Option<u8>,
+    /// Targets configured by hand (what Linux's `add_target` is given: id_ext and IOC
+    /// GUID), logged in to without a Device Management sweep. Under rdma-core, where the
+    /// kernel owns QP1 and we cannot sweep, the only way to name a target.
+    pub targets: Vec<StaticTarget>,
+}
+
+/// A target named in the configuration rather than found by a sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaticTarget {
+    /// The SRP target port's identifier extension.
+    pub id_ext: u64,
+    /// The IOC's GUID (the target port identifier's low half; ib_srpt's
+    /// `srpt_service_guid`).
+    pub ioc_guid: Guid,
 }
 
 impl PortalConfig {
@@ -185,8 +209,13 @@ impl PortalConfig {
             weight: 1,
             login: LoginChoice::default(),
             rdma_cm_port: DEFAULT_RDMA_CM_PORT,
-            partition: hca::PKey::DEFAULT,
+            partition: ib_verbs::PKey::DEFAULT,
             driver: DriverModel::default(),
+            provider: ProviderKind::Soft,
+            device: None,
+            device_port: None,
+            gid_index: None,
+            targets: Vec::new(),
         }
     }
 }
@@ -213,6 +242,8 @@ pub struct HostConfig {
     pub registration: RegistrationMode,
     /// The driver model logins run under (a portal may say otherwise).
     pub driver: DriverModel,
+    /// The verbs provider logins run on (a portal may say otherwise).
+    pub provider: ProviderKind,
     /// Per-LU queue depth.
     pub queue_depth: u32,
     /// Largest transfer per command.
@@ -279,6 +310,7 @@ struct RawHost {
     state_dir: Option<PathBuf>,
     registration: Option<String>,
     driver: Option<String>,
+    provider: Option<String>,
     queue_depth: Option<i64>,
     max_transfer: Option<toml::Value>,
     max_luns: Option<i64>,
@@ -312,6 +344,19 @@ struct RawPortal {
     rdma_cm_port: Option<i64>,
     partition: Option<String>,
     driver: Option<String>,
+    provider: Option<String>,
+    device: Option<String>,
+    device_port: Option<i64>,
+    gid_index: Option<i64>,
+    #[serde(default)]
+    target: Vec<RawTarget>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTarget {
+    id_ext: String,
+    ioc_guid: String,
 }
 
 /// The default daemon name.
@@ -322,15 +367,15 @@ pub fn default_socket(name: &str) -> PathBuf {
     PathBuf::from(format!("/run/srp-host/{name}.sock"))
 }
 
-/// A duration: digits with a unit (`hca::time::parse_duration`, shared with the target).
-pub use hca::time::parse_duration;
+/// A duration: digits with a unit (`opskit::units::parse_duration`, shared with the target).
+pub use opskit::units::parse_duration;
 
 /// A size: bytes as an integer, or a string through the one size parser of both
-/// configurations ([`hca::units::parse_size`]: `"256KiB"`, `"1MiB"`, `"1 MB"`).
+/// configurations ([`opskit::units::parse_size`]: `"256KiB"`, `"1MiB"`, `"1 MB"`).
 pub(crate) fn parse_size(v: &toml::Value) -> Result<u64, String> {
     match v {
         toml::Value::Integer(n) if *n > 0 => Ok(*n as u64),
-        toml::Value::String(s) => hca::units::parse_size(s).map_err(|e| e.to_string()),
+        toml::Value::String(s) => opskit::units::parse_size(s).map_err(|e| e.to_string()),
         _ => Err(format!(
             "invalid size {v}: expected bytes or a string as \"256KiB\""
         )),
@@ -338,9 +383,9 @@ pub(crate) fn parse_size(v: &toml::Value) -> Result<u64, String> {
 }
 
 /// A 64-bit identifier as hex, `0x` optional, colons allowed, up to 16 digits: the one
-/// identifier parser of both configurations ([`hca::ids::parse_id64`]).
+/// identifier parser of both configurations ([`ib_verbs::ids::parse_id64`]).
 pub fn parse_id64(text: &str) -> Result<u64, String> {
-    hca::ids::parse_id64(text, false).ok_or_else(|| {
+    ib_verbs::ids::parse_id64(text, false).ok_or_else(|| {
         format!(
             "invalid identifier {text:?}: expected 1 to 16 hex digits (\"0x\" and colons allowed)"
         )
@@ -368,6 +413,7 @@ impl HostConfig {
             state_dir: PathBuf::from(format!("/var/lib/srp-host/{name}")),
             registration: RegistrationMode::default(),
             driver: DriverModel::default(),
+            provider: ProviderKind::Soft,
             queue_depth: 32,
             max_transfer: 256 << 10,
             max_luns: 16,
@@ -481,6 +527,16 @@ impl HostConfig {
         };
         if let Some(m) = model("host.driver", &h.driver, &mut p) {
             c.driver = m;
+        }
+        let provider = |key: &str, v: &Option<String>, p: &mut Vec<String>| {
+            v.as_deref().and_then(|t| {
+                t.parse::<ProviderKind>()
+                    .map_err(|e| p.push(format!("{key}: {e}")))
+                    .ok()
+            })
+        };
+        if let Some(k) = provider("host.provider", &h.provider, &mut p) {
+            c.provider = k;
         }
         if let Some(q) = h.queue_depth {
             match u32::try_from(q) {
@@ -665,10 +721,42 @@ impl HostConfig {
                 .unwrap_or(c.rdma_cm_port),
                 driver: model(&format!("portal[{i}].driver"), &rp.driver, &mut p)
                     .unwrap_or(c.driver),
+                provider: provider(&format!("portal[{i}].provider"), &rp.provider, &mut p)
+                    .unwrap_or(c.provider),
+                device: rp.device.clone(),
                 ..PortalConfig::new(address)
             };
+            let small = |key: &str, v: Option<i64>, min: u8, p: &mut Vec<String>| {
+                v.and_then(|n| match u8::try_from(n) {
+                    Ok(v) if v >= min => Some(v),
+                    _ => {
+                        p.push(format!("portal[{i}].{key} {n}: {min} to 255"));
+                        None
+                    }
+                })
+            };
+            portal.device_port = small("device_port", rp.device_port, 1, &mut p);
+            portal.gid_index = small("gid_index", rp.gid_index, 0, &mut p);
+            let names_a_device =
+                portal.device.is_some() || rp.device_port.is_some() || rp.gid_index.is_some();
+            if names_a_device && portal.provider != ProviderKind::RdmaCore {
+                p.push(format!(
+                    "portal[{i}]: device, device_port and gid_index name an RDMA device: set \
+                     provider = \"rdma-core\""
+                ));
+            }
+            for (j, t) in rp.target.iter().enumerate() {
+                match (parse_id64(&t.id_ext), parse_id64(&t.ioc_guid)) {
+                    (Ok(id_ext), Ok(guid)) => portal.targets.push(StaticTarget {
+                        id_ext,
+                        ioc_guid: Guid(guid),
+                    }),
+                    (Err(e), _) => p.push(format!("portal[{i}].target[{j}].id_ext: {e}")),
+                    (_, Err(e)) => p.push(format!("portal[{i}].target[{j}].ioc_guid: {e}")),
+                }
+            }
             if let Some(k) = &rp.partition {
-                match k.parse::<hca::PKey>() {
+                match k.parse::<ib_verbs::PKey>() {
                     Ok(v) => portal.partition = v,
                     Err(e) => p.push(format!("portal[{i}].partition: {e}")),
                 }
@@ -754,7 +842,7 @@ address = "127.0.0.4"
         assert_eq!(c.multipath.damping.hold, Duration::from_secs(1));
         assert!(c.portals[0].preferred);
         assert_eq!(c.portals[0].weight, 3);
-        assert_eq!(c.portals[0].partition, hca::PKey(0x8001));
+        assert_eq!(c.portals[0].partition, ib_verbs::PKey(0x8001));
         assert_eq!(c.name, "h1");
         assert_eq!(c.node_guid, Guid(0x0002_c903_00be_ef01));
         assert_eq!(c.registration, RegistrationMode::TrustTarget);
@@ -778,14 +866,14 @@ address = "127.0.0.4"
         let portal =
             |k: &str| format!("[[portal]]\naddress = \"127.0.0.1\"\npartition = \"{k}\"\n");
         let c = HostConfig::from_str(&portal("0xffff"), "h.toml").expect("valid");
-        assert_eq!(c.portals[0].partition, hca::PKey::DEFAULT);
+        assert_eq!(c.portals[0].partition, ib_verbs::PKey::DEFAULT);
         for bad in ["0x8000", "zz", "0x18001"] {
             let e = HostConfig::from_str(&portal(bad), "h.toml").expect_err(bad);
             assert!(e.to_string().contains("portal[0].partition"), "{e}");
         }
         let plain =
             HostConfig::from_str("[[portal]]\naddress = \"127.0.0.1\"\n", "h.toml").expect("valid");
-        assert_eq!(plain.portals[0].partition, hca::PKey::DEFAULT);
+        assert_eq!(plain.portals[0].partition, ib_verbs::PKey::DEFAULT);
     }
 
     #[test]

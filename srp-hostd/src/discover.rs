@@ -1,14 +1,16 @@
 //! One Device Management sweep of a portal, as `ibsrpdm` does: IOUnitInfo, each IOC's
-//! IOControllerProfile and its service entries, through a soft HCA port of our own on a
-//! local address (the access layer's [`DmClient`] on a GSI agent and port). The port is
-//! closed when the sweep returns, so the address is free for a login afterwards.
+//! IOControllerProfile and its service entries, through a device of our own on a local
+//! address (the access layer's MAD service with a [`DmClient`], on the device's QP1). The
+//! device is closed when the sweep returns, so the address is free for a login afterwards.
+//! A provider that owns QP1 itself (rdma-core) cannot sweep: its targets are configured.
 
+use access_layer::cm::{CmSetup, DeviceManagement};
 use access_layer::dm::{DmClient, DmClientConfig, DmEvent, IocRecord};
-use access_layer::gsi::{GsiAgent, GsiConfig, GsiEvent, GsiPort, GsiPortConfig};
-use access_layer::mad::{MadAddress, MgmtClass, ServiceId};
-use hca::driver::{Hca, HcaConfig};
-use hca::{Gid, Guid};
+use access_layer::mad::{MadAddress, ServiceId};
+use access_layer::verbs::{DeviceSpec, Doorbell, Fabric, SyncCa};
+use ib_verbs::{Gid, Guid};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The RoCEv2 UDP port.
@@ -21,12 +23,23 @@ pub enum DiscoverError {
     #[error("no route to {0}")]
     NoRoute(IpAddr),
     /// The local port could not be opened.
-    #[error("cannot open a soft RoCE port on {local} (UDP {ROCE_PORT} in use?): {reason}")]
+    #[error("cannot open a port on {local}: {reason}")]
     Port {
         /// The local address.
         local: IpAddr,
         /// Why.
         reason: String,
+    },
+    /// The provider owns QP1 (rdma-core: the kernel's): no Device Management from here.
+    #[error(
+        "{local}: the {provider} provider has no Device Management (the kernel owns QP1): \
+         configure the portal's targets (id_ext, ioc_guid), as Linux add_target takes them"
+    )]
+    NoDeviceManagement {
+        /// The local address.
+        local: IpAddr,
+        /// The provider.
+        provider: access_layer::verbs::ProviderKind,
     },
     /// The portal answered that it has no unit, or stopped answering.
     #[error("{0}: no Device Management answer (is a target serving there?)")]
@@ -88,65 +101,82 @@ pub fn route_source(portal: IpAddr) -> Result<IpAddr, DiscoverError> {
         .map_err(|_| DiscoverError::NoRoute(portal))
 }
 
-/// Sweeps `portal` once from `local` with node GUID `guid` on partition `pkey`, within
-/// `timeout`: its IOCs (a target answers on a partition with the IOCs exported there).
+/// Sweeps `portal` once from the device `spec` names (its address is the local one) on
+/// partition `pkey`, within `timeout`: its IOCs (a target answers on a partition with the
+/// IOCs exported there). The device comes from `fabric` and is closed on return.
 pub fn sweep(
+    fabric: &Arc<dyn Fabric>,
+    spec: &DeviceSpec,
     portal: IpAddr,
-    local: IpAddr,
-    guid: Guid,
-    pkey: hca::PKey,
+    pkey: ib_verbs::PKey,
     timeout: Duration,
 ) -> Result<Vec<IocRecord>, DiscoverError> {
+    let local = spec.address.ip();
     let port_err = |reason: String| DiscoverError::Port { local, reason };
-    let hca = Hca::open(HcaConfig::new(guid, vec![local])).map_err(|e| port_err(e.to_string()))?;
-    hca.with(|e, _| e.set_pkey_table(1, vec![pkey]))
+    let device = fabric.open(spec).map_err(|e| port_err(e.to_string()))?;
+    // Every event of the device (a MAD's CQ notification) wakes the sweep.
+    let bell = Arc::new(Doorbell::new());
+    let b = bell.clone();
+    SyncCa::new(device.ca.clone())
+        .open_ca(Arc::new(move |_| b.ring()))
+        .map_err(|e| port_err(format!("open: {e}")))?;
+    device
+        .port
+        .set_pkey_table(vec![pkey])
         .map_err(|e| port_err(format!("P_Key table: {e}")))?;
-    let mut port = hca
-        .with(|e, now| GsiPort::open(e, now, 1, GsiPortConfig::default()))
-        .map_err(|e| port_err(format!("GSI QP: {e}")))?;
-    let mut agent = GsiAgent::new(GsiConfig::default());
-    agent.register_client(MgmtClass::DeviceMgmt);
-    let mut dm = DmClient::new(DmClientConfig::default());
     let addr = MadAddress::gsi(1, Gid::from_ip(portal));
-    hca.with(|_, now| dm.add_portal(now, addr))
+    let mut client = DmClient::new(DmClientConfig::default());
+    client
+        .add_portal(device.port.now(), addr)
         .map_err(|e| port_err(format!("DM client: {e}")))?;
+    let setup = CmSetup {
+        time_wait: Duration::from_millis(20),
+        agent_id: fabric.random() as u32,
+        first_comm_id: (fabric.random() as u32).max(1),
+    };
+    let dm = DeviceManagement {
+        agents: Vec::new(),
+        client: Some(client),
+    };
+    let mut mads = access_layer::mads::open_connection_manager(&device, &setup, dm)
+        .map_err(|e| port_err(format!("MAD service: {e}")))?;
+    if mads.device_management().is_none() {
+        return Err(DiscoverError::NoDeviceManagement {
+            local,
+            provider: spec.provider,
+        });
+    }
     let end = Instant::now() + timeout;
     loop {
+        mads.poll(device.port.now());
+        let Some(client) = mads.device_management().and_then(|d| d.client.as_mut()) else {
+            return Err(DiscoverError::NoAnswer(portal));
+        };
         let mut gone = false;
-        hca.with(|e, now| {
-            while let Ok(Some((from, mad))) = port.recv(e, now) {
-                agent.handle_mad(now, from, mad);
-            }
-            if agent.poll_timeout().is_some_and(|t| t <= now) {
-                agent.handle_timeout(now);
-            }
-            if dm.poll_timeout().is_some_and(|t| t <= now) {
-                dm.handle_timeout(now, &mut agent);
-            }
-            while let Some(ev) = agent.poll_event() {
-                if !matches!(ev, GsiEvent::Request { .. }) {
-                    dm.handle_event(now, &mut agent, &ev);
-                }
-            }
-            while let Some(out) = agent.poll_transmit() {
-                // A MAD that cannot be sent now is retried by the agent's timers.
-                let _ = port.send(e, now, &out);
-            }
-        });
-        while let Some(ev) = dm.poll_event() {
+        while let Some(ev) = client.poll_event() {
             if matches!(ev, DmEvent::IouRemoved { .. }) {
                 gone = true;
             }
         }
-        if let Some(r) = dm.records().find(|r| r.addr == addr) {
+        if let Some(r) = client.records().find(|r| r.addr == addr) {
             return Ok(r.iocs.clone());
         }
         if gone {
             return Err(DiscoverError::NoAnswer(portal));
         }
-        if Instant::now() >= end {
+        let now = Instant::now();
+        if now >= end {
             return Err(DiscoverError::Timeout { portal, timeout });
         }
-        std::thread::sleep(Duration::from_millis(1));
+        // Until a MAD arrives (its CQ notification rings) or a retry timer is due.
+        mads.arm();
+        if mads.poll(device.port.now()) > 0 {
+            continue;
+        }
+        let timer = mads
+            .poll_timeout()
+            .map(|t| Duration::from_nanos(t.0.saturating_sub(device.port.now().0)));
+        let wait = timer.unwrap_or(timeout).min(end - now);
+        bell.wait(wait);
     }
 }

@@ -1,4 +1,4 @@
-//! The host daemon's metrics in the Prometheus text format ([`hca::metrics::Exposition`]),
+//! The host daemon's metrics in the Prometheus text format ([`opskit::metrics::Exposition`]),
 //! from what its control interface lists: per disk (I/O by kind, errors, failovers, queued,
 //! latency histograms), per path (state, in flight, I/O, bytes, errors, failures, HCA
 //! drops, retransmits) and per session (state, logins, losses, resets, outstanding, every
@@ -6,7 +6,7 @@
 //! `srpctl host metrics`; the metric names are documented in docs/operators-guide.md.
 
 use crate::control::{DiskInfo, SessionInfo};
-use hca::metrics::Exposition;
+use opskit::metrics::Exposition;
 
 /// The exposition of `sessions` and `disks`.
 pub fn render(sessions: &[SessionInfo], disks: &[DiskInfo]) -> String {
@@ -223,6 +223,8 @@ mod tests {
             login: "ib-cm".into(),
             driver: "storport".into(),
             hca: Default::default(),
+            provider: "soft soft:10.0.0.2:4791 port 1".into(),
+            fencing: "per-io".into(),
             resets,
         }
     }

@@ -25,7 +25,7 @@
 //! and the rules in force stay. Each decision is logged once (and again when it changes):
 //! which rule, allowed or denied.
 
-use hca::{Guid, PKey};
+use ib_verbs::{Guid, PKey};
 use serde::Deserialize;
 use srp_initiator_storport::srp::RegistrationMode;
 use std::net::IpAddr;

@@ -15,7 +15,8 @@ use crate::config::HostConfig;
 use crate::control::SessionInfo;
 use crate::discover::SrpService;
 use crate::disk::SrpDisk;
-use hca::Guid;
+use access_layer::verbs::{Fabric, ProviderKind};
+use ib_verbs::Guid;
 use srp::initiator::PortState;
 use srp::wire::{IoClass, PortId};
 use srp_initiator_storport::port::{PAGE_SIZE, SystemMemory};
@@ -106,14 +107,16 @@ pub fn first_qpn(id: u32) -> u32 {
 }
 
 /// The adapter configuration of a login to `service` from `local` in the form `via`, its
-/// QPNs from `first_qpn` on.
+/// QPNs from `first_qpn` on, its device from `fabric` as the service's portal says.
 pub fn adapter_config(
     config: &HostConfig,
     service: &SrpService,
     local: IpAddr,
     via: LoginVia,
     first_qpn: u32,
+    fabric: &Arc<dyn Fabric>,
 ) -> SrpAdapterConfig {
+    let portal = config.portals.iter().find(|p| p.address == service.portal);
     SrpAdapterConfig {
         local,
         target: service.portal,
@@ -131,13 +134,13 @@ pub fn adapter_config(
         login_timeout: config.login_timeout,
         max_wait: Duration::from_millis(100),
         registration: config.registration,
-        partition: config
-            .portals
-            .iter()
-            .find(|p| p.address == service.portal)
-            .map_or(hca::PKey::DEFAULT, |p| p.partition),
+        partition: portal.map_or(ib_verbs::PKey::DEFAULT, |p| p.partition),
         ioc_watch: None,
-        sim: None,
+        provider: portal.map_or(config.provider, |p| p.provider),
+        device: portal.and_then(|p| p.device.clone()),
+        device_port: portal.and_then(|p| p.device_port),
+        gid_index: portal.and_then(|p| p.gid_index),
+        fabric: fabric.clone(),
     }
 }
 
@@ -148,6 +151,16 @@ pub fn driver_model(config: &HostConfig, service: &SrpService) -> DriverModel {
         .iter()
         .find(|p| p.address == service.portal)
         .map_or(config.driver, |p| p.driver)
+}
+
+/// What every session of a host shares: the machine's memory (the adapters' SRB buffers)
+/// and where the adapters' devices come from.
+#[derive(Clone, Copy)]
+pub struct HostParts<'a> {
+    /// The host's memory.
+    pub memory: &'a Arc<SystemMemory>,
+    /// The fabric devices are opened from.
+    pub fabric: &'a Arc<dyn Fabric>,
 }
 
 impl Session {
@@ -163,11 +176,12 @@ impl Session {
         config: &HostConfig,
         forms: &[LoginVia],
         model: DriverModel,
-        memory: &Arc<SystemMemory>,
+        host: HostParts<'_>,
     ) -> Result<Session, String> {
         let mut failures = Vec::new();
         for &via in forms {
-            match Self::login(&service, local, config, via, first_qpn(id), model, memory) {
+            let hw = adapter_config(config, &service, local, via, first_qpn(id), host.fabric);
+            match Self::login(hw, config, model, host.memory) {
                 Ok(port) => {
                     if !failures.is_empty() {
                         tracing::info!(
@@ -204,29 +218,29 @@ impl Session {
         ))
     }
 
-    /// One login attempt in the form `via`: the running adapter, or why not and whether
-    /// another form could be accepted.
+    /// One login attempt with the adapter configuration `hw`: the running adapter, or why
+    /// not and whether another form could be accepted.
     fn login(
-        service: &SrpService,
-        local: IpAddr,
+        mut hw: SrpAdapterConfig,
         config: &HostConfig,
-        via: LoginVia,
-        first_qpn: u32,
         model: DriverModel,
         memory: &Arc<SystemMemory>,
     ) -> Result<HostAdapter, (String, bool)> {
-        let mut hw = adapter_config(config, service, local, via, first_qpn);
+        let local = hw.local;
         if model == DriverModel::IscsiModel {
             // The iSCSI model sees its device's life: the IOC is watched for removal.
             hw.ioc_watch = Some(config.sweep_interval);
         }
         // The previous attempt's adapter (another login form) is gone: dropping its port
         // joined the port's threads and closed its HCA, UDP socket included.
+        let provider = hw.provider;
         let port = HostAdapter::start(model, hw, memory).map_err(|e| {
+            let hint = match provider {
+                ProviderKind::Soft => format!(" (is UDP 4791 on {local} in use?)"),
+                _ => String::new(),
+            };
             (
-                format!(
-                    "cannot start the adapter on {local}: {e} (is UDP 4791 on {local} in use?)"
-                ),
+                format!("cannot start the adapter on {local}: {e}{hint}"),
                 false,
             )
         })?;
@@ -338,6 +352,8 @@ impl Session {
             login: self.via.as_str().to_owned(),
             driver: self.port.model().as_str().to_owned(),
             hca: crate::control::hca_counters(&st.hca),
+            provider: st.device.clone(),
+            fencing: st.fencing.to_owned(),
             resets: self
                 .port
                 .transport()

@@ -51,6 +51,8 @@ fn session(id: u32, portal: IpAddr, disks: Vec<String>) -> SessionInfo {
         login: "rdma-cm".into(),
         driver: "iscsi-model".into(),
         hca: Default::default(),
+        provider: "soft soft:10.0.0.2:4791 port 1".into(),
+        fencing: "per-io".into(),
         resets: Default::default(),
     }
 }

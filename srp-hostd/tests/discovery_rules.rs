@@ -29,7 +29,7 @@ fn target() -> Daemon {
     let config = TargetConfig::from_str(&text, "rules.toml")
         .expect("valid")
         .config;
-    Daemon::start(config, DaemonOptions::default()).expect("target starts")
+    Daemon::start(config, DaemonOptions::new(providers::system())).expect("target starts")
 }
 
 fn host_config(dir: &Path, rules: &Path) -> Result<HostConfig, String> {
@@ -66,7 +66,7 @@ fn rules_decide_what_the_sweeps_log_in_to_and_follow_the_file() {
     )
     .expect("rules");
     let config = host_config(dir.path(), &rules).expect("valid");
-    let host = HostDaemon::start_in_process(config.clone());
+    let host = HostDaemon::start_in_process(config.clone(), providers::system());
     std::thread::sleep(Duration::from_millis(800));
     assert_eq!(iocs(&host), [IOC_A], "ioc-b denied, over several sweeps");
     // Allowed now: the next sweep logs in, no restart.

@@ -42,7 +42,7 @@ fn start_target(dir: &Path) -> Daemon {
     let config = TargetConfig::from_str(&text, "faults.toml")
         .expect("config valid")
         .config;
-    Daemon::start(config, DaemonOptions::default()).expect("target starts")
+    Daemon::start(config, DaemonOptions::new(providers::system())).expect("target starts")
 }
 
 fn host_config(dir: &Path, driver: &str) -> HostConfig {
@@ -142,7 +142,8 @@ fn a_restarted_target_is_invisible_and_a_lost_one_fails_cleanly() {
 fn restarted_then_lost(driver: &str) {
     let dir = TempDir::new("faults");
     let target = start_target(dir.path());
-    let host = HostDaemon::start(host_config(dir.path(), driver)).expect("host daemon starts");
+    let host = HostDaemon::start(host_config(dir.path(), driver), providers::system())
+        .expect("host daemon starts");
     let path = the_disk(&host);
     let file = OpenOptions::new()
         .read(true)

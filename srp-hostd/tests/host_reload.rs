@@ -28,7 +28,7 @@ fn target() -> Daemon {
     let config = TargetConfig::from_str(&text, "t.toml")
         .expect("valid")
         .config;
-    Daemon::start(config, DaemonOptions::default()).expect("target starts")
+    Daemon::start(config, DaemonOptions::new(providers::system())).expect("target starts")
 }
 
 fn write(dir: &Path, guid: &str, iocs: &str) -> std::path::PathBuf {
@@ -58,7 +58,10 @@ fn the_host_configuration_reloads_from_its_file() {
     let _target = target();
     let guid = "0x0002c90300f15410";
     let file = write(dir.path(), guid, &format!("iocs = [\"{IOC_A}\"]\n"));
-    let host = HostDaemon::start_in_process(HostConfig::from_file(&file).expect("valid"));
+    let host = HostDaemon::start_in_process(
+        HostConfig::from_file(&file).expect("valid"),
+        providers::system(),
+    );
     assert_eq!(iocs(&host), [IOC_A]);
     // The same file: nothing.
     assert_eq!(host.reload().expect("reloaded"), Vec::<String>::new());

@@ -25,7 +25,7 @@ fn rdma_cm_only_target() -> Daemon {
     let config = TargetConfig::from_str(text, "forms.toml")
         .expect("config valid")
         .config;
-    Daemon::start(config, DaemonOptions::default()).expect("target starts")
+    Daemon::start(config, DaemonOptions::new(providers::system())).expect("target starts")
 }
 
 fn host_config(dir: &Path, login: &str, local: &str) -> HostConfig {
@@ -55,7 +55,10 @@ fn auto_falls_back_to_rdma_cm_and_ib_cm_alone_names_the_refusal() {
 
     // "auto": the IB CM REQ is refused, the RDMA-CM one logs in.
     // In process: no block files or socket needed.
-    let host = HostDaemon::start_in_process(host_config(dir.path(), "auto", "127.0.160.2"));
+    let host = HostDaemon::start_in_process(
+        host_config(dir.path(), "auto", "127.0.160.2"),
+        providers::system(),
+    );
     wait_for("an RDMA-CM session", Duration::from_secs(20), || {
         host.sessions()
             .iter()
@@ -68,7 +71,10 @@ fn auto_falls_back_to_rdma_cm_and_ib_cm_alone_names_the_refusal() {
     host.shutdown();
 
     // "ib-cm" alone: never logs in; the reason reaches the target's events too.
-    let host = HostDaemon::start_in_process(host_config(dir.path(), "ib-cm", "127.0.160.3"));
+    let host = HostDaemon::start_in_process(
+        host_config(dir.path(), "ib-cm", "127.0.160.3"),
+        providers::system(),
+    );
     let mut refused = Vec::new();
     wait_for(
         "the target to report the refused REQ",

@@ -31,7 +31,7 @@ fn target() -> Daemon {
     let config = TargetConfig::from_str(&text, "persist.toml")
         .expect("config valid")
         .config;
-    Daemon::start(config, DaemonOptions::default()).expect("target starts")
+    Daemon::start(config, DaemonOptions::new(providers::system())).expect("target starts")
 }
 
 fn host_config(dir: &Path) -> HostConfig {
@@ -71,7 +71,7 @@ fn a_persistent_login_comes_back_after_a_host_daemon_restart_until_forgotten() {
     let configured = (IOC_A.to_owned(), "storport".to_owned());
     let persistent = (IOC_B.to_owned(), "iscsi-model".to_owned());
 
-    let host = HostDaemon::start_in_process(config.clone());
+    let host = HostDaemon::start_in_process(config.clone(), providers::system());
     assert_eq!(
         sessions(&host),
         vec![configured.clone()],
@@ -110,7 +110,7 @@ fn a_persistent_login_comes_back_after_a_host_daemon_restart_until_forgotten() {
     host.shutdown();
 
     // The restart: the persistent login is established again at start.
-    let host = HostDaemon::start_in_process(config.clone());
+    let host = HostDaemon::start_in_process(config.clone(), providers::system());
     assert_eq!(
         sessions(&host),
         vec![configured.clone(), persistent.clone()],
@@ -156,7 +156,7 @@ fn a_persistent_login_comes_back_after_a_host_daemon_restart_until_forgotten() {
     );
     host.shutdown();
 
-    let host = HostDaemon::start_in_process(config);
+    let host = HostDaemon::start_in_process(config, providers::system());
     assert_eq!(sessions(&host), vec![configured], "forgotten: not back");
     host.shutdown();
 }

@@ -26,7 +26,7 @@ fn target() -> Daemon {
     let config = TargetConfig::from_str(text, "saved.toml")
         .expect("config valid")
         .config;
-    Daemon::start(config, DaemonOptions::default()).expect("target starts")
+    Daemon::start(config, DaemonOptions::new(providers::system())).expect("target starts")
 }
 
 fn host_config(dir: &Path) -> HostConfig {
@@ -63,7 +63,7 @@ fn a_policy_and_a_failed_path_survive_a_restart() {
     let dir = TempDir::new("saved");
     let _target = target();
     let config = host_config(dir.path());
-    let host = HostDaemon::start_in_process(config.clone());
+    let host = HostDaemon::start_in_process(config.clone(), providers::system());
     let d = disk(&host);
     assert_eq!(d.paths.len(), 2, "{d:?}");
     assert_ne!(d.policy, "least-queue-depth");
@@ -87,7 +87,7 @@ fn a_policy_and_a_failed_path_survive_a_restart() {
     host.shutdown();
 
     // The restart: new sessions, the same policy and the same path down.
-    let host = HostDaemon::start_in_process(config.clone());
+    let host = HostDaemon::start_in_process(config.clone(), providers::system());
     let d = disk(&host);
     assert_eq!(d.policy, "least-queue-depth", "the saved policy");
     assert_eq!(path(&d, "ioc-b").1, "admin-down", "{d:?}");
@@ -112,7 +112,7 @@ fn a_policy_and_a_failed_path_survive_a_restart() {
         Ok(HostAnswer::Done { .. })
     ));
     host.shutdown();
-    let host = HostDaemon::start_in_process(config);
+    let host = HostDaemon::start_in_process(config, providers::system());
     assert_ne!(
         path(&disk(&host), "ioc-b").1,
         "admin-down",

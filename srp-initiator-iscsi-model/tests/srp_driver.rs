@@ -69,7 +69,7 @@ allow = ["any"]
         .expect("config valid")
         .config;
     let iocs = config.iocs.clone();
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     options.limits.window = 16;
     options.limits.max_transfer = 256 << 10;
     options.limits.max_table_entries = 64;

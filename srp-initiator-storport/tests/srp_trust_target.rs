@@ -55,7 +55,9 @@ fn target_config(t: u8) -> TargetConfig {
 /// default max transfer), above the 65 inline descriptors a 256 KiB SRB can need here.
 fn start_daemon(config: &TargetConfig) -> Daemon {
     let mut options = daemon_options();
-    options.limits.max_table_entries = DaemonOptions::default().limits.max_table_entries;
+    options.limits.max_table_entries = DaemonOptions::new(providers::system())
+        .limits
+        .max_table_entries;
     options.shutdown_step = Duration::from_millis(500);
     Daemon::start(config.clone(), options).expect("daemon starts")
 }

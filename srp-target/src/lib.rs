@@ -25,11 +25,12 @@
 //!   credits, tags, descriptor plans, responses, aborts, T_LOGOUT on protocol faults).
 //! - [`login`]: [`login::decide()`] (an SRP_LOGIN_REQ to LOGIN_RSP or LOGIN_REJ, sans-IO) and
 //!   [`login::NexusTable`] (channels by I_T nexus).
-//! - [`io`]: [`io::ChannelIo`], one channel's data path on an RC QP of an [`hca`] device
+//! - [`io`]: [`io::ChannelIo`], one channel's data path on an RC QP of the port's device
 //!   (receive ring, RDMA READ/WRITE through bounded bounce buffers, responses), and the
 //!   [`io::Executor`] boundary with its bounded pool [`io::Workers`].
-//! - [`daemon`]: [`daemon::Daemon`], the running target: one soft HCA per configured port,
-//!   CM listeners for both login forms, a DM agent, a [`io::ChannelIo`] per accepted login,
+//! - [`daemon`]: [`daemon::Daemon`], the running target: one device per configured port
+//!   (whichever provider it names), CM listeners for both login forms, DM agents where the
+//!   provider gives QP1, a [`io::ChannelIo`] per accepted login,
 //!   T_LOGOUT and DREQ on shutdown.
 //! - [`control`]: what an operator asks a running daemon (IOCs, ports, LUNs, sessions and
 //!   their counters; IOCs and ports switched at run time; the running configuration and its

@@ -55,19 +55,21 @@ fn await_quiet(io: &mut ChannelIo) {
     assert_eq!(io.channel().outstanding(), 0);
 }
 
-/// Checks that everything the target held for a closed channel is released: its memory
-/// region is no longer registered, its QP is gone, nothing is in flight.
-fn assert_released(t: &Target, io: &ChannelIo, keys: MrKeys) {
+/// Checks that everything the target held for a closed channel is released: its QP
+/// drained (the closed channel is polled until the drain's marker completes), its memory
+/// region no longer registered, its QP gone, nothing in flight.
+fn assert_released(t: &Target, io: &mut ChannelIo, keys: MrKeys) {
     assert_eq!(io.state(), IoState::Closed);
-    assert_eq!(io.mr_keys(), None);
     assert_eq!(io.in_flight(), 0);
     assert_eq!(io.channel().outstanding(), 0);
-    // The release verbs run on the CA's dispatcher after the channel closed.
+    // The drain's marker, then the release verbs on the CA's dispatcher.
     let end = Instant::now() + DEADLINE;
     while !io.released() {
         assert!(Instant::now() < end, "channel not released: {io:?}");
+        io.poll();
         std::thread::sleep(Duration::from_millis(1));
     }
+    assert_eq!(io.mr_keys(), None);
     let qp = QpId::Qp(io.qpn().expect("qpn"));
     t.ca.hca().with(|e, _| {
         assert!(e.dereg_mr(keys).is_err(), "region still registered");
@@ -361,7 +363,7 @@ fn bad_rkey_closes_that_channel_only() {
         "{:?}",
         a.close_reason()
     );
-    assert_released(&t, &a, keys);
+    assert_released(&t, &mut a, keys);
     // The initiator's QP went to ERR with the NAK; its receives flush.
     let end = Instant::now() + DEADLINE;
     let mut flushed = false;
@@ -436,7 +438,7 @@ fn credit_overrun_is_logged_out() {
         "{:?}",
         io.close_reason()
     );
-    assert_released(&t, &io, keys);
+    assert_released(&t, &mut io, keys);
 }
 
 #[test]
@@ -456,7 +458,7 @@ fn malformed_iu_is_logged_out_and_others_keep_working() {
     let iu = await_iu(&i, &ep_a, &mut [&mut a]);
     expect_logout(&iu, TLogoutReason::InvalidIuLength);
     await_closed(&mut a);
-    assert_released(&t, &a, keys);
+    assert_released(&t, &mut a, keys);
 
     let r = exchange(
         &i,
@@ -497,7 +499,7 @@ fn many_hostile_channels_leak_nothing() {
             }
         }
         await_closed(&mut io);
-        assert_released(&t, &io, keys);
+        assert_released(&t, &mut io, keys);
         i.hca
             .with(|e, now| e.destroy_qp(now, ep.qp))
             .expect("destroy");
@@ -607,4 +609,35 @@ fn oversized_transfer_is_check_condition_and_the_channel_stays() {
 
 fn tur() -> [u8; 6] {
     [0; 6]
+}
+
+/// A closed channel's QP is drained before its memory goes: at close the QP is moved to
+/// ERR and the drain's marker posted, and while its flushed completions are not yet
+/// polled the region stays registered and the QP exists (a device may still be working
+/// through its queue); polling takes the marker, and only then are QP, CQ and region
+/// released (SCST's and SPDK's order; Linux ib_srp's 7dad6b2e440d).
+#[test]
+fn a_closed_channel_is_drained_before_its_memory_is_released() {
+    let (t, _i, _ep, mut io) = rig(92, 7, Arc::new(Inline));
+    let keys = io.mr_keys().expect("registered");
+    let qp = QpId::Qp(io.qpn().expect("qpn"));
+    io.close("test: drain");
+    // The ERR transition and the marker run on the CA's dispatcher: wait for the QP's
+    // state, without polling the channel.
+    let end = Instant::now() + DEADLINE;
+    while t.ca.hca().with(|e, _| e.qp_state(qp)) != Some(hca::qp::state::QpState::Err) {
+        assert!(Instant::now() < end, "QP not moved to ERR: {io:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !io.released(),
+        "released before the drain's marker was polled"
+    );
+    assert_eq!(io.mr_keys(), Some(keys), "the region went before the drain");
+    assert!(
+        t.ca.hca().with(|e, _| e.qp_state(qp)).is_some(),
+        "the QP went before the drain"
+    );
+    assert_released(&t, &mut io, keys);
 }

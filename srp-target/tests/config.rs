@@ -2,6 +2,7 @@
 //! file, key path and reason exactly; all errors are reported at once.
 
 use access_layer::mad::ServiceId;
+use access_layer::verbs::ProviderKind;
 use hca::{Guid, PKey};
 use srp::wire::{IoClass, PortId};
 use srp_target::config::{
@@ -135,11 +136,19 @@ fn example_parses_to_expected_values() {
                 name: "p0".into(),
                 address: "192.0.2.10:4791".parse().expect("addr"),
                 partitions: vec![PKey::DEFAULT],
+                provider: ProviderKind::Soft,
+                device: None,
+                device_port: None,
+                gid_index: None,
             },
             PortConfig {
                 name: "p1".into(),
                 address: "198.51.100.10:4791".parse().expect("addr"),
                 partitions: vec![PKey::DEFAULT, PKey(0x8001)],
+                provider: ProviderKind::Soft,
+                device: None,
+                device_port: None,
+                gid_index: None,
             },
         ],
         iocs: vec![

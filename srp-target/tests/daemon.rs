@@ -83,7 +83,7 @@ fn daemon_serves_both_login_forms_rejects_by_acl_and_logs_out_on_shutdown() {
     let ioc_b = config.iocs[1].clone();
     let rdma_cm_port = config.target.rdma_cm_port;
     assert_eq!(rdma_cm_port, 5556, "the config key is honoured");
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     // Small channels: each login registers window × max transfer of bounce buffers.
     options.limits.window = 16;
     options.limits.max_transfer = 256 << 10;
@@ -221,7 +221,7 @@ fn device_management_describes_every_ioc_on_the_port() {
         .expect("config valid")
         .config;
     let iocs = config.iocs.clone();
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     options.limits.window = 16;
     options.limits.max_transfer = 256 << 10;
     let daemon = Daemon::start(config, options).expect("daemon starts");

@@ -63,7 +63,7 @@ fn rig(t: u8) -> Rig {
     let config = TargetConfig::from_str(&text, "clusters.toml")
         .expect("config valid")
         .config;
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     options.limits.window = 8;
     options.limits.max_transfer = 64 << 10;
     options.shutdown_step = std::time::Duration::from_millis(300);

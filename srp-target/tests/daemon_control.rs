@@ -78,7 +78,7 @@ allow = ["any"]
 
 fn start(dir: &TempDir, first: u8) -> (Daemon, TargetConfig) {
     let config = config(first);
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     options.limits.window = 8;
     options.limits.max_transfer = 64 << 10;
     options.limits.max_table_entries = 16;
@@ -374,7 +374,7 @@ fn a_stale_socket_is_replaced_and_a_live_one_refused() {
         .expect("iocs");
     let options = DaemonOptions {
         control_socket: Some(path.clone()),
-        ..DaemonOptions::default()
+        ..DaemonOptions::new(providers::system())
     };
     match Daemon::start(config(9), options) {
         Err(DaemonError::Control { reason, .. }) => assert!(reason.contains("another daemon")),

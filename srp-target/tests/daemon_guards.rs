@@ -37,7 +37,7 @@ fn daemon(t: u8, guards: &str) -> (Daemon, TargetConfig, TempDir) {
     let config = TargetConfig::from_str(&text, "guards.toml")
         .expect("config valid")
         .config;
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     options.limits.window = 4;
     options.limits.max_transfer = 64 << 10;
     options.limits.max_table_entries = 16;

@@ -116,7 +116,7 @@ fn rig(t: u8) -> Rig {
     let config = TargetConfig::from_str(&text, "hostile.toml")
         .expect("config valid")
         .config;
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     options.limits.window = WINDOW;
     options.limits.max_transfer = 256 << 10;
     options.limits.max_table_entries = 16;

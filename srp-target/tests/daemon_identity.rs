@@ -42,7 +42,8 @@ fn start_with(allow: &str, any_address: bool, target: u8) -> (Daemon, TargetConf
     let config = TargetConfig::from_str(&text, "identity.toml")
         .expect("valid")
         .config;
-    let daemon = Daemon::start(config.clone(), DaemonOptions::default()).expect("starts");
+    let daemon =
+        Daemon::start(config.clone(), DaemonOptions::new(providers::system())).expect("starts");
     (daemon, config)
 }
 

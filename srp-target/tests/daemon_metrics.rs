@@ -70,7 +70,7 @@ fn metrics_count_exactly_the_io_done() {
     let config = TargetConfig::from_str(&text, "metrics.toml")
         .expect("valid")
         .config;
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     options.limits.window = 8;
     options.limits.max_transfer = 64 << 10;
     options.shutdown_step = std::time::Duration::from_millis(300);

@@ -40,7 +40,7 @@ fn daemon(t: u8) -> (Daemon, TargetConfig, TempDir) {
     let config = TargetConfig::from_str(&text, "partitions.toml")
         .expect("config valid")
         .config;
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     options.limits.window = 4;
     options.limits.max_transfer = 64 << 10;
     options.limits.max_table_entries = 16;
@@ -124,7 +124,7 @@ fn a_partition_the_port_is_not_on_gets_no_answer() {
     const T: u8 = 11;
     let (d, config, _dir) = daemon(T);
     let drops = || match d.control().call(ControlRequest::ListPorts) {
-        Ok(ControlAnswer::Ports(p)) => p[0].hca.pkey_mismatch,
+        Ok(ControlAnswer::Ports(p)) => p[0].hca.get("pkey_mismatch"),
         other => panic!("ListPorts: {other:?}"),
     };
     let before = drops();

@@ -93,7 +93,7 @@ impl Rig {
         let file = dir.path().join("target.toml");
         std::fs::write(&file, text_for(dir.path(), t, &Text::default())).expect("write config");
         let config = TargetConfig::from_path(&file).expect("valid").config;
-        let mut options = DaemonOptions::default();
+        let mut options = DaemonOptions::new(providers::system());
         options.limits.window = 8;
         options.limits.max_transfer = 64 << 10;
         options.shutdown_step = std::time::Duration::from_millis(300);
@@ -401,7 +401,8 @@ fn a_daemon_without_a_file_cannot_reload() {
         ip(40)
     );
     let config = TargetConfig::from_str(&text, "mem").expect("valid").config;
-    let daemon = Daemon::start(config.clone(), DaemonOptions::default()).expect("starts");
+    let daemon =
+        Daemon::start(config.clone(), DaemonOptions::new(providers::system())).expect("starts");
     assert_eq!(daemon.reload(), Err(ControlError::NoConfigFile));
     // What it can do: apply a configuration handed to it.
     let mut grown = config;

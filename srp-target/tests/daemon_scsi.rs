@@ -68,7 +68,7 @@ fn rig(t: u8, form: Form) -> Rig {
     let config = TargetConfig::from_str(&text, "scsi.toml")
         .expect("config valid")
         .config;
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     options.limits.window = 16;
     options.limits.max_transfer = MAX_TRANSFER;
     options.limits.max_table_entries = 64;

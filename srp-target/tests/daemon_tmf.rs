@@ -43,7 +43,7 @@ fn rig(t: u8, form: Form) -> (Daemon, Node, TempDir) {
     let config = TargetConfig::from_str(&text, "tmf.toml")
         .expect("config valid")
         .config;
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     options.limits.window = 16;
     options.limits.max_transfer = BIG as u64;
     options.limits.max_table_entries = 64;

@@ -11,7 +11,7 @@
 use crate::hex::to_hex;
 use access_layer::dm::IocRecord;
 use anyhow::Result;
-use hca::{Gid, Guid};
+use ib_verbs::{Gid, Guid};
 use serde_json::{Value, json};
 use srp_hostd::discover;
 use std::net::IpAddr;
@@ -27,7 +27,7 @@ struct Found {
 fn sweep(
     portal: IpAddr,
     local: Option<IpAddr>,
-    pkey: hca::PKey,
+    pkey: ib_verbs::PKey,
     timeout: Duration,
 ) -> Result<Found> {
     let local = match local {
@@ -35,10 +35,13 @@ fn sweep(
         None => discover::route_source(portal)?,
     };
     let guid = Guid(0x5352_5044_0000_0000 | u64::from(std::process::id()));
-    let iocs = discover::sweep(portal, local, guid, pkey, timeout).map_err(|e| match e {
-        discover::DiscoverError::Port { .. } => anyhow::anyhow!("{e} (pass --local)"),
-        e => e.into(),
-    })?;
+    let spec = access_layer::verbs::DeviceSpec::soft(std::net::SocketAddr::new(local, 4791), guid);
+    let iocs = discover::sweep(&providers::system(), &spec, portal, pkey, timeout).map_err(
+        |e| match e {
+            discover::DiscoverError::Port { .. } => anyhow::anyhow!("{e} (pass --local)"),
+            e => e.into(),
+        },
+    )?;
     Ok(Found { local, iocs })
 }
 
@@ -81,7 +84,7 @@ pub(crate) enum LoginStrings {
 /// `ib_srp` `add_target` strings, one per SRP service.
 fn login_strings(
     portal: IpAddr,
-    pkey: hca::PKey,
+    pkey: ib_verbs::PKey,
     r: &IocRecord,
     form: LoginStrings,
 ) -> Vec<String> {
@@ -111,7 +114,7 @@ fn login_strings(
 pub(crate) fn run(
     portal: IpAddr,
     local: Option<IpAddr>,
-    pkey: hca::PKey,
+    pkey: ib_verbs::PKey,
     timeout: Duration,
     as_json: bool,
     strings: Option<LoginStrings>,

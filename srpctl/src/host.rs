@@ -85,8 +85,8 @@ pub(crate) fn run(path: &Path, metrics: Option<std::net::SocketAddr>) -> Result<
     signals.add(Signal::SIGTERM);
     signals.add(Signal::SIGHUP);
     signals.thread_block()?;
-    let daemon =
-        HostDaemon::start(config).map_err(|e| anyhow!("{}: not started: {e}", path.display()))?;
+    let daemon = HostDaemon::start(config, providers::system())
+        .map_err(|e| anyhow!("{}: not started: {e}", path.display()))?;
     let sessions = daemon.sessions();
     if sessions.is_empty() {
         daemon_say!(

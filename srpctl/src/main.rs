@@ -26,7 +26,7 @@ macro_rules! daemon_say {
 
 /// The system allocator with a count, off until `bench disk` measures allocations per I/O.
 #[global_allocator]
-static ALLOCATOR: hca::mem::CountingAlloc = hca::mem::CountingAlloc;
+static ALLOCATOR: ib_verbs::mem::CountingAlloc = ib_verbs::mem::CountingAlloc;
 
 mod bench;
 mod counters;
@@ -120,7 +120,7 @@ enum Command {
         timeout: f64,
         /// The partition to ask on (a P_Key in hex): a target lists the IOCs exported on it.
         #[arg(long, default_value = "0xffff")]
-        partition: hca::PKey,
+        partition: ib_verbs::PKey,
         /// Print JSON.
         #[arg(long, conflicts_with = "login_strings")]
         json: bool,
@@ -539,7 +539,7 @@ fn main() -> Result<()> {
                     backend_file,
                 },
         } => {
-            let mtu = hca::wire::PathMtu::for_link_mtu(mtu + 80)
+            let mtu = ib_verbs::PathMtu::for_link_mtu(mtu + 80)
                 .filter(|m| m.bytes() == Some(mtu))
                 .ok_or_else(|| anyhow::anyhow!("--mtu must be 256, 512, 1024, 2048 or 4096"))?;
             let o = bench::hca::Options {

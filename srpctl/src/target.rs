@@ -53,7 +53,7 @@ pub(crate) fn run(
             ..access_layer::ctl::CtlAccess::default()
         },
         config_path: Some(path.to_path_buf()),
-        ..DaemonOptions::default()
+        ..DaemonOptions::new(providers::system())
     };
     let iocs = loaded.config.iocs.len();
     let daemon = Daemon::start(loaded.config, options)

@@ -180,8 +180,9 @@ fn port_json(p: &PortStatus) -> Value {
         "sessions": p.sessions,
         "resources": {"qps": p.resources.qps, "cqs": p.resources.cqs,
                       "srqs": p.resources.srqs, "mrs": p.resources.mrs},
-        "rx_packets": p.hca.rx_packets, "tx_packets": p.hca.tx_packets,
-        "hca": p.hca.named().into_iter().map(|(k, v)| (k.to_owned(), Value::from(v))).collect::<serde_json::Map<String, Value>>(),
+        "provider": p.provider,
+        "rx_packets": p.hca.rx_packets(), "tx_packets": p.hca.tx_packets(),
+        "hca": p.hca.named().map(|(k, v)| (k.to_owned(), Value::from(v))).collect::<serde_json::Map<String, Value>>(),
     })
 }
 

@@ -4,7 +4,7 @@
 use crate::mad::MadAddress;
 use crate::mad::cm::{CmRep, CmReq};
 use crate::mad::{CommId, MadBuf, ServiceId, Tid};
-use hca::time::Time;
+use ib_verbs::time::Time;
 
 /// Which side started the connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +111,7 @@ pub(crate) struct Conn {
     pub(crate) timeout: std::time::Duration,
     pub(crate) timer: Option<Time>,
     /// The peer's QP (from its REQ or REP), for DREQ.
-    pub(crate) peer_qpn: hca::Qpn,
+    pub(crate) peer_qpn: ib_verbs::Qpn,
     pub(crate) req: Option<CmReq>,
     pub(crate) rep: Option<CmRep>,
 }
@@ -161,7 +161,7 @@ impl Conn {
 mod tests {
     use super::*;
     use crate::mad::MadAddress;
-    use hca::Gid;
+    use ib_verbs::Gid;
 
     fn conn(state: ConnState, role: Role, retries_left: u8) -> Conn {
         Conn {
@@ -178,7 +178,7 @@ mod tests {
             max_retries: 3,
             timeout: std::time::Duration::from_millis(1),
             timer: None,
-            peer_qpn: hca::Qpn::default(),
+            peer_qpn: ib_verbs::Qpn::default(),
             req: None,
             rep: None,
         }

@@ -11,13 +11,13 @@ use crate::mad::{
     AnyMad, CmMessage, CommId, MadAddress, MadBody, MadBuf, MadOut, Method, Mtu, PrivateData,
     ServiceId, Tid, parse_any,
 };
-use hca::time::{Time, ack_timeout};
+use ib_verbs::time::{Time, ack_timeout};
 
 /// The longest CM response timeout a REQ may ask us to wait per try for its RTU (or DREP):
 /// 21, 4.096 µs × 2^21 ≈ 8.6 s. Linux's RDMA-CM asks 20 (≈ 4.3 s); a REQ asking up to 31
 /// (≈ 2.4 h per try) would keep a half-open connection for a day.
 pub(crate) const MAX_PEER_RESPONSE_TIMEOUT: u8 = 21;
-use hca::{Gid, Guid, Lid, Psn, QKey, Qpn};
+use ib_verbs::{Gid, Guid, Lid, Psn, QKey, Qpn};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
@@ -172,7 +172,7 @@ pub struct CmEndpoint {
     out: VecDeque<MadOut>,
     events: VecDeque<CmEvent>,
     /// The port's P_Key table, as the HCA has it ([`CmEndpoint::set_pkey_table`]).
-    pkeys: Vec<hca::PKey>,
+    pkeys: Vec<ib_verbs::PKey>,
     /// Messages that matched no connection or did not parse.
     pub stray: u64,
 }
@@ -197,7 +197,7 @@ impl CmEndpoint {
             by_remote: BTreeMap::new(),
             out: VecDeque::new(),
             events: VecDeque::new(),
-            pkeys: vec![hca::PKey::DEFAULT],
+            pkeys: vec![ib_verbs::PKey::DEFAULT],
             stray: 0,
         }
     }
@@ -360,7 +360,7 @@ impl CmEndpoint {
     /// The port's P_Key table (index → P_Key, as given to the HCA with
     /// `Engine::set_pkey_table`): the REQs it sends carry the P_Key of the partition they
     /// go out on, and a REQ received must name the partition it arrived on.
-    pub fn set_pkey_table(&mut self, table: Vec<hca::PKey>) {
+    pub fn set_pkey_table(&mut self, table: Vec<ib_verbs::PKey>) {
         self.pkeys = table;
     }
 

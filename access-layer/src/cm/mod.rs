@@ -15,29 +15,31 @@
 //! timeouts) travel in the REQ and REP and come out in the events; [`QpPsns`] says which
 //! PSN each side sends from (as Linux reads the Starting PSN: the sender's receive PSN).
 //!
+//! The seam consumers use ([`seam`], [`ConnectionManager`]) is at the level of
+//! connections; this CM is one implementation of it, over QP1 (`crate::mads::MadService`),
+//! and rdma-core's librdmacm is the other.
+//!
 //! Files: `conn` (one connection's state and the transition table), `endpoint` (demultiplexing,
-//! listens, timers, MAD building), `psn` (the QP PSNs a CM exchange sets).
+//! listens, timers, MAD building), `psn` (the QP PSNs a CM exchange sets), `seam` (the
+//! connection-manager interface every provider's CM offers).
 
 mod conn;
 mod endpoint;
 mod psn;
+pub mod seam;
 
 pub use conn::{ConnState, Role};
 pub use endpoint::{AcceptParams, CmConfig, CmEndpoint, CmEvent, ConnId, ConnectParams};
 pub use psn::QpPsns;
+pub use seam::{
+    AcceptRequest, CmSetup, CmStats, ConnEvent, ConnRequest, ConnectRequest, ConnectionManager,
+    DeviceManagement,
+};
 
-/// A random first communication ID for [`CmConfig::first_comm_id`] (the drivers' source of
-/// randomness: the endpoint itself owns none).
+/// A random first communication ID for [`CmSetup::first_comm_id`] from the system's
+/// randomness (a simulated run draws from its fabric instead).
 pub fn random_comm_id() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.write_u32(std::process::id());
-    (h.finish() as u32).max(1)
+    (crate::verbs::device::system_random() as u32).max(1)
 }
 
 /// Why a CM request was refused.
@@ -76,4 +78,14 @@ pub enum CmError {
     /// A connection asked for a partition (P_Key index) the port's table does not have.
     #[error("P_Key index {0} is not in the port's P_Key table")]
     NoSuchPartition(u16),
+    /// The provider's connection manager cannot do this (rdma-core: the IB CM login
+    /// form, which user space cannot reach since Linux removed `ib_ucm`).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The connection manager could not be set up (its QP1, its event channel).
+    #[error("cannot set up the connection manager: {0}")]
+    Setup(String),
+    /// The provider's connection manager refused the call.
+    #[error("{0}")]
+    Provider(String),
 }

@@ -11,7 +11,7 @@
 //! its PSNs from here.
 
 use crate::mad::cm::{CmRep, CmReq};
-use hca::ids::Psn;
+use ib_verbs::ids::Psn;
 
 /// The send and receive PSNs of an RC QP connected through the CM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

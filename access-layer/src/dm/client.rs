@@ -24,8 +24,8 @@ use crate::mad::{
     MgmtClass, RmppHeader, Tid, parse_any,
 };
 use core::time::Duration;
-use hca::Guid;
-use hca::time::Time;
+use ib_verbs::Guid;
+use ib_verbs::time::Time;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Settings of the client.

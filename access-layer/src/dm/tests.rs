@@ -9,7 +9,7 @@ use crate::mad::{
     parse_any,
 };
 use core::time::Duration;
-use hca::Guid;
+use ib_verbs::Guid;
 
 fn profile(guid: u64) -> IocProfile {
     IocProfile::srp(Guid(guid), 128, 4, 4096, 1 << 20, "test IOC").expect("profile")

@@ -8,7 +8,7 @@
 use super::GsiError;
 use crate::mad::{MadAddress, MadBuf, MadHeader, MadOut, MadStatus, Method, MgmtClass, Tid};
 use core::time::Duration;
-use hca::time::Time;
+use ib_verbs::time::Time;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Sizes of the agent's bounded queues.

@@ -6,7 +6,7 @@
 //!   request retries on a per-request timeout, response matching by TID, class, attribute
 //!   and peer GID, `Timeout` events when the retries run out, a bounded pool of outstanding
 //!   requests, and the answer to a Get/Set of a class nobody serves.
-//! - [`port::GsiPort`], the glue to a port's QP1 on a [`hca::engine::Engine`]: receive
+//! - [`port::GsiPort`], the glue to a port's QP1 through the channel interface: receive
 //!   buffers in registered memory, UD SENDs to QP1 with Q_Key 0x80010000, receive
 //!   completions turned into `(MadAddress, MadBuf)` with the GRH stripped.
 //!
@@ -60,10 +60,10 @@ pub enum GsiError {
     Mad(#[from] MadError),
     /// A verb on the GSI QP failed.
     #[error(transparent)]
-    Verbs(#[from] hca::engine::VerbsError),
+    Verbs(#[from] crate::verbs::VerbsError),
     /// The GSI QP's memory could not be read or written.
     #[error(transparent)]
-    Mem(#[from] hca::mem::MemError),
+    Mem(#[from] ib_verbs::mem::MemError),
     /// A MAD was handed to the glue of another port.
     #[error("MAD for port {want} handed to the GSI of port {have}")]
     WrongPort {

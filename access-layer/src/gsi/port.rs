@@ -1,4 +1,6 @@
-//! The glue between MADs and one port's QP1 on a [`hca::engine::Engine`].
+//! The glue between MADs and one port's QP1, through the channel interface of any provider
+//! that gives the access layer QP1 (`ChannelInterface::create_gsi_qp`: the software HCA and
+//! the simulator's devices; under rdma-core the kernel owns QP1).
 //!
 //! [`GsiPort::open`] creates the port's GSI QP (UD, Q_Key 0x80010000) with its own CQ and a
 //! registered [`MemBlock`] holding `recv_bufs` receive buffers (40-byte GRH + 256-byte MAD)
@@ -8,19 +10,22 @@
 //! a receive becomes `(MadAddress, MadBuf)` (GRH stripped, source from the completion's
 //! `src_gid` / `src_qp`) and its buffer is posted again.
 //!
-//! Every function takes `&mut Engine` and the time, so the same code runs in the simulator
-//! (`fabric.hca(i)`, `fabric.now()`) and under the UDP driver (`hca.with(|e, now| ..)`).
+//! Opening takes the resource verbs' blocking form ([`SyncCa`]: a passive-level caller);
+//! sending, receiving and arming are the data path's direct calls, allowed at dispatch
+//! level.
 
 use super::GsiError;
 use crate::mad::{MAD_LEN, MadAddress, MadBuf, MadOut};
-use hca::engine::{CqId, Engine, QpId};
-use hca::ids::{QKey, Qpn};
-use hca::mem::MemBlock;
-use hca::mr::{Access, MrKeys};
-use hca::qp::state::{QpAttrMask, QpState, QpType};
-use hca::qp::{QpAttr, QpInit, UD_GRH_LEN};
-use hca::time::Time;
-use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus};
+use crate::verbs::{ChannelInterface, MrSpec, SyncCa};
+use ib_verbs::ids::{QKey, Qpn};
+use ib_verbs::mem::MemBlock;
+use ib_verbs::mr::{Access, MrKeys};
+use ib_verbs::qp::state::{QpAttrMask, QpState, QpType};
+use ib_verbs::qp::{QpAttr, QpInit, UD_GRH_LEN};
+use ib_verbs::wr::{
+    ArmMode, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus,
+};
+use ib_verbs::{CqId, QpId};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -67,8 +72,8 @@ pub struct GsiPortStats {
 }
 
 /// One port's QP1 and its buffers.
-#[derive(Debug)]
 pub struct GsiPort {
+    ca: Arc<dyn ChannelInterface>,
     port: u8,
     qp: QpId,
     cq: CqId,
@@ -81,20 +86,40 @@ pub struct GsiPort {
     stats: GsiPortStats,
 }
 
+impl std::fmt::Debug for GsiPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GsiPort")
+            .field("port", &self.port)
+            .field("qp", &self.qp)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
 impl GsiPort {
-    /// Creates and starts port `port`'s GSI QP (the port must not have one yet).
+    /// Creates and starts port `port`'s GSI QP on `ca` (opened; the port must not have a
+    /// GSI QP yet). Blocks for the resource verbs: passive level only.
     pub fn open(
-        e: &mut Engine,
-        now: Time,
+        ca: Arc<dyn ChannelInterface>,
         port: u8,
         config: GsiPortConfig,
     ) -> Result<GsiPort, GsiError> {
+        let sync = SyncCa::new(ca.clone());
         let bufs = config.recv_bufs + config.send_bufs;
         let len = bufs * SLOT;
-        let pd = e.alloc_pd();
+        let pd = sync.alloc_pd()?;
         let mem = MemBlock::new(len);
-        let mr = e.reg_mr(pd, mem.clone(), 0, len as u64, IOVA, Access::LOCAL_WRITE)?;
-        let cq = e.create_cq(bufs);
+        let mr = sync.reg_mr(
+            pd,
+            MrSpec {
+                block: mem.clone(),
+                offset: 0,
+                len: len as u64,
+                iova: IOVA,
+                access: Access::LOCAL_WRITE,
+            },
+        )?;
+        let cq = sync.create_cq(bufs)?;
         let init = QpInit {
             qp_type: QpType::Ud,
             pd,
@@ -106,7 +131,7 @@ impl GsiPort {
             max_sge: 1,
             sq_sig_all: true,
         };
-        let qp = e.create_gsi_qp(port, init)?;
+        let qp = sync.create_gsi_qp(port, init)?;
         let mut attr = QpAttr {
             state: QpState::Init,
             qkey: QKey::GSI,
@@ -114,12 +139,13 @@ impl GsiPort {
             ..QpAttr::default()
         };
         let mask = QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT;
-        e.modify_qp(now, qp, &attr, mask | QpAttrMask::QKEY)?;
+        sync.modify_qp(qp, attr, mask | QpAttrMask::QKEY)?;
         attr.state = QpState::Rtr;
-        e.modify_qp(now, qp, &attr, QpAttrMask::STATE)?;
+        sync.modify_qp(qp, attr, QpAttrMask::STATE)?;
         attr.state = QpState::Rts;
-        e.modify_qp(now, qp, &attr, QpAttrMask::STATE | QpAttrMask::SQ_PSN)?;
+        sync.modify_qp(qp, attr, QpAttrMask::STATE | QpAttrMask::SQ_PSN)?;
         let gsi = GsiPort {
+            ca,
             port,
             qp,
             cq,
@@ -132,7 +158,7 @@ impl GsiPort {
             stats: GsiPortStats::default(),
         };
         for i in 0..config.recv_bufs {
-            gsi.post_recv(e, now, i)?;
+            gsi.post_recv(i)?;
         }
         Ok(gsi)
     }
@@ -150,7 +176,7 @@ impl GsiPort {
     /// Sends `out` as a UD SEND to `out.to` (QP and Q_Key as it names them: QP1 and
     /// 0x80010000 for a GSI peer). Fails if `out` names another port or every send buffer is
     /// in flight even after reaping completions.
-    pub fn send(&mut self, e: &mut Engine, now: Time, out: &MadOut) -> Result<(), GsiError> {
+    pub fn send(&mut self, out: &MadOut) -> Result<(), GsiError> {
         if out.to.port != self.port {
             return Err(GsiError::WrongPort {
                 want: out.to.port,
@@ -158,7 +184,7 @@ impl GsiPort {
             });
         }
         if self.free_send.is_empty() {
-            self.reap(e, now)?;
+            self.reap()?;
         }
         let slot = self.free_send.pop().ok_or(GsiError::SendBuffersBusy {
             capacity: self.config.send_bufs,
@@ -180,7 +206,7 @@ impl GsiPort {
                 pkey_index: out.to.pkey_index,
             }),
         };
-        if let Err(err) = e.post_send(now, self.qp, wr) {
+        if let Err(err) = self.ca.post_send(self.qp, wr) {
             self.free_send.push(slot);
             return Err(err.into());
         }
@@ -188,24 +214,20 @@ impl GsiPort {
         Ok(())
     }
 
-    /// Arms the port's CQ: the next completion (a MAD received or sent) fires a
-    /// [`hca::engine::Event::CqNotify`] to the device's event handler.
-    pub fn arm(&self, e: &mut Engine) -> Result<(), GsiError> {
-        e.req_notify_cq(self.cq, hca::verbs::ArmMode::NextCompletion)?;
+    /// Arms the port's CQ: the next completion (a MAD received or sent) fires an
+    /// [`ib_verbs::Event::CqNotify`] to the CA's event handler.
+    pub fn arm(&self) -> Result<(), GsiError> {
+        self.ca.req_notify_cq(self.cq, ArmMode::NextCompletion)?;
         Ok(())
     }
 
     /// The next received MAD and its source, polling the CQ when nothing is queued.
-    pub fn recv(
-        &mut self,
-        e: &mut Engine,
-        now: Time,
-    ) -> Result<Option<(MadAddress, MadBuf)>, GsiError> {
+    pub fn recv(&mut self) -> Result<Option<(MadAddress, MadBuf)>, GsiError> {
         // A batch may hold only send completions: keep polling while batches come back
         // full, at most as many batches as the CQ can hold.
         let batches = (self.config.recv_bufs + self.config.send_bufs) / POLL_BATCH + 1;
         for _ in 0..batches {
-            if !self.received.is_empty() || self.reap(e, now)? < POLL_BATCH {
+            if !self.received.is_empty() || self.reap()? < POLL_BATCH {
                 break;
             }
         }
@@ -215,9 +237,9 @@ impl GsiPort {
     /// Takes up to one batch of completions: frees send buffers, queues received MADs and
     /// reposts their buffers. At most `recv_bufs` MADs can be queued, since a buffer is
     /// reposted only after its MAD is copied out. Returns the completions taken.
-    fn reap(&mut self, e: &mut Engine, now: Time) -> Result<usize, GsiError> {
+    fn reap(&mut self) -> Result<usize, GsiError> {
         self.wcs.clear();
-        let polled = e.poll_cq(self.cq, POLL_BATCH, &mut self.wcs)?;
+        let polled = self.ca.poll_cq(self.cq, POLL_BATCH, &mut self.wcs)?;
         let wcs = core::mem::take(&mut self.wcs);
         let mut result = Ok(polled);
         for wc in &wcs {
@@ -238,7 +260,7 @@ impl GsiPort {
             }
             // A flushed receive (QP in error) cannot be posted again: report, go on.
             if wc.status == WcStatus::Success {
-                if let Err(err) = self.post_recv(e, now, slot) {
+                if let Err(err) = self.post_recv(slot) {
                     result = Err(err);
                 }
             }
@@ -266,12 +288,12 @@ impl GsiPort {
         Some((from, mad))
     }
 
-    fn post_recv(&self, e: &mut Engine, now: Time, slot: usize) -> Result<(), GsiError> {
+    fn post_recv(&self, slot: usize) -> Result<(), GsiError> {
         let wr = RecvWr {
             wr_id: slot as u64,
             sg_list: [self.sge(slot * SLOT, RECV_LEN)].into(),
         };
-        e.post_recv(now, self.qp, wr)?;
+        self.ca.post_recv(self.qp, wr)?;
         Ok(())
     }
 

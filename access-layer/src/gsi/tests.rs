@@ -4,8 +4,8 @@
 use super::*;
 use crate::mad::{MadAddress, MadBuf, MadHeader, MadOut, MadStatus, Method, MgmtClass, Tid};
 use core::time::Duration;
-use hca::Gid;
-use hca::time::Time;
+use ib_verbs::Gid;
+use ib_verbs::time::Time;
 use std::net::{IpAddr, Ipv4Addr};
 
 /// The GSI address of test node `n` (127.0.0.n, port 1).

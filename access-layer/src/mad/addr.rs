@@ -1,7 +1,7 @@
 //! Where a MAD comes from or goes to on the GSI: a port of ours, and the peer's GID, QP and
 //! Q_Key (QP1 and 0x80010000 for every GSI class on RoCE, where there is no SM to redirect).
 
-use hca::{Gid, QKey, Qpn};
+use ib_verbs::{Gid, QKey, Qpn};
 
 /// The address of a MAD's peer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

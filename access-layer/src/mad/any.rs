@@ -325,7 +325,7 @@ mod tests {
     use crate::mad::dm::{IoClass, ServiceEntry};
     use crate::mad::sa::tests::{PATH, path};
     use crate::mad::{ServiceId, common::MadStatus};
-    use hca::Guid;
+    use ib_verbs::Guid;
     use wirekit::wire_repr::check;
 
     fn cm_req_mad() -> [u8; 256] {

@@ -3,7 +3,7 @@
 //! `struct ib_class_port_info`, where CapabilityMask2/RespTimeValue is `cap_mask2_resp_time`).
 
 use super::{MadError, check_width, read_fixed, write_fixed};
-use hca::{Gid, Lid, PKey, QKey, Qpn};
+use ib_verbs::{Gid, Lid, PKey, QKey, Qpn};
 use wirekit::WireRepr;
 use zerocopy::network_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

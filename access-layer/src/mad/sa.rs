@@ -6,7 +6,7 @@
 //! bytes; records sit at `56 + n × AttributeOffset × 8`.
 
 use super::{MadError, ServiceId, check_width, read_fixed, write_fixed};
-use hca::{Gid, Lid, PKey};
+use ib_verbs::{Gid, Lid, PKey};
 use wirekit::WireRepr;
 use zerocopy::network_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

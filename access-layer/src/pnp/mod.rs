@@ -39,7 +39,7 @@ pub use manager::PnpManager;
 
 use crate::dm::IocRecord;
 use crate::mad::MadAddress;
-use hca::Guid;
+use ib_verbs::Guid;
 
 bitflags::bitflags! {
     /// Which events a client wants (IBAL's `IB_PNP_CA`, `IB_PNP_PORT`, `IB_PNP_IOU`,

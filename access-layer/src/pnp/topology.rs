@@ -7,7 +7,7 @@ use super::{ChildDevice, PnpError, PnpEvent};
 use crate::dm::{DmEvent, IocRecord};
 use crate::mad::MadAddress;
 use crate::verbs::CaAttr;
-use hca::Guid;
+use ib_verbs::Guid;
 use std::collections::BTreeMap;
 
 #[derive(Debug)]

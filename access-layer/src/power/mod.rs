@@ -14,11 +14,12 @@
 //!   provider's error, a post whose replay the provider refuses gets a `WrFlushErr` work
 //!   completion on its CQ (and a CQ notification), a post to a QP whose state the power-down
 //!   reset (or whose peer went away) is flushed or fails its retries in the provider.
-//! - [`PowerSwitch`] is what the provider does physically: for [`crate::verbs::SoftCa`] the
-//!   HCA's ports go inactive in D3 (they drop traffic; peers time out) and active in D0.
+//! - [`PowerSwitch`] is what the provider does physically: for the software HCA (`hca`'s
+//!   `SoftCa`) the HCA's ports go inactive in D3 (they drop traffic; peers time out) and
+//!   active in D0.
 //!
 //! Modules: [`domain`] (the device tree and the ordering), [`powered`] ([`PoweredCa`]) and
-//! [`switch`] ([`PowerSwitch`] and its implementation for the soft HCA).
+//! [`switch`] ([`PowerSwitch`], which providers implement).
 
 pub mod domain;
 pub mod powered;

@@ -15,11 +15,11 @@
 use super::{PowerDevice, PowerState, PowerSwitch};
 use crate::verbs::dispatch::DispatchGuard;
 use crate::verbs::{ChannelInterface, Completion, EventHandler, VerbsError};
-use hca::engine::{CqId, Event, QpId};
-use hca::ids::Qpn;
-use hca::qp::state::{QpAttrMask, QpState};
-use hca::qp::{QpAttr, QpInit};
-use hca::verbs::{SendOp, Wc, WcOpcode, WcStatus};
+use ib_verbs::ids::Qpn;
+use ib_verbs::qp::state::{QpAttrMask, QpState};
+use ib_verbs::qp::{QpAttr, QpInit};
+use ib_verbs::wr::{SendOp, Wc, WcOpcode, WcStatus};
+use ib_verbs::{CqId, Event, QpId};
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;

@@ -1,6 +1,7 @@
 //! The channel interface: the seam between the access layer and a verbs provider (IBAL's
-//! `ci_interface_t`). [`super::SoftCa`] implements it over the software HCA; an rdma-core
-//! backend for real NICs would be a second implementation.
+//! `ci_interface_t`), in the `ib-verbs` vocabulary. The software HCA (`hca::SoftCa`), the
+//! rdma-core provider and the simulator's devices implement it; nothing above the access
+//! layer names a provider's types.
 //!
 //! One value is one channel adapter (CA). A consumer opens it with an event handler
 //! ([`ChannelInterface::open_ca`]), uses it, and closes it; verbs on a CA that is not open
@@ -13,14 +14,14 @@
 //! allowed at dispatch level.
 
 use super::{Completion, VerbsError};
-use hca::engine::{CqId, Event, QpId, RcConnect, SrqId};
-use hca::ids::{Gid, Guid};
-use hca::mem::MemBlock;
-use hca::mr::{Access, MrKeys, PdId};
-use hca::qp::state::{QpAttrMask, QpState};
-use hca::qp::{QpAttr, QpInit};
-use hca::verbs::{ArmMode, RecvWr, SendWr, Wc};
-use hca::wire::PathMtu;
+use ib_verbs::PathMtu;
+use ib_verbs::ids::{Gid, Guid, Rkey};
+use ib_verbs::mem::MemBlock;
+use ib_verbs::mr::{Access, MrKeys, PdId};
+use ib_verbs::qp::state::{QpAttrMask, QpState};
+use ib_verbs::qp::{QpAttr, QpInit};
+use ib_verbs::wr::{ArmMode, RecvWr, SendWr, Wc};
+use ib_verbs::{CqId, Event, QpId, RcConnect, SrqId};
 use std::sync::Arc;
 
 /// An asynchronous event handler (IBAL's `pfn_async_event_cb`): called at dispatch level,
@@ -64,9 +65,23 @@ pub struct CaAttr {
     pub node_guid: Guid,
     /// Its ports, port 1 first.
     pub ports: Vec<PortAttr>,
+    /// What the device can do that not every provider can.
+    pub caps: CaCaps,
 }
 
-/// What a provider has done: how its consumer used the CA ([`super::SoftCa::stats`]).
+/// Capabilities that differ between providers: how a consumer can fence remote access to
+/// its memory per I/O.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaCaps {
+    /// Fast registration work requests (`SendOp::RegMr`, `alloc_fast_reg_mr`): the kernel
+    /// and the software HCA have them; user space over rdma-core does not.
+    pub fast_reg: bool,
+    /// Type-2 memory windows bound and invalidated on the send queue
+    /// ([`ChannelInterface::alloc_mw`], `SendOp::BindMw`).
+    pub mem_windows: bool,
+}
+
+/// What a provider has done: how its consumer used the CA.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CaStats {
     /// Resource verbs started (each completed asynchronously).
@@ -109,6 +124,20 @@ pub trait ChannelInterface: Send + Sync {
 
     /// Deregisters a region.
     fn dereg_mr(&self, keys: MrKeys) -> Completion<()>;
+
+    /// Allocates a type-2 memory window in `pd` (bound later by `SendOp::BindMw` on a QP
+    /// of the same PD); completes with its initial R_Key. Providers without windows
+    /// ([`CaCaps::mem_windows`] false) refuse.
+    fn alloc_mw(&self, pd: PdId) -> Completion<Rkey> {
+        let _ = pd;
+        Completion::ready(Err(VerbsError::Unsupported { verb: "alloc_mw" }))
+    }
+
+    /// Frees a memory window (named by any of its R_Keys).
+    fn dealloc_mw(&self, rkey: Rkey) -> Completion<()> {
+        let _ = rkey;
+        Completion::ready(Err(VerbsError::Unsupported { verb: "dealloc_mw" }))
+    }
 
     /// Creates a completion queue for `capacity` completions.
     fn create_cq(&self, capacity: usize) -> Completion<CqId>;
@@ -162,6 +191,13 @@ pub trait ChannelInterface: Send + Sync {
 
     /// Arms the CQ's next notification ([`Event::CqNotify`] to the event handler).
     fn req_notify_cq(&self, cq: CqId, mode: ArmMode) -> Result<(), VerbsError>;
+
+    /// What the consumer has done with this CA so far (verbs started, at dispatch level
+    /// among them; notifications; routines that panicked). Providers that do not count
+    /// report zeros.
+    fn stats(&self) -> CaStats {
+        CaStats::default()
+    }
 
     /// Runs the verbs queued so far on the caller's thread, if the provider has no
     /// dispatcher of its own (a CA on a simulated net: a blocking caller runs the queue

@@ -17,26 +17,27 @@
 //!
 //! Modules: [`dispatch`] (the marker), [`verifier`], [`completion`] (the IRP analogue),
 //! [`doorbell`] (what a CQ notification rings to wake the thread that serves it),
-//! [`ci`] (the [`ChannelInterface`] trait), [`soft`] ([`SoftCa`], the provider over the
-//! software HCA) and [`sync`] ([`SyncCa`]).
+//! [`ci`] (the [`ChannelInterface`] trait), [`port`] ([`PortInterface`]: a port's
+//! attributes, P_Key table, counters and clock), [`device`] (a provider's device opened
+//! through a [`Fabric`]: the one seam where a provider is chosen) and [`sync`]
+//! ([`SyncCa`]). Providers implement these interfaces over the `ib-verbs` vocabulary: the
+//! software HCA (`hca`), rdma-core (`rdma-core-provider`) and the simulator's net.
 
 pub mod ci;
 pub mod completion;
+pub mod device;
 pub mod dispatch;
 pub mod doorbell;
-// The provider over the software HCA's UDP driver (`hca::driver`, Linux only). On Windows the
-// `ChannelInterface` is implemented over the platform's kernel verbs provider instead.
-#[cfg(target_os = "linux")]
-pub mod soft;
+pub mod port;
 pub mod sync;
 pub mod verifier;
 
-pub use ci::{CaAttr, CaStats, ChannelInterface, EventHandler, MrSpec, PortAttr};
+pub use ci::{CaAttr, CaCaps, CaStats, ChannelInterface, EventHandler, MrSpec, PortAttr};
 pub use completion::{Completer, Completion, CompletionPool};
+pub use device::{Device, DeviceSpec, Fabric, OpenError, ProviderKind};
 pub use dispatch::{DispatchGuard, at_dispatch, in_dispatch};
 pub use doorbell::Doorbell;
-#[cfg(target_os = "linux")]
-pub use soft::SoftCa;
+pub use port::PortInterface;
 pub use sync::SyncCa;
 
 /// Why a verb failed.
@@ -45,14 +46,14 @@ pub use sync::SyncCa;
 pub enum VerbsError {
     /// The provider refused the verb.
     #[error(transparent)]
-    Hca(#[from] hca::engine::VerbsError),
+    Provider(#[from] ProviderError),
     /// A chained post was refused at request `index`; the requests before it stay posted.
     #[error("post_send_list: request {index} refused: {source}")]
     PostList {
         /// Index of the refused request in the list.
         index: usize,
         /// Why.
-        source: hca::engine::VerbsError,
+        source: ProviderError,
     },
     /// A blocking call was made at dispatch level (the verifier trips).
     #[error("blocking call `{call}` at dispatch level")]
@@ -92,4 +93,47 @@ pub enum VerbsError {
         /// The queue's bound.
         max: usize,
     },
+}
+
+/// Why a provider refused a verb: what kind of refusal, and the provider's own words
+/// (which name the object and the rule).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ProviderError {
+    /// What kind of refusal.
+    pub kind: ProviderErrorKind,
+    /// The provider's message.
+    pub message: String,
+}
+
+impl ProviderError {
+    /// A refusal of `kind` saying `message`.
+    pub fn new(kind: ProviderErrorKind, message: impl Into<String>) -> ProviderError {
+        ProviderError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// The kinds of refusal every provider can report (rdma-core's errno values map onto them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ProviderErrorKind {
+    /// No such object (EINVAL on a handle, ENOENT).
+    NoSuch,
+    /// The object is still used by another (EBUSY).
+    InUse,
+    /// An argument, attribute or state transition the provider does not accept (EINVAL).
+    Invalid,
+    /// A queue or table is full, or memory ran out (ENOMEM, EAGAIN, ENOSPC).
+    Exhausted,
+    /// The request is not permitted (EPERM, EACCES).
+    Denied,
+    /// The provider or device does not support it (EOPNOTSUPP).
+    Unsupported,
+    /// The device failed or went away (EIO, ENODEV).
+    Device,
+    /// Anything else.
+    Other,
 }

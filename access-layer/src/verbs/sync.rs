@@ -8,10 +8,10 @@
 
 use super::ci::{CaAttr, ChannelInterface, EventHandler, MrSpec};
 use super::{Completion, VerbsError, verifier};
-use hca::engine::{CqId, QpId, RcConnect, SrqId};
-use hca::mr::{MrKeys, PdId};
-use hca::qp::state::{QpAttrMask, QpState};
-use hca::qp::{QpAttr, QpInit};
+use ib_verbs::mr::{MrKeys, PdId};
+use ib_verbs::qp::state::{QpAttrMask, QpState};
+use ib_verbs::qp::{QpAttr, QpInit};
+use ib_verbs::{CqId, QpId, RcConnect, SrqId};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -15,6 +15,9 @@ mod stats;
 pub(crate) use ctx::Ctx;
 pub(crate) use slab::Slab;
 pub use stats::Stats;
+
+pub use ib_verbs::ca::{CqId, Event, QpId, Resources, SrqId};
+pub use ib_verbs::qp::RcConnect;
 pub(crate) use stats::StatsTable;
 
 use crate::ids::{Gid, Guid, PKey, Qpn};
@@ -29,23 +32,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-/// A completion queue handle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CqId(pub u32);
-
-/// A shared receive queue handle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SrqId(pub u32);
-
-/// A queue pair handle: the QP number, or a port's GSI (every port has its own QP1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum QpId {
-    /// An ordinary QP.
-    Qp(Qpn),
-    /// QP1 of a port (1-based).
-    Gsi(u8),
-}
-
 /// A datagram to send: from port `port`'s address (UDP port 4791) to `dst`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transmit {
@@ -55,38 +41,6 @@ pub struct Transmit {
     pub dst: SocketAddr,
     /// The UDP payload: BTH to ICRC.
     pub bytes: Vec<u8>,
-}
-
-/// Asynchronous events.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// An armed completion queue got a qualifying completion.
-    CqNotify(CqId),
-    /// A completion queue overflowed; completions were lost.
-    CqOverrun(CqId),
-    /// A QP went to the error state.
-    QpError(Qpn),
-    /// A QP in SQD (entered with EN_SQD_ASYNC_NOTIFY) has nothing outstanding.
-    SqDrained(Qpn),
-    /// A shared receive queue fell below its limit.
-    SrqLimit(SrqId),
-    /// A port became active.
-    PortActive(u8),
-    /// A port went down.
-    PortDown(u8),
-}
-
-/// Live objects of a device: what a leak check compares before and after.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Resources {
-    /// Queue pairs (GSI included).
-    pub qps: usize,
-    /// Completion queues.
-    pub cqs: usize,
-    /// Shared receive queues.
-    pub srqs: usize,
-    /// Registered memory regions (fast-registration ones included).
-    pub mrs: usize,
 }
 
 /// Why a verb failed synchronously.
@@ -130,38 +84,6 @@ pub enum VerbsError {
         /// Its length.
         len: usize,
     },
-}
-
-/// What [`Engine::connect_rc`] needs to connect an RC QP.
-#[derive(Clone, Copy, Debug)]
-pub struct RcConnect {
-    /// Inbound RDMA rights granted to the peer.
-    pub access: Access,
-    /// The peer's GID.
-    pub dest_gid: Gid,
-    /// The peer's QP.
-    pub dest_qpn: Qpn,
-    /// Path MTU.
-    pub path_mtu: crate::wire::PathMtu,
-    /// Our first send PSN (the peer's expected receive PSN).
-    pub sq_psn: crate::ids::Psn,
-    /// The peer's first send PSN.
-    pub rq_psn: crate::ids::Psn,
-    /// Local ACK timeout code (4.096 µs × 2^timeout).
-    pub timeout: u8,
-    /// Transport retries.
-    pub retry_cnt: u8,
-    /// RNR retries (7 = forever).
-    pub rnr_retry: u8,
-    /// RNR NAK timer code we ask the peer to wait.
-    pub min_rnr_timer: u8,
-    /// RDMA READs outstanding as initiator.
-    pub max_rd_atomic: u8,
-    /// RDMA READs served at once as responder.
-    pub max_dest_rd_atomic: u8,
-    /// The QP's partition: an index in its port's P_Key table (0: the default partition
-    /// unless the table says otherwise).
-    pub pkey_index: u16,
 }
 
 /// One port: its address (and so its GID) and whether it is up.

@@ -12,16 +12,13 @@
 //! ([`MrTable::invalidate`]). A zero-length remote access needs no key (IBTA C9-88).
 //!
 //! Files:
-//! - `access.rs`: [`Access`] rights (ib_verbs values) and the local-write rule;
-//! - `key.rs`: [`MrKey`] (`index << 8 | variant`), [`MrIndex`];
+//! - [`Access`] rights and [`MrKey`] (`index << 8 | variant`) are the vocabulary's (`ib_verbs::mr`);
 //! - `table.rs`: [`MrTable`], registration, fast registration, invalidation, `check`;
 //! - `span.rs`: [`MrSpan`], reads and writes across pages;
 //! - `error.rs`: [`MrError`], [`MrOp`], [`ErrorClass`];
 //! - `tests.rs`, `model_tests.rs`: lifecycle and violation tests; the seeded span model check.
 
-mod access;
 mod error;
-mod key;
 mod span;
 mod table;
 
@@ -30,14 +27,20 @@ mod model_tests;
 #[cfg(test)]
 mod tests;
 
-pub use access::Access;
 pub use error::{ErrorClass, MrError, MrOp};
-pub use key::{MAX_MR_INDEX, MrIndex, MrKey};
-pub use span::MrSpan;
-pub use table::{
-    FastRegWr, MAX_FAST_REG_PAGES, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MrInfo, MrKeys, MrState, MrTable,
+pub use ib_verbs::mr::{
+    Access, MAX_FAST_REG_PAGES, MAX_MR_INDEX, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MrIndex, MrKey, MrKeys,
+    PdId,
 };
+pub use span::MrSpan;
+pub use table::{FastRegWr, MrInfo, MrState, MrTable};
 
-/// A protection domain: a QP may use only the memory regions of its own PD.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PdId(pub u32);
+/// Checks the registration rule ([`Access::is_valid_for_registration`]: remote write or
+/// atomic requires local write); `op` names the operation registering.
+pub fn validate_access(access: Access, op: MrOp) -> Result<Access, MrError> {
+    if access.is_valid_for_registration() {
+        Ok(access)
+    } else {
+        Err(MrError::BadAccess { op, access })
+    }
+}

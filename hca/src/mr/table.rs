@@ -4,16 +4,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::span::{Mapping, PageList};
-use super::{Access, MrError, MrIndex, MrKey, MrOp, MrSpan, PdId};
+use super::{
+    Access, MAX_FAST_REG_PAGES, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MrError, MrIndex, MrKey, MrKeys,
+    MrOp, MrSpan, PdId,
+};
 use crate::ids::{Lkey, Rkey};
 use crate::mem::MemBlock;
-
-/// Most pages a fast-registration MR may map (rxe `RXE_MAX_FMR_PAGE_LIST_LEN`).
-pub const MAX_FAST_REG_PAGES: usize = 512;
-/// Smallest fast-registration page size.
-pub const MIN_PAGE_SIZE: u64 = 4 << 10;
-/// Largest fast-registration page size.
-pub const MAX_PAGE_SIZE: u64 = 2 << 20;
 
 /// Whether a region can be accessed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -22,22 +18,6 @@ pub enum MrState {
     Valid,
     /// A fast-registration MR not registered yet, or invalidated.
     Free,
-}
-
-/// The keys of a new region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MrKeys {
-    /// The L_Key, for local scatter/gather entries.
-    pub lkey: Lkey,
-    /// The R_Key, for peers; `None` when the region allows no remote access.
-    pub rkey: Option<Rkey>,
-}
-
-impl MrKeys {
-    /// The region's index, its handle for [`MrTable::fast_reg`] and [`MrTable::dereg`].
-    pub fn index(&self) -> MrIndex {
-        MrKey::from(self.lkey).index()
-    }
 }
 
 /// A REG_MR work request: map `pages` as the region's new contents.
@@ -171,7 +151,7 @@ impl MrTable {
         access: Access,
     ) -> Result<MrKeys, MrError> {
         let op = MrOp::Register;
-        let access = access.validate(op)?;
+        let access = super::validate_access(access, op)?;
         let oob = || MrError::OutOfBlock {
             op,
             offset,
@@ -221,7 +201,7 @@ impl MrTable {
     /// state Valid.
     pub fn fast_reg(&mut self, pd: PdId, mr: MrIndex, wr: &FastRegWr<'_>) -> Result<(), MrError> {
         let op = MrOp::FastReg;
-        let access = wr.access.validate(op)?;
+        let access = super::validate_access(wr.access, op)?;
         let entry = self
             .mr_mut(mr)
             .ok_or(MrError::NoSuchIndex { op, index: mr })?;

@@ -7,20 +7,19 @@
 //! receive side: sends, writes, read replies, duplicate and sequence handling), `ud` (UD and
 //! the GSI), `wqe` (send queue entries).
 
-pub mod state;
-
 mod requester;
 mod responder;
 mod ud;
 mod wqe;
 
 use crate::engine::Ctx;
-use crate::ids::{Gid, PKey, Psn, QKey, Qpn};
-use crate::mr::{Access, PdId};
+use crate::ids::{Gid, PKey, QKey, Qpn};
+use crate::mr::Access;
 use crate::time::ack_timeout;
 use crate::verbs::{RecvWr, SendWr, Wc, WcOpcode, WcStatus};
-use crate::wire::PathMtu;
 use core::time::Duration;
+pub use ib_verbs::qp::state;
+pub use ib_verbs::qp::{QpAttr, QpInit};
 use requester::Requester;
 use responder::Responder;
 use state::{ModifyError, QpAttrMask, QpState, QpType, transition};
@@ -30,110 +29,6 @@ pub use crate::engine::{CqId, SrqId};
 
 /// Bytes reserved ahead of every UD receive for the GRH (IPv4 header in the last 20).
 pub const UD_GRH_LEN: usize = ud::GRH_LEN;
-
-/// What a QP is created with.
-#[derive(Clone, Copy, Debug)]
-pub struct QpInit {
-    /// RC or UD.
-    pub qp_type: QpType,
-    /// Protection domain of every memory access the QP makes.
-    pub pd: PdId,
-    /// Where send completions go.
-    pub send_cq: CqId,
-    /// Where receive completions go.
-    pub recv_cq: CqId,
-    /// Receives come from this shared queue instead of the QP's own.
-    pub srq: Option<SrqId>,
-    /// Send queue depth.
-    pub max_send_wr: usize,
-    /// Receive queue depth (ignored with an SRQ).
-    pub max_recv_wr: usize,
-    /// Scatter/gather entries per work request.
-    pub max_sge: usize,
-    /// Every send completes with a CQE, signaled or not.
-    pub sq_sig_all: bool,
-}
-
-impl QpInit {
-    /// An RC QP on one CQ for both directions, its own receive queue, one SGE per work
-    /// request, completions only for signaled sends: what every SRP channel uses.
-    pub fn rc(pd: PdId, cq: CqId, max_send_wr: usize, max_recv_wr: usize) -> QpInit {
-        QpInit {
-            qp_type: QpType::Rc,
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
-            max_send_wr,
-            max_recv_wr,
-            max_sge: 1,
-            sq_sig_all: false,
-        }
-    }
-}
-
-/// Attributes set by `modify_qp`; which ones count is said by the [`QpAttrMask`].
-#[derive(Clone, Copy, Debug)]
-pub struct QpAttr {
-    /// New state.
-    pub state: QpState,
-    /// Current state, checked when `CUR_STATE` is in the mask.
-    pub cur_state: QpState,
-    /// P_Key index: the QP's partition in its port's table ([`crate::engine::Engine::set_pkey_table`]).
-    pub pkey_index: u16,
-    /// Port number, 1-based.
-    pub port: u8,
-    /// Q_Key (UD).
-    pub qkey: QKey,
-    /// Inbound RDMA rights (RC).
-    pub access: Access,
-    /// The peer's GID (RC).
-    pub dest_gid: Gid,
-    /// Path MTU (RC).
-    pub path_mtu: PathMtu,
-    /// The peer's QP (RC).
-    pub dest_qpn: Qpn,
-    /// First PSN expected from the peer (RC).
-    pub rq_psn: Psn,
-    /// First PSN sent.
-    pub sq_psn: Psn,
-    /// Local ACK timeout code: 4.096 µs × 2^timeout (RC; 0 = no timeout).
-    pub timeout: u8,
-    /// Transport retries before failing (RC; 0..=7).
-    pub retry_cnt: u8,
-    /// RNR retries before failing (RC; 7 = forever).
-    pub rnr_retry: u8,
-    /// RNR NAK timer code this QP asks senders to wait (RC).
-    pub min_rnr_timer: u8,
-    /// RDMA READs this QP may have outstanding as initiator (ORD).
-    pub max_rd_atomic: u8,
-    /// RDMA READs this QP serves concurrently as responder (IRD).
-    pub max_dest_rd_atomic: u8,
-}
-
-impl Default for QpAttr {
-    fn default() -> Self {
-        QpAttr {
-            state: QpState::Reset,
-            cur_state: QpState::Reset,
-            pkey_index: 0,
-            port: 1,
-            qkey: QKey(0),
-            access: Access::empty(),
-            dest_gid: Gid::default(),
-            path_mtu: PathMtu::Mtu1024,
-            dest_qpn: Qpn::default(),
-            rq_psn: Psn::default(),
-            sq_psn: Psn::default(),
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            min_rnr_timer: 12,
-            max_rd_atomic: 4,
-            max_dest_rd_atomic: 4,
-        }
-    }
-}
 
 /// Why a verb on a QP was refused (synchronously: nothing was queued).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

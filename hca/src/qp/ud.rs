@@ -12,7 +12,7 @@ use crate::wire::{Bth, Deth, ImmDt, Opcode, Packet};
 use std::net::IpAddr;
 
 /// Bytes reserved ahead of every UD receive for the GRH.
-pub(crate) const GRH_LEN: usize = 40;
+pub(crate) const GRH_LEN: usize = ib_verbs::qp::UD_GRH_LEN;
 
 /// The 40-byte GRH area for a datagram from `src` to `dst` whose UDP payload (BTH to ICRC)
 /// is `udp_len` bytes: the headers it arrived in, as rxe copies them from the skb. IPv4

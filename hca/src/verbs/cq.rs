@@ -1,17 +1,8 @@
 //! Completion queues: a bounded ring of work completions with one-shot notification arming
 //! (IBTA §11.4.2; `ibv_req_notify_cq`).
 
-use super::wr::{Wc, WcStatus};
+use super::wr::{ArmMode, Wc, WcStatus};
 use std::collections::VecDeque;
-
-/// What arms a completion queue's next notification.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ArmMode {
-    /// Notify on the next completion of any kind.
-    NextCompletion,
-    /// Notify on the next solicited completion, or any unsuccessful one.
-    Solicited,
-}
 
 /// A completion queue.
 #[derive(Debug)]

@@ -3,9 +3,11 @@
 
 pub mod cq;
 pub mod srq;
-pub mod wr;
 
-pub use cq::{ArmMode, Cq, CqOverrun};
+pub use ib_verbs::wr;
+
+pub use cq::{Cq, CqOverrun};
+pub use ib_verbs::wr::ArmMode;
 pub use srq::{Srq, SrqFull};
 pub use wr::{
     FastRegPages, RecvWr, SendFlags, SendOp, SendWr, SgList, Sge, UdDest, Wc, WcOpcode, WcStatus,

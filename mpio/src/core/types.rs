@@ -150,7 +150,7 @@ pub struct DiskSnapshot {
     /// Commands moved to another path after a path failure.
     pub failovers: u64,
     /// Latency of completed reads, writes and flushes, in that order.
-    pub latency: [hca::metrics::Histogram; 3],
+    pub latency: [opskit::metrics::Histogram; 3],
     /// Its paths.
     pub paths: Vec<PathSnapshot>,
 }

@@ -45,12 +45,22 @@ pub struct SessionInfo {
     /// The driver model the session runs under: `storport` or `iscsi-model`.
     #[serde(default)]
     pub driver: String,
-    /// The session's HCA port counters by name (`hca::engine::Stats::named`): packets,
-    /// drops by reason (`icrc_errors`, `unknown_qp`, `pkey_mismatch`, `wrong_peer`,
-    /// `wrong_state`, `malformed`, …), NAKs sent and received, retransmits, and `dropped`
-    /// (their sum).
+    /// The session's port counters by name, as its provider counts them: packets, and on
+    /// the software HCA drops by reason (`icrc_errors`, `unknown_qp`, `pkey_mismatch`,
+    /// `wrong_peer`, `wrong_state`, `malformed`, …), NAKs sent and received,
+    /// retransmits, and `dropped` (their sum).
     #[serde(default)]
     pub hca: BTreeMap<String, u64>,
+    /// The provider, device and port the session runs on (`soft soft:10.0.0.2:4791 port
+    /// 1`, `rdma-core rxe0 port 1 gid 1`). Absent from an older daemon's answer: empty.
+    #[serde(default)]
+    pub provider: String,
+    /// How the target's access to this host's memory is fenced: `per-io` (each I/O's
+    /// buffer registered for that I/O alone and invalidated when it ends), or a weaker
+    /// mode named as such (`trust-target`: all of memory, always). Absent from an older
+    /// daemon's answer: empty.
+    #[serde(default)]
+    pub fencing: String,
     /// What the session's bus and device resets did (a command timeout's last step, or a
     /// cluster challenge's HwResetBus). Absent from an older daemon's answer: all zero.
     #[serde(default)]
@@ -84,13 +94,9 @@ impl From<srp_initiator_storport::srp::ResetCounts> for ResetInfo {
     }
 }
 
-/// `Stats::named` as the control socket carries it.
-pub fn hca_counters(stats: &hca::engine::Stats) -> BTreeMap<String, u64> {
-    stats
-        .named()
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), *v))
-        .collect()
+/// A port's counters as the control socket carries them.
+pub fn hca_counters(counters: &ib_verbs::PortCounters) -> BTreeMap<String, u64> {
+    counters.named().map(|(k, v)| (k.to_owned(), v)).collect()
 }
 
 /// One path of a multipath disk: the LUN as one session reaches it.
@@ -183,16 +189,16 @@ pub struct DiskInfo {
     pub paths: Vec<PathInfo>,
 }
 
-/// A disk's latency histograms ([`hca::metrics::Histogram`]).
+/// A disk's latency histograms ([`opskit::metrics::Histogram`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DiskLatency {
     /// Reads.
-    pub read: hca::metrics::Histogram,
+    pub read: opskit::metrics::Histogram,
     /// Writes.
-    pub write: hca::metrics::Histogram,
+    pub write: opskit::metrics::Histogram,
     /// Flushes.
-    pub flush: hca::metrics::Histogram,
+    pub flush: opskit::metrics::Histogram,
 }
 
 /// An SRP target port a sweep found (the MS iSCSI initiator's `MSiSCSIInitiator_TargetClass`).

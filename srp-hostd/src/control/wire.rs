@@ -278,6 +278,8 @@ mod tests {
             login: "ib-cm".into(),
             driver: "storport".into(),
             hca: [("icrc_errors".to_owned(), 1u64)].into_iter().collect(),
+            provider: "soft soft:10.0.0.2:4791 port 1".into(),
+            fencing: "per-io".into(),
             resets: ResetInfo {
                 sequences: 2,
                 lun_resets: 3,

@@ -17,7 +17,7 @@
 use access_layer::dm::DmEvent;
 use access_layer::pnp::{ClientHandle, EventClasses, PnpConfig, PnpEvent, PnpManager};
 use access_layer::verbs::{CaAttr, PortAttr};
-use hca::{Gid, Guid};
+use ib_verbs::{Gid, Guid};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -88,6 +88,7 @@ impl IocBus {
                 active: true,
                 link_mtu: None,
             }],
+            caps: Default::default(),
         };
         if let Err(e) = self.pnp.ca_added(&attr) {
             tracing::warn!(session = id, %e, "PnP: the session's adapter could not join the IOC bus");

@@ -28,7 +28,7 @@ impl Shared {
             )
         };
         // Each session's HCA counters, read once for all its paths.
-        let hca: std::collections::BTreeMap<u32, hca::engine::Stats> = sessions
+        let hca: std::collections::BTreeMap<u32, ib_verbs::PortCounters> = sessions
             .iter()
             .map(|s| (s.id(), s.port().status().hca))
             .collect();
@@ -85,7 +85,7 @@ impl Shared {
                             errors: p.errors,
                             failures: p.failures,
                             hca_dropped: hca.get(&p.key).map_or(0, |s| s.dropped()),
-                            retransmits: hca.get(&p.key).map_or(0, |s| s.retransmitted_packets),
+                            retransmits: hca.get(&p.key).map_or(0, |s| s.retransmitted()),
                         })
                         .collect(),
                 }

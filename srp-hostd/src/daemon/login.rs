@@ -6,7 +6,8 @@ use crate::config::DriverModel;
 use crate::control::{HostControlError, LoginSpec, SessionInfo};
 use crate::discover::{SrpService, route_source, srp_services, sweep};
 use crate::session::{Session, driver_model};
-use hca::Guid;
+use access_layer::verbs::{DeviceSpec, ProviderKind};
+use ib_verbs::Guid;
 use srp_initiator_storport::srp::LoginVia;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -139,6 +140,20 @@ impl Shared {
                 (p.login, p.rdma_cm_port)
             });
         let mut forms = choice.candidates(port);
+        let rdma_core = self
+            .config()
+            .portals
+            .iter()
+            .find(|p| p.address == service.portal)
+            .is_some_and(|p| p.provider == ProviderKind::RdmaCore);
+        if rdma_core {
+            // Under rdma-core only the RDMA-CM form reaches the kernel's CM (user space has
+            // no IB CM since Linux removed ib_ucm).
+            forms.retain(|f| matches!(f, LoginVia::RdmaCm { .. }));
+            if forms.is_empty() {
+                forms.push(LoginVia::RdmaCm { port });
+            }
+        }
         let learned = lock(&self.state)
             .learned_login
             .get(&(service.portal, service.ioc_guid.0))
@@ -198,19 +213,35 @@ impl Shared {
             return Err(HostControlError::NoLocalAddress(spec.portal));
         };
         // On the portal's partition, if it is a configured one: the IOCs exported there.
-        let pkey = self
+        let portal = self
             .config()
             .portals
             .iter()
             .find(|p| p.address == spec.portal)
-            .map_or(hca::PKey::DEFAULT, |p| p.partition);
-        let swept = sweep(
-            spec.portal,
-            sweep_from,
-            self.config().node_guid,
-            pkey,
-            SWEEP_TIMEOUT,
-        );
+            .cloned();
+        let pkey = portal
+            .as_ref()
+            .map_or(ib_verbs::PKey::DEFAULT, |p| p.partition);
+        // Targets named by hand (as Linux add_target) are logged in to without a sweep;
+        // under rdma-core they are the only way (the kernel owns QP1).
+        let swept = match portal.as_ref().filter(|p| !p.targets.is_empty()) {
+            Some(p) => Ok(configured_iocs(p)),
+            None => {
+                let device = DeviceSpec {
+                    provider: portal
+                        .as_ref()
+                        .map_or(self.config().provider, |p| p.provider),
+                    address: std::net::SocketAddr::new(sweep_from, 4791),
+                    node_guid: self.config().node_guid,
+                    device: portal.as_ref().and_then(|p| p.device.clone()),
+                    port: portal.as_ref().and_then(|p| p.device_port),
+                    gid_index: portal.as_ref().and_then(|p| p.gid_index),
+                    first_qpn: 0,
+                    gso: true,
+                };
+                sweep(&self.fabric, &device, spec.portal, pkey, SWEEP_TIMEOUT)
+            }
+        };
         lock(&self.state).discovered.insert(
             spec.portal,
             Discovery {
@@ -267,7 +298,11 @@ impl Shared {
                 registration: o.registration.unwrap_or(self.config().registration),
                 ..(*self.config()).clone()
             };
-            match Session::open(id, service, local, &config, &forms, model, &self.memory) {
+            let host = crate::session::HostParts {
+                memory: &self.memory,
+                fabric: &self.fabric,
+            };
+            match Session::open(id, service, local, &config, &forms, model, host) {
                 Ok(s) => {
                     let s = Arc::new(s);
                     {
@@ -297,4 +332,26 @@ impl Shared {
         }
         Ok(created)
     }
+}
+
+/// The IOCs a portal's configured targets stand for, as a sweep would have found them: one
+/// SRP service each (service ID = IOC GUID, as ib_srpt listens; the RDMA-CM form names only
+/// the target port ID).
+fn configured_iocs(portal: &crate::config::PortalConfig) -> Vec<access_layer::dm::IocRecord> {
+    use access_layer::mad::dm::{IocProfile, ServiceEntry};
+    portal
+        .targets
+        .iter()
+        .filter_map(|t| {
+            let profile = IocProfile::srp(t.ioc_guid, 0, 0, 0, 0, "configured target").ok()?;
+            Some(access_layer::dm::IocRecord {
+                slot: 0,
+                profile,
+                entries: vec![ServiceEntry::srp(
+                    t.id_ext,
+                    access_layer::mad::ServiceId(t.ioc_guid.0),
+                )],
+            })
+        })
+        .collect()
 }

@@ -24,6 +24,7 @@ use crate::config::HostConfig;
 use crate::control::{DiskInfo, HostControl, HostService, SessionInfo};
 use crate::session::Session;
 use access_layer::ctl::{CtlAccess, CtlServer};
+use access_layer::verbs::Fabric;
 use mpio::{Dsm, MultipathDisk, SrpDsm};
 use srp_host::{BlockFiles, MountError, MountOptions, Mounted};
 use srp_initiator_storport::port::SystemMemory;
@@ -110,6 +111,9 @@ struct Discovery {
 struct Shared {
     /// The configuration in force: replaced whole by a reload ([`HostDaemon::reload`]).
     config: std::sync::RwLock<Arc<HostConfig>>,
+    /// Where adapters' and sweeps' devices come from (the product's fabric: the software
+    /// HCA or rdma-core as each portal says).
+    fabric: Arc<dyn Fabric>,
     /// The host's memory: every adapter's SRB buffers.
     memory: Arc<SystemMemory>,
     dsm: Arc<dyn Dsm>,
@@ -183,7 +187,7 @@ fn bind_socket(
 impl HostDaemon {
     /// Starts the daemon with FUSE block files and the control socket (see the module
     /// contract).
-    pub fn start(config: HostConfig) -> Result<HostDaemon, HostError> {
+    pub fn start(config: HostConfig, fabric: Arc<dyn Fabric>) -> Result<HostDaemon, HostError> {
         let dir = config.disks_dir.clone();
         std::fs::create_dir_all(&dir).map_err(|source| HostError::Directory {
             path: dir.clone(),
@@ -203,7 +207,7 @@ impl HostDaemon {
             group: config.control_group,
             ..CtlAccess::default()
         };
-        let mut daemon = HostDaemon::launch(config, Exposure::Files(files));
+        let mut daemon = HostDaemon::launch(config, Exposure::Files(files), fabric);
         daemon.mounted = Some(mounted);
         let service = Arc::new(HostService::new(daemon.control()));
         daemon.server = Some(bind_socket(&socket, service, access)?);
@@ -213,18 +217,19 @@ impl HostDaemon {
 
     /// Starts the daemon without block files or a socket: disks are reached through
     /// [`HostDaemon::disk`] (the demo on a machine without FUSE, and in-process tests).
-    pub fn start_in_process(config: HostConfig) -> HostDaemon {
-        let daemon = HostDaemon::launch(config, Exposure::InProcess);
+    pub fn start_in_process(config: HostConfig, fabric: Arc<dyn Fabric>) -> HostDaemon {
+        let daemon = HostDaemon::launch(config, Exposure::InProcess, fabric);
         daemon.first_sweep();
         daemon
     }
 
-    fn launch(config: HostConfig, exposure: Exposure) -> HostDaemon {
+    fn launch(config: HostConfig, exposure: Exposure, fabric: Arc<dyn Fabric>) -> HostDaemon {
         let persistent = crate::persist::PersistentLogins::load(&config.state_dir);
         let saved = crate::saved::SavedPaths::load(&config.state_dir);
         let shared = Arc::new(Shared {
             memory: SystemMemory::new(crate::session::memory_pages(&config)),
             config: std::sync::RwLock::new(Arc::new(config)),
+            fabric,
             dsm: Arc::new(SrpDsm::default()),
             exposure,
             state: Mutex::new(State {

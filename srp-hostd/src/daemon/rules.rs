@@ -55,7 +55,7 @@ impl Shared {
     }
 
     /// What the rules say of `service` found on partition `pkey`; logged when new or changed.
-    pub(super) fn decide(&self, service: &SrpService, pkey: hca::PKey) -> Decision {
+    pub(super) fn decide(&self, service: &SrpService, pkey: ib_verbs::PKey) -> Decision {
         self.refresh_rules();
         let target = Target {
             id_ext: service.id_ext,

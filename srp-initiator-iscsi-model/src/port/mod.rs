@@ -105,7 +105,7 @@ pub struct PortConfig {
     pub memory: Option<Arc<SystemMemory>>,
     /// Where the port reads the time: the system clock by default. The threads wait in
     /// real time, so a clock given here must advance by itself.
-    pub clock: Arc<dyn hca::time::Clock>,
+    pub clock: Arc<dyn ib_verbs::time::Clock>,
 }
 
 impl Default for PortConfig {
@@ -114,7 +114,7 @@ impl Default for PortConfig {
             dispatch_watchdog: Duration::from_millis(500),
             tick: Duration::from_millis(10),
             memory: None,
-            clock: hca::time::system_clock(),
+            clock: ib_verbs::time::system_clock(),
         }
     }
 }

@@ -21,7 +21,7 @@
 //! - Nothing here allocates per buffer: a buffer is a page run, its element list computed.
 
 use super::sgl::ScatterGatherList;
-use hca::mem::MemBlock;
+use ib_verbs::mem::MemBlock;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// The page size of the emulated machine.

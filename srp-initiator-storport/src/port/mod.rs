@@ -96,7 +96,7 @@ pub struct PortConfig {
     /// system clock by default, a virtual one under the simulator (then with
     /// [`PortMode::Manual`]: the threads of [`PortMode::Threads`] wait in real time, so a
     /// clock given to them must advance by itself).
-    pub clock: Arc<dyn hca::time::Clock>,
+    pub clock: Arc<dyn ib_verbs::time::Clock>,
     /// Threads, or driven by its owner.
     pub mode: PortMode,
 }
@@ -109,7 +109,7 @@ impl Default for PortConfig {
             busy_retry: Duration::from_millis(250),
             lu_queue_depth: MAX_LU_QUEUE_DEPTH,
             memory: None,
-            clock: hca::time::system_clock(),
+            clock: ib_verbs::time::system_clock(),
             mode: PortMode::Threads,
         }
     }

@@ -1,6 +1,8 @@
 //! One adapter (one IOC): what HwFindAdapter opens at passive level — the channel adapter
-//! ([`AdapterCa`]: the soft HCA under the access layer's `SoftCa`), its GSI port and CM
-//! endpoint, the RC CQ, the control memory for IUs and the registration (a
+//! (a [`Device`] from the configuration's fabric: the software HCA, an RDMA device through
+//! rdma-core, or the simulator's), its connection manager (the access layer's over QP1 with
+//! the IOC watch's Device Management client, or the provider's), the RC CQ, the control
+//! memory for IUs and the registration (a
 //! fast-registration pool over the SRBs' own pages, or under
 //! [`RegistrationMode::TrustTarget`] one region over all of the machine's memory) — and the
 //! state the routines and the DPC share. Data buffers are the
@@ -10,31 +12,28 @@
 //! resources of HwFindAdapter through its blocking wrapper (passive level), the data path
 //! (posts, polls, arming) as direct calls, and the resource verbs a login or a loss needs
 //! at dispatch level (create, connect and destroy the QP, replace a discarded FRMR) as
-//! asynchronous verbs whose completions the DPC takes up ([`super::pending`]). Only the
-//! MAD services (the GSI port under the CM) use the device itself: QP1 is the access
-//! layer's, reached through the provider's own MAD interface (umad, under rdma-core).
+//! asynchronous verbs whose completions the DPC takes up ([`super::pending`]). The CM is
+//! reached through the access layer's connection-manager seam, whoever carries it.
 //!
 //! Locks (spin locks in a real miniport, held briefly, never across a wait): `inner`
 //! (channel core, CM, queue pair, outstanding commands) before `reg` (registration pool)
-//! before the system memory's; `status` and the pending completions are leaves; the device's
-//! engine lock is only ever entered innermost.
+//! before the system memory's; `status` and the pending completions are leaves; a
+//! provider's own locks are only ever entered innermost.
 
 use super::pending::{Pending, VerbDone};
 use super::side::PortSide;
 use super::status::StatusLog;
 use super::{RegistrationMode, SrpAdapterConfig};
-use access_layer::cm::{CmConfig, CmEndpoint, ConnId};
-use access_layer::gsi::port::{GsiPort, GsiPortConfig};
-use access_layer::mad::cm::CmRep;
-use access_layer::verbs::{CaStats, ChannelInterface, MrSpec, SyncCa};
-use hca::engine::{CqId, Engine, QpId};
-use hca::inline_one::InlineOne;
-use hca::mem::MemBlock;
-use hca::mr::{Access, MrKey, MrKeys, PdId};
-use hca::time::Time;
-use hca::verbs::SendWr;
-use hca::wire::PathMtu;
-use hca::{Gid, Lkey, Qpn};
+use access_layer::cm::{CmSetup, ConnId, ConnectionManager, DeviceManagement};
+use access_layer::dm::{DmClient, DmClientConfig};
+use access_layer::mad::MadAddress;
+use access_layer::verbs::{ChannelInterface, Device, MrSpec, PortInterface, SyncCa};
+use ib_verbs::PathMtu;
+use ib_verbs::inline_one::InlineOne;
+use ib_verbs::mem::MemBlock;
+use ib_verbs::mr::{Access, MrKey, MrKeys, PdId};
+use ib_verbs::wr::SendWr;
+use ib_verbs::{CqId, Gid, Lkey, QpId, Qpn};
 use srp::initiator::registration::{
     AllMemoryStrategy, FrmrConfig, FrmrStrategy, MapHandle, Registration, Strategy,
 };
@@ -67,89 +66,9 @@ pub(crate) const SEND_WR: u64 = 1 << 32;
 /// See [`SEND_WR`].
 pub(crate) const RECV_WR: u64 = 2 << 32;
 
-// The path MTU a REQ offers when the port's link MTU is unknown (rxe's on plain Ethernet).
-#[cfg(target_os = "linux")]
-use hca::driver::link::FALLBACK_MTU;
-/// The path MTU a REQ offers when the port's link MTU is unknown (rxe's on plain Ethernet,
-/// as `hca::driver::link::FALLBACK_MTU` on Linux).
-#[cfg(not(target_os = "linux"))]
+/// The path MTU a REQ offers when the port's link MTU is unknown (rxe's on plain
+/// Ethernet).
 const FALLBACK_MTU: PathMtu = PathMtu::Mtu1024;
-
-/// The channel adapter an adapter runs on: the access layer's verbs ([`ChannelInterface`])
-/// and what the adapter takes from the device itself — its clock, and its engine for the
-/// MAD services (QP1 under the GSI port and the CM), the P_Key table and port counters.
-///
-/// On Linux it is the soft HCA under the access layer's `SoftCa`. No other provider exists:
-/// elsewhere HwFindAdapter fails with [`OpenError::NoProvider`] (on Windows the CA would
-/// come from the platform's HCA driver through IBAL's interface, with IBAL's CM and MAD
-/// services in place of the engine's; see docs/architecture.md, "Windows portability").
-pub(crate) trait AdapterCa: ChannelInterface {
-    /// The device's clock, without taking the engine's lock.
-    fn now(&self) -> Time;
-    /// Runs `f` once on the device's engine (what the device produces is sent and its
-    /// events dispatched before this returns).
-    fn with_engine(&self, f: &mut dyn FnMut(&mut Engine, Time));
-    /// How the adapter used the CA's verbs.
-    fn stats(&self) -> CaStats;
-    /// Puts the device in a power state (the access layer's `PowerSwitch`: the soft HCA's
-    /// ports go inactive in D3); completes when it is there.
-    fn set_power(
-        &self,
-        state: access_layer::power::PowerState,
-    ) -> access_layer::verbs::Completion<()>;
-}
-
-impl dyn AdapterCa {
-    /// [`AdapterCa::with_engine`] with a result.
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Engine, Time) -> R) -> R {
-        let mut f = Some(f);
-        let mut r = None;
-        self.with_engine(&mut |e, now| r = f.take().map(|f| f(e, now)));
-        r.expect("the engine runs a routine exactly once")
-    }
-}
-
-#[cfg(target_os = "linux")]
-impl AdapterCa for access_layer::verbs::SoftCa {
-    fn now(&self) -> Time {
-        self.hca().now()
-    }
-
-    fn with_engine(&self, f: &mut dyn FnMut(&mut Engine, Time)) {
-        self.hca().with(f);
-    }
-
-    fn stats(&self) -> CaStats {
-        access_layer::verbs::SoftCa::stats(self)
-    }
-
-    fn set_power(
-        &self,
-        state: access_layer::power::PowerState,
-    ) -> access_layer::verbs::Completion<()> {
-        access_layer::power::PowerSwitch::set_power(self, state)
-    }
-}
-
-/// Opens the adapter's channel adapter: the soft HCA on a UDP port (or the simulated net).
-#[cfg(target_os = "linux")]
-fn open_ca(cfg: &SrpAdapterConfig) -> Result<Arc<dyn AdapterCa>, OpenError> {
-    use hca::driver::{Hca, HcaConfig};
-    let hca = Hca::open(HcaConfig {
-        first_qpn: cfg.first_qpn,
-        sim: cfg.sim.clone(),
-        ..HcaConfig::new(cfg.node_guid, vec![cfg.local])
-    })
-    .map_err(|e| OpenError::Hca(e.to_string()))?;
-    let ca = access_layer::verbs::SoftCa::new(hca).map_err(|e| OpenError::Hca(e.to_string()))?;
-    Ok(Arc::new(ca))
-}
-
-/// No channel adapter provider here: the soft HCA's driver is Linux only.
-#[cfg(not(target_os = "linux"))]
-fn open_ca(_cfg: &SrpAdapterConfig) -> Result<Arc<dyn AdapterCa>, OpenError> {
-    Err(OpenError::NoProvider)
-}
 
 /// A command the channel core holds for an SRB.
 #[derive(Debug)]
@@ -170,8 +89,8 @@ pub(crate) struct Mgmt {
 
 /// State under the adapter lock.
 pub(crate) struct Inner {
-    pub(crate) gsi: GsiPort,
-    pub(crate) cm: CmEndpoint,
+    /// The connection manager (with the IOC watch's Device Management client, if any).
+    pub(crate) cm: Box<dyn ConnectionManager>,
     pub(crate) channel: InitiatorChannel,
     pub(crate) cq: CqId,
     pub(crate) qp: Option<(QpId, Qpn)>,
@@ -180,8 +99,8 @@ pub(crate) struct Inner {
     pub(crate) attempt: u64,
     /// A login's REQ private data, while its QP is being created.
     pub(crate) creating: Option<Vec<u8>>,
-    /// The target's REP, while the QP is being connected (RTR, RTS).
-    pub(crate) rep: Option<CmRep>,
+    /// The REP's private data (the SRP_LOGIN_RSP), while the QP is being connected.
+    pub(crate) rep: Option<Vec<u8>>,
     pub(crate) cmds: HashMap<CmdId, Active>,
     /// Management SRBs by the core's TMF id.
     pub(crate) mgmt: HashMap<TmfId, Mgmt>,
@@ -200,8 +119,9 @@ pub(crate) struct Inner {
     /// The QP failed: report a disconnect to the core on this round.
     pub(crate) qp_failed: bool,
     /// The DPC's completion array, kept between rounds.
-    pub(crate) wcs: Vec<hca::verbs::Wc>,
-    /// The IOC's Device Management watch, if configured.
+    pub(crate) wcs: Vec<ib_verbs::wr::Wc>,
+    /// The IOC's Device Management watch, if configured: what its sweeps reported
+    /// (the client itself sweeps inside the connection manager's MAD service).
     pub(crate) watch: Option<super::watch::IocWatch>,
     /// The bus or device reset running, if one is ([`super::reset`]).
     pub(crate) target_reset: Option<super::reset::TargetReset>,
@@ -213,7 +133,9 @@ pub(crate) struct Inner {
 pub(crate) struct Adapter {
     pub(crate) cfg: SrpAdapterConfig,
     /// The channel adapter: every verb goes through its [`ChannelInterface`].
-    pub(crate) ca: Arc<dyn AdapterCa>,
+    pub(crate) ca: Arc<dyn ChannelInterface>,
+    /// The device's port beside it: its clock, P_Key table, counters, power.
+    pub(crate) device: Arc<dyn PortInterface>,
     /// The path MTU our REQ offers: the port's active MTU (its link's, as rxe derives it).
     pub(crate) mtu: PathMtu,
     /// Completions of the asynchronous verbs, for the DPC.
@@ -243,19 +165,12 @@ pub(crate) struct Adapter {
 /// Why the adapter could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    /// The soft HCA.
-    #[error("HCA: {0}")]
-    Hca(String),
-    /// A verb or the registration pool.
+    /// The device could not be opened (its provider says what to install or configure).
+    #[error("device: {0}")]
+    Device(#[from] access_layer::verbs::OpenError),
+    /// A verb, the connection manager or the registration pool.
     #[error("setup: {0}")]
     Setup(String),
-    /// No channel adapter provider on this platform: the soft HCA runs on Linux only, and
-    /// a Windows build's CA must come from the platform's HCA driver.
-    #[error(
-        "no channel adapter on this platform: the soft HCA is Linux only; \
-         the CA must come from the platform's HCA driver"
-    )]
-    NoProvider,
 }
 
 impl Adapter {
@@ -279,7 +194,7 @@ impl Adapter {
         cfg: SrpAdapterConfig,
         port: Arc<dyn PortSide>,
     ) -> Result<Adapter, OpenError> {
-        let ca = open_ca(&cfg)?;
+        let Device { ca, port: device } = cfg.fabric.open(&cfg.device_spec())?;
         let sync = SyncCa::new(ca.clone());
         let setup = |what: &str| {
             let what = what.to_string();
@@ -299,11 +214,46 @@ impl Adapter {
             .and_then(|p| p.link_mtu)
             .unwrap_or(FALLBACK_MTU);
         // One partition: the one the adapter logs in on (its REQ, QP1 and RC QP use it).
-        ca.with(|e, _| e.set_pkey_table(1, vec![cfg.partition]))
+        device
+            .set_pkey_table(vec![cfg.partition])
             .map_err(|e| OpenError::Setup(format!("P_Key table: {e}")))?;
-        let gsi = ca
-            .with(|e, now| GsiPort::open(e, now, 1, GsiPortConfig::default()))
-            .map_err(|e| OpenError::Setup(format!("GSI: {e}")))?;
+        let dm = DeviceManagement {
+            agents: Vec::new(),
+            client: cfg.ioc_watch.map(|period| {
+                let mut client = DmClient::new(DmClientConfig {
+                    rescan_period: period,
+                    ..DmClientConfig::default()
+                });
+                // A fresh client has no portal: adding the one cannot fail.
+                let portal = MadAddress::gsi(1, Gid::from_ip(cfg.target));
+                let _ = client.add_portal(device.now(), portal);
+                client
+            }),
+        };
+        let setup_cm = CmSetup {
+            time_wait: Duration::from_millis(20),
+            agent_id: 0x5e1f,
+            // A simulated run draws it from the net's seed, so the run replays.
+            first_comm_id: (cfg.fabric.random() as u32).max(1),
+        };
+        let dev = Device {
+            ca: ca.clone(),
+            port: device.clone(),
+        };
+        let mut cm = access_layer::mads::open_connection_manager(&dev, &setup_cm, dm)
+            .map_err(|e| OpenError::Setup(format!("connection manager: {e}")))?;
+        let watch = match (cfg.ioc_watch, cm.device_management().is_some()) {
+            (Some(_), true) => Some(super::watch::IocWatch::default()),
+            (Some(_), false) => {
+                // Under rdma-core the kernel owns QP1: no Device Management to watch with.
+                tracing::warn!(
+                    device = %device.identity(),
+                    "IOC watch not available: the provider owns QP1 (no Device Management)"
+                );
+                None
+            }
+            (None, _) => None,
+        };
         let ctrl_len = (SEND_SLOTS + RECV_SLOTS) as u64 * SLOT;
         let ctrl = MemBlock::new(ctrl_len as usize);
         let memory = port
@@ -324,20 +274,7 @@ impl Adapter {
             .map_err(setup("reg_mr"))?;
         let cq = sync.create_cq(8192).map_err(setup("create_cq"))?;
         let strategy = Self::strategy(&sync, pd, &cfg, memory.block())?;
-        let mut cm = CmEndpoint::new(CmConfig {
-            local_ca_guid: cfg.node_guid,
-            local_gid: Gid::from_ip(cfg.local),
-            port: 1,
-            time_wait: Duration::from_millis(20),
-            agent_id: 0x5e1f,
-            first_comm_id: cfg
-                .sim
-                .as_ref()
-                .map_or_else(access_layer::cm::random_comm_id, |n| n.random() as u32),
-        });
-        cm.set_pkey_table(vec![cfg.partition]);
         let inner = Inner {
-            gsi,
             cm,
             channel: InitiatorChannel::new(Self::channel_config(&cfg)),
             cq,
@@ -358,9 +295,7 @@ impl Adapter {
             wcs: Vec::with_capacity(256),
             target_reset: None,
             known_luns: std::collections::BTreeSet::new(),
-            watch: cfg.ioc_watch.map(|period| {
-                super::watch::IocWatch::new(ca.now(), Gid::from_ip(cfg.target), period)
-            }),
+            watch,
         };
         let target = format!(
             "IOC {:#018x} at {} ({})",
@@ -372,6 +307,7 @@ impl Adapter {
             memory,
             cfg,
             ca,
+            device,
             mtu,
             pending: Arc::new(Pending::new(port.clone())),
             pd,
@@ -395,7 +331,7 @@ impl Adapter {
     /// inline in the SRP_CMD, so bounded by the IU length we ask for too. The target must
     /// accept that many table entries (srp-target's default: one per 4 KiB of max_transfer).
     fn strategy(
-        sync: &SyncCa<dyn AdapterCa>,
+        sync: &SyncCa<dyn ChannelInterface>,
         pd: PdId,
         cfg: &SrpAdapterConfig,
         block: &Arc<MemBlock>,
@@ -498,7 +434,6 @@ impl Drop for Adapter {
         let mut s = self.lock();
         if s.conn.is_some() || s.qp.is_some() {
             self.teardown(&mut s);
-            self.flush_cm(&mut s);
         }
     }
 }

@@ -101,7 +101,6 @@ impl Adapter {
             let now = self.now();
             s.channel.logout(now, LOGOUT_LINGER);
             self.run_actions(&mut s, port, &mut done);
-            self.flush_cm(&mut s);
             if s.paused {
                 // Stopped while logging in: the port holds nothing for the login now.
                 s.paused = false;
@@ -120,7 +119,6 @@ impl Adapter {
         {
             let mut s = self.lock();
             self.teardown(&mut s);
-            self.flush_cm(&mut s);
             self.flush_held(&mut s, SrbStatus::REQUEST_FLUSHED, &mut done);
             self.relogin(&mut s, port, &mut done);
         }

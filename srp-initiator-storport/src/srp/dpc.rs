@@ -9,9 +9,9 @@ use super::adapter::{Adapter, Inner, RECV_WR, SEND_WR, SLOT};
 use super::side::PortSide;
 use super::{SrbExt, outcome};
 use crate::port::{Srb, SrbStatus};
-use access_layer::cm::CmEvent;
+use access_layer::cm::ConnEvent;
 use access_layer::mad::cm::CmRejReason;
-use hca::verbs::{ArmMode, Wc, WcOpcode, WcStatus};
+use ib_verbs::wr::{ArmMode, Wc, WcOpcode, WcStatus};
 use srp::initiator::{Action, Completion, Event};
 
 /// SRBs to complete once the adapter lock is dropped.
@@ -61,85 +61,54 @@ impl Adapter {
         max: std::time::Duration,
     ) -> Option<std::time::Duration> {
         {
-            let s = self.lock();
+            let mut s = self.lock();
             let _ = self.ca.req_notify_cq(s.cq, ArmMode::NextCompletion);
-            let _ = self.ca.with(|e, _| s.gsi.arm(e));
+            s.cm.arm();
         }
         if self.round(port) > 0 {
             return None;
         }
         let s = self.lock();
         let now = self.now();
-        let until = |t: Option<hca::time::Time>| {
+        let until = |t: Option<ib_verbs::time::Time>| {
             t.map(|t| std::time::Duration::from_nanos(t.0.saturating_sub(now.0)))
         };
-        let watch = s.watch.as_ref().and_then(|w| w.poll_timeout());
-        let wait = [
-            until(s.channel.poll_timeout()),
-            until(s.cm.poll_timeout()),
-            until(watch),
-        ]
-        .into_iter()
-        .flatten()
-        .fold(max, std::cmp::Ord::min);
+        let wait = [until(s.channel.poll_timeout()), until(s.cm.poll_timeout())]
+            .into_iter()
+            .flatten()
+            .fold(max, std::cmp::Ord::min);
         Some(wait)
     }
 
-    /// MADs in (Device Management ones to the IOC watch, the rest to the CM), CM and
-    /// watch timers, MADs out, CM events to the core; returns MADs and events seen.
+    /// The connection manager's round (MADs both ways and its timers, the IOC watch's
+    /// sweeps among them), its events to the core; returns what it did and the events.
     fn pump_cm(&self, s: &mut Inner) -> usize {
-        let Inner { gsi, cm, watch, .. } = s;
-        let mut mads = 0;
-        let events = self.ca.with(|e, now| {
-            while let Ok(Some((from, mad))) = gsi.recv(e, now) {
-                mads += 1;
-                match watch {
-                    Some(w) if super::watch::IocWatch::wants(&mad) => w.handle_mad(now, from, mad),
-                    _ => cm.handle_mad(now, from, &mad.0),
-                }
-            }
-            if let Some(w) = watch {
-                mads += w.run(e, now, gsi);
-            }
-            if cm.poll_timeout().is_some_and(|t| t <= now) {
-                cm.handle_timeout(now);
-            }
-            while let Some(out) = cm.poll_transmit() {
-                let _ = gsi.send(e, now, &out);
-            }
-            std::iter::from_fn(|| cm.poll_event()).collect::<Vec<_>>()
-        });
-        let n = mads + events.len();
+        let now = self.now();
+        let mut n = s.cm.poll(now);
+        if let Some(w) = &mut s.watch {
+            n += w.collect(&mut *s.cm);
+        }
+        let events: Vec<ConnEvent> = std::iter::from_fn(|| s.cm.poll_event()).collect();
+        n += events.len();
         for ev in events {
             tracing::debug!(?ev, "cm event");
             self.cm_event(s, ev);
         }
-        self.flush_cm(s);
         n
     }
 
-    /// Sends the MADs the CM has queued (a DREQ, a DREP). Non-blocking.
-    pub(crate) fn flush_cm(&self, s: &mut Inner) {
-        let Inner { gsi, cm, .. } = s;
-        self.ca.with(|e, now| {
-            while let Some(out) = cm.poll_transmit() {
-                let _ = gsi.send(e, now, &out);
-            }
-        });
-    }
-
-    fn cm_event(&self, s: &mut Inner, ev: CmEvent) {
+    fn cm_event(&self, s: &mut Inner, ev: ConnEvent) {
         let ours = |c| s.conn == Some(c);
         let now = self.now();
         match ev {
-            CmEvent::RepReceived { conn, rep } if ours(conn) => {
+            ConnEvent::Response { conn, private_data } if ours(conn) => {
                 // The login response goes to the core once the QP is connected.
-                let connecting = self.accept_rep(s, rep);
+                let connecting = self.accept_rep(s, conn, private_data);
                 if !connecting {
                     s.channel.handle_disconnect(now);
                 }
             }
-            CmEvent::Rejected {
+            ConnEvent::Rejected {
                 conn,
                 reason,
                 private_data,
@@ -149,22 +118,22 @@ impl Adapter {
                 // srp_cm_rej_handler); any other (an unknown service ID, no QP, a timeout)
                 // is a connection-layer failure, whose zero-filled private data is no IU.
                 if reason == CmRejReason::ConsumerDefined {
-                    s.channel.handle_login_rej(now, &private_data.0);
+                    s.channel.handle_login_rej(now, &private_data);
                 } else {
                     self.status().note_cm_reject(reason);
                     s.channel.handle_disconnect(now);
                 }
             }
-            CmEvent::TimedOut { conn }
-            | CmEvent::DisconnectRequested { conn }
-            | CmEvent::Disconnected { conn }
+            ConnEvent::TimedOut { conn }
+            | ConnEvent::DisconnectRequested { conn }
+            | ConnEvent::Disconnected { conn }
                 if ours(conn) =>
             {
-                if matches!(ev, CmEvent::TimedOut { .. }) {
+                if matches!(ev, ConnEvent::TimedOut { .. }) {
                     self.status().note_cm_timeout();
                 }
-                if matches!(ev, CmEvent::DisconnectRequested { .. }) {
-                    let _ = s.cm.disconnect(now, conn);
+                if matches!(ev, ConnEvent::DisconnectRequested { .. }) {
+                    let _ = s.cm.disconnect(conn);
                 }
                 s.conn = None;
                 s.channel.handle_disconnect(now);

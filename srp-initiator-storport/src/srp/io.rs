@@ -32,7 +32,7 @@ use std::sync::atomic::Ordering;
 pub(crate) struct Prepared {
     pub(crate) cmd: Command,
     pub(crate) handle: srp::initiator::registration::MapHandle,
-    pub(crate) pre_wrs: hca::inline_one::InlineOne<hca::verbs::SendWr>,
+    pub(crate) pre_wrs: ib_verbs::inline_one::InlineOne<ib_verbs::wr::SendWr>,
     pub(crate) dir: DataDir,
 }
 

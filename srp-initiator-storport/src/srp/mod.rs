@@ -68,8 +68,9 @@ use crate::port::{
     PortServices, Srb, SynchronizationModel,
 };
 use access_layer::mad::ServiceId;
+use access_layer::verbs::{DeviceSpec, Fabric, ProviderKind};
 use adapter::Adapter;
-use hca::Guid;
+use ib_verbs::Guid;
 use srp::initiator::TransportTimers;
 use srp::wire::PortId;
 use std::net::IpAddr;
@@ -125,18 +126,29 @@ impl LoginVia {
     }
 }
 
-/// What HwFindAdapter is given: the IOC to log in to and who we are.
+/// What HwFindAdapter is given: the IOC to log in to, who we are, and where the adapter's
+/// channel adapter comes from.
 #[derive(Debug, Clone)]
 pub struct SrpAdapterConfig {
-    /// The local port address (the soft HCA binds it).
+    /// The local port address (the software HCA binds it; under rdma-core the address
+    /// whose GID the RDMA device's port carries).
     pub local: IpAddr,
     /// The target portal address.
     pub target: IpAddr,
     /// The local HCA's node GUID (the low half of the initiator port ID).
     pub node_guid: Guid,
-    /// The first QPN of the adapter's soft HCA: adapters that share `node_guid` are ports
-    /// of one CA to a peer and need QPN ranges of their own (0: the HCA's default).
+    /// The first QPN of the adapter's software HCA: adapters that share `node_guid` are
+    /// ports of one CA to a peer and need QPN ranges of their own (0: the HCA's default).
     pub first_qpn: u32,
+    /// The verbs provider, and under rdma-core the device, port and GID index (`None`:
+    /// the device and GID holding `local`).
+    pub provider: ProviderKind,
+    /// See `provider`.
+    pub device: Option<String>,
+    /// See `provider`.
+    pub device_port: Option<u8>,
+    /// See `provider`.
+    pub gid_index: Option<u8>,
     /// INITIATOR PORT IDENTIFIER.
     pub initiator_port_id: PortId,
     /// TARGET PORT IDENTIFIER (IOC GUID and id_ext).
@@ -164,15 +176,31 @@ pub struct SrpAdapterConfig {
     pub registration: RegistrationMode,
     /// The partition to log in on (its P_Key; the default partition, 0xFFFF, unless the
     /// target exports the IOC on another). The adapter's port has this one partition.
-    pub partition: hca::PKey,
+    pub partition: ib_verbs::PKey,
     /// Watch the IOC through Device Management on the adapter's own GSI port, sweeping the
     /// target's I/O unit this often (`None`: not watched — StorPort hides device removal
     /// from a miniport). What the sweeps find (the IOC leaving the unit, coming back) comes
     /// out of [`SrpTransport::take_ioc_events`], for a PnP manager.
     pub ioc_watch: Option<Duration>,
-    /// Run the adapter's soft HCA on a simulated net (the whole-stack simulator) rather
-    /// than a UDP socket; its CM's first communication ID then comes from the net's seed.
-    pub sim: Option<std::sync::Arc<hca::sim::SimNet>>,
+    /// Where the adapter's device comes from (the product's fabric, or the whole-stack
+    /// simulator's net), and the CM's first communication ID.
+    pub fabric: Arc<dyn Fabric>,
+}
+
+impl SrpAdapterConfig {
+    /// The device HwFindAdapter opens.
+    pub fn device_spec(&self) -> DeviceSpec {
+        DeviceSpec {
+            provider: self.provider,
+            address: std::net::SocketAddr::new(self.local, 4791),
+            node_guid: self.node_guid,
+            device: self.device.clone(),
+            port: self.device_port,
+            gid_index: self.gid_index,
+            first_qpn: self.first_qpn,
+            gso: true,
+        }
+    }
 }
 
 /// The SRB extension: what BuildIo prepared for StartIo.

@@ -13,8 +13,8 @@
 
 use super::side::PortSide;
 use access_layer::verbs::VerbsError;
-use hca::engine::QpId;
-use hca::mr::MrKeys;
+use ib_verbs::QpId;
+use ib_verbs::mr::MrKeys;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// One completed asynchronous verb.

@@ -10,7 +10,7 @@
 //! status lock alone.
 
 use access_layer::mad::cm::CmRejReason;
-use hca::engine::Stats;
+use ib_verbs::PortCounters;
 use srp::initiator::{Event, InitiatorError, LossCause, PortState};
 
 /// The adapter's state as a host daemon displays it.
@@ -32,8 +32,15 @@ pub struct AdapterStatus {
     pub last_failure: Option<LoginFailure>,
     /// The login form the adapter sends (`ib-cm` or `rdma-cm`).
     pub login_via: &'static str,
-    /// The adapter's HCA port counters: packets, drops by reason, NAKs, retransmits.
-    pub hca: Stats,
+    /// The provider, device and port the adapter runs on (`soft soft:10.0.0.2:4791 port
+    /// 1`, `rdma-core rxe0 port 1 gid 1`).
+    pub device: String,
+    /// How the target's access to the host's memory is fenced
+    /// (`srp::initiator::registration::Fencing`).
+    pub fencing: &'static str,
+    /// The adapter's port counters as its provider counts them: packets, and on the
+    /// software HCA drops by reason, NAKs, retransmits.
+    pub hca: PortCounters,
 }
 
 /// How a login attempt failed, for a caller deciding whether another form could work.
@@ -148,7 +155,9 @@ impl StatusLog {
         &self,
         state: PortState,
         login_via: &'static str,
-        hca: Stats,
+        device: String,
+        fencing: &'static str,
+        hca: PortCounters,
     ) -> AdapterStatus {
         AdapterStatus {
             state: Some(state),
@@ -158,6 +167,8 @@ impl StatusLog {
             negotiated: self.negotiated,
             last_failure: self.last_failure,
             login_via,
+            device,
+            fencing,
             hca,
         }
     }
@@ -184,7 +195,13 @@ mod tests {
             advice: None,
         });
         log.record(&Event::ChannelLost(LossCause::Escalation));
-        let s = log.snapshot(PortState::Blocked, "ib-cm", Stats::default());
+        let s = log.snapshot(
+            PortState::Blocked,
+            "ib-cm",
+            String::new(),
+            "per-io",
+            PortCounters::default(),
+        );
         assert_eq!(s.state, Some(PortState::Blocked));
         assert_eq!((s.logins, s.losses), (0, 1));
         assert_eq!(
@@ -202,7 +219,13 @@ mod tests {
             error: InitiatorError::ConnectFailed,
             advice: None,
         });
-        let s = log.snapshot(PortState::New, "ib-cm", Stats::default());
+        let s = log.snapshot(
+            PortState::New,
+            "ib-cm",
+            String::new(),
+            "per-io",
+            PortCounters::default(),
+        );
         assert_eq!(
             s.last_error.as_deref(),
             Some(

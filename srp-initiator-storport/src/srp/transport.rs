@@ -105,7 +105,6 @@ impl SrpTransport {
         {
             let mut s = a.lock();
             a.teardown(&mut s);
-            a.flush_cm(&mut s);
             a.flush_held(&mut s, status, &mut done);
             // The core learns the channel is gone, then that it is not to come back.
             let now = a.now();
@@ -144,21 +143,21 @@ impl SrpTransport {
             .unwrap_or_default()
     }
 
-    /// Puts the transport's channel adapter (its soft HCA) in `state`: in D3 its ports are
-    /// inactive and drop traffic. For a power domain whose client devices (the driver) go
-    /// down before it and come up after it.
+    /// Puts the transport's channel adapter in `state`: in D3 its port is inactive and
+    /// drops traffic (the provider's port interface; one that cannot take a real port
+    /// down refuses). For a power domain whose client devices (the driver) go down before
+    /// it and come up after it.
     pub fn set_hca_power(
         &self,
         state: access_layer::power::PowerState,
     ) -> access_layer::verbs::Completion<()> {
-        self.a.ca.set_power(state)
+        let active = state == access_layer::power::PowerState::D0;
+        access_layer::verbs::Completion::ready(self.a.device.set_active(active))
     }
 
-    /// Whether port 1 of the transport's channel adapter is active.
+    /// Whether the transport's channel adapter port is active.
     pub fn hca_port_active(&self) -> bool {
-        self.a
-            .ca
-            .with(|e, _| e.ports().first().is_some_and(|p| p.active))
+        self.a.device.attr().active
     }
 
     /// Requests it holds (commands and task management).
@@ -194,8 +193,11 @@ impl SrpTransport {
         let a = &self.a;
         // Not nested: the adapter lock is dropped before the status lock is taken.
         let state = a.lock().channel.state();
-        let hca = a.ca.with(|e, _| e.port_stats(1)).unwrap_or_default();
-        a.status().snapshot(state, a.cfg.login_via.as_str(), hca)
+        let hca = a.device.counters();
+        let device = a.device.identity().to_string();
+        let fencing = a.reg().fencing().as_str();
+        a.status()
+            .snapshot(state, a.cfg.login_via.as_str(), device, fencing, hca)
     }
 
     /// For a multipath layer with another path: while the channel is down and holding I/O,

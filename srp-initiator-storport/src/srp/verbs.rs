@@ -1,6 +1,7 @@
 //! The adapter's queue-pair verbs, all non-blocking (callable at dispatch level), through
 //! the access layer's `ChannelInterface`: creating the RC QP for a login and sending the
-//! CM REQ once it exists, connecting it when the REP comes (RTR/RTS, receives, RTU),
+//! connection request once it exists, connecting it when the reply comes (RTR/RTS,
+//! receives, RTU),
 //! posting an IU with the REG_MRs of its command chained in front, and destroying the QP.
 //! The QP's creation and connection are asynchronous verbs; the DPC continues the login
 //! from their completions ([`Adapter::verbs_done`]).
@@ -8,19 +9,15 @@
 use super::LoginVia;
 use super::adapter::{Adapter, CTRL_IOVA, Inner, RECV_SLOTS, RECV_WR, SEND_WR, SLOT};
 use super::pending::VerbDone;
-use access_layer::cm::{ConnectParams, QpPsns};
-use access_layer::mad::cm::{CmRep, CmaHeader, RdmaPortSpace};
-use access_layer::mad::{MadAddress, Mtu, ServiceId};
-use hca::engine::{QpId, RcConnect};
-use hca::mr::Access;
-use hca::qp::QpInit;
-use hca::time::Time;
-use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus};
-use hca::{Gid, Psn};
+use access_layer::cm::{ConnId, ConnectRequest};
+use access_layer::mad::ServiceId;
+use access_layer::mad::cm::RdmaPortSpace;
+use ib_verbs::mr::Access;
+use ib_verbs::qp::QpInit;
+use ib_verbs::time::Time;
+use ib_verbs::wr::{RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus};
+use ib_verbs::{Gid, QpId, RcConnect};
 use srp::initiator::CmdId;
-
-/// The PSN our REQ offers: our receive PSN (as Linux reads it; `QpPsns`).
-const PSN: u32 = 0x100;
 
 impl Adapter {
     fn sge(&self, slot_offset: u64, len: u32) -> Sge {
@@ -75,7 +72,7 @@ impl Adapter {
                     let now = self.now();
                     match result {
                         Ok(()) if self.connected(s) => {
-                            s.channel.handle_login_rsp(now, &rep.private_data.0);
+                            s.channel.handle_login_rsp(now, &rep);
                         }
                         Ok(()) => s.channel.handle_disconnect(now),
                         Err(e) => {
@@ -87,7 +84,7 @@ impl Adapter {
                 VerbDone::Replaced { slot, result } => {
                     let keys = result.map_err(|e| e.to_string()).and_then(|k| {
                         self.reg()
-                            .replace_discarded(slot, hca::mr::MrKey::from(k.lkey))
+                            .replace_discarded(slot, ib_verbs::mr::MrKey::from(k.lkey))
                             .map_err(|e| e.to_string())
                     });
                     if let Err(e) = keys {
@@ -104,46 +101,39 @@ impl Adapter {
         n
     }
 
-    /// The login's QP exists: the CM REQ goes out.
+    /// The login's QP exists: the connection request goes out (for the RDMA-CM form the
+    /// connection manager adds the cma header ib_srpt's RDMA-CM reads).
     fn send_req(&self, s: &mut Inner, qp: QpId, private_data: Vec<u8>) {
         let QpId::Qp(qpn) = qp else {
             return self.connect_failed(s);
         };
         s.qp = Some((qp, qpn));
-        let (service_id, private_data) = match self.cfg.login_via {
-            LoginVia::IbCm => (self.cfg.service_id, private_data),
-            LoginVia::RdmaCm { port } => {
-                // The cma header ib_srpt's RDMA-CM reads: our address and a source port
-                // (ours is the QPN's low bits: any value is valid), the target's address.
-                let cma = CmaHeader {
-                    src_port: 0x8000 | (qpn.get() as u16 & 0x7fff),
-                    src: self.cfg.local,
-                    dst: self.cfg.target,
-                };
-                match cma.req_private_data(&private_data) {
-                    Ok(pd) => (ServiceId::rdma_ip(RdmaPortSpace::Tcp, port), pd.0.to_vec()),
-                    Err(_) => return self.connect_failed(s),
-                }
-            }
+        let service_id = match self.cfg.login_via {
+            LoginVia::IbCm => self.cfg.service_id,
+            LoginVia::RdmaCm { port } => ServiceId::rdma_ip(RdmaPortSpace::Tcp, port),
         };
-        let params = ConnectParams {
-            to: MadAddress::gsi(1, Gid::from_ip(self.cfg.target)),
-            service_id,
+        let req = ConnectRequest {
             qpn,
-            receive_psn: Psn::from_wire(PSN),
+            to: Gid::from_ip(self.cfg.target),
+            service_id,
+            // The adapter's one partition (its P_Key table has only `cfg.partition`).
+            pkey_index: 0,
             responder_resources: 4,
             initiator_depth: 4,
             // The port's active MTU (its link's, as rxe derives it): the path both ends use.
-            mtu: Mtu::from(u8::from(self.mtu)),
+            mtu: self.mtu,
             response_timeout: 18,
             max_retries: 3,
             retry_count: 7,
             rnr_retry_count: 7,
             private_data,
         };
-        match s.cm.connect(self.now(), &params) {
+        match s.cm.connect(&req) {
             Ok(conn) => s.conn = Some(conn),
-            Err(_) => self.connect_failed(s),
+            Err(e) => {
+                tracing::warn!(%e, "the login's connection request could not be sent");
+                self.connect_failed(s);
+            }
         }
     }
 
@@ -152,21 +142,23 @@ impl Adapter {
         s.channel.handle_disconnect(now);
     }
 
-    /// The REP arrived: the QP goes to RTS asynchronously; its completion posts the
-    /// receives, sends the RTU and hands the login response to the core
-    /// ([`Adapter::verbs_done`]). False if there is no QP to connect.
-    pub(crate) fn accept_rep(&self, s: &mut Inner, rep: CmRep) -> bool {
+    /// The reply arrived (its private data the SRP_LOGIN_RSP): the QP goes to RTS
+    /// asynchronously, with the connection manager's attributes (the target's QP, the PSNs
+    /// both ways) and our policy; its completion posts the receives, establishes the
+    /// connection (RTU) and hands the login response to the core ([`Adapter::verbs_done`]).
+    /// False if there is no QP to connect.
+    pub(crate) fn accept_rep(&self, s: &mut Inner, conn: ConnId, rep: Vec<u8>) -> bool {
         let Some((qp, _)) = s.qp else { return false };
-        let psns = QpPsns::active(Psn::from_wire(PSN), &rep);
+        let base = match s.cm.qp_attrs(conn) {
+            Ok(rc) => rc,
+            Err(e) => {
+                tracing::warn!(%e, "no QP attributes for the login's connection");
+                return false;
+            }
+        };
         let peer = RcConnect {
             // The QP admits remote access; each region narrows it to one direction.
             access: Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
-            dest_gid: Gid::from_ip(self.cfg.target),
-            dest_qpn: rep.local_qpn,
-            // What our REQ offered (the passive side follows the REQ).
-            path_mtu: self.mtu,
-            sq_psn: psns.sq_psn,
-            rq_psn: psns.rq_psn,
             // 4.096 µs × 2^14 ≈ 67 ms per try, 8 tries ≈ 0.5 s before the QP errors: what
             // the CM offers (local_ack_timeout 14). 2^10 (4 ms) lost channels under QD32 on
             // a loaded 2-vCPU machine (the target's ACKs came late), and 0.5 s still
@@ -175,10 +167,9 @@ impl Adapter {
             retry_cnt: 7,
             rnr_retry: 7,
             min_rnr_timer: 1,
-            max_rd_atomic: 4,
+            max_rd_atomic: base.max_rd_atomic.clamp(1, 4),
             max_dest_rd_atomic: 4,
-            // The adapter's one partition (its P_Key table has only `cfg.partition`).
-            pkey_index: 0,
+            ..base
         };
         s.rep = Some(rep);
         let attempt = s.attempt;
@@ -197,7 +188,7 @@ impl Adapter {
             }
         }
         if let Some(conn) = s.conn {
-            let _ = s.cm.confirm(conn);
+            let _ = s.cm.establish(conn);
         }
         true
     }
@@ -286,7 +277,7 @@ impl Adapter {
         s.creating = None;
         s.rep = None;
         if let Some(conn) = s.conn.take() {
-            let _ = s.cm.disconnect(self.now(), conn);
+            let _ = s.cm.disconnect(conn);
         }
         if let Some((qp, _)) = s.qp.take() {
             self.destroy_qp(qp);
@@ -309,8 +300,8 @@ impl Adapter {
             }));
     }
 
-    /// The device's clock (no lock taken).
+    /// The device's clock.
     pub(crate) fn now(&self) -> Time {
-        self.ca.now()
+        self.device.now()
     }
 }

@@ -7,10 +7,12 @@
 //! anything else GOOD without data. A new CM REQ replaces the previous channel.
 #![allow(dead_code, unreachable_pub)]
 
-use access_layer::cm::{CmConfig, CmEndpoint, CmEvent, QpPsns};
+use access_layer::cm::{AcceptParams, CmConfig, CmEndpoint, CmEvent, QpPsns};
 use access_layer::gsi::port::{GsiPort, GsiPortConfig};
 use access_layer::mad::cm::CmReq;
 use access_layer::mad::{MgmtClass, ServiceId};
+use access_layer::verbs::SyncCa;
+use hca::ca::SoftCa;
 use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, QpId, RcConnect};
 use hca::mem::MemBlock;
@@ -100,11 +102,14 @@ impl HostileTarget {
     /// Starts the target at `ip` (default UDP port) listening on `service_id`; the first
     /// `times` SRP_CMDs get `fault` (`u32::MAX`: all of them).
     pub fn start(ip: IpAddr, guid: Guid, service_id: ServiceId, fault: Fault, times: u32) -> Self {
-        let hca = Hca::open(HcaConfig::new(guid, vec![ip])).expect("target HCA opens");
-        let (gsi, pd) = hca.with(|e, now| {
-            let gsi = GsiPort::open(e, now, 1, GsiPortConfig::default()).expect("GSI port");
-            (gsi, e.alloc_pd())
-        });
+        let hca = Arc::new(Hca::open(HcaConfig::new(guid, vec![ip])).expect("target HCA opens"));
+        // QP1 through a CA over the same device; the RC channel on the engine itself.
+        let ca = Arc::new(SoftCa::shared(hca.clone()).expect("CA"));
+        SyncCa::new(ca.clone())
+            .open_ca(Arc::new(|_| {}))
+            .expect("open CA");
+        let gsi = GsiPort::open(ca.clone(), 1, GsiPortConfig::default()).expect("GSI port");
+        let pd = hca.with(|e, _| e.alloc_pd());
         let mut cm = CmEndpoint::new(CmConfig {
             local_ca_guid: guid,
             local_gid: Gid::from_ip(ip),
@@ -118,6 +123,7 @@ impl HostileTarget {
         let stats = Arc::new(Stats::default());
         let mut t = Target {
             hca,
+            _ca: ca,
             gsi,
             pd,
             cm,
@@ -170,7 +176,8 @@ struct Chan {
 }
 
 struct Target {
-    hca: Hca,
+    hca: Arc<Hca>,
+    _ca: Arc<SoftCa>,
     gsi: GsiPort,
     pd: PdId,
     cm: CmEndpoint,
@@ -184,19 +191,18 @@ struct Target {
 impl Target {
     fn round(&mut self) {
         let Target { hca, gsi, cm, .. } = self;
-        hca.with(|e, now| {
-            while let Ok(Some((from, mad))) = gsi.recv(e, now) {
-                if matches!(mad.header().map(|h| h.mgmt_class), Ok(MgmtClass::Cm)) {
-                    cm.handle_mad(now, from, &mad.0);
-                }
+        let now = hca.now();
+        while let Ok(Some((from, mad))) = gsi.recv() {
+            if matches!(mad.header().map(|h| h.mgmt_class), Ok(MgmtClass::Cm)) {
+                cm.handle_mad(now, from, &mad.0);
             }
-            if cm.poll_timeout().is_some_and(|t| t <= now) {
-                cm.handle_timeout(now);
-            }
-            while let Some(out) = cm.poll_transmit() {
-                let _ = gsi.send(e, now, &out);
-            }
-        });
+        }
+        if cm.poll_timeout().is_some_and(|t| t <= now) {
+            cm.handle_timeout(now);
+        }
+        while let Some(out) = cm.poll_transmit() {
+            let _ = gsi.send(&out);
+        }
         while let Some(ev) = self.cm.poll_event() {
             if let CmEvent::ReqReceived { conn, req, .. } = ev {
                 self.accept(conn, &req);
@@ -217,7 +223,8 @@ impl Target {
 
     fn accept(&mut self, conn: access_layer::cm::ConnId, req: &CmReq) {
         self.close();
-        let login = parse_cm_login(req.service_id, &req.private_data.0).expect("a login");
+        // The IB CM form: the 64-byte login is the REQ's private data.
+        let login = parse_cm_login(req.service_id, None, &req.private_data.0).expect("a login");
         let n = self.stats.logins.fetch_add(1, Ordering::SeqCst) + 1;
         let total = DATA_OFF + DATA_LEN;
         let mem = MemBlock::new(total);
@@ -246,10 +253,18 @@ impl Target {
             login.req.tag.0,
             login.req.req_it_iu_len.min(RECV_LEN as u32),
         );
-        let params = CmAnswer::Accept { private_data: rsp }
-            .accept_params(qpn, psn)
+        let a = CmAnswer::Accept { private_data: rsp }
+            .accept_params(qpn)
             .expect("accept params");
-        let now = self.hca.with(|_, now| now);
+        let params = AcceptParams {
+            qpn,
+            receive_psn: psn,
+            responder_resources: a.responder_resources,
+            initiator_depth: a.initiator_depth,
+            rnr_retry_count: a.rnr_retry_count,
+            private_data: a.private_data,
+        };
+        let now = self.hca.now();
         self.cm.accept(now, conn, &params).expect("CM accept");
         self.chan = Some(Chan {
             qp,

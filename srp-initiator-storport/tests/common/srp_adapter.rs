@@ -4,7 +4,7 @@
 //! daemon they log in to ([`OneLunTarget`], [`daemon_options`]).
 #![allow(dead_code, unreachable_pub)]
 
-use hca::Guid;
+use ib_verbs::Guid;
 use srp::initiator::TransportTimers;
 use srp::wire::{IoClass, PortId};
 use srp_initiator_storport::srp::{RegistrationMode, SrpAdapterConfig};
@@ -52,9 +52,13 @@ impl Adapter {
             login_timeout: Duration::from_secs(5),
             max_wait: Duration::from_millis(100),
             registration: RegistrationMode::PerIo,
-            partition: hca::PKey::DEFAULT,
+            partition: ib_verbs::PKey::DEFAULT,
             ioc_watch: None,
-            sim: None,
+            provider: access_layer::verbs::ProviderKind::Soft,
+            device: None,
+            device_port: None,
+            gid_index: None,
+            fabric: providers::system(),
         }
     }
 }
@@ -147,7 +151,7 @@ allow = ["any"]
 /// The daemon options the end-to-end tests share: window 16, 256 KiB transfers, at most 64
 /// descriptors in an indirect table.
 pub fn daemon_options() -> srp_target::daemon::DaemonOptions {
-    let mut options = srp_target::daemon::DaemonOptions::default();
+    let mut options = srp_target::daemon::DaemonOptions::new(providers::system());
     options.limits.window = 16;
     options.limits.max_transfer = 256 << 10;
     options.limits.max_table_entries = 64;

@@ -321,7 +321,7 @@ impl Appliance {
         nexus_channels: &[ChannelId],
         from: Option<std::net::IpAddr>,
         elsewhere: bool,
-        pkey: hca::PKey,
+        pkey: ib_verbs::PKey,
     ) -> LoginDecision {
         let c = &ioc.config;
         let facts = crate::login::LoginFacts {

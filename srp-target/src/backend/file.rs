@@ -322,8 +322,8 @@ impl Backend for FileBackend {
 }
 
 /// A direct transfer's failure as the OS error the backend reports.
-fn file_io(e: hca::mem::FileIoError) -> std::io::Error {
-    use hca::mem::FileIoError as F;
+fn file_io(e: ib_verbs::mem::FileIoError) -> std::io::Error {
+    use ib_verbs::mem::FileIoError as F;
     match e {
         F::Io(e) => e,
         F::ShortFile { missing_bytes } => std::io::Error::new(

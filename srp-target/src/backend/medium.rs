@@ -11,7 +11,7 @@
 //! names the operation and the path.
 
 use crate::backend::MemSpan;
-use hca::mem::FileIoError;
+use ib_verbs::mem::FileIoError;
 use nix::errno::Errno;
 use nix::fcntl::{FallocateFlags, PosixFadviseAdvice, fallocate, posix_fadvise};
 use nix::unistd::{Whence, lseek};

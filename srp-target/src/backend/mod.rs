@@ -159,7 +159,7 @@ impl BackendError {
 #[derive(Clone, Copy, Debug)]
 pub struct MemSpan<'a> {
     /// The memory.
-    pub block: &'a hca::mem::MemBlock,
+    pub block: &'a ib_verbs::mem::MemBlock,
     /// Offset of the first byte.
     pub offset: usize,
     /// Bytes.
@@ -297,7 +297,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
 }
 
 /// A span outside its memory: a caller bug, reported as the backend's I/O error.
-pub(crate) fn span_error(op: Op, e: hca::mem::MemError) -> BackendError {
+pub(crate) fn span_error(op: Op, e: ib_verbs::mem::MemError) -> BackendError {
     BackendError::Io {
         op,
         path: PathBuf::from("registered memory"),

@@ -1,7 +1,7 @@
 //! The target channel against the IUs a real initiator (and a hostile one) sends.
 
 use super::*;
-use hca::Rkey;
+use ib_verbs::Rkey;
 use srp::wire::SolicitFlags;
 use srp::wire::cred::CredRsp;
 use srp::wire::desc::{DataDesc, DirectBuf, Indirect};

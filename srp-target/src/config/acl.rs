@@ -11,7 +11,7 @@
 //! host that claims it from elsewhere is refused.
 
 use super::error::ConfigErrorKind as E;
-use hca::Guid;
+use ib_verbs::Guid;
 use srp::wire::{IoClass, PortId, PortIdParseError};
 use std::net::IpAddr;
 

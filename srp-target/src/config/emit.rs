@@ -28,7 +28,7 @@ pub fn to_toml(config: &TargetConfig) -> String {
                 ("name", text(&p.name)),
                 ("address", text(p.address.to_string())),
             ]);
-            if p.partitions != [hca::PKey::DEFAULT] {
+            if p.partitions != [ib_verbs::PKey::DEFAULT] {
                 t.insert(
                     "partitions".into(),
                     names(&config.partitions, &p.partitions),
@@ -69,7 +69,7 @@ fn array(tables: impl Iterator<Item = Table>) -> Value {
 }
 
 /// The partition names of `keys` (the implicit default one is "default").
-fn names(declared: &[PartitionConfig], keys: &[hca::PKey]) -> Value {
+fn names(declared: &[PartitionConfig], keys: &[ib_verbs::PKey]) -> Value {
     Value::Array(
         keys.iter()
             .map(|k| match declared.iter().find(|p| p.pkey == *k) {
@@ -199,7 +199,7 @@ fn ioc(c: &TargetConfig, i: &super::IocConfig) -> Table {
             Value::Boolean(i.nexus_from_any_address),
         ),
     ]);
-    if i.partitions != [hca::PKey::DEFAULT] {
+    if i.partitions != [ib_verbs::PKey::DEFAULT] {
         t.insert("partitions".into(), names(&c.partitions, &i.partitions));
     }
     t

@@ -47,6 +47,10 @@ pub(super) struct RawPort {
     pub(super) name: Option<String>,
     pub(super) address: Option<String>,
     pub(super) partitions: Option<Vec<String>>,
+    pub(super) provider: Option<String>,
+    pub(super) device: Option<String>,
+    pub(super) device_port: Option<i64>,
+    pub(super) gid_index: Option<i64>,
 }
 
 /// `[[partition]]`.
@@ -247,7 +251,18 @@ mod tests {
 
     #[test]
     fn probe_sees_every_field() {
-        assert_eq!(fields_of::<RawPort>(), ["name", "address", "partitions"]);
+        assert_eq!(
+            fields_of::<RawPort>(),
+            [
+                "name",
+                "address",
+                "partitions",
+                "provider",
+                "device",
+                "device_port",
+                "gid_index"
+            ]
+        );
         assert_eq!(
             fields_of::<RawFile>(),
             ["target", "partition", "port", "ioc", "lun"]

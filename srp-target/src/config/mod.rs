@@ -75,7 +75,8 @@ pub use partition::{DEFAULT_NAME as DEFAULT_PARTITION, PartitionConfig};
 use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
 use access_layer::mad::ServiceId;
-use hca::Guid;
+use access_layer::verbs::{DeviceSpec, ProviderKind};
+use ib_verbs::Guid;
 use srp::wire::{IoClass, PortId};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -199,11 +200,39 @@ pub const DEFAULT_RDMA_CM_PORT: u16 = 5555;
 pub struct PortConfig {
     /// The name IOCs refer to it by.
     pub name: String,
-    /// IP address and UDP port (4791 unless configured).
+    /// IP address and UDP port (4791 unless configured). Under rdma-core: the address
+    /// whose GID the RDMA device's port carries (its RDMA-CM address); the UDP port is the
+    /// NIC's.
     pub address: SocketAddr,
     /// Its HCA P_Key table, in order (index 0 first): the partitions it is on. Default:
     /// the default partition only.
-    pub partitions: Vec<hca::PKey>,
+    pub partitions: Vec<ib_verbs::PKey>,
+    /// The verbs provider: the software RoCE HCA (default) or an RDMA device through
+    /// rdma-core (`provider = "rdma-core"`).
+    pub provider: ProviderKind,
+    /// rdma-core: the RDMA device (`device = "rxe0"`); `None`: the one whose GID table
+    /// holds `address`.
+    pub device: Option<String>,
+    /// rdma-core: the device's port number; `None`: the port holding `address`'s GID.
+    pub device_port: Option<u8>,
+    /// rdma-core: the GID index; `None`: `address`'s RoCEv2 GID.
+    pub gid_index: Option<u8>,
+}
+
+impl PortConfig {
+    /// The device to open for this port; a software device gets `node_guid`.
+    pub fn device_spec(&self, node_guid: Guid) -> DeviceSpec {
+        DeviceSpec {
+            provider: self.provider,
+            address: self.address,
+            node_guid,
+            device: self.device.clone(),
+            port: self.device_port,
+            gid_index: self.gid_index,
+            first_qpn: 0,
+            gso: true,
+        }
+    }
 }
 
 /// `[[ioc]]`: one I/O controller, i.e. one SRP target port.
@@ -237,7 +266,7 @@ pub struct IocConfig {
     pub nexus_from_any_address: bool,
     /// The partitions it is exported on: a login on another is refused. Each is on every
     /// port of the IOC. Default: the default partition.
-    pub partitions: Vec<hca::PKey>,
+    pub partitions: Vec<ib_verbs::PKey>,
 }
 
 impl IocConfig {

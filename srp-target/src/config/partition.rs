@@ -6,7 +6,7 @@
 use super::error::{ConfigErrorKind as E, KeyPath, Sink};
 use super::file::{self, RawPartition};
 use super::values;
-use hca::PKey;
+use ib_verbs::PKey;
 use std::collections::BTreeMap;
 
 /// The name of the default partition.

@@ -13,6 +13,7 @@ use super::{
 use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
 use access_layer::mad::ServiceId;
+use access_layer::verbs::ProviderKind;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -341,11 +342,48 @@ fn port(
         sink,
     )
     .and_then(|a| sink.check(&path.key("address"), values::address(a)));
+    let r = &e.raw;
+    let provider = match r.provider.as_deref() {
+        None => Some(ProviderKind::Soft),
+        Some(p) => sink.check(&path.key("provider"), values::provider(p)),
+    };
+    let device_port = r
+        .device_port
+        .map(|n| sink.check(&path.key("device_port"), values::small("device_port", n, 1)));
+    let gid_index = r
+        .gid_index
+        .map(|n| sink.check(&path.key("gid_index"), values::small("gid_index", n, 0)));
+    let provider = provider?;
+    let device_port = device_port.map_or(Some(None), |v| v.map(Some))?;
+    let gid_index = gid_index.map_or(Some(None), |v| v.map(Some))?;
+    if provider != ProviderKind::RdmaCore {
+        // The device keys name an RDMA device: meaningless for the software HCA.
+        for (key, given) in [
+            ("device", r.device.is_some()),
+            ("device_port", device_port.is_some()),
+            ("gid_index", gid_index.is_some()),
+        ] {
+            if given {
+                sink.key(
+                    &path.key(key),
+                    E::BadValue {
+                        key: "provider",
+                        why: format!("{key} names an RDMA device: set provider = \"rdma-core\""),
+                    },
+                );
+                return None;
+            }
+        }
+    }
     (e.bad.is_empty()).then_some(())?;
     Some(PortConfig {
         name: name?,
         address: address?,
         partitions: pkeys?,
+        provider,
+        device: r.device.clone(),
+        device_port,
+        gid_index,
     })
 }
 

@@ -7,7 +7,7 @@ use super::error::ConfigErrorKind as E;
 use super::file::IntOrText;
 use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
-use hca::Guid;
+use ib_verbs::Guid;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
@@ -117,9 +117,9 @@ pub(super) fn size(value: &IntOrText) -> Result<u64, E> {
 
 /// The text form, through the one size parser of both configurations.
 fn size_text(text: &str) -> Result<u64, E> {
-    hca::units::parse_size(text).map_err(|e| match e {
-        hca::units::SizeError::Syntax(_) => E::BadSize(text.to_owned()),
-        hca::units::SizeError::TooLarge(_) => E::SizeTooLarge(format!("{text:?}")),
+    opskit::units::parse_size(text).map_err(|e| match e {
+        opskit::units::SizeError::Syntax(_) => E::BadSize(text.to_owned()),
+        opskit::units::SizeError::TooLarge(_) => E::SizeTooLarge(format!("{text:?}")),
     })
 }
 
@@ -157,7 +157,7 @@ pub(super) fn rdma_cm_port(value: i64) -> Result<u16, E> {
 
 /// `idle_probe`: a duration (`"10s"`), `"0s"` to never probe; at least 100 ms otherwise.
 pub(super) fn idle_probe(text: &str) -> Result<Option<std::time::Duration>, E> {
-    match hca::time::parse_duration(text) {
+    match opskit::units::parse_duration(text) {
         Ok(d) if d.is_zero() => Ok(None),
         Ok(d) if d >= std::time::Duration::from_millis(100) => Ok(Some(d)),
         Ok(_) => Err(E::BadValue {
@@ -173,11 +173,30 @@ pub(super) fn idle_probe(text: &str) -> Result<Option<std::time::Duration>, E> {
 
 /// A P_Key: 16 bits in hex (`"0x8001"`), bit 15 the full-membership bit; the partition
 /// (the low 15 bits) is not 0.
-pub(super) fn pkey(text: &str) -> Result<hca::PKey, E> {
-    text.parse().map_err(|e: hca::IdError| E::BadValue {
+pub(super) fn pkey(text: &str) -> Result<ib_verbs::PKey, E> {
+    text.parse().map_err(|e: ib_verbs::IdError| E::BadValue {
         key: "pkey",
         why: e.to_string(),
     })
+}
+
+/// A verbs provider: `"soft"` or `"rdma-core"`.
+pub(super) fn provider(text: &str) -> Result<access_layer::verbs::ProviderKind, E> {
+    text.parse().map_err(|why| E::BadValue {
+        key: "provider",
+        why,
+    })
+}
+
+/// A device port number or GID index: `min ..= 255`.
+pub(super) fn small(key: &'static str, value: i64, min: u8) -> Result<u8, E> {
+    u8::try_from(value)
+        .ok()
+        .filter(|n| *n >= min)
+        .ok_or_else(|| E::BadValue {
+            key,
+            why: format!("{value} is not a number from {min} to 255"),
+        })
 }
 
 /// A channel count: 1 ..= 65536.

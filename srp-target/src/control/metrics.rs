@@ -1,4 +1,4 @@
-//! The target's metrics in the Prometheus text format ([`hca::metrics::Exposition`]): per
+//! The target's metrics in the Prometheus text format ([`opskit::metrics::Exposition`]): per
 //! LUN (commands, reads, writes, bytes, CHECK CONDITIONs, reservation conflicts, flush
 //! errors, capacity, service-time histograms), per session (commands, task management,
 //! bytes, CHECK/BUSY/aborted, in flight, window), per IOC (enabled, sessions, LUNs), per
@@ -8,7 +8,7 @@
 //! serves; the names are documented in docs/operators-guide.md.
 
 use super::model::{IocStatus, LunStatus, PortStatus, SessionStatus};
-use hca::metrics::Exposition;
+use opskit::metrics::Exposition;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What the daemon has done since it started, counted as its events go out.

@@ -3,7 +3,7 @@
 
 use crate::exec::counters::LuCountersSnapshot;
 use crate::io::SessionCounters;
-use hca::engine::{Resources, Stats};
+use ib_verbs::{PortCounters, Resources};
 use serde::{Deserialize, Serialize};
 use srp::wire::PortId;
 use std::net::SocketAddr;
@@ -40,17 +40,22 @@ pub struct PortStatus {
     pub address: SocketAddr,
     /// Whether the port is up (an operator can take it down).
     pub active: bool,
+    /// The verbs provider (`soft`, `rdma-core`) and the device and port it is on, as
+    /// `rdma-core rxe0 port 1 gid 1`. Absent from an older daemon's answer: empty.
+    #[serde(default)]
+    pub provider: String,
     /// Live sessions (channels) on it.
     pub sessions: u32,
     /// Live device objects (QPs including GSI, CQs, MRs): a leak shows here.
     #[serde(with = "model_serde::resources")]
     pub resources: Resources,
-    /// The HCA port's counters: datagrams both ways, drops by reason (ICRC, unknown QP,
-    /// P_Key, wrong peer or state, malformed, …), NAKs sent and received, retransmits.
-    /// On the socket: an object of the counters by name (a name the reader does not know
-    /// is ignored, one it misses reads 0).
-    #[serde(with = "model_serde::stats")]
-    pub hca: Stats,
+    /// The port's counters by name, as its provider counts them: packets both ways and,
+    /// on the software HCA, drops by reason (ICRC, unknown QP, P_Key, wrong peer or state,
+    /// malformed, …), NAKs sent and received, retransmits; under rdma-core the kernel's
+    /// port and hardware counters. On the socket: an object of the counters by name, in
+    /// the provider's order (one a reader misses reads 0).
+    #[serde(with = "model_serde::counters")]
+    pub hca: PortCounters,
 }
 
 /// One logical unit.

@@ -1,39 +1,53 @@
-//! How the control model's borrowed types travel as JSON: the HCA counters as an object
+//! How the control model's borrowed types travel as JSON: the port counters as an object
 //! by name, device object counts as an object, port IDs as their `0x…` text.
 
-/// [`hca::engine::Stats`] as `{"rx_packets":1,…}` in [`Stats::NAMES`] order; unknown
-/// names are ignored and missing ones read 0, so either side may be the newer.
-///
-/// [`Stats::NAMES`]: hca::engine::Stats::NAMES
-pub(super) mod stats {
-    use hca::engine::Stats;
+/// [`ib_verbs::PortCounters`] as `{"rx_packets":1,…}` in the provider's order; read back
+/// in the order written.
+pub(super) mod counters {
+    use ib_verbs::PortCounters;
+    use serde::de::{MapAccess, Visitor};
     use serde::ser::SerializeMap;
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::collections::BTreeMap;
+    use serde::{Deserializer, Serializer};
 
-    pub(in super::super) fn serialize<S: Serializer>(v: &Stats, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(Stats::COUNT))?;
-        for (name, value) in Stats::NAMES.iter().zip(v.to_array()) {
+    pub(in super::super) fn serialize<S: Serializer>(
+        v: &PortCounters,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(v.0.len()))?;
+        for (name, value) in v.named() {
             m.serialize_entry(name, &value)?;
         }
         m.end()
     }
 
+    struct InOrder;
+
+    impl<'de> Visitor<'de> for InOrder {
+        type Value = PortCounters;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object of counters by name")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PortCounters, A::Error> {
+            let mut v = Vec::new();
+            while let Some((k, n)) = map.next_entry::<String, u64>()? {
+                v.push((k, n));
+            }
+            Ok(PortCounters(v))
+        }
+    }
+
     pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
-    ) -> Result<Stats, D::Error> {
-        let by_name = BTreeMap::<String, u64>::deserialize(d)?;
-        let mut values = [0u64; Stats::COUNT];
-        for (slot, name) in values.iter_mut().zip(Stats::NAMES) {
-            *slot = by_name.get(name).copied().unwrap_or(0);
-        }
-        Ok(Stats::from_array(values))
+    ) -> Result<PortCounters, D::Error> {
+        d.deserialize_map(InOrder)
     }
 }
 
-/// [`hca::engine::Resources`] as `{"qps":2,"cqs":2,"srqs":0,"mrs":1}`.
+/// [`ib_verbs::Resources`] as `{"qps":2,"cqs":2,"srqs":0,"mrs":1}`.
 pub(super) mod resources {
-    use hca::engine::Resources;
+    use ib_verbs::Resources;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     #[derive(Serialize, Deserialize)]

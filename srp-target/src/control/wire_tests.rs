@@ -9,7 +9,7 @@ use crate::control::model::{
 use crate::exec::counters::LuCountersSnapshot;
 use crate::io::SessionCounters;
 use access_layer::ctl::wire::MAX_BODY;
-use hca::engine::{Resources, Stats};
+use ib_verbs::{PortCounters, Resources};
 use srp::wire::PortId;
 
 fn ioc(i: u32) -> IocStatus {
@@ -25,15 +25,12 @@ fn ioc(i: u32) -> IocStatus {
 }
 
 fn port() -> PortStatus {
-    let hca = Stats {
-        rx_packets: 9,
-        icrc_errors: 2,
-        ..Stats::default()
-    };
+    let hca = PortCounters::from_pairs([("rx_packets", 9), ("icrc_errors", 2), ("tx_packets", 0)]);
     PortStatus {
         name: "p0".into(),
         address: "127.0.0.9:4791".parse().expect("addr"),
         active: true,
+        provider: "soft soft:127.0.0.9:4791 port 1".into(),
         sessions: 4,
         resources: Resources {
             qps: 6,
@@ -270,8 +267,9 @@ fn counters_travel_by_name_and_port_ids_as_text() {
     let Ok(ControlAnswer::Ports(p)) = decode_answer(&older).expect("decode") else {
         panic!("ports");
     };
-    assert_eq!(p[0].hca.icrc_errors, 0);
-    assert_eq!(p[0].hca.rx_packets, 9);
+    assert_eq!(p[0].hca.get("icrc_errors"), 0);
+    assert_eq!(p[0].hca.rx_packets(), 9);
+    assert_eq!(p[0].hca.get("a_counter_from_the_future"), 7);
     let body = encode_answer(Ok(ControlAnswer::Sessions(vec![session(1)])), 0);
     let text = String::from_utf8_lossy(&body);
     assert!(

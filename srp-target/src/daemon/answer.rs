@@ -88,14 +88,13 @@ impl Loop {
             .iter()
             .enumerate()
             .map(|(n, p)| {
-                let (active, resources, stats) = p.ca.hca().with(|e, _| {
-                    let active = e.ports().first().is_some_and(|x| x.active);
-                    (active, e.resources(), e.port_stats(1).unwrap_or_default())
-                });
+                let (active, resources, stats) =
+                    (p.port.attr().active, p.port.resources(), p.port.counters());
                 PortStatus {
                     name: p.name.clone(),
                     address: p.address,
                     active,
+                    provider: p.identity.to_string(),
                     sessions: self.live().filter(|s| s.port == n).count() as u32,
                     resources,
                     hca: stats,
@@ -203,7 +202,15 @@ impl Loop {
             .iter()
             .position(|p| p.name == name)
             .ok_or_else(|| ControlError::NoSuchPort(name.to_string()))?;
-        // A down port carries nothing, so its sessions end without a word either way.
+        // First the port (a provider that cannot take a real port down refuses, and then
+        // nothing has changed); a down port carries nothing, so its sessions end without a
+        // word either way.
+        if let Err(e) = self.ports[index].port.set_active(enabled) {
+            return Err(ControlError::Failed(format!(
+                "port {name} ({}): {e}",
+                self.ports[index].identity
+            )));
+        }
         let sessions_ended = if enabled {
             0
         } else {
@@ -211,10 +218,6 @@ impl Loop {
             self.end_sessions(|s| s.port == index, DisableMode::Drop, &why)
         };
         self.reap();
-        let _ = self.ports[index]
-            .ca
-            .hca()
-            .with(|e, _| e.set_port_active(1, enabled));
         Ok(ControlAnswer::Done { sessions_ended })
     }
 }

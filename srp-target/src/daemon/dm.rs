@@ -66,7 +66,7 @@ fn agent(
     p: &PortConfig,
     limits: &ChannelLimits,
     index: usize,
-    pkey: hca::PKey,
+    pkey: ib_verbs::PKey,
 ) -> Result<(DmAgent, Vec<Advert>), DaemonError> {
     let fail = |reason: String| DaemonError::Dm {
         name: p.name.clone(),

@@ -1,7 +1,7 @@
-//! A CM REQ to a login decision, and an accepted login to a channel: the IOC is found by
-//! the service ID (IB CM form) or by the login's target port ID (RDMA-CM form, whose
-//! service ID names only the TCP port), the decision is the appliance's, and an accepted
-//! channel gets its [`ChannelIo`] (QP, memory) before the REP names that QP.
+//! A connection request to a login decision, and an accepted login to a channel: the IOC
+//! is found by the service ID (IB CM form) or by the login's target port ID (RDMA-CM form,
+//! whose service ID names only the TCP port), the decision is the appliance's, and an
+//! accepted channel gets its [`ChannelIo`] (QP, memory) before the reply names that QP.
 
 use crate::appliance::{Appliance, Ioc};
 use crate::io::{ChannelIo, ChannelIoConfig, Executor};
@@ -10,14 +10,12 @@ use crate::login::{
     ChannelId, CmAnswer, CmLogin, LoginDecision, LoginForm, LoginRefusal, NexusKey, NexusTable,
     parse_cm_login,
 };
-use access_layer::cm::QpPsns;
-use access_layer::mad::cm::CmReq;
+use access_layer::cm::ConnRequest;
 use access_layer::verbs::ChannelInterface;
 use access_layer::verbs::Doorbell;
-use hca::engine::RcConnect;
-use hca::mr::{Access, PdId};
-use hca::wire::PathMtu;
-use hca::{Gid, Psn};
+use ib_verbs::PathMtu;
+use ib_verbs::RcConnect;
+use ib_verbs::mr::{Access, PdId};
 use srp::wire::login::{LoginRej, LoginRejReason};
 use std::sync::Arc;
 
@@ -32,8 +30,6 @@ pub enum Outcome {
         rc: RcConnect,
         /// The REP's private data and CM parameters.
         answer: CmAnswer,
-        /// Our starting PSN.
-        psn: Psn,
         /// Its nexus.
         nexus: NexusKey,
         /// The IOC's name.
@@ -74,21 +70,21 @@ pub struct Place<'a> {
     pub bell: &'a Arc<Doorbell>,
     /// Why the daemon cannot take another channel now ([`super::guards`]), if it cannot.
     pub full: Option<String>,
-    /// The partition the REQ arrived on: an index in the port's P_Key table (the CM
-    /// checked that the REQ's P_Key names it).
-    pub pkey_index: u16,
 }
 
-/// Decides the REQ `req` that arrived on `place`; `id` names the channel if accepted.
+/// Decides the request `req` that arrived on `place`; `base` is how its QP connects as
+/// the connection manager says (PSNs, path, the initiator's QP); `id` names the channel
+/// if accepted.
 pub fn handle_req(
     app: &Appliance,
     table: &NexusTable,
     place: &Place<'_>,
-    req: &CmReq,
+    req: &ConnRequest,
+    base: RcConnect,
     id: ChannelId,
 ) -> Outcome {
     let formats = app.limits().formats;
-    let login = match parse_cm_login(req.service_id, &req.private_data.0) {
+    let login = match parse_cm_login(req.service_id, req.rdma_cm, &req.private_data) {
         Ok(l) => l,
         Err(e) => {
             return reject(
@@ -149,9 +145,9 @@ pub fn handle_req(
         initiator: login.req.initiator_port_id,
         target: ioc.config().target_port_id(),
     };
-    // The REQ's primary path names where it came from (the CM checked it against the
-    // packet), and its P_Key the partition it came on (the CM checked that too).
-    let from = req.primary_path.local_gid;
+    // The request names where it came from (the CM checked it against the packet), and
+    // its P_Key the partition it came on (the CM checked that too).
+    let from = req.from;
     let decision = app.decide_login_at(
         ioc,
         &login.req,
@@ -182,20 +178,15 @@ pub fn handle_req(
                 place.executor.clone(),
                 Some(place.bell.clone()),
             ) {
-                Ok(io) => {
-                    // Any 24-bit value will do; spread them so channels differ.
-                    let psn = Psn::from_wire((id.0 as u32).wrapping_mul(0x9e37) & 0xff_ffff);
-                    Outcome::Accept {
-                        io: Box::new(io),
-                        rc: rc_connect(req, psn, place.link_mtu, place.pkey_index),
-                        answer,
-                        psn,
-                        nexus,
-                        ioc: ioc.config().name.clone(),
-                        terminate,
-                        form,
-                    }
-                }
+                Ok(io) => Outcome::Accept {
+                    io: Box::new(io),
+                    rc: rc_connect(req, base, place.link_mtu),
+                    answer,
+                    nexus,
+                    ioc: ioc.config().name.clone(),
+                    terminate,
+                    form,
+                },
                 Err(e) => reject(
                     resources_rej(login.req.tag, formats),
                     LoginRejReason::InsufficientResources,
@@ -257,39 +248,27 @@ fn channel_config(
     }
 }
 
-/// Our QP's attributes from the REQ (what the REP answered): the initiator's QPN, the
-/// PSNs ([`QpPsns::passive`]: we send from the REQ's Starting PSN and receive from our
-/// REP's `psn`), path MTU (the REQ's, as Linux's CM follows it, but never above what our
-/// port's link carries, when that is known) and retry counts; RDMA READs in flight bounded
-/// by its responder resources.
-fn rc_connect(req: &CmReq, psn: Psn, port_mtu: Option<PathMtu>, pkey_index: u16) -> RcConnect {
-    let psns = QpPsns::passive(req, psn);
-    let mtu = match u8::from(req.path_mtu) {
-        1 => PathMtu::Mtu256,
-        2 => PathMtu::Mtu512,
-        4 => PathMtu::Mtu2048,
-        5 => PathMtu::Mtu4096,
-        _ => PathMtu::Mtu1024,
-    };
+/// Our QP's attributes: the connection manager's `base` (the initiator's QP, the PSNs
+/// both ways as Linux reads them, the path and partition) with our policy on top — path
+/// MTU never above what our port's link carries, when that is known; inbound access
+/// local write only (we RDMA READ and WRITE the initiator's memory, it touches none of
+/// ours); the ACK timeout bounded; RDMA READs in flight bounded by the initiator's
+/// responder resources and ours, as ib_srpt.
+fn rc_connect(req: &ConnRequest, base: RcConnect, port_mtu: Option<PathMtu>) -> RcConnect {
     let mtu = match port_mtu {
-        Some(port) if mtu.bytes() > port.bytes() => port,
-        _ => mtu,
+        Some(port) if base.path_mtu.bytes() > port.bytes() => port,
+        _ => base.path_mtu,
     };
-    let gid: Gid = req.primary_path.local_gid;
     RcConnect {
         access: Access::LOCAL_WRITE,
-        dest_gid: gid,
-        dest_qpn: req.local_qpn,
         path_mtu: mtu,
-        sq_psn: psns.sq_psn,
-        rq_psn: psns.rq_psn,
-        timeout: ack_timeout(req.primary_path.local_ack_timeout),
+        timeout: ack_timeout(req.local_ack_timeout),
         retry_cnt: req.retry_count,
         rnr_retry: req.rnr_retry_count,
         min_rnr_timer: 1,
         max_rd_atomic: req.responder_resources.clamp(1, INITIATOR_DEPTH),
         max_dest_rd_atomic: RESPONDER_RESOURCES,
-        pkey_index,
+        ..base
     }
 }
 
@@ -308,44 +287,85 @@ fn ack_timeout(asked: u8) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use access_layer::mad::cm::CmPath;
-    use access_layer::mad::{CommId, Mtu, PrivateData, ServiceId};
-    use hca::{Guid, Qpn};
+    use access_layer::cm::ConnId;
+    use access_layer::mad::{CommId, ServiceId};
+    use ib_verbs::{Gid, PKey, Psn, Qpn};
 
-    fn req(mtu: Mtu) -> CmReq {
-        CmReq::rc(
-            CommId(7),
-            ServiceId(0x10),
-            Guid(1),
-            Qpn::new(0x11).expect("qpn"),
-            Psn::from_wire(0x200),
-            mtu,
-            CmPath::default(),
-            PrivateData::default(),
-        )
+    fn req() -> ConnRequest {
+        ConnRequest {
+            conn: ConnId(CommId(7)),
+            service_id: ServiceId(0x10),
+            private_data: Vec::new(),
+            from: Gid::default(),
+            rdma_cm: None,
+            peer_ca_guid: None,
+            peer_qpn: Qpn::new(0x11).expect("qpn"),
+            pkey_index: 0,
+            pkey: PKey::DEFAULT,
+            responder_resources: 8,
+            initiator_depth: 8,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            path_mtu: PathMtu::Mtu4096,
+            local_ack_timeout: 14,
+        }
+    }
+
+    fn base(mtu: PathMtu) -> RcConnect {
+        RcConnect {
+            access: Access::REMOTE_WRITE,
+            dest_gid: Gid::default(),
+            dest_qpn: Qpn::new(0x11).expect("qpn"),
+            path_mtu: mtu,
+            sq_psn: Psn::from_wire(1),
+            rq_psn: Psn::from_wire(2),
+            timeout: 0,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            min_rnr_timer: 0,
+            max_rd_atomic: 0,
+            max_dest_rd_atomic: 0,
+            pkey_index: 3,
+        }
     }
 
     #[test]
     fn the_path_mtu_follows_the_req_up_to_our_link() {
-        let psn = Psn::from_wire(5);
-        let at = |offered, port| rc_connect(&req(offered), psn, port, 0).path_mtu;
+        let at = |offered, port| rc_connect(&req(), base(offered), port).path_mtu;
         let p4096 = Some(PathMtu::Mtu4096);
-        assert_eq!(at(Mtu::Mtu4096, p4096), PathMtu::Mtu4096);
-        assert_eq!(at(Mtu::Mtu1024, p4096), PathMtu::Mtu1024);
-        assert_eq!(at(Mtu::Mtu2048, p4096), PathMtu::Mtu2048);
+        assert_eq!(at(PathMtu::Mtu4096, p4096), PathMtu::Mtu4096);
+        assert_eq!(at(PathMtu::Mtu1024, p4096), PathMtu::Mtu1024);
+        assert_eq!(at(PathMtu::Mtu2048, p4096), PathMtu::Mtu2048);
         // Our link carries less than the initiator's: we never send above it.
-        assert_eq!(at(Mtu::Mtu4096, Some(PathMtu::Mtu1024)), PathMtu::Mtu1024);
+        assert_eq!(
+            at(PathMtu::Mtu4096, Some(PathMtu::Mtu1024)),
+            PathMtu::Mtu1024
+        );
         // Our link unknown: the REQ's as it is (rxe wants middle packets of exactly it).
-        assert_eq!(at(Mtu::Mtu4096, None), PathMtu::Mtu4096);
+        assert_eq!(at(PathMtu::Mtu4096, None), PathMtu::Mtu4096);
+    }
+
+    #[test]
+    fn our_policy_goes_on_top_of_the_connection_managers_attributes() {
+        let rc = rc_connect(&req(), base(PathMtu::Mtu1024), None);
+        // The CM's: the peer's QP, the PSNs, the partition.
+        assert_eq!(rc.dest_qpn, Qpn::new(0x11).expect("qpn"));
+        assert_eq!(
+            (rc.sq_psn, rc.rq_psn),
+            (Psn::from_wire(1), Psn::from_wire(2))
+        );
+        assert_eq!(rc.pkey_index, 3);
+        // Ours: no inbound RDMA, READs bounded both ways as ib_srpt.
+        assert_eq!(rc.access, Access::LOCAL_WRITE);
+        assert_eq!((rc.max_rd_atomic, rc.max_dest_rd_atomic), (4, 4));
     }
 
     #[test]
     fn the_ack_timeout_is_bounded_whatever_the_req_asks() {
-        let psn = Psn::from_wire(5);
         let with = |t| {
-            let mut r = req(Mtu::Mtu1024);
-            r.primary_path.local_ack_timeout = t;
-            rc_connect(&r, psn, None, 0).timeout
+            let mut r = req();
+            r.local_ack_timeout = t;
+            rc_connect(&r, base(PathMtu::Mtu1024), None).timeout
         };
         assert_eq!(with(14), 14); // Linux's, as asked
         assert_eq!(with(0), 18); // "infinite" refused

@@ -1,8 +1,10 @@
 //! The target daemon: the appliance served over CM logins on every configured port.
 //!
 //! [`Daemon::start`] builds the [`Appliance`](crate::appliance::Appliance) (every LUN
-//! opened), opens one soft [`hca::driver::Hca`] per `[[port]]` address with a GSI port and a
-//! CM endpoint on it, and listens on each IOC's service ID (native IB CM login form) and on
+//! opened), opens one device per `[[port]]` from its [`Fabric`] (the software HCA on the
+//! port's address, or an RDMA device through rdma-core, as the port's `provider` says) with
+//! a connection manager on it (the access layer's over QP1, with Device Management agents,
+//! or the provider's), and listens on each IOC's service ID (native IB CM login form) and on
 //! the RDMA-CM service ID of TCP port `[target] rdma_cm_port` (or
 //! [`DaemonOptions::rdma_cm_port`]; default [`DEFAULT_RDMA_CM_PORT`], 5555), the port Linux
 //! `ib_srp ... dest=ip:port` logins name.
@@ -40,7 +42,7 @@ use crate::control::TargetService;
 use crate::control::handle::ControlHandle;
 use crate::control::model::{ControlAnswer, ControlError, ControlRequest};
 use access_layer::ctl::{CtlAccess, CtlServer};
-use access_layer::verbs::Doorbell;
+use access_layer::verbs::{Doorbell, Fabric, OpenError};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -88,17 +90,19 @@ pub struct DaemonOptions {
     /// ([`Daemon::reload`], the control socket's RELOAD). `None`: a config built in
     /// memory, which cannot be reloaded.
     pub config_path: Option<PathBuf>,
-    /// Run on a simulated net (the whole-stack simulator, [`SteppedDaemon`]): every
-    /// port's device on it, the loop's clock its virtual one, backend jobs run inline on
-    /// the loop, CM communication IDs from its generator. `None`: UDP sockets, the system
-    /// clock, the worker pool.
-    pub sim: Option<Arc<hca::sim::SimNet>>,
+    /// Where the ports' devices, the loop's clock and the CM's randomness come from: the
+    /// product's fabric (crate `providers`: the software HCA or rdma-core, as each port
+    /// says), or a simulated net's (the whole-stack simulator, [`SteppedDaemon`]: virtual
+    /// time, seeded randomness; a single-threaded fabric also runs backend jobs inline on
+    /// the loop instead of on workers).
+    pub fabric: Arc<dyn Fabric>,
     /// A layer beneath every file LUN's backend (the simulator's disk model).
     pub medium_layer: Option<crate::backend::medium::MediumLayer>,
 }
 
-impl Default for DaemonOptions {
-    fn default() -> DaemonOptions {
+impl DaemonOptions {
+    /// The defaults, with devices from `fabric`.
+    pub fn new(fabric: Arc<dyn Fabric>) -> DaemonOptions {
         DaemonOptions {
             rdma_cm_port: None,
             limits: ChannelLimits {
@@ -113,7 +117,7 @@ impl Default for DaemonOptions {
             control_socket: None,
             control_access: CtlAccess::default(),
             config_path: None,
-            sim: None,
+            fabric,
             medium_layer: None,
         }
     }
@@ -125,15 +129,15 @@ pub enum DaemonError {
     /// A LUN could not be opened.
     #[error("{0}")]
     Appliance(StartErrors),
-    /// A port's HCA could not be opened.
+    /// A port's device could not be opened.
     #[error("port {name} ({address}): {source}")]
-    Hca {
+    Open {
         /// The port's name.
         name: String,
         /// Its address.
         address: SocketAddr,
-        /// Why.
-        source: hca::driver::DriverError,
+        /// Why (what to install or configure).
+        source: OpenError,
     },
     /// A port's GSI QP could not be set up.
     #[error("port {name}: GSI: {reason}")]
@@ -299,7 +303,7 @@ impl Daemon {
 
     /// Live device objects of every port, in configuration order: what a leak check
     /// compares.
-    pub fn resources(&self) -> Result<Vec<hca::engine::Resources>, ControlError> {
+    pub fn resources(&self) -> Result<Vec<ib_verbs::Resources>, ControlError> {
         match self.control.call(ControlRequest::ListPorts)? {
             ControlAnswer::Ports(p) => Ok(p.into_iter().map(|p| p.resources).collect()),
             _ => Err(ControlError::Stopped),

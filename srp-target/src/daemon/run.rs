@@ -9,7 +9,7 @@ use crate::config::TargetConfig;
 use crate::control::handle::Pending;
 use crate::io::{ChannelIo, Executor, IoState, Workers};
 use crate::login::{ChannelId, CmAnswer, NexusTable};
-use access_layer::cm::{CmEvent, ConnId, ConnState};
+use access_layer::cm::{ConnEvent, ConnId, ConnRequest, ConnState};
 use access_layer::verbs::Doorbell;
 use srp::wire::logout::TLogoutReason;
 use std::collections::BTreeMap;
@@ -41,7 +41,7 @@ struct Session {
     /// Ended by an operator's "drop": no DREQ when reaped, the CM forgets it silently.
     silent: bool,
     /// The address its login came from (the REQ's primary path, checked by the CM).
-    from: hca::Gid,
+    from: ib_verbs::Gid,
 }
 
 /// The loop's state. Built and run on the daemon thread.
@@ -56,6 +56,11 @@ pub(super) struct Loop {
     layer: Option<crate::backend::medium::MediumLayer>,
     // Sessions before ports: channels release their QPs on the port's device first.
     sessions: BTreeMap<ChannelId, Session>,
+    /// Closed channels whose QPs are draining before their resources are released
+    /// ([`ChannelIo::released`]): polled until then. Boxed as the sessions hold them: a
+    /// closed session's channel moves here without moving the channel itself.
+    #[allow(clippy::vec_box)]
+    releasing: Vec<Box<ChannelIo>>,
     ports: Vec<Port>,
     table: NexusTable,
     executor: Arc<dyn Executor>,
@@ -70,7 +75,7 @@ pub(super) struct Loop {
     /// When idle channels were last looked at.
     last_sweep: Instant,
     /// Where the loop reads the time (the system clock, or a simulated run's).
-    clock: Arc<dyn hca::time::Clock>,
+    clock: Arc<dyn ib_verbs::time::Clock>,
     /// What the metrics count of the daemon's own doings.
     tally: crate::control::metrics::DaemonTally,
 }
@@ -95,19 +100,17 @@ impl Loop {
                     rdma_cm_port,
                     &options.limits,
                     &bell,
-                    options.sim.as_ref(),
+                    &options.fabric,
                 )
             })
             .collect::<Result<Vec<_>, _>>()?;
         // A simulated run has no thread but the simulator's: backend jobs run on the loop.
-        let executor: Arc<dyn Executor> = match options.sim {
-            Some(_) => Arc::new(crate::io::Inline),
-            None => Arc::new(Workers::new(options.workers, options.queue)?),
+        let executor: Arc<dyn Executor> = if options.fabric.single_threaded() {
+            Arc::new(crate::io::Inline)
+        } else {
+            Arc::new(Workers::new(options.workers, options.queue)?)
         };
-        let clock: Arc<dyn hca::time::Clock> = match &options.sim {
-            Some(net) => net.clone(),
-            None => hca::time::system_clock(),
-        };
+        let clock = options.fabric.clock();
         let started = Started {
             iocs: app
                 .iocs()
@@ -128,10 +131,11 @@ impl Loop {
             ports: config
                 .ports
                 .iter()
-                .map(|p| {
+                .zip(&ports)
+                .map(|(p, open)| {
                     format!(
-                        "port {}: {} (RDMA-CM port {})",
-                        p.name, p.address, rdma_cm_port
+                        "port {}: {} on {} (RDMA-CM port {})",
+                        p.name, p.address, open.identity, rdma_cm_port
                     )
                 })
                 .collect(),
@@ -143,6 +147,7 @@ impl Loop {
                 rdma_cm_port,
                 layer: options.medium_layer.clone(),
                 sessions: BTreeMap::new(),
+                releasing: Vec::new(),
                 ports,
                 table: NexusTable::new(),
                 executor,
@@ -188,13 +193,16 @@ impl Loop {
         cm.into_iter().chain(sweep).min()
     }
 
-    /// Every port's GSI CQ and every channel's CQ armed (before a wait).
-    pub(super) fn arm(&self) {
-        for p in &self.ports {
+    /// Every port's connection manager and every channel's CQ armed (before a wait).
+    pub(super) fn arm(&mut self) {
+        for p in &mut self.ports {
             p.arm();
         }
         for s in self.sessions.values() {
             s.io.arm();
+        }
+        for io in &self.releasing {
+            io.arm();
         }
     }
 
@@ -228,6 +236,11 @@ impl Loop {
         for s in self.sessions.values_mut() {
             n += s.io.poll();
         }
+        // Closed channels whose QPs are draining: their CQs until the drain's marker.
+        for io in &mut self.releasing {
+            n += io.poll();
+        }
+        self.releasing.retain(|io| !io.released());
         self.probe_idle();
         // PREEMPT AND ABORT reaches every channel of the preempted nexuses, on any IOC.
         // Checked first: the loop turns every 200 µs and most turns settle nothing.
@@ -263,7 +276,7 @@ impl Loop {
     }
 
     /// The channels there are, as the guards count them, for a login from `from`.
-    fn census(&self, from: hca::Gid) -> super::guards::Census {
+    fn census(&self, from: ib_verbs::Gid) -> super::guards::Census {
         super::guards::Census {
             channels: self.sessions.len(),
             from_address: self.sessions.values().filter(|s| s.from == from).count(),
@@ -300,27 +313,25 @@ impl Loop {
             .find(|s| s.port == port && s.conn == conn)
     }
 
-    fn on_cm(&mut self, port: usize, ev: CmEvent) {
+    fn on_cm(&mut self, port: usize, ev: ConnEvent) {
         match ev {
-            CmEvent::ReqReceived { conn, req, from } => {
-                self.login(port, conn, &req, from.pkey_index)
-            }
-            CmEvent::DisconnectRequested { conn } | CmEvent::Disconnected { conn } => {
+            ConnEvent::Request(req) => self.login(port, &req),
+            ConnEvent::DisconnectRequested { conn } | ConnEvent::Disconnected { conn } => {
                 if let Some(s) = self.session_of(port, conn) {
                     s.io.close("initiator disconnected (DREQ)");
                 }
             }
-            CmEvent::TimedOut { conn } => {
+            ConnEvent::TimedOut { conn } => {
                 if let Some(s) = self.session_of(port, conn) {
                     s.io.close("CM timed out (no RTU)");
                 }
             }
-            CmEvent::Rejected { conn, .. } => {
+            ConnEvent::Rejected { conn, .. } => {
                 if let Some(s) = self.session_of(port, conn) {
                     s.io.close("initiator rejected the REP");
                 }
             }
-            CmEvent::ReqRefused {
+            ConnEvent::Refused {
                 from,
                 service_id,
                 reason,
@@ -331,20 +342,37 @@ impl Loop {
                 reason: u16::from(reason),
             }),
             // The QP was connected when the REP was sent (see `login`).
-            CmEvent::Established { .. } | CmEvent::RepReceived { .. } | CmEvent::Closed { .. } => {}
+            ConnEvent::Established { .. }
+            | ConnEvent::Response { .. }
+            | ConnEvent::Closed { .. } => {}
         }
     }
 
-    fn login(
-        &mut self,
-        port: usize,
-        conn: ConnId,
-        req: &access_layer::mad::cm::CmReq,
-        pkey_index: u16,
-    ) {
+    /// Refuses a request we cannot set up at all (the connection manager has no attributes
+    /// for it): a consumer-defined REJ with no login reply, logged as a reject.
+    fn refuse(&mut self, port: usize, conn: ConnId, reason: String) {
+        let _ = self.ports[port].cm.reject(
+            conn,
+            access_layer::mad::cm::CmRejReason::ConsumerDefined,
+            &[],
+        );
+        self.emit(DaemonEvent::Rejected {
+            ioc: None,
+            initiator: None,
+            code: u32::from(srp::wire::login::LoginRejReason::InsufficientResources),
+            reason,
+        });
+    }
+
+    fn login(&mut self, port: usize, req: &ConnRequest) {
+        let conn = req.conn;
         let id = ChannelId(self.next_id);
         self.next_id += 1;
-        let full = super::guards::refusal(&self.guards, self.census(req.primary_path.local_gid));
+        let base = match self.ports[port].cm.qp_attrs(conn) {
+            Ok(rc) => rc,
+            Err(e) => return self.refuse(port, conn, format!("no QP attributes: {e}")),
+        };
+        let full = super::guards::refusal(&self.guards, self.census(req.from));
         let p = &self.ports[port];
         let place = Place {
             port: &p.name,
@@ -354,10 +382,8 @@ impl Loop {
             executor: &self.executor,
             bell: &self.bell,
             full,
-            pkey_index,
         };
-        let outcome = handle_req(&self.app, &self.table, &place, req, id);
-        let now = self.ports[port].now();
+        let outcome = handle_req(&self.app, &self.table, &place, req, base, id);
         match outcome {
             Outcome::Reject {
                 answer,
@@ -384,7 +410,6 @@ impl Loop {
                 mut io,
                 rc,
                 answer,
-                psn,
                 nexus,
                 ioc,
                 terminate,
@@ -392,7 +417,7 @@ impl Loop {
             } => {
                 let Some(qpn) = io.qpn() else { return };
                 io.set_clock(self.clock.clone());
-                let Some(params) = answer.accept_params(qpn, psn) else {
+                let Some(params) = answer.accept_params(qpn) else {
                     return;
                 };
                 // The QP goes to RTS before the REP leaves (ib_srpt moves it to RTR
@@ -412,8 +437,9 @@ impl Loop {
                     });
                     return;
                 }
-                if let Err(e) = self.ports[port].cm.accept(now, conn, &params) {
+                if let Err(e) = self.ports[port].cm.accept(conn, &params) {
                     io.close(&format!("CM accept failed: {e}"));
+                    self.releasing.push(io);
                     self.emit(DaemonEvent::Rejected {
                         ioc: Some(ioc),
                         initiator: Some(nexus.initiator),
@@ -430,7 +456,7 @@ impl Loop {
                         );
                     }
                 }
-                self.table.add_from(nexus, id, req.primary_path.local_gid);
+                self.table.add_from(nexus, id, req.from);
                 self.sessions.insert(
                     id,
                     Session {
@@ -442,7 +468,7 @@ impl Loop {
                         form,
                         since: self.clock.now(),
                         silent: false,
-                        from: req.primary_path.local_gid,
+                        from: req.from,
                     },
                 );
                 self.emit(DaemonEvent::Login {
@@ -454,7 +480,6 @@ impl Loop {
                 });
             }
         }
-        self.ports[port].flush();
     }
 
     /// Forgets closed channels: out of the nexus table, a DREQ for their connection.
@@ -481,14 +506,15 @@ impl Loop {
                 p.cm.state(s.conn),
                 ConnState::Established | ConnState::RepSent
             ) {
-                let now = p.now();
-                let _ = p.cm.disconnect(now, s.conn);
-                p.flush();
+                let _ = p.cm.disconnect(s.conn);
             }
             let reason =
                 s.io.close_reason()
                     .unwrap_or("initiator logged out")
                     .to_string();
+            if !s.io.released() {
+                self.releasing.push(s.io);
+            }
             self.emit(DaemonEvent::Logout {
                 channel: id,
                 reason,

@@ -63,7 +63,7 @@ impl SteppedDaemon {
     }
 
     /// Arms every CQ, as the loop does before it waits.
-    pub fn arm(&self) {
+    pub fn arm(&mut self) {
         self.lp.arm();
     }
 

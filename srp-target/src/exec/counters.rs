@@ -2,7 +2,7 @@
 //! executed command with relaxed atomics (they are statistics, not synchronisation).
 
 use super::{CmdOutput, TransportError};
-use hca::metrics::{AtomicHistogram, Histogram};
+use opskit::metrics::{AtomicHistogram, Histogram};
 use scsi::Status;
 use std::sync::atomic::{AtomicU64, Ordering};
 

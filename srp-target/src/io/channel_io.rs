@@ -17,16 +17,16 @@
 
 use super::command::{Phase, Slot, Work, WrKind};
 use super::executor::{Done, Executor, Job, NexusInfo, Reply, Staging};
-use super::memory::{IOVA, Layout, sge};
+use super::memory::{Layout, sge};
+use super::verbs::ChannelVerbs;
 use crate::channel::{Fault, Request, TargetChannel};
 use crate::exec::{LogicalUnit, TransportError};
 use crate::login::{ChannelId, Negotiated};
-use access_layer::verbs::{ChannelInterface, Doorbell, MrSpec, SyncCa, VerbsError};
-use hca::engine::{CqId, QpId, RcConnect};
-use hca::mem::MemBlock;
-use hca::mr::{Access, MrKeys, PdId};
-use hca::qp::QpInit;
-use hca::verbs::{ArmMode, RecvWr, SendFlags, SendOp, SendWr, Wc, WcStatus};
+use access_layer::verbs::{ChannelInterface, Doorbell, VerbsError};
+use ib_verbs::RcConnect;
+use ib_verbs::mem::MemBlock;
+use ib_verbs::mr::{MrKeys, PdId};
+use ib_verbs::wr::{RecvWr, SendFlags, SendOp, SendWr, Wc, WcStatus};
 use scsi::{Lun, Sense, SenseCode, Status};
 use srp::channel::data::{rdma_ops, residual};
 use srp::channel::{Buffer, RdmaOp};
@@ -37,26 +37,18 @@ use srp::wire::rsp::{Residual, TmfResponse};
 use srp::wire::tsk_mgmt::TaskMgmtFunction;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use wirekit::WireRepr;
 
-#[path = "abort.rs"]
 mod abort;
-#[path = "probe.rs"]
 mod probe;
-#[path = "respond.rs"]
 mod respond;
-#[path = "transfer.rs"]
 mod transfer;
 
 pub use abort::{AbortScope, DRAIN_LIMIT, NexusAbort, settle_aborts};
 
 /// Largest single RDMA READ or WRITE we post; longer segments are split.
 pub const MAX_RDMA_OP: u32 = 1 << 20;
-
-/// Send work requests the QP holds (data-in WRITEs of every slot plus responses).
-const MAX_SEND_WR: usize = 4096;
 
 /// Completions taken per CQ poll.
 const POLL_BATCH: usize = 64;
@@ -128,15 +120,12 @@ pub enum IoState {
 
 /// One channel's I/O. See the module docs.
 pub struct ChannelIo {
-    ca: Arc<dyn ChannelInterface>,
-    /// Set once the QP, CQ and region are released after teardown (asynchronous verbs).
-    released: Arc<AtomicBool>,
+    /// Every verb of the channel: its QP, CQ and region ([`super::verbs`]).
+    verbs: ChannelVerbs,
     channel: TargetChannel,
     layout: Layout,
+    /// The channel's registered block (the verbs' own).
     mem: Arc<MemBlock>,
-    mr: Option<MrKeys>,
-    cq: CqId,
-    qp: QpId,
     slots: Vec<Option<Slot>>,
     /// Each slot's abort flag, renewed for each command the slot starts.
     flags: Vec<super::executor::AbortFlag>,
@@ -172,7 +161,7 @@ pub struct ChannelIo {
     /// its QP acknowledged ([`ChannelIo::probe_if_idle`]).
     last_heard: std::time::Instant,
     /// Where `last_heard` is read (the system clock, or a simulated run's).
-    clock: std::sync::Arc<dyn hca::time::Clock>,
+    clock: std::sync::Arc<dyn ib_verbs::time::Clock>,
     /// The SRP_CRED_REQ in flight is an idle probe.
     probing: bool,
     /// Idle probes sent.
@@ -191,7 +180,7 @@ impl std::fmt::Debug for ChannelIo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChannelIo")
             .field("id", &self.channel.id())
-            .field("qp", &self.qp)
+            .field("verbs", &self.verbs)
             .field("state", &self.state)
             .finish()
     }
@@ -222,32 +211,8 @@ impl ChannelIo {
             window: n.window,
             max_transfer: config.max_transfer,
         })?;
-        let total = layout.total().unwrap_or(0);
-        let mem = MemBlock::new(usize::try_from(total).unwrap_or(0));
-        let sync = SyncCa::new(ca.clone());
-        let spec = MrSpec {
-            block: mem.clone(),
-            offset: 0,
-            len: total,
-            iova: IOVA,
-            access: Access::LOCAL_WRITE,
-        };
-        let mr = sync.reg_mr(pd, spec)?;
-        let cq = match sync.create_cq(MAX_SEND_WR + layout.recvs) {
-            Ok(cq) => cq,
-            Err(err) => {
-                let _ = sync.dereg_mr(mr);
-                return Err(err.into());
-            }
-        };
-        let qp = match sync.create_qp(QpInit::rc(pd, cq, MAX_SEND_WR, layout.recvs)) {
-            Ok(qp) => qp,
-            Err(err) => {
-                let _ = sync.destroy_cq(cq);
-                let _ = sync.dereg_mr(mr);
-                return Err(err.into());
-            }
-        };
+        let verbs = ChannelVerbs::create(ca, pd, &layout, config.id.0)?;
+        let mem = verbs.mem().clone();
         let channel = TargetChannel::new(
             config.id,
             n,
@@ -258,14 +223,10 @@ impl ChannelIo {
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let done_tx = Reply::new(done_tx, bell);
         Ok(ChannelIo {
-            ca,
-            released: Arc::new(AtomicBool::new(false)),
+            verbs,
             channel,
             layout,
             mem,
-            mr: Some(mr),
-            cq,
-            qp,
             slots: vec![None; layout.window],
             flags: (0..layout.window).map(|_| Default::default()).collect(),
             unstarted: Default::default(),
@@ -285,7 +246,7 @@ impl ChannelIo {
             draining: Vec::new(),
             cred_in_flight: false,
             last_heard: std::time::Instant::now(),
-            clock: hca::time::system_clock(),
+            clock: ib_verbs::time::system_clock(),
             probing: false,
             probes: 0,
             wcs: Vec::with_capacity(POLL_BATCH),
@@ -296,17 +257,15 @@ impl ChannelIo {
     }
 
     /// The QP's number, for the CM REP.
-    pub fn qpn(&self) -> Option<hca::ids::Qpn> {
-        match self.qp {
-            QpId::Qp(n) => Some(n),
-            QpId::Gsi(_) => None,
-        }
+    pub fn qpn(&self) -> Option<ib_verbs::Qpn> {
+        self.verbs.qpn()
     }
 
     /// Whether the channel's QP, CQ and region are released (after [`IoState::Closed`],
-    /// once the provider has run the verbs that release them).
+    /// once its QP is drained and the provider has run the verbs that release them: keep
+    /// polling a closed channel until then).
     pub fn released(&self) -> bool {
-        self.released.load(Ordering::Acquire)
+        self.verbs.released()
     }
 
     /// Where the channel is.
@@ -326,7 +285,7 @@ impl ChannelIo {
 
     /// The channel's memory region, while registered.
     pub fn mr_keys(&self) -> Option<MrKeys> {
-        self.mr
+        self.verbs.mr_keys()
     }
 
     /// What the channel has done since login.
@@ -342,7 +301,7 @@ impl ChannelIo {
     /// Connects the QP to the initiator's (what the CM does with REQ/REP/RTU), posts the
     /// receive buffers and makes the channel live.
     pub fn connect(&mut self, peer: &RcConnect) -> Result<(), IoError> {
-        SyncCa::new(self.ca.clone()).connect_rc(self.qp, *peer)?;
+        self.verbs.connect(peer)?;
         for i in 0..self.layout.recvs {
             self.post_recv(i)?;
         }
@@ -358,21 +317,21 @@ impl ChannelIo {
     /// found nothing, then poll once more before waiting: a completion that came between
     /// the poll and the arm fires no notification.
     pub fn arm(&self) {
-        if self.state == IoState::Closed {
+        if self.state == IoState::Closed && !self.verbs.draining() {
             return;
         }
-        let _ = self.ca.req_notify_cq(self.cq, ArmMode::NextCompletion);
+        self.verbs.arm();
     }
 
     /// Handles what completed; returns how many completions and results it handled.
     pub fn poll(&mut self) -> usize {
         if self.state == IoState::Closed {
             while self.done_rx.try_recv().is_ok() {}
-            return 0;
+            return self.poll_drain();
         }
         let mut wcs = std::mem::take(&mut self.wcs);
         wcs.clear();
-        let _ = self.ca.poll_cq(self.cq, POLL_BATCH, &mut wcs);
+        self.verbs.poll(POLL_BATCH, &mut wcs);
         let mut n = wcs.len();
         for wc in &wcs {
             self.on_wc(wc);
@@ -396,6 +355,24 @@ impl ChannelIo {
         n
     }
 
+    /// A closed channel whose QP drains: its completions (all flushed, discarded) until
+    /// the drain's marker, then the release. How many completions it took.
+    fn poll_drain(&mut self) -> usize {
+        if !self.verbs.draining() {
+            return 0;
+        }
+        let mut wcs = std::mem::take(&mut self.wcs);
+        wcs.clear();
+        self.verbs.poll(POLL_BATCH, &mut wcs);
+        let now = std::time::Instant::now();
+        let n = wcs.len();
+        if !wcs.iter().any(|wc| self.verbs.drained(Some(wc), now)) {
+            self.verbs.drained(None, now);
+        }
+        self.wcs = wcs;
+        n
+    }
+
     /// A data buffer of `len` zero bytes, reusing a spare one.
     pub(super) fn buffer(&mut self, len: usize) -> Vec<u8> {
         let mut v = self.spare.pop().unwrap_or_default();
@@ -412,21 +389,21 @@ impl ChannelIo {
     }
 
     fn post_recv(&self, i: usize) -> Result<(), VerbsError> {
-        let (qp, lkey) = (self.qp, self.lkey());
+        let lkey = self.lkey();
         let wr = RecvWr {
             wr_id: WrKind::Recv(i).encode(),
             sg_list: [sge(lkey, self.layout.recv(i), self.layout.recv_len as u32)].into(),
         };
-        self.ca.post_recv(qp, wr)
+        self.verbs.post_recv(wr)
     }
 
     /// Posts the chain in [`ChannelIo::wrs`] (emptied either way).
     fn post(&mut self) -> Result<(), VerbsError> {
-        self.ca.post_send_list(self.qp, &mut self.wrs)
+        self.verbs.post(&mut self.wrs)
     }
 
-    fn lkey(&self) -> hca::ids::Lkey {
-        self.mr.map(|m| m.lkey).unwrap_or(hca::ids::Lkey(0))
+    fn lkey(&self) -> ib_verbs::ids::Lkey {
+        self.verbs.lkey()
     }
 
     fn on_wc(&mut self, wc: &Wc) {
@@ -463,6 +440,8 @@ impl ChannelIo {
                 self.cred_in_flight = false;
                 self.probing = false;
             }
+            // Posted only once the channel is closed (polled by `poll_drain`).
+            WrKind::Drain => {}
         }
     }
 
@@ -625,10 +604,9 @@ impl ChannelIo {
         }
     }
 
-    /// Releases the QP (flushing what it held), the CQ and the memory region, by
-    /// asynchronous verbs the provider runs in this order ([`ChannelIo::released`] says
-    /// when they have run). Commands in flight are dropped; their executor results, if any
-    /// come, are discarded.
+    /// Ends the channel: its QP is drained and then released with the CQ and the memory
+    /// region ([`super::verbs`]; [`ChannelIo::released`] says when). Commands in flight are
+    /// dropped; their executor results, if any come, are discarded.
     fn teardown(&mut self, reason: Option<String>) {
         if self.state == IoState::Closed {
             return;
@@ -636,29 +614,7 @@ impl ChannelIo {
         if reason.is_some() && self.reason.is_none() {
             self.reason = reason;
         }
-        let id = self.channel.id();
-        let logged = move |what: &'static str| {
-            move |r: Result<(), VerbsError>| {
-                if let Err(e) = r {
-                    tracing::warn!(channel = id.0, %e, "{what} could not be released");
-                }
-            }
-        };
-        self.ca.destroy_qp(self.qp).on_complete(logged("the QP"));
-        // Its flushed completions go with it.
-        let last = self.ca.destroy_cq(self.cq);
-        let last = match self.mr.take() {
-            Some(mr) => {
-                last.on_complete(logged("the CQ"));
-                self.ca.dereg_mr(mr)
-            }
-            None => last,
-        };
-        let released = self.released.clone();
-        last.on_complete(move |r| {
-            logged("the channel's memory")(r);
-            released.store(true, Ordering::Release);
-        });
+        self.verbs.start_teardown();
         self.channel.abort_matching(|_, _| true);
         self.channel.close();
         // Nothing can answer them now: jobs still queued for a worker are not run (those
@@ -676,5 +632,7 @@ impl ChannelIo {
 impl Drop for ChannelIo {
     fn drop(&mut self) {
         self.teardown(None);
+        // Dropped before its drain ended: released now, in order ([`ChannelVerbs`]).
+        self.verbs.release();
     }
 }

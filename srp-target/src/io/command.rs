@@ -22,6 +22,9 @@ pub enum WrKind {
     Logout,
     /// The SRP_CRED_REQ SEND.
     Cred,
+    /// The teardown's drain marker: a zero-length RDMA WRITE posted after the QP went to
+    /// ERR (its flushed completion is the QP's last; `super::verbs`).
+    Drain,
 }
 
 impl WrKind {
@@ -35,6 +38,7 @@ impl WrKind {
             WrKind::Rsp(n) => (5, n),
             WrKind::Logout => (6, 0),
             WrKind::Cred => (7, 0),
+            WrKind::Drain => (8, 0),
         };
         (k << 56) | (n as u64 & 0x00ff_ffff_ffff_ffff)
     }
@@ -50,6 +54,7 @@ impl WrKind {
             5 => WrKind::Rsp(n),
             6 => WrKind::Logout,
             7 => WrKind::Cred,
+            8 => WrKind::Drain,
             _ => return None,
         })
     }

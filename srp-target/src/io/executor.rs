@@ -7,7 +7,7 @@ use crate::backend::MemSpan;
 use crate::exec::{CmdOutput, DataOut, LogicalUnit, Nexus, TransportError};
 use crate::lu::{PortIdentity, TargetPortGroup};
 use access_layer::verbs::Doorbell;
-use hca::mem::MemBlock;
+use ib_verbs::mem::MemBlock;
 use scsi::{Lun, Status};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;

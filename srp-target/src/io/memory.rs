@@ -6,8 +6,8 @@
 //! external descriptor table. Nothing is registered per command, so nothing can leak per
 //! command; the region is deregistered when the channel is torn down.
 
-use hca::ids::Lkey;
-use hca::verbs::Sge;
+use ib_verbs::ids::Lkey;
+use ib_verbs::wr::Sge;
 
 /// I/O address the channel's region is registered at.
 pub const IOVA: u64 = 0x5352_0000_0000;

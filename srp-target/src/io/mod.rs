@@ -1,15 +1,17 @@
 //! The driver glue between one sans-IO [`crate::channel::TargetChannel`] and one RC queue
-//! pair of an [`hca`] device: receive buffers, RDMA transfers, SCSI execution off the
-//! completion path, responses.
+//! pair of the port's device (any provider, through the access layer's verbs): receive
+//! buffers, RDMA transfers, SCSI execution off the completion path, responses.
 //!
 //! The channel core decides (credits, tags, descriptor plans, faults); this module only
 //! moves bytes. Per channel it registers one memory region (receive ring, response ring,
 //! bounce buffers and descriptor-table buffers, all sized at creation from the login's
 //! window, IU lengths and the transfer limit), so registered memory is bounded and released
 //! when the channel closes. The QP is connected by the caller's CM step ([`crate::daemon`];
-//! tests also connect it directly with [`hca::engine::Engine::connect_rc`]).
+//! tests also connect it directly with the attributes a CM exchange would carry).
 //!
-//! Files: [`memory`] (the channel's registered region and its layout), [`executor`] (the
+//! Files: [`verbs`] (every verb of a channel in one place: create, connect, post, poll,
+//! arm, and the teardown that drains the QP before its memory is released), [`memory`]
+//! (the channel's registered region and its layout), [`executor`] (the
 //! boundary to SCSI execution: [`Executor`], [`Inline`]), [`workers`] (a bounded thread
 //! pool behind that boundary), [`command`] (one command in flight and work-request ids),
 //! [`channel_io`] ([`ChannelIo`], the completion-driven loop, with its `transfer` steps —
@@ -24,6 +26,7 @@ pub mod command;
 pub mod counters;
 pub mod executor;
 pub mod memory;
+pub mod verbs;
 pub mod workers;
 
 pub use channel_io::{

@@ -7,12 +7,13 @@
 //! service ID carries the 64-byte login itself (native IB CM, after DM discovery).
 
 use super::decide::LoginDecision;
-use access_layer::cm::AcceptParams;
+use access_layer::cm::AcceptRequest;
+use access_layer::mad::ServiceId;
 use access_layer::mad::cm::{CmRejReason, CmaHeader};
-use access_layer::mad::{MadError, ServiceId};
-use hca::{Psn, Qpn};
+use ib_verbs::Qpn;
 use srp::wire::login::{BufFormats, LoginRej, LoginRejReason, LoginReq};
 use srp::wire::{Tag, WireError};
+use std::net::IpAddr;
 use thiserror::Error;
 use wirekit::WireRepr;
 
@@ -45,22 +46,29 @@ pub struct CmLogin {
 /// Why a CM REQ's private data is not a login.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum CmLoginError {
-    /// The cma header of an RDMA-CM REQ is malformed.
+    /// The cma header of an RDMA-CM REQ is missing or malformed.
     #[error("RDMA-CM header: {0}")]
-    Cma(MadError),
+    Cma(&'static str),
     /// The SRP_LOGIN_REQ is malformed.
     #[error("SRP_LOGIN_REQ: {0}")]
     Login(WireError),
 }
 
-/// Parses the login in the private data of a CM REQ to `service_id`.
-pub fn parse_cm_login(service_id: ServiceId, private_data: &[u8]) -> Result<CmLogin, CmLoginError> {
+/// Parses the login in a connection request to `service_id`: `private_data` is the
+/// requester's own (for an RDMA-CM service, what followed the cma header, whose addresses
+/// and source port the connection manager gives as `rdma_cm`; `None` there when the header
+/// did not parse).
+pub fn parse_cm_login(
+    service_id: ServiceId,
+    rdma_cm: Option<(IpAddr, IpAddr, u16)>,
+    private_data: &[u8],
+) -> Result<CmLogin, CmLoginError> {
     if service_id.carries_cma_header() {
-        let hdr = CmaHeader::parse(private_data).map_err(CmLoginError::Cma)?;
-        let req = LoginReq::parse_rdma_cm(CmaHeader::user_data(private_data))
-            .map_err(CmLoginError::Login)?;
+        let (src, dst, src_port) =
+            rdma_cm.ok_or(CmLoginError::Cma("missing or malformed cma header"))?;
+        let req = LoginReq::parse_rdma_cm(private_data).map_err(CmLoginError::Login)?;
         Ok(CmLogin {
-            form: LoginForm::RdmaCm(hdr),
+            form: LoginForm::RdmaCm(CmaHeader { src_port, src, dst }),
             req,
         })
     } else {
@@ -110,13 +118,11 @@ impl CmAnswer {
         })
     }
 
-    /// For an accept: the CM parameters of our side, with ib_srpt's values; `receive_psn`
-    /// is our QP's receive PSN (the REP's Starting PSN, as Linux reads it).
-    pub fn accept_params(&self, qpn: Qpn, receive_psn: Psn) -> Option<AcceptParams> {
+    /// For an accept: the CM parameters of our side (our QP `qpn`), with ib_srpt's values.
+    pub fn accept_params(&self, qpn: Qpn) -> Option<AcceptRequest> {
         match self {
-            CmAnswer::Accept { private_data } => Some(AcceptParams {
+            CmAnswer::Accept { private_data } => Some(AcceptRequest {
                 qpn,
-                receive_psn,
                 responder_resources: RESPONDER_RESOURCES,
                 initiator_depth: INITIATOR_DEPTH,
                 rnr_retry_count: RNR_RETRY_COUNT,

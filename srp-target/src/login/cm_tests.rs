@@ -4,7 +4,7 @@ use super::*;
 use crate::login::decide::{LoginPolicy, decide};
 use access_layer::mad::cm::RdmaPortSpace;
 use access_layer::mad::cm::req::REQ_PRIVATE_DATA_LEN;
-use hca::Guid;
+use ib_verbs::Guid;
 use srp::wire::login::{LoginReqFlags, MultiChannelAction};
 use srp::wire::{IoClass, PortId};
 use std::net::{IpAddr, Ipv4Addr};
@@ -43,15 +43,11 @@ fn qpn(v: u32) -> Qpn {
     Qpn::new(v).expect("24 bits")
 }
 
-fn psn(v: u32) -> Psn {
-    Psn::new(v).expect("24 bits")
-}
-
 #[test]
 fn native_ib_cm_form() {
     let mut pd = [0u8; REQ_PRIVATE_DATA_LEN];
     req().emit(&mut pd).expect("64 bytes fit");
-    let got = parse_cm_login(ServiceId(0x0002_c903_0000_0011), &pd).expect("parses");
+    let got = parse_cm_login(ServiceId(0x0002_c903_0000_0011), None, &pd).expect("parses");
     assert_eq!(got.form, LoginForm::IbCm);
     assert_eq!(got.req, req());
 }
@@ -65,9 +61,8 @@ fn rdma_cm_form_after_the_cma_header() {
         src: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 9)),
         dst: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 8)),
     };
-    let pd = hdr.req_private_data(&login).expect("fits");
     let sid = ServiceId::rdma_ip(RdmaPortSpace::Tcp, 5555);
-    let got = parse_cm_login(sid, &pd.0).expect("parses");
+    let got = parse_cm_login(sid, Some((hdr.src, hdr.dst, hdr.src_port)), &login).expect("parses");
     assert_eq!(got.form, LoginForm::RdmaCm(hdr));
     assert_eq!(got.req, req());
 }
@@ -75,9 +70,10 @@ fn rdma_cm_form_after_the_cma_header() {
 #[test]
 fn malformed_private_data_names_the_layer() {
     let sid = ServiceId::rdma_ip(RdmaPortSpace::Tcp, 5555);
-    let e = parse_cm_login(sid, &[0xff; REQ_PRIVATE_DATA_LEN]).expect_err("bad cma header");
+    let e = parse_cm_login(sid, None, &[0xff; 56]).expect_err("bad cma header");
     assert!(matches!(e, CmLoginError::Cma(_)), "{e}");
-    let e = parse_cm_login(ServiceId(7), &[0xc1; REQ_PRIVATE_DATA_LEN]).expect_err("not a login");
+    let e =
+        parse_cm_login(ServiceId(7), None, &[0xc1; REQ_PRIVATE_DATA_LEN]).expect_err("not a login");
     assert!(matches!(e, CmLoginError::Login(_)), "{e}");
     assert!(e.to_string().starts_with("SRP_LOGIN_REQ: "), "{e}");
     let CmAnswer::Reject {
@@ -101,7 +97,7 @@ fn decisions_become_rep_or_rej_private_data() {
     assert_eq!(private_data.len(), 52);
     assert_eq!(private_data[0], 0xc0);
     assert_eq!(&private_data[8..16], &0x42u64.to_be_bytes(), "tag echoed");
-    let p = accept.accept_params(qpn(0x11), psn(0x22)).expect("accept");
+    let p = accept.accept_params(qpn(0x11)).expect("accept");
     assert_eq!(
         (p.responder_resources, p.initiator_depth, p.rnr_retry_count),
         (4, 4, 7)
@@ -109,7 +105,7 @@ fn decisions_become_rep_or_rej_private_data() {
     assert_eq!(&p.private_data, private_data);
 
     let reject = CmAnswer::from_decision(&decide(&req(), &policy(), false, &[]));
-    assert!(reject.accept_params(qpn(1), psn(1)).is_none());
+    assert!(reject.accept_params(qpn(1)).is_none());
     let CmAnswer::Reject {
         reason,
         private_data,

@@ -1,7 +1,7 @@
 //! Every branch of the login decision, with the wire reason codes a Linux initiator sees.
 
 use super::*;
-use hca::Guid;
+use ib_verbs::Guid;
 use srp::wire::{IoClass, Tag};
 use wirekit::WireRepr;
 

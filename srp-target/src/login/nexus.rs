@@ -1,7 +1,7 @@
 //! Channels by I_T nexus: an SRP initiator port and a target port (SRP r16a 3.1: an I_T
 //! nexus may hold several RDMA channels; MULTI-CHANNEL ACTION single replaces them all).
 
-use hca::Gid;
+use ib_verbs::Gid;
 use srp::wire::PortId;
 use std::collections::BTreeMap;
 use std::fmt;

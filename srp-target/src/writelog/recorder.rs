@@ -16,7 +16,7 @@ use super::log::WriteLog;
 use super::record::{Event, Header, Record};
 use crate::backend::MemSpan;
 use crate::backend::medium::Medium;
-use hca::mem::FileIoError;
+use ib_verbs::mem::FileIoError;
 use nix::errno::Errno;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};

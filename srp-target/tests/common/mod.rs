@@ -346,7 +346,7 @@ pub fn cscd(naa: &[u8; 16], block_len: u32) -> Vec<u8> {
 /// The daemon options of the daemon tests: a window of 16, 256 KiB transfers, a 300 ms
 /// shutdown step.
 pub fn daemon_options() -> srp_target::daemon::DaemonOptions {
-    let mut options = srp_target::daemon::DaemonOptions::default();
+    let mut options = srp_target::daemon::DaemonOptions::new(providers::system());
     options.limits.window = 16;
     options.limits.max_transfer = 256 << 10;
     options.shutdown_step = std::time::Duration::from_millis(300);

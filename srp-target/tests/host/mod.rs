@@ -17,6 +17,8 @@ use access_layer::mad::{
     parse_any,
 };
 use access_layer::mad::{MadAddress, Mtu, ServiceId};
+use access_layer::verbs::SyncCa;
+use hca::ca::SoftCa;
 use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, QpId, RcConnect};
 use hca::mem::MemBlock;
@@ -56,9 +58,11 @@ pub struct Ep {
     pub base: u64,
 }
 
-/// The test initiator: a soft HCA with a GSI port and a CM endpoint.
+/// The test initiator: a soft HCA with a GSI port (on a CA over the same device) and a CM
+/// endpoint.
 pub struct Host {
-    pub hca: Hca,
+    pub hca: Arc<Hca>,
+    _ca: Arc<SoftCa>,
     gsi: GsiPort,
     pub cm: CmEndpoint,
     pub events: Vec<CmEvent>,
@@ -83,16 +87,20 @@ impl Host {
     /// A host at `local` with node GUID `guid` (a second host needs its own).
     pub fn open_as(local: IpAddr, target: IpAddr, guid: u64) -> Host {
         let guid = Guid(guid);
-        let hca = Hca::open(HcaConfig::new(guid, vec![local])).expect("open host HCA");
-        let (gsi, pd, mem, mr) = hca.with(|e, now| {
-            let gsi = GsiPort::open(e, now, 1, GsiPortConfig::default()).expect("GSI");
+        let hca = Arc::new(Hca::open(HcaConfig::new(guid, vec![local])).expect("open host HCA"));
+        let ca = Arc::new(SoftCa::shared(hca.clone()).expect("CA"));
+        SyncCa::new(ca.clone())
+            .open_ca(Arc::new(|_| {}))
+            .expect("open CA");
+        let gsi = GsiPort::open(ca.clone(), 1, GsiPortConfig::default()).expect("GSI");
+        let (pd, mem, mr) = hca.with(|e, _| {
             let pd = e.alloc_pd();
             let mem = MemBlock::new(MEM);
             let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
             let mr = e
                 .reg_mr(pd, mem.clone(), 0, MEM as u64, IOVA, access)
                 .expect("reg_mr");
-            (gsi, pd, mem, mr)
+            (pd, mem, mr)
         });
         let cm = CmEndpoint::new(CmConfig {
             local_ca_guid: guid,
@@ -104,6 +112,7 @@ impl Host {
         });
         Host {
             hca,
+            _ca: ca,
             gsi,
             cm,
             events: Vec::new(),
@@ -141,24 +150,23 @@ impl Host {
             dm_answers,
             ..
         } = self;
-        hca.with(|e, now| {
-            while let Ok(Some((from, mad))) = gsi.recv(e, now) {
-                if mad.header().is_ok_and(|h| h.mgmt_class == MgmtClass::Cm) {
-                    cm.handle_mad(now, from, &mad.0);
-                } else {
-                    dm_answers.push(mad);
-                }
+        let now = hca.now();
+        while let Ok(Some((from, mad))) = gsi.recv() {
+            if mad.header().is_ok_and(|h| h.mgmt_class == MgmtClass::Cm) {
+                cm.handle_mad(now, from, &mad.0);
+            } else {
+                dm_answers.push(mad);
             }
-            if cm.poll_timeout().is_some_and(|t| t <= now) {
-                cm.handle_timeout(now);
-            }
-            while let Some(out) = cm.poll_transmit() {
-                gsi.send(e, now, &out).expect("send MAD");
-            }
-            while let Some(ev) = cm.poll_event() {
-                events.push(ev);
-            }
-        });
+        }
+        if cm.poll_timeout().is_some_and(|t| t <= now) {
+            cm.handle_timeout(now);
+        }
+        while let Some(out) = cm.poll_transmit() {
+            gsi.send(&out).expect("send MAD");
+        }
+        while let Some(ev) = cm.poll_event() {
+            events.push(ev);
+        }
     }
 
     /// Sends a DM Get of `attr` with `attr_mod` to the target's GSI and returns the answer
@@ -190,9 +198,7 @@ impl Host {
             to: MadAddress::gsi(1, Gid::from_ip(self.target)),
             mad,
         };
-        let Host { hca, gsi, .. } = self;
-        hca.with(|e, now| gsi.send(e, now, &out))
-            .expect("send MAD request");
+        self.gsi.send(&out).expect("send MAD request");
         let end = Instant::now() + DEADLINE;
         loop {
             assert!(Instant::now() < end, "no answer to MAD request {tid:#x}");

@@ -37,7 +37,7 @@ pub fn start(dir: &TempDir, target: IpAddr, guid: u64) -> (Daemon, TargetConfig)
     let config = TargetConfig::from_str(&text, "shared_lun.toml")
         .expect("valid")
         .config;
-    let mut options = DaemonOptions::default();
+    let mut options = DaemonOptions::new(providers::system());
     options.limits.window = 8;
     options.limits.max_transfer = 64 << 10;
     options.limits.max_table_entries = 16;

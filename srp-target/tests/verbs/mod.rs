@@ -6,7 +6,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 use crate::common::{IMM_OFFSET, cmd_bytes, rc_qp, srp_cmd};
-use access_layer::verbs::{SoftCa, SyncCa};
+use access_layer::verbs::SyncCa;
+use hca::ca::SoftCa;
 use hca::driver::{Hca, HcaConfig};
 use hca::engine::{CqId, QpId, RcConnect};
 use hca::ids::{Gid, Guid, Psn, Qpn, Rkey};

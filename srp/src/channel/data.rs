@@ -13,8 +13,8 @@ use crate::wire::cmd::Cmd;
 use crate::wire::desc::{DataDesc, DirectBuf};
 use crate::wire::login::BufFormats;
 use crate::wire::rsp::Residual;
-use hca::ids::Rkey;
-use hca::inline_one::InlineOne;
+use ib_verbs::ids::Rkey;
+use ib_verbs::inline_one::InlineOne;
 use zerocopy::FromBytes;
 
 /// What the login negotiated and what the target accepts per command.

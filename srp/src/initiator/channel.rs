@@ -19,7 +19,7 @@ use crate::wire::Tag;
 use crate::wire::logout::TLogoutReason;
 use crate::wire::tsk_mgmt::TaskMgmtFunction;
 use core::time::Duration;
-use hca::time::Time;
+use ib_verbs::time::Time;
 use scsi::Lun;
 
 /// Everything configurable about a channel.

@@ -11,8 +11,8 @@ use crate::wire::rsp::{Residual, Rsp, TmfResponse};
 use crate::wire::tsk_mgmt::TaskMgmtFunction;
 use crate::wire::{Tag, WireError};
 use core::time::Duration;
-use hca::Rkey;
-use hca::time::Time;
+use ib_verbs::Rkey;
+use ib_verbs::time::Time;
 use scsi::status::Status;
 use wirekit::WireRepr;
 

@@ -10,7 +10,7 @@ use crate::wire::desc::{DataDesc, DirectBuf, Indirect};
 use crate::wire::rsp::Residual;
 use crate::wire::{SolicitFlags, Tag, WireError};
 use core::time::Duration;
-use hca::Rkey;
+use ib_verbs::Rkey;
 use scsi::Lun;
 use scsi::status::Status;
 

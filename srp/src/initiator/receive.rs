@@ -13,8 +13,8 @@ use crate::wire::cred::CredRsp;
 use crate::wire::rsp::{Rsp, TmfResponse};
 use crate::wire::tsk_mgmt::TaskMgmtFunction;
 use crate::wire::{AnyIu, Tag};
-use hca::Rkey;
-use hca::time::Time;
+use ib_verbs::Rkey;
+use ib_verbs::time::Time;
 use scsi::Lun;
 use wirekit::WireRepr;
 

@@ -21,7 +21,7 @@ use super::timers::{PortEvent, PortState, TimerKind, reconnect_backoff};
 use crate::channel::InitiatorCredits;
 use crate::wire::Tag;
 use crate::wire::login::{LoginRej, LoginRsp};
-use hca::time::Time;
+use ib_verbs::time::Time;
 use wirekit::WireRepr;
 
 impl InitiatorChannel {

@@ -5,7 +5,7 @@ use super::*;
 use crate::wire::login::{BufFormats, LoginRejReason};
 use crate::wire::logout::TLogoutReason;
 use core::time::Duration;
-use hca::time::Time;
+use ib_verbs::time::Time;
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)

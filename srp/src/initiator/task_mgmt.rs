@@ -20,7 +20,7 @@ use super::command::{CmdId, Outcome};
 use super::escalation::Trigger;
 use crate::wire::Tag;
 use crate::wire::tsk_mgmt::TaskMgmtFunction;
-use hca::time::Time;
+use ib_verbs::time::Time;
 use scsi::Lun;
 
 /// The core's name for a caller's task management request.

@@ -8,7 +8,7 @@
 
 use super::InitiatorError;
 use core::time::Duration;
-use hca::time::Time;
+use ib_verbs::time::Time;
 
 /// SCSI_DEVICE_BLOCK_MAX_TIMEOUT: the longest a SCSI device may stay blocked.
 pub const BLOCK_MAX_TIMEOUT: Duration = Duration::from_secs(600);

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::wire::desc::{DirectBuf, Indirect};
-use hca::Rkey;
+use ib_verbs::Rkey;
 use wirekit::wire_repr::check;
 
 /// READ(10) of 8 blocks at LBA 0x1000 into one registered 4 KiB buffer.

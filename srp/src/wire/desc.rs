@@ -8,7 +8,7 @@
 
 use super::WireError;
 use core::fmt;
-use hca::Rkey;
+use ib_verbs::Rkey;
 use zerocopy::network_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
@@ -290,7 +290,7 @@ pub(crate) fn emit_desc(desc: &DataDesc<'_>, imm_len: u32, out: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hca::Rkey;
+    use ib_verbs::Rkey;
 
     #[test]
     fn direct_buf_layout_is_va_key_len() {

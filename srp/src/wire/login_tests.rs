@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::wire::IoClass;
-use hca::Guid;
+use ib_verbs::Guid;
 use wirekit::wire_repr::check;
 
 const PORT_GUID: Guid = Guid(0x0002_c903_0001_0a2b);

@@ -1,7 +1,7 @@
 //! SRP port identifiers and the I/O class that decides their byte order.
 
 use core::fmt;
-use hca::Guid;
+use ib_verbs::Guid;
 
 wirekit::open_enum! {
     /// The IOClass an I/O controller advertises in its DM IOControllerProfile. For SRP it also

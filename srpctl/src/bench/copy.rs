@@ -369,7 +369,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     let config = target_config(o, &backing.0)?;
     let options = DaemonOptions {
         shutdown_step: Duration::from_millis(500),
-        ..DaemonOptions::default()
+        ..DaemonOptions::new(providers::system())
     };
     let _daemon = Daemon::start(config.clone(), options).context("starting the target")?;
     let mut host = HostConfig::with_portals("srpctl-bench-copy", Vec::new());

@@ -19,7 +19,7 @@
 //! same run by `scripts/bench-disk.sh`, which also runs this command.
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use hca::Guid;
+use ib_verbs::Guid;
 use srp::initiator::PortState;
 use srp_hostd::HostConfig;
 use srp_hostd::adapter::HostAdapter;
@@ -340,6 +340,7 @@ impl Session {
             local,
             srp_initiator_storport::srp::LoginVia::IbCm,
             0,
+            &providers::system(),
         );
         let port = HostAdapter::start(driver, hw, memory)
             .map_err(|e| anyhow!("starting the adapter on {local}: {e}"))?;
@@ -564,8 +565,8 @@ fn measure(s: &Session, w: Workload, depth: usize, secs: f64, seed: u64) -> Resu
         error: Mutex::new(None),
     });
     let (lo0, cpu0) = (lo_bytes(), cpu_secs());
-    hca::mem::counting(true);
-    let allocs0 = hca::mem::allocations();
+    ib_verbs::mem::counting(true);
+    let allocs0 = ib_verbs::mem::allocations();
     let start = Instant::now();
     for i in 0..depth {
         let mut rng = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -588,8 +589,8 @@ fn measure(s: &Session, w: Workload, depth: usize, secs: f64, seed: u64) -> Resu
     let elapsed = start.elapsed().as_secs_f64();
     let (lo1, cpu1) = (lo_bytes(), cpu_secs());
     let ios = job.ios.load(Ordering::Relaxed);
-    let allocs = hca::mem::allocations().since(allocs0);
-    hca::mem::counting(false);
+    let allocs = ib_verbs::mem::allocations().since(allocs0);
+    ib_verbs::mem::counting(false);
     let lat_ns = job.lat_ns.load(Ordering::Relaxed);
     {
         let end = Instant::now() + Duration::from_secs(60);
@@ -667,7 +668,7 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     let config = target_config(o, &backing.path)?;
     let options = DaemonOptions {
         shutdown_step: Duration::from_millis(500),
-        ..DaemonOptions::default()
+        ..DaemonOptions::new(providers::system())
     };
     let daemon = Daemon::start(config.clone(), options).context("starting the target")?;
     let modes: Vec<RegistrationMode> = match o.registration {

@@ -1,27 +1,32 @@
-//! One side of the HCA benchmark: a soft HCA on a loopback address with registered memory
-//! and one RC QP, driven through the verbs.
+//! One side of the HCA benchmark: a device (the software HCA on a loopback address, by
+//! default) with registered memory and one RC QP, driven through the access layer's verbs.
 
+use access_layer::verbs::{
+    ChannelInterface, DeviceSpec, Doorbell, Fabric, MrSpec, PortInterface, SyncCa,
+};
 use anyhow::{Context, Result, anyhow};
-use hca::driver::{Hca, HcaConfig};
-use hca::engine::{CqId, QpId, RcConnect};
-use hca::ids::{Gid, Guid, Psn, Qpn, Rkey};
-use hca::mem::MemBlock;
-use hca::mr::{Access, MrKeys};
-use hca::qp::QpInit;
-use hca::qp::state::QpType;
-use hca::verbs::{RecvWr, SendFlags, SendOp, SendWr, Sge, Wc};
-use hca::wire::PathMtu;
-use std::net::IpAddr;
+use ib_verbs::PathMtu;
+use ib_verbs::ids::{Gid, Guid, Psn, Qpn, Rkey};
+use ib_verbs::mem::MemBlock;
+use ib_verbs::mr::{Access, MrKeys};
+use ib_verbs::qp::QpInit;
+use ib_verbs::qp::state::QpType;
+use ib_verbs::wr::{ArmMode, RecvWr, SendFlags, SendOp, SendWr, Sge, Wc};
+use ib_verbs::{CqId, PortCounters, QpId, RcConnect};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 /// I/O address of the registered memory.
 pub(crate) const IOVA: u64 = 0x1000_0000;
 
-/// An HCA with one RC endpoint.
+/// A device with one RC endpoint.
 pub(crate) struct Endpoint {
-    pub(crate) hca: Hca,
+    ca: Arc<dyn ChannelInterface>,
+    port: Arc<dyn PortInterface>,
+    /// Rung by the CA's events (CQ notifications).
+    bell: Arc<Doorbell>,
     /// The registered memory (kept alive with the region).
-    _mem: Arc<MemBlock>,
+    mem: Arc<MemBlock>,
     pub(crate) mr: MrKeys,
     pub(crate) cq: CqId,
     pub(crate) qp: QpId,
@@ -29,36 +34,55 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    /// Opens an HCA on `ip:4791` with `mem_bytes` of registered memory.
+    /// Opens the software HCA on `ip:4791` with `mem_bytes` of registered memory (`gso`:
+    /// its UDP GSO/GRO).
     pub(crate) fn open(ip: IpAddr, guid: u64, mem_bytes: usize, gso: bool) -> Result<Endpoint> {
-        let mut config = HcaConfig::new(Guid(guid), vec![ip]);
-        config.gso = gso;
-        let hca = Hca::open(config).with_context(|| format!("open HCA on {ip}"))?;
+        let spec = DeviceSpec {
+            gso,
+            ..DeviceSpec::soft(SocketAddr::new(ip, 4791), Guid(guid))
+        };
+        let device = providers::System
+            .open(&spec)
+            .with_context(|| format!("open HCA on {ip}"))?;
+        let (ca, port) = (device.ca, device.port);
+        let bell = Arc::new(Doorbell::new());
+        let b = bell.clone();
+        let sync = SyncCa::new(ca.clone());
+        sync.open_ca(Arc::new(move |_| b.ring()))?;
         let mem = MemBlock::new(mem_bytes);
         let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
-        let (mr, cq, qp) = hca.with(|e, _| -> Result<_> {
-            let pd = e.alloc_pd();
-            let mr = e.reg_mr(pd, mem.clone(), 0, mem_bytes as u64, IOVA, access)?;
-            let cq = e.create_cq(1 << 16);
-            let init = QpInit {
-                qp_type: QpType::Rc,
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
-                max_send_wr: 1024,
-                max_recv_wr: 1024,
-                max_sge: 4,
-                sq_sig_all: false,
-            };
-            Ok((mr, cq, e.create_qp(init)?))
-        })?;
-        let qpn = hca
-            .with(|e, _| e.qp_num(qp))
-            .ok_or_else(|| anyhow!("QP vanished"))?;
+        let pd = sync.alloc_pd()?;
+        let mr = sync.reg_mr(
+            pd,
+            MrSpec {
+                block: mem.clone(),
+                offset: 0,
+                len: mem_bytes as u64,
+                iova: IOVA,
+                access,
+            },
+        )?;
+        let cq = sync.create_cq(1 << 16)?;
+        let init = QpInit {
+            qp_type: QpType::Rc,
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            max_send_wr: 1024,
+            max_recv_wr: 1024,
+            max_sge: 4,
+            sq_sig_all: false,
+        };
+        let qp = sync.create_qp(init)?;
+        let QpId::Qp(qpn) = qp else {
+            return Err(anyhow!("an RC QP without a number"));
+        };
         Ok(Endpoint {
-            hca,
-            _mem: mem,
+            ca,
+            port,
+            bell,
+            mem,
             mr,
             cq,
             qp,
@@ -66,10 +90,16 @@ impl Endpoint {
         })
     }
 
+    /// The device's port counters now (packets, retransmits, and the software HCA's
+    /// system calls).
+    pub(crate) fn counters(&self) -> PortCounters {
+        self.port.counters()
+    }
+
     /// The first byte at `offset` of the registered memory.
     pub(crate) fn byte_at(&self, offset: u64) -> Result<u8> {
         let mut b = [0u8];
-        self._mem
+        self.mem
             .read(offset as usize, &mut b)
             .map_err(|e| anyhow!("read registered memory: {e:?}"))?;
         Ok(b[0])
@@ -77,7 +107,7 @@ impl Endpoint {
 
     /// Fills `len` bytes at `offset` of the registered memory with `value`.
     pub(crate) fn fill(&self, offset: u64, len: usize, value: u8) -> Result<()> {
-        self._mem
+        self.mem
             .fill(offset as usize, len, value)
             .map_err(|e| anyhow!("write registered memory: {e:?}"))
     }
@@ -91,7 +121,7 @@ impl Endpoint {
         file: &std::fs::File,
         file_offset: u64,
     ) -> Result<()> {
-        self._mem
+        self.mem
             .read_file(offset as usize, len, file, file_offset)
             .map_err(|e| anyhow!("read the backend file into registered memory: {e}"))
     }
@@ -125,7 +155,7 @@ impl Endpoint {
             max_dest_rd_atomic: 16,
             pkey_index: 0,
         };
-        Ok(self.hca.with(|e, now| e.connect_rc(now, self.qp, &peer))?)
+        Ok(SyncCa::new(self.ca.clone()).connect_rc(self.qp, peer)?)
     }
 
     /// A scatter/gather entry over our memory.
@@ -146,13 +176,13 @@ impl Endpoint {
             flags: SendFlags::SIGNALED,
             ud: None,
         };
-        Ok(self.hca.with(|e, now| e.post_send(now, self.qp, wr))?)
+        Ok(self.ca.post_send(self.qp, wr)?)
     }
 
     /// Posts signaled send work requests as one chain (one doorbell), as a target posts a
     /// READ's data WRITE and its response SEND.
     pub(crate) fn post_chain(&self, wrs: Vec<(u64, SendOp, Sge)>) -> Result<()> {
-        let wrs: Vec<SendWr> = wrs
+        let mut wrs: Vec<SendWr> = wrs
             .into_iter()
             .map(|(wr_id, op, sge)| SendWr {
                 wr_id,
@@ -162,28 +192,21 @@ impl Endpoint {
                 ud: None,
             })
             .collect();
-        self.hca
-            .with(|e, now| e.post_send_list(now, self.qp, wrs))
-            .map_err(|(i, e)| anyhow!("post_send_list: request {i}: {e}"))
+        Ok(self.ca.post_send_list(self.qp, &mut wrs)?)
     }
 
     /// Posts a receive.
     pub(crate) fn post_recv(&self, wr_id: u64, sge: Sge) -> Result<()> {
-        Ok(self.hca.with(|e, now| {
-            e.post_recv(
-                now,
-                self.qp,
-                RecvWr {
-                    wr_id,
-                    sg_list: [sge].into(),
-                },
-            )
-        })?)
+        let wr = RecvWr {
+            wr_id,
+            sg_list: [sge].into(),
+        };
+        Ok(self.ca.post_recv(self.qp, wr)?)
     }
 
     /// Takes what completed.
     pub(crate) fn poll(&self, out: &mut Vec<Wc>) -> Result<usize> {
-        Ok(self.hca.with(|e, _| e.poll_cq(self.cq, 256, out))?)
+        Ok(self.ca.poll_cq(self.cq, 256, out)?)
     }
 
     /// Takes what completed, sleeping on the CQ's notification when nothing has (as a
@@ -197,13 +220,12 @@ impl Endpoint {
         if n > 0 {
             return Ok(n);
         }
-        self.hca
-            .with(|e, _| e.req_notify_cq(self.cq, hca::verbs::ArmMode::NextCompletion))?;
+        self.ca.req_notify_cq(self.cq, ArmMode::NextCompletion)?;
         let n = self.poll(out)?;
         if n > 0 {
             return Ok(n);
         }
-        let _ = self.hca.wait_event(timeout);
+        self.bell.wait(timeout);
         self.poll(out)
     }
 }

@@ -6,9 +6,9 @@
 use super::endpoint::Endpoint;
 use super::endpoint::IOVA;
 use anyhow::{Context, Result, bail, ensure};
-use hca::ids::{Qpn, Rkey};
-use hca::verbs::{SendOp, WcOpcode, WcStatus};
-use hca::wire::PathMtu;
+use ib_verbs::PathMtu;
+use ib_verbs::ids::{Qpn, Rkey};
+use ib_verbs::wr::{SendOp, WcOpcode, WcStatus};
 use std::io::{BufRead, Write};
 use std::net::IpAddr;
 

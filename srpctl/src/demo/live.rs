@@ -11,7 +11,7 @@
 //! directory removed at the end.
 
 use anyhow::{Context, Result, ensure};
-use hca::Guid;
+use ib_verbs::Guid;
 use mpio::MultipathDisk;
 use scsi::Lba;
 use srp_hostd::BlockDevice;
@@ -244,7 +244,8 @@ pub(crate) fn run() -> Result<()> {
     let config = TargetConfig::from_str(&text, "demo-target.toml")
         .map_err(|e| anyhow::anyhow!("embedded target config: {e}"))?
         .config;
-    let target = Daemon::start(config, DaemonOptions::default()).context("starting the target")?;
+    let target = Daemon::start(config, DaemonOptions::new(providers::system()))
+        .context("starting the target")?;
     println!(
         "target: 64 MiB file-backed LUN {} exported by ioc-a on {PORTAL_A} and ioc-b on {PORTAL_B}",
         dir.join("demo-vol.img").display()
@@ -253,12 +254,12 @@ pub(crate) fn run() -> Result<()> {
     let hc = host_config(&dir);
     let fuse = can_mount_fuse();
     let host = if fuse {
-        HostDaemon::start(hc).context("starting the host daemon")?
+        HostDaemon::start(hc, providers::system()).context("starting the host daemon")?
     } else {
         println!(
             "host: not root or no /dev/fuse: disks are used in process instead of as block files"
         );
-        HostDaemon::start_in_process(hc)
+        HostDaemon::start_in_process(hc, providers::system())
     };
     let sessions = host.sessions();
     println!(

@@ -15,7 +15,7 @@ use access_layer::mad::{
     PrivateData, ServiceId, Tid,
 };
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use hca::{Gid, Guid, Lid, PKey, Psn, Qpn, Rkey};
+use ib_verbs::{Gid, Guid, Lid, PKey, Psn, Qpn, Rkey};
 use scsi::Lun;
 use scsi::cdb::{Command, ReadWrite, RwCdb};
 use scsi::sense::{Sense, SenseCode};
@@ -350,7 +350,7 @@ fn login(d: &Defaults, found: &Found, w: &mut Walk) -> Result<(u32, u32)> {
     let rep = CmRep {
         local_comm_id: CommId(0x2000_0001),
         remote_comm_id: got.local_comm_id,
-        local_qkey: hca::QKey(0),
+        local_qkey: ib_verbs::QKey(0),
         local_qpn: Qpn::new(0x22).map_err(|e| anyhow!("{e}"))?,
         local_eecn: 0,
         starting_psn: Psn::new(0x00_5678).map_err(|e| anyhow!("{e}"))?,

@@ -4,7 +4,7 @@
 use super::rtu::{IdsAndDataRaw, RTU_PRIVATE_DATA_LEN};
 use super::{CM_MSG_LEN, hi24, pack24};
 use crate::mad::{CommId, MadError, PrivateData, read_fixed, write_fixed};
-use hca::Qpn;
+use ib_verbs::Qpn;
 use wirekit::WireRepr;
 use zerocopy::network_endian::U32;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

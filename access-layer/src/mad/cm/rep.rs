@@ -3,7 +3,7 @@
 
 use super::{CM_MSG_LEN, hi24, pack24};
 use crate::mad::{CommId, MadError, PrivateData, check_width, read_fixed, write_fixed};
-use hca::{Guid, Psn, QKey, Qpn};
+use ib_verbs::{Guid, Psn, QKey, Qpn};
 use wirekit::WireRepr;
 use zerocopy::network_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

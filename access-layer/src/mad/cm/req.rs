@@ -5,7 +5,7 @@ use super::{CM_MSG_LEN, hi24, pack24};
 use crate::mad::{
     CommId, MadError, Mtu, PrivateData, ServiceId, check_width, read_fixed, write_fixed,
 };
-use hca::{Gid, Guid, Lid, PKey, Psn, QKey, Qpn};
+use ib_verbs::{Gid, Guid, Lid, PKey, Psn, QKey, Qpn};
 use wirekit::WireRepr;
 use zerocopy::network_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

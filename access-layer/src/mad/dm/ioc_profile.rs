@@ -4,7 +4,7 @@
 
 use super::{IoClass, SRP_IO_SUBCLASS, SRP_PROTOCOL, SRP_PROTOCOL_VERSION};
 use crate::mad::{MadError, check_width, read_fixed, write_fixed};
-use hca::Guid;
+use ib_verbs::Guid;
 use wirekit::WireRepr;
 use zerocopy::network_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

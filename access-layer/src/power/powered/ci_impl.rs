@@ -3,11 +3,11 @@
 use super::{Events, Item, PoweredCa, Replay, Shared, lock, send_opcode};
 use crate::power::PowerSwitch;
 use crate::verbs::{CaAttr, ChannelInterface, Completion, EventHandler, MrSpec, VerbsError};
-use hca::engine::{CqId, QpId, RcConnect, SrqId};
-use hca::mr::{MrKeys, PdId};
-use hca::qp::state::{QpAttrMask, QpState};
-use hca::qp::{QpAttr, QpInit};
-use hca::verbs::{ArmMode, RecvWr, SendWr, Wc, WcOpcode};
+use ib_verbs::mr::{MrKeys, PdId};
+use ib_verbs::qp::state::{QpAttrMask, QpState};
+use ib_verbs::qp::{QpAttr, QpInit};
+use ib_verbs::wr::{ArmMode, RecvWr, SendWr, Wc, WcOpcode};
+use ib_verbs::{CqId, QpId, RcConnect, SrqId};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 

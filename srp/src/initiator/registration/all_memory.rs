@@ -13,9 +13,9 @@ use super::plan::{Segment, check_segments, coalesce};
 use super::{RegError, no_table};
 use crate::wire::desc::DirectBuf;
 use core::fmt;
-use hca::Rkey;
-use hca::mem::MemBlock;
-use hca::mr::{Access, MrKeys};
+use ib_verbs::Rkey;
+use ib_verbs::mem::MemBlock;
+use ib_verbs::mr::{Access, MrKeys};
 
 /// The warning a trust-target registration must be logged with.
 #[must_use = "log this warning: the target can read and write all of this memory"]
@@ -91,7 +91,7 @@ impl AllMemoryStrategy {
         {
             return Err(RegError::ForeignBlock { index });
         }
-        let descs: hca::inline_one::InlineOne<DirectBuf> = coalesce(segments)
+        let descs: ib_verbs::inline_one::InlineOne<DirectBuf> = coalesce(segments)
             .iter()
             .map(|s| DirectBuf::new(self.iova.wrapping_add(s.offset), self.rkey, s.len))
             .collect();
@@ -102,7 +102,7 @@ impl AllMemoryStrategy {
             });
         }
         Ok(match descs {
-            hca::inline_one::InlineOne::One(one) => DataDescriptors::Direct(one),
+            ib_verbs::inline_one::InlineOne::One(one) => DataDescriptors::Direct(one),
             descs => DataDescriptors::Indirect {
                 table: no_table(descs.len()),
                 total_len: descs.iter().map(|d| d.len()).sum(),

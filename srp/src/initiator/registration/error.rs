@@ -2,7 +2,7 @@
 //! that cannot be described under the page rules, misuse of a mapping, and unusable
 //! configurations (the strategies make no verb calls: their callers do).
 
-use hca::mr::MrKey;
+use ib_verbs::mr::MrKey;
 use thiserror::Error;
 
 /// Why a buffer could not be mapped or unmapped.

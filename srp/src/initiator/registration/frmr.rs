@@ -11,10 +11,10 @@ use super::plan::{RegionPlan, Segment, plan_regions};
 use super::pool::{KeyPool, PoolCounts};
 use super::{RegError, no_table};
 use crate::wire::desc::DirectBuf;
-use hca::Rkey;
-use hca::inline_one::InlineOne;
-use hca::mr::{Access, MAX_FAST_REG_PAGES, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MrKey};
-use hca::verbs::{FastRegPages, SendFlags, SendOp, SendWr};
+use ib_verbs::Rkey;
+use ib_verbs::inline_one::InlineOne;
+use ib_verbs::mr::{Access, MAX_FAST_REG_PAGES, MAX_PAGE_SIZE, MIN_PAGE_SIZE, MrKey};
+use ib_verbs::wr::{FastRegPages, SendFlags, SendOp, SendWr};
 
 /// Sizing of a channel's fast-registration pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -51,10 +51,10 @@ use super::alloc::vec::Vec;
 use super::login::Negotiated;
 use super::{Command, DataDescriptors, DataDir};
 use crate::wire::desc::DirectBuf;
-use hca::Rkey;
-use hca::inline_one::InlineOne;
-use hca::mr::MrKey;
-use hca::verbs::{SendWr, WcStatus};
+use ib_verbs::Rkey;
+use ib_verbs::inline_one::InlineOne;
+use ib_verbs::mr::MrKey;
+use ib_verbs::wr::{SendWr, WcStatus};
 
 /// The table descriptor of an indirect list that always travels complete inside the
 /// SRP_CMD: the target never fetches it (SRP r16a 5.2.2.2), so it points nowhere, under
@@ -71,6 +71,28 @@ pub enum Strategy {
     PerIo(FrmrStrategy),
     /// One region over all memory; the target is trusted with all of it.
     TrustTarget(AllMemoryStrategy),
+}
+
+/// How the target's access to the host's memory is fenced: what a session shows, so a
+/// weaker mode is never silent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fencing {
+    /// Each I/O's buffer is registered for that I/O alone, narrowed to its direction, and
+    /// invalidated when the I/O ends (fast registration).
+    PerIo,
+    /// One region over all of the host's memory, open to the target for as long as the
+    /// session lives.
+    AllMemory,
+}
+
+impl Fencing {
+    /// Its name in listings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fencing::PerIo => "per-io",
+            Fencing::AllMemory => "trust-target (all memory, always)",
+        }
+    }
 }
 
 /// What a mapping used.
@@ -145,6 +167,14 @@ pub struct Registration {
 }
 
 impl Registration {
+    /// How this registration fences the target's access.
+    pub fn fencing(&self) -> Fencing {
+        match self.strategy {
+            Strategy::PerIo(_) => Fencing::PerIo,
+            Strategy::TrustTarget(_) => Fencing::AllMemory,
+        }
+    }
+
     /// Registration with `strategy` and no immediate data until
     /// [`Registration::set_immediate_limit`].
     pub fn new(strategy: Strategy) -> Self {

@@ -8,8 +8,8 @@
 
 use super::super::alloc::sync::Arc;
 use super::RegError;
-use hca::inline_one::InlineOne;
-use hca::mem::MemBlock;
+use ib_verbs::inline_one::InlineOne;
+use ib_verbs::mem::MemBlock;
 use std::borrow::Cow;
 
 /// One piece of an I/O buffer: `len` bytes at `offset` of `block` (a StorPort SG element).

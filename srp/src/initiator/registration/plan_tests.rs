@@ -2,7 +2,7 @@
 
 use super::RegError;
 use super::plan::{Segment, coalesce, plan_regions};
-use hca::mem::MemBlock;
+use ib_verbs::mem::MemBlock;
 use std::sync::Arc;
 
 const P: u64 = 4096;

@@ -11,8 +11,8 @@
 use super::super::alloc::collections::{BTreeMap, VecDeque};
 use super::super::alloc::vec::Vec;
 use super::RegError;
-use hca::inline_one::InlineOne;
-use hca::mr::MrKey;
+use ib_verbs::inline_one::InlineOne;
+use ib_verbs::mr::MrKey;
 
 /// Where one region is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use super::RegError;
 use super::pool::{KeyPool, PoolCounts};
-use hca::mr::{MrIndex, MrKey};
+use ib_verbs::mr::{MrIndex, MrKey};
 
 fn pool(n: u32) -> KeyPool {
     KeyPool::new((1..=n).map(|i| MrKey::new(MrIndex(i), 0)))
