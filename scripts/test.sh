@@ -32,6 +32,11 @@ for pair in ip:iproute2 nsenter:util-linux losetup:mount mkfs.ext4:e2fsprogs e2f
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair##*:}")
 done
 [[ -x /lib/systemd/systemd ]] || missing+=(systemd)
+# The rdma-core provider's layout test compiles C against rdma-core's own headers (every
+# struct and inline-ops offset the FFI module mirrors); the provider loads the libraries
+# these packages bring at run time.
+[[ -f /usr/include/infiniband/verbs.h ]] || missing+=(libibverbs-dev)
+[[ -f /usr/include/rdma/rdma_cma.h ]] || missing+=(librdmacm-dev)
 if [[ ${#missing[@]} -gt 0 ]]; then
     echo "== installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive

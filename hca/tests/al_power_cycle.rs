@@ -71,6 +71,9 @@ fn nowhere() -> RcConnect {
         max_rd_atomic: 1,
         max_dest_rd_atomic: 1,
         pkey_index: 0,
+        flow_label: 0,
+        hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+        traffic_class: 0,
     }
 }
 

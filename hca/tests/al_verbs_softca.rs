@@ -71,6 +71,9 @@ fn peer(gid_host: u8, qpn: Qpn, sq_psn: u32, rq_psn: u32) -> RcConnect {
         max_rd_atomic: 8,
         max_dest_rd_atomic: 8,
         pkey_index: 0,
+        flow_label: 0,
+        hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+        traffic_class: 0,
     }
 }
 

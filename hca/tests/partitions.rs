@@ -131,6 +131,9 @@ fn a_qp_cannot_be_bound_outside_its_ports_table() {
         max_rd_atomic: 8,
         max_dest_rd_atomic: 8,
         pkey_index: 1, // the table has one entry
+        flow_label: 0,
+        hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+        traffic_class: 0,
     };
     let err = e
         .connect_rc(now, a.qp, &peer)

@@ -38,6 +38,13 @@ pub enum Event {
     PortActive(u8),
     /// A port went down.
     PortDown(u8),
+    /// A connection manager of the device has events to poll (a provider whose CM runs
+    /// outside the access layer: rdma-core's). The consumer calls its connection
+    /// manager's `poll`.
+    CmReady,
+    /// The device failed or was removed (hot-unplug, a fatal error): every QP is in
+    /// error and no verb will succeed again. The access layer's PnP removes the CA.
+    DeviceFatal,
 }
 
 /// Live objects of a device: what a leak check compares before and after.

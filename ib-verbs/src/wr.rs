@@ -137,8 +137,27 @@ pub enum SendOp {
         /// The pages.
         pages: FastRegPages,
     },
-    /// Local invalidation of the memory region named by `key` (a local operation, fenced).
+    /// Local invalidation of the memory region or window named by `key` (a local
+    /// operation, fenced).
     LocalInv(u32),
+    /// Binds the type-2 memory window whose new key is `rkey` (its index an allocated
+    /// window's, `ChannelInterface::alloc_mw`; the low byte the consumer's) over `len`
+    /// bytes at I/O address `addr` of the region named by `region`, with `access` (remote
+    /// rights): the peer can reach that range and nothing else until the window is
+    /// invalidated (LOCAL_INV, or the peer's SEND with invalidate). The region needs
+    /// `Access::MW_BIND` (and local write if the window grants remote write).
+    BindMw {
+        /// The window's new key.
+        rkey: Rkey,
+        /// The region the window lies in.
+        region: Lkey,
+        /// First I/O address of the window.
+        addr: u64,
+        /// Length in bytes.
+        len: u64,
+        /// What the peer may do.
+        access: crate::mr::Access,
+    },
 }
 
 bitflags::bitflags! {
@@ -227,6 +246,8 @@ pub enum WcOpcode {
     RegMr,
     /// A local invalidation.
     LocalInv,
+    /// A memory window bind.
+    BindMw,
     /// A receive of a SEND.
     Recv,
     /// A receive consumed by an RDMA WRITE with immediate.

@@ -20,9 +20,12 @@ impl Fabric for System {
     fn open(&self, spec: &DeviceSpec) -> Result<Device, OpenError> {
         match spec.provider {
             ProviderKind::Soft => hca::ca::open(spec, None),
+            #[cfg(target_os = "linux")]
+            ProviderKind::RdmaCore => rdma_core_provider::open(spec),
+            #[cfg(not(target_os = "linux"))]
             ProviderKind::RdmaCore => Err(OpenError::NoProvider {
                 provider: ProviderKind::RdmaCore,
-                reason: "not built in yet".into(),
+                reason: "rdma-core is a Linux library; this build has no rdma-core provider".into(),
             }),
             ProviderKind::Sim => Err(OpenError::NoProvider {
                 provider: ProviderKind::Sim,
@@ -38,6 +41,13 @@ impl Fabric for System {
     fn random(&self) -> u64 {
         access_layer::verbs::device::system_random()
     }
+}
+
+/// The RDMA devices rdma-core sees, with their ports and GIDs (for `srpctl devices`).
+/// Errors when rdma-core is not installed (the message says what to install).
+#[cfg(target_os = "linux")]
+pub fn rdma_devices() -> Result<Vec<rdma_core_provider::PortInfo>, OpenError> {
+    rdma_core_provider::devices()
 }
 
 /// The product's fabric, shared.

@@ -3,7 +3,7 @@
 //! retransmit count (`--json` carries them all).
 
 /// `rx N tx M, <name> <value>, …` for the non-zero counters of `named` (name, value)
-/// pairs, as `hca::engine::Stats::named` lists them.
+/// pairs, as a port's counters list them (`ib_verbs::PortCounters::named`).
 pub(crate) fn transport<'a>(named: impl IntoIterator<Item = (&'a str, u64)>) -> String {
     let named: Vec<(&str, u64)> = named.into_iter().collect();
     let get = |k: &str| named.iter().find(|(n, _)| *n == k).map_or(0, |(_, v)| *v);

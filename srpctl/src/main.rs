@@ -542,7 +542,7 @@ fn main() -> Result<()> {
             let mtu = ib_verbs::PathMtu::for_link_mtu(mtu + 80)
                 .filter(|m| m.bytes() == Some(mtu))
                 .ok_or_else(|| anyhow::anyhow!("--mtu must be 256, 512, 1024, 2048 or 4096"))?;
-            let o = bench::hca::Options {
+            let o = bench::transport::Options {
                 seconds,
                 rounds,
                 sizes,
@@ -554,7 +554,7 @@ fn main() -> Result<()> {
                 gso: !no_gso,
                 backend_file,
             };
-            bench::hca::run(&o)
+            bench::transport::run(&o)
         }
         Command::Bench {
             what: BenchWhat::Disk(o),

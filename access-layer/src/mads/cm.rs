@@ -189,6 +189,9 @@ impl ConnectionManager for MadService {
                     max_rd_atomic: req.responder_resources,
                     max_dest_rd_atomic: req.initiator_depth,
                     pkey_index,
+                    flow_label: 0,
+                    hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+                    traffic_class: 0,
                 })
             }
             // Active: from our REQ and the REP.
@@ -210,6 +213,9 @@ impl ConnectionManager for MadService {
                     max_rd_atomic: rep.responder_resources.min(req.initiator_depth),
                     max_dest_rd_atomic: req.responder_resources,
                     pkey_index: ours.pkey_index,
+                    flow_label: 0,
+                    hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+                    traffic_class: 0,
                 })
             }
             (state, _) => Err(CmError::WrongState {

@@ -177,7 +177,8 @@ impl PnpManager {
     }
 
     /// An asynchronous event of the HCA of CA `ca`: `PortActive` and `PortDown` change the
-    /// port's state; other events are not PnP's and are ignored (`Ok`).
+    /// port's state, `DeviceFatal` (hot-unplug, a fatal error) removes the CA; other events
+    /// are not PnP's and are ignored (`Ok`).
     ///
     /// # Errors
     /// As [`PnpManager::port_state`].
@@ -185,6 +186,7 @@ impl PnpManager {
         match *event {
             Event::PortActive(port) => self.port_state(ca, port, true),
             Event::PortDown(port) => self.port_state(ca, port, false),
+            Event::DeviceFatal => self.ca_removed(ca),
             _ => Ok(()),
         }
     }

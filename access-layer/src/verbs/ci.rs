@@ -1,5 +1,5 @@
 //! The channel interface: the seam between the access layer and a verbs provider (IBAL's
-//! `ci_interface_t`), in the `ib-verbs` vocabulary. The software HCA (`hca::SoftCa`), the
+//! `ci_interface_t`), in the `ib-verbs` vocabulary. The software HCA (crate `hca`'s `SoftCa`), the
 //! rdma-core provider and the simulator's devices implement it; nothing above the access
 //! layer names a provider's types.
 //!

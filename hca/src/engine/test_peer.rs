@@ -23,5 +23,8 @@ pub(super) fn rc_peer(host: u8, qpn: Qpn, sq: u32, rq: u32, retry_cnt: u8) -> Rc
         max_rd_atomic: 1,
         max_dest_rd_atomic: 1,
         pkey_index: 0,
+        flow_label: 0,
+        hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+        traffic_class: 0,
     }
 }

@@ -320,6 +320,13 @@ impl Qp {
     /// queued first and started once (`Engine::post_send_list`).
     pub(crate) fn queue_send(&mut self, wr: SendWr, ctx: &mut Ctx<'_>) -> Result<(), QpError> {
         self.check_sge(wr.sg_list.len())?;
+        if matches!(wr.op, crate::verbs::SendOp::BindMw { .. }) {
+            // Fenced per I/O by fast registration instead (CaCaps::mem_windows is false).
+            return Err(QpError::BadRequest {
+                qpn: self.qpn,
+                why: "memory windows are not implemented by the software HCA (it fast-registers)",
+            });
+        }
         match self.state {
             QpState::Rts | QpState::Sqd => {}
             QpState::Err | QpState::Sqe => {

@@ -94,6 +94,7 @@ pub(crate) fn wc_opcode(op: &SendOp) -> WcOpcode {
         SendOp::Read { .. } => WcOpcode::RdmaRead,
         SendOp::RegMr { .. } => WcOpcode::RegMr,
         SendOp::LocalInv(_) => WcOpcode::LocalInv,
+        SendOp::BindMw { .. } => WcOpcode::BindMw,
     }
 }
 
@@ -125,7 +126,7 @@ impl SendWqe {
             SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => WqeKind::Send,
             SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WqeKind::Write,
             SendOp::Read { .. } => WqeKind::Read,
-            SendOp::RegMr { .. } | SendOp::LocalInv(_) => WqeKind::Local,
+            SendOp::RegMr { .. } | SendOp::LocalInv(_) | SendOp::BindMw { .. } => WqeKind::Local,
         };
         let len: u64 = wr.sg_list.iter().map(|s| u64::from(s.len)).sum();
         let npsn = match kind {

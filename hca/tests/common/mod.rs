@@ -133,6 +133,9 @@ pub fn connect_qp(
         max_rd_atomic: 8,
         max_dest_rd_atomic: 8,
         pkey_index: opts.pkey_index,
+        flow_label: 0,
+        hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+        traffic_class: 0,
     };
     e.connect_rc(now, qp, &peer).expect("connect RC QP");
 }

@@ -145,6 +145,18 @@ pub struct RcConnect {
     /// The QP's partition: an index in its port's P_Key table (0: the default partition
     /// unless the table says otherwise).
     pub pkey_index: u16,
+    /// The path's flow label (0: none; a RoCEv2 device then derives the UDP source port
+    /// from the QPNs).
+    pub flow_label: u32,
+    /// The path's hop limit (IP TTL on RoCEv2).
+    pub hop_limit: u8,
+    /// The path's traffic class (IP DSCP and ECN on RoCEv2).
+    pub traffic_class: u8,
+}
+
+impl RcConnect {
+    /// The hop limit a path gets unless its CM says otherwise (Linux's, 64).
+    pub const HOP_LIMIT: u8 = 64;
 }
 
 /// Bytes every UD receive reserves ahead of the message for the GRH (IBTA 11.4.1.2: the

@@ -483,5 +483,8 @@ fn rc_connect(req: &CmReq, psn: Psn) -> RcConnect {
         max_rd_atomic: 4,
         max_dest_rd_atomic: 4,
         pkey_index: 0,
+        flow_label: 0,
+        hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+        traffic_class: 0,
     }
 }

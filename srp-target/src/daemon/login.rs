@@ -326,6 +326,9 @@ mod tests {
             max_rd_atomic: 0,
             max_dest_rd_atomic: 0,
             pkey_index: 3,
+            flow_label: 0,
+            hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+            traffic_class: 0,
         }
     }
 

@@ -277,6 +277,9 @@ impl Host {
                         max_rd_atomic: 4,
                         max_dest_rd_atomic: 4,
                         pkey_index: 0,
+                        flow_label: 0,
+                        hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+                        traffic_class: 0,
                     };
                     self.hca
                         .with(|e, now| e.connect_rc(now, ep.qp, &peer))

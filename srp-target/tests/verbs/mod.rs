@@ -65,6 +65,9 @@ pub fn rc(access: Access, peer: IpAddr, qpn: Qpn, sq: u32, rq: u32) -> RcConnect
         max_rd_atomic: 8,
         max_dest_rd_atomic: 8,
         pkey_index: 0,
+        flow_label: 0,
+        hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+        traffic_class: 0,
     }
 }
 

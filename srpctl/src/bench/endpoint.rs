@@ -154,6 +154,9 @@ impl Endpoint {
             max_rd_atomic: 16,
             max_dest_rd_atomic: 16,
             pkey_index: 0,
+            flow_label: 0,
+            hop_limit: ib_verbs::RcConnect::HOP_LIMIT,
+            traffic_class: 0,
         };
         Ok(SyncCa::new(self.ca.clone()).connect_rc(self.qp, peer)?)
     }

@@ -4,5 +4,5 @@
 pub(crate) mod copy;
 pub(crate) mod disk;
 mod endpoint;
-pub(crate) mod hca;
 pub(crate) mod peer;
+pub(crate) mod transport;
