@@ -42,7 +42,6 @@ const POLL_BATCH: usize = 32;
 /// A QP and the chains its posts are built in (kept between posts: no allocation).
 pub(crate) struct QpEntry {
     pub(crate) qp: Qp,
-    pd: u32,
     send: Mutex<SendChain>,
     recv: Mutex<RecvChain>,
 }
@@ -504,8 +503,16 @@ fn wc_of(w: &ibv_wc, strange: &AtomicU32) -> Wc {
     wc
 }
 
-/// A send work request appended to `chain`, resolving windows and regions in `o`.
-fn push_send(chain: &mut SendChain, wr: &SendWr, o: &Objects, pd: u32) -> Result<(), VerbsError> {
+/// A send work request appended to `chain`, resolving windows and regions in `o`. A bind
+/// is recorded in `binds` (its index in the chain, the window, the window's new key): the
+/// key is written into the window once the bind is posted, not before (the library reads
+/// `mw->rkey` as the window's *current* key when it posts the bind).
+fn push_send(
+    chain: &mut SendChain,
+    wr: &SendWr,
+    o: &Objects,
+    binds: &mut Vec<(usize, Arc<Mw>, u32)>,
+) -> Result<(), VerbsError> {
     let mut flags = 0;
     if wr.flags.contains(SendFlags::SIGNALED) {
         flags |= IBV_SEND_SIGNALED;
@@ -596,7 +603,7 @@ fn push_send(chain: &mut SendChain, wr: &SendWr, o: &Objects, pd: u32) -> Result
                 .mrs
                 .get(&region.0)
                 .ok_or_else(|| no_such("memory region", format!("{:#x}", region.0)))?;
-            let _ = pd;
+            binds.push((chain.len(), mw.clone(), rkey.0));
             chain.push(
                 wr.wr_id,
                 IBV_WR_BIND_MW,
@@ -613,10 +620,6 @@ fn push_send(chain: &mut SendChain, wr: &SendWr, o: &Objects, pd: u32) -> Result
                     access: access_bits(*access),
                 }),
             );
-            // The next bind names the window by this key (rdma-core leaves a type-2
-            // window's key to its consumer; rxe refuses a stale one): recorded here, as
-            // rxe's own type-1 bind does at post time.
-            mw.set_rkey(rkey.0);
         }
         SendOp::RegMr { .. } => {
             return Err(unsupported(
@@ -844,7 +847,6 @@ impl ChannelInterface for RdmaCa {
             let num = qp.num();
             let entry = QpEntry {
                 qp,
-                pd: init.pd.0,
                 send: Mutex::new(SendChain::default()),
                 recv: Mutex::new(RecvChain::default()),
             };
@@ -917,13 +919,25 @@ impl ChannelInterface for RdmaCa {
         };
         let mut chain = entry.send.lock().unwrap_or_else(PoisonError::into_inner);
         chain.clear();
+        let mut binds = Vec::new();
+        // The next bind of a window names it by the key this one gives it (rdma-core leaves
+        // a type-2 window's key to its consumer; rxe refuses a stale one): written for the
+        // binds the device took, the first `posted` of the chain.
+        let record = |binds: &mut Vec<(usize, Arc<Mw>, u32)>, posted: usize| {
+            for (at, mw, rkey) in binds.drain(..) {
+                if at < posted {
+                    mw.set_rkey(rkey);
+                }
+            }
+        };
         {
             let o = self.shared.objects();
             for (i, wr) in wrs.iter().enumerate() {
-                if let Err(e) = push_send(&mut chain, wr, &o, entry.pd) {
+                if let Err(e) = push_send(&mut chain, wr, &o, &mut binds) {
                     // Those before `i` are not posted yet: post them, then report `i`.
                     wrs.clear();
                     let r = entry.qp.post_send(&mut chain);
+                    record(&mut binds, r.as_ref().map_or_else(|(j, _)| *j, |()| i));
                     chain.clear();
                     return Err(match r {
                         Err((j, err)) => post_list_error(j, &err),
@@ -936,6 +950,10 @@ impl ChannelInterface for RdmaCa {
             }
             // Windows and regions named by the chain stay alive: `o` is held for the post.
             let r = entry.qp.post_send(&mut chain);
+            record(
+                &mut binds,
+                r.as_ref().map_or_else(|(j, _)| *j, |()| chain.len()),
+            );
             chain.clear();
             wrs.clear();
             drop(o);

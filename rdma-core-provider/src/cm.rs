@@ -245,8 +245,10 @@ impl RdmaCm {
 
     fn send_request(&mut self, conn: ConnId) {
         let dev_ok = {
-            let ctx = &self.ca.shared.dev.ctx;
-            self.conns.get(&conn).is_some_and(|c| c.id.is_on(ctx))
+            let dev = &self.ca.shared.dev;
+            self.conns
+                .get(&conn)
+                .is_some_and(|c| c.id.is_on(&dev.ctx, dev.port))
         };
         if !dev_ok {
             return self.fail(
@@ -299,7 +301,20 @@ impl RdmaCm {
         // The path MTU and ACK timeout the kernel's CM derived from the REQ.
         let rtr = id.init_qp_attr(IBV_QPS_RTR).ok();
         let rts = id.init_qp_attr(IBV_QPS_RTS).ok();
-        let pkey = PKey(id.pkey());
+        let pkey_index = id
+            .init_qp_attr(IBV_QPS_INIT)
+            .map_or(0, |(a, _)| a.pkey_index);
+        // The REQ's P_Key as rdma-cm reports it; over RoCE it reports none (0: the kernel's
+        // RoCE address has no P_Key) and the connection is on the P_Key the QP's index
+        // names (the default partition, 0xFFFF, on rxe).
+        let pkey = match id.pkey() {
+            0 | 0x8000 => {
+                let dev = &self.ca.shared.dev;
+                dev.ctx.pkey(dev.port, pkey_index).unwrap_or(0xFFFF)
+            }
+            k => k,
+        };
+        let pkey = PKey(pkey);
         let conn = self.new_conn(id, Phase::Received, None);
         let req = ConnRequest {
             conn,
@@ -309,7 +324,7 @@ impl RdmaCm {
             rdma_cm: Some((peer.ip(), local.ip(), peer.port())),
             peer_ca_guid: None,
             peer_qpn: Qpn::from_wire(ev.qp_num),
-            pkey_index: 0,
+            pkey_index,
             pkey,
             responder_resources: ev.responder_resources,
             initiator_depth: ev.initiator_depth,

@@ -772,7 +772,10 @@ impl HostConfig {
                     Ok(a) if locals.contains(&a) => p.push(format!(
                         "portal[{i}].local {a}: listed twice (one channel per local address)"
                     )),
-                    Ok(a) if a == address => {
+                    // Our soft HCA would bind the target's own UDP endpoint; an RDMA
+                    // device reaches a target on its own address through the kernel's
+                    // loopback (as Linux ib_srp does).
+                    Ok(a) if a == address && portal.provider != ProviderKind::RdmaCore => {
                         p.push(format!("portal[{i}].local {a}: the portal's own address"))
                     }
                     Ok(a) => {
@@ -797,6 +800,74 @@ impl HostConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_rdma_core_portal_names_its_device_and_targets() {
+        let c = HostConfig::from_str(
+            r#"
+[host]
+provider = "rdma-core"
+[[portal]]
+address = "192.0.2.1"
+local = ["192.0.2.1"]
+device = "rxe0"
+device_port = 1
+gid_index = 1
+[[portal.target]]
+id_ext = "0x0002c90300c0ff01"
+ioc_guid = "0002:c903:00c0:ff01"
+[[portal]]
+address = "192.0.2.9"
+provider = "soft"
+"#,
+            "t.toml",
+        )
+        .expect("valid");
+        let p = &c.portals[0];
+        assert_eq!(p.provider, ProviderKind::RdmaCore);
+        // A target on the host's own address: the kernel's loopback under rdma-core.
+        assert_eq!(p.local, vec!["192.0.2.1".parse::<IpAddr>().expect("ip")]);
+        assert_eq!(
+            (p.device.as_deref(), p.device_port, p.gid_index),
+            (Some("rxe0"), Some(1), Some(1))
+        );
+        assert_eq!(
+            p.targets,
+            vec![StaticTarget {
+                id_ext: 0x0002_c903_00c0_ff01,
+                ioc_guid: Guid(0x0002_c903_00c0_ff01),
+            }]
+        );
+        assert_eq!(c.portals[1].provider, ProviderKind::Soft);
+    }
+
+    #[test]
+    fn provider_mistakes_are_named_by_key() {
+        let e = HostConfig::from_str(
+            r#"
+[host]
+provider = "verbs"
+[[portal]]
+address = "192.0.2.1"
+local = ["192.0.2.1"]
+device = "rxe0"
+[[portal.target]]
+id_ext = "zz"
+ioc_guid = "0x1"
+"#,
+            "t.toml",
+        )
+        .expect_err("invalid");
+        let text = e.to_string();
+        for want in [
+            "host.provider",
+            "portal[0].local 192.0.2.1: the portal's own address",
+            "portal[0]: device, device_port and gid_index name an RDMA device",
+            "id_ext",
+        ] {
+            assert!(text.contains(want), "{want} missing: {text}");
+        }
+    }
 
     #[test]
     fn a_full_file_parses() {

@@ -933,3 +933,54 @@ fn physical_block_size_is_a_power_of_two_multiple() {
         "target.toml: lun \"v\".physical_block_size: physical_block_size 512: expected the block size 4096 times a power of two up to 32768 (as 4096 for 512-byte blocks)",
     );
 }
+
+#[test]
+fn an_rdma_core_port_names_its_device() {
+    let text = edit(
+        "name = \"p1\"\naddress = \"192.0.2.11\"",
+        "name = \"p1\"\naddress = \"192.0.2.11\"\nprovider = \"rdma-core\"\ndevice = \"mlx5_0\"\ndevice_port = 2\ngid_index = 3",
+    );
+    let c = TargetConfig::from_str(&text, "target.toml").expect("valid");
+    let p = &c.config.ports[1];
+    assert_eq!(p.provider, ProviderKind::RdmaCore);
+    assert_eq!(
+        (p.device.as_deref(), p.device_port, p.gid_index),
+        (Some("mlx5_0"), Some(2), Some(3))
+    );
+    let spec = p.device_spec(Guid(1));
+    assert_eq!(spec.provider, ProviderKind::RdmaCore);
+    assert_eq!(
+        (spec.device.as_deref(), spec.port, spec.gid_index),
+        (Some("mlx5_0"), Some(2), Some(3))
+    );
+    // Without a device: the one whose GID table holds the address.
+    let text = edit(
+        "name = \"p1\"\naddress = \"192.0.2.11\"",
+        "name = \"p1\"\naddress = \"192.0.2.11\"\nprovider = \"rdma-core\"",
+    );
+    let c = TargetConfig::from_str(&text, "target.toml").expect("valid");
+    assert_eq!(c.config.ports[1].device, None);
+}
+
+#[test]
+fn provider_mistakes_name_the_key() {
+    let errs = errors(&edit(
+        "name = \"p1\"\naddress = \"192.0.2.11\"",
+        "name = \"p1\"\naddress = \"192.0.2.11\"\nprovider = \"verbs\"",
+    ));
+    assert!(errs.iter().any(|e| e.contains("provider")), "{errs:?}");
+    let errs = errors(&edit(
+        "name = \"p1\"\naddress = \"192.0.2.11\"",
+        "name = \"p1\"\naddress = \"192.0.2.11\"\ndevice = \"rxe0\"",
+    ));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("device names an RDMA device: set provider = \"rdma-core\"")),
+        "{errs:?}"
+    );
+    let errs = errors(&edit(
+        "name = \"p1\"\naddress = \"192.0.2.11\"",
+        "name = \"p1\"\naddress = \"192.0.2.11\"\nprovider = \"rdma-core\"\ndevice_port = 0",
+    ));
+    assert!(errs.iter().any(|e| e.contains("device_port")), "{errs:?}");
+}

@@ -11,7 +11,7 @@ use super::{Completion, VerbsError, verifier};
 use ib_verbs::mr::{MrKeys, PdId};
 use ib_verbs::qp::state::{QpAttrMask, QpState};
 use ib_verbs::qp::{QpAttr, QpInit};
-use ib_verbs::{CqId, QpId, RcConnect, SrqId};
+use ib_verbs::{CqId, QpId, RcConnect, Rkey, SrqId};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,6 +109,16 @@ impl<C: ChannelInterface + ?Sized> SyncCa<C> {
         self.run("SyncCa::alloc_fast_reg_mr", |ci| {
             ci.alloc_fast_reg_mr(pd, max_pages)
         })
+    }
+
+    /// [`ChannelInterface::alloc_mw`], waiting.
+    pub fn alloc_mw(&self, pd: PdId) -> Result<Rkey, VerbsError> {
+        self.run("SyncCa::alloc_mw", |ci| ci.alloc_mw(pd))
+    }
+
+    /// [`ChannelInterface::dealloc_mw`], waiting.
+    pub fn dealloc_mw(&self, rkey: Rkey) -> Result<(), VerbsError> {
+        self.run("SyncCa::dealloc_mw", |ci| ci.dealloc_mw(rkey))
     }
 
     /// [`ChannelInterface::dereg_mr`], waiting.

@@ -10,7 +10,7 @@
 //! never undefined behaviour.
 //!
 //! # Why atomics, and where `unsafe` is
-//! The backing store is `Box<[AtomicU64]>`. Bulk copies are relaxed word loads/stores over the
+//! The backing store is page-aligned `AtomicU64` words (`words`). Bulk copies are relaxed word loads/stores over the
 //! aligned middle and a compare-and-swap read-modify-write for the partial words at either end, so
 //! concurrent access from any number of threads is never undefined behaviour. Racing writers to the
 //! same bytes get an unspecified mix of their data, exactly as with real RDMA, but never a torn
@@ -20,7 +20,9 @@
 //! copies. The crate's `unsafe` lives in this module and nowhere else: [`MemBlock::read_file`]
 //! and [`MemBlock::write_file`] hand the kernel a raw pointer into the words, so a file's
 //! bytes move between the page cache and registered memory with no copy in between; and
-//! [`CountingAlloc`] forwards to the system allocator (`GlobalAlloc` is an unsafe trait).
+//! [`CountingAlloc`] forwards to the system allocator (`GlobalAlloc` is an unsafe trait); and
+//! the words are allocated page-aligned with an explicit layout (`words`), as a device
+//! registration needs.
 //!
 //! Byte `i` of a block is byte `i % 8` of word `i / 8` in little-endian order, on every host.
 //!
@@ -31,11 +33,14 @@
 
 #[cfg(feature = "std")]
 mod counting;
+mod words;
+
+pub use words::BLOCK_ALIGN;
+use words::Words;
 
 #[cfg(feature = "std")]
 pub use counting::{AllocCount, CountingAlloc, allocations, counting};
 
-use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::ops::Range;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -63,7 +68,7 @@ pub enum MemError {
 /// Always handled as `Arc<MemBlock>`; every method takes `&self` and is safe to call from any
 /// thread at any time.
 pub struct MemBlock {
-    words: Box<[AtomicU64]>,
+    words: Words,
     len: usize,
 }
 
@@ -74,11 +79,10 @@ impl core::fmt::Debug for MemBlock {
 }
 
 impl MemBlock {
-    /// A new block of `len` zero bytes.
+    /// A new block of `len` zero bytes, its first byte on a page boundary
+    /// ([`BLOCK_ALIGN`]).
     pub fn new(len: usize) -> Arc<MemBlock> {
-        let words = core::iter::repeat_with(|| AtomicU64::new(0))
-            .take(len.div_ceil(WORD))
-            .collect();
+        let words = Words::zeroed(len.div_ceil(WORD));
         Arc::new(MemBlock { words, len })
     }
 
@@ -88,7 +92,7 @@ impl MemBlock {
     /// the block is at `dma_base() + i` on a little-endian host only: providers that hand
     /// memory to a device check that.
     pub fn dma_base(&self) -> core::ptr::NonNull<u8> {
-        // A boxed slice's pointer is never null, even for zero words (dangling, aligned).
+        // A slice's pointer is never null, even for zero words (dangling, aligned).
         core::ptr::NonNull::from(&*self.words).cast::<u8>()
     }
 

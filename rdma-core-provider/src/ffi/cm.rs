@@ -214,10 +214,31 @@ impl CmId {
 
     /// Whether the id is bound to `ctx`'s device (a request on another device is not
     /// this provider's).
-    pub(crate) fn is_on(&self, ctx: &Context) -> bool {
-        // SAFETY: a plain field of a live id (NULL until bound to a device).
-        let verbs = unsafe { (*self.ptr.as_ptr()).verbs };
-        !verbs.is_null() && verbs == ctx_raw(ctx)
+    /// librdmacm opens devices itself, so the id's context is librdmacm's own, not ours:
+    /// the device is compared by name (and the id's port with `port`).
+    pub(crate) fn is_on(&self, ctx: &Context, port: u8) -> bool {
+        // SAFETY: plain fields of a live id (`verbs` NULL until bound to a device).
+        let (verbs, id_port) = unsafe {
+            let id = &*self.ptr.as_ptr();
+            (id.verbs, id.port_num)
+        };
+        if verbs.is_null() || id_port != port {
+            return false;
+        }
+        if verbs == ctx_raw(ctx) {
+            return true;
+        }
+        // SAFETY: a bound id's context is open for the id's life, its `device` valid and
+        // its name NUL-terminated within the 64-byte array (libibverbs' sysfs name).
+        let name = unsafe {
+            let dev = (*verbs).device;
+            !dev.is_null() && {
+                let n = &(*dev).name;
+                let len = n.iter().position(|&b| b == 0).unwrap_or(n.len());
+                &n[..len] == ctx.name().as_bytes()
+            }
+        };
+        name
     }
 
     /// The local and peer addresses (`rdma_get_local_addr` / `rdma_get_peer_addr`, inlines

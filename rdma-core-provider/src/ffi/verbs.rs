@@ -325,6 +325,17 @@ impl Mr {
         }
         // `start + n <= block.len()`: the pointer stays inside the block's allocation.
         let addr = block.dma_base().as_ptr().wrapping_add(start);
+        // The kernel refuses a region whose start and I/O address differ within a page
+        // (`ib_uverbs_reg_mr`); said here in words rather than as a bare EINVAL.
+        if (addr as u64 ^ iova) & 0xfff != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "region start {addr:p} and I/O address {iova:#x} differ within a page \
+                     (the kernel needs them to share the page offset)"
+                ),
+            ));
+        }
         let access = c_int::try_from(access).map_err(|_| einval())?;
         // SAFETY: `addr .. addr + n` lies inside the block (checked above), which this
         // region keeps alive until it is deregistered; the block's words are atomics, so
@@ -746,6 +757,11 @@ pub(crate) struct SendChain {
 unsafe impl Send for SendChain {}
 
 impl SendChain {
+    /// Requests in the chain.
+    pub(crate) fn len(&self) -> usize {
+        self.wrs.len()
+    }
+
     /// Empties the chain (keeping its memory).
     pub(crate) fn clear(&mut self) {
         self.wrs.clear();

@@ -27,7 +27,7 @@ use super::{RegistrationMode, SrpAdapterConfig};
 use access_layer::cm::{CmSetup, ConnId, ConnectionManager, DeviceManagement};
 use access_layer::dm::{DmClient, DmClientConfig};
 use access_layer::mad::MadAddress;
-use access_layer::verbs::{ChannelInterface, Device, MrSpec, PortInterface, SyncCa};
+use access_layer::verbs::{CaCaps, ChannelInterface, Device, MrSpec, PortInterface, SyncCa};
 use ib_verbs::PathMtu;
 use ib_verbs::inline_one::InlineOne;
 use ib_verbs::mem::MemBlock;
@@ -35,7 +35,8 @@ use ib_verbs::mr::{Access, MrKey, MrKeys, PdId};
 use ib_verbs::wr::SendWr;
 use ib_verbs::{CqId, Gid, Lkey, QpId, Qpn};
 use srp::initiator::registration::{
-    AllMemoryStrategy, FrmrConfig, FrmrStrategy, MapHandle, Registration, Strategy,
+    AllMemoryStrategy, FrmrConfig, FrmrStrategy, MapHandle, RegionKind, Registration, Strategy,
+    WindowConfig, WindowStrategy,
 };
 use srp::initiator::{CmdId, DataDir, InitiatorChannel, InitiatorConfig, LoginParams, TmfId};
 use srp::wire::IoClass;
@@ -50,6 +51,8 @@ pub(crate) const SLOT: u64 = 9 << 10;
 pub(crate) const SEND_SLOTS: usize = 128;
 /// Receive buffers kept posted.
 pub(crate) const RECV_SLOTS: usize = 64;
+/// The send queue depth under fast registration or the all-memory region.
+pub(crate) const BASE_SQ_DEPTH: usize = 2048;
 /// I/O address of the control memory.
 pub(crate) const CTRL_IOVA: u64 = 0x1000_0000;
 /// I/O address of the all-physical-memory region (TrustTarget); clear of the control
@@ -147,7 +150,9 @@ pub(crate) struct Adapter {
     pub(crate) memory: Arc<crate::port::SystemMemory>,
     pub(crate) reg: Mutex<Registration>,
     pub(crate) inner: Mutex<Inner>,
-    /// How BuildIo mapped buffers: (immediate, fast-registered).
+    /// The RC QP's send queue depth (the registration strategy's need).
+    pub(crate) sq_depth: usize,
+    /// How BuildIo mapped buffers: (immediate, fast-registered or windowed).
     pub(crate) mapped: (AtomicU64, AtomicU64),
     /// Buffers BuildIo described through the all-memory region.
     pub(crate) mapped_all_memory: AtomicU64,
@@ -272,8 +277,19 @@ impl Adapter {
                 },
             )
             .map_err(setup("reg_mr"))?;
-        let cq = sync.create_cq(8192).map_err(setup("create_cq"))?;
-        let strategy = Self::strategy(&sync, pd, &cfg, memory.block())?;
+        let strategy = Self::strategy(&sync, pd, &cfg, attr.caps, memory.block())?;
+        // The send queue holds every command's binds or REG_MRs, its SEND and its
+        // LOCAL_INVs; the CQ every signaled one of those and the receives.
+        let sq_depth = match &strategy {
+            Strategy::PerIoWindows(w) => {
+                let c = w.config();
+                (2 * c.windows_per_cmd + 2) * c.window + SEND_SLOTS
+            }
+            _ => BASE_SQ_DEPTH,
+        };
+        let cq = sync
+            .create_cq((sq_depth + RECV_SLOTS).max(8192))
+            .map_err(setup("create_cq"))?;
         let inner = Inner {
             cm,
             channel: InitiatorChannel::new(Self::channel_config(&cfg)),
@@ -314,6 +330,7 @@ impl Adapter {
             ctrl,
             ctrl_mr,
             reg: Mutex::new(Registration::new(strategy)),
+            sq_depth,
             inner: Mutex::new(inner),
             mapped: (AtomicU64::new(0), AtomicU64::new(0)),
             mapped_all_memory: AtomicU64::new(0),
@@ -325,7 +342,12 @@ impl Adapter {
     }
 
     /// The registration strategy `cfg` asks for. PerIo: an FRMR pool for the whole window,
-    /// up to 4 regions per command. TrustTarget: one region over all of system memory, remote read and
+    /// up to 4 regions per command, where the device has fast registration; else (user
+    /// space over rdma-core) type-2 memory windows over one region of system memory with
+    /// no remote rights, one window per page run (a buffer's pages are scattered, so up to
+    /// one per page), enough for one LU's full queue of the largest transfers (more asks
+    /// get BUSY until windows come back); a device with neither is refused, naming
+    /// `trust-target` as the weaker choice. TrustTarget: one region over all of system memory, remote read and
     /// write, its warning logged here (HwFindAdapter), and as many descriptors per command
     /// as the port hands SG elements (NumberOfPhysicalBreaks + 1, one page each), all
     /// inline in the SRP_CMD, so bounded by the IU length we ask for too. The target must
@@ -334,10 +356,42 @@ impl Adapter {
         sync: &SyncCa<dyn ChannelInterface>,
         pd: PdId,
         cfg: &SrpAdapterConfig,
+        caps: CaCaps,
         block: &Arc<MemBlock>,
     ) -> Result<Strategy, OpenError> {
         let per_transfer = (cfg.max_transfer as usize).div_ceil(crate::port::PAGE_SIZE) + 1;
         match cfg.registration {
+            RegistrationMode::PerIo if !caps.fast_reg && caps.mem_windows => {
+                let region_err = |e: String| OpenError::Setup(format!("window region: {e}"));
+                let keys = sync
+                    .reg_mr(
+                        pd,
+                        MrSpec {
+                            block: block.clone(),
+                            offset: 0,
+                            len: block.len() as u64,
+                            iova: MEMORY_IOVA,
+                            access: WindowStrategy::REGION_ACCESS,
+                        },
+                    )
+                    .map_err(|e| region_err(e.to_string()))?;
+                let config = WindowConfig {
+                    window: cfg.queue_depth as usize,
+                    windows_per_cmd: per_transfer,
+                    wr_id_tag: 0xf5e7,
+                };
+                let s = WindowStrategy::allocate(config, block, keys.lkey, MEMORY_IOVA, || {
+                    sync.alloc_mw(pd).map(MrKey::from)
+                })
+                .map_err(|e| OpenError::Setup(format!("memory windows: {e}")))?;
+                Ok(Strategy::PerIoWindows(s))
+            }
+            RegistrationMode::PerIo if !caps.fast_reg => Err(OpenError::Setup(
+                "per-I/O registration: this device has neither fast registration nor memory \
+                 windows, so the target's access cannot be fenced per I/O; registration = \
+                 \"trust-target\" opens all of the host's memory to the target instead"
+                    .into(),
+            )),
             RegistrationMode::PerIo => {
                 let frmr = FrmrConfig {
                     window: cfg.queue_depth as usize * usize::from(cfg.max_luns),
@@ -406,22 +460,40 @@ impl Adapter {
         let mut reg = self.reg();
         if reg.discard(handle).is_ok() {
             for d in reg.take_discarded() {
-                let old = MrKeys {
-                    lkey: Lkey(d.key.0),
-                    rkey: None,
-                };
-                // A region that cannot be deregistered is lost to the pool, not reused.
-                self.ca
-                    .dereg_mr(old)
-                    .on_complete(self.pending.routine(|result| VerbDone::Released {
-                        what: "a discarded FRMR region",
-                        result,
-                    }));
                 let slot = d.slot;
-                self.ca.alloc_fast_reg_mr(self.pd, d.max_pages).on_complete(
-                    self.pending
-                        .routine(move |result| VerbDone::Replaced { slot, result }),
-                );
+                let replaced = self
+                    .pending
+                    .routine(move |result| VerbDone::Replaced { slot, result });
+                // A region or window that cannot be released is lost to the pool, not
+                // reused.
+                match d.kind {
+                    RegionKind::FastReg { max_pages } => {
+                        let old = MrKeys {
+                            lkey: Lkey(d.key.0),
+                            rkey: None,
+                        };
+                        self.ca
+                            .dereg_mr(old)
+                            .on_complete(self.pending.routine(|result| VerbDone::Released {
+                                what: "a discarded FRMR region",
+                                result,
+                            }));
+                        self.ca
+                            .alloc_fast_reg_mr(self.pd, max_pages)
+                            .on_complete(move |r| replaced(r.map(|k| MrKey::from(k.lkey))));
+                    }
+                    RegionKind::Window => {
+                        self.ca.dealloc_mw(ib_verbs::Rkey(d.key.0)).on_complete(
+                            self.pending.routine(|result| VerbDone::Released {
+                                what: "a discarded memory window",
+                                result,
+                            }),
+                        );
+                        self.ca
+                            .alloc_mw(self.pd)
+                            .on_complete(move |r| replaced(r.map(MrKey::from)));
+                    }
+                }
             }
         }
     }

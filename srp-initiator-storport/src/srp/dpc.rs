@@ -160,6 +160,15 @@ impl Adapter {
                 .unwrap_or(true)
             {
                 s.inflight_inv.remove(&wc.wr_id);
+                if current && !matches!(wc.status, WcStatus::Success | WcStatus::WrFlushErr) {
+                    // A bind, REG_MR or LOCAL_INV the device refused: the QP is in error
+                    // now (its command fails with the channel).
+                    tracing::warn!(
+                        ?wc,
+                        "a registration work request failed: the channel is lost"
+                    );
+                    s.qp_failed = true;
+                }
             } else if !current {
                 // A flushed request of a QP already destroyed: forgotten with it.
             } else if wc.status != WcStatus::Success {

@@ -97,7 +97,9 @@ impl Adapter {
         };
         match m.kind {
             MappingKind::Immediate => self.mapped.0.fetch_add(1, Ordering::Relaxed),
-            MappingKind::Frmr => self.mapped.1.fetch_add(1, Ordering::Relaxed),
+            MappingKind::Frmr | MappingKind::Windows => {
+                self.mapped.1.fetch_add(1, Ordering::Relaxed)
+            }
             MappingKind::AllMemory => self.mapped_all_memory.fetch_add(1, Ordering::Relaxed),
             MappingKind::NoData => 0,
         };

@@ -14,7 +14,7 @@
 use super::side::PortSide;
 use access_layer::verbs::VerbsError;
 use ib_verbs::QpId;
-use ib_verbs::mr::MrKeys;
+use ib_verbs::mr::MrKey;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// One completed asynchronous verb.
@@ -30,10 +30,10 @@ pub(crate) enum VerbDone {
         attempt: u64,
         result: Result<(), VerbsError>,
     },
-    /// The fresh region for the discarded FRMR slot `slot`.
+    /// The fresh region (or window) for the discarded pool slot `slot`.
     Replaced {
         slot: usize,
-        result: Result<MrKeys, VerbsError>,
+        result: Result<MrKey, VerbsError>,
     },
     /// Something was released (a QP, a region); only a failure is worth a line.
     Released {

@@ -34,7 +34,7 @@ impl Adapter {
         self.teardown(s);
         s.creating = Some(private_data);
         let attempt = s.attempt;
-        let init = QpInit::rc(self.pd, s.cq, 2048, RECV_SLOTS);
+        let init = QpInit::rc(self.pd, s.cq, self.sq_depth, RECV_SLOTS);
         self.ca.create_qp(init).on_complete(
             self.pending
                 .routine(move |result| VerbDone::QpCreated { attempt, result }),
@@ -84,11 +84,11 @@ impl Adapter {
                 VerbDone::Replaced { slot, result } => {
                     let keys = result.map_err(|e| e.to_string()).and_then(|k| {
                         self.reg()
-                            .replace_discarded(slot, ib_verbs::mr::MrKey::from(k.lkey))
+                            .replace_discarded(slot, k)
                             .map_err(|e| e.to_string())
                     });
                     if let Err(e) = keys {
-                        tracing::warn!(%e, slot, "an FRMR region could not be replaced");
+                        tracing::warn!(%e, slot, "a registration pool slot could not be replaced");
                     }
                 }
                 VerbDone::Released { what, result } => {

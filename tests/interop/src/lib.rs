@@ -14,6 +14,7 @@
 //!   [`linux::srp_login`], [`linux::srp_logout`].
 //! - [`ours`]: our side: `srpctl` daemons run in the namespace ([`ours::Daemon`]), one-shot
 //!   `srpctl` commands, a work directory.
+//! - [`in_guest`]: our daemons run inside the guest on its rxe devices through rdma-core.
 //!
 //! The guest's kernel, initramfs and QEMU come from `scripts/interop-setup.sh` and live in
 //! the cache ([`Cache`]). Tests opt in with `SRP_INTEROP=1` ([`skip_reason`]); see
@@ -23,6 +24,7 @@
 pub mod capture;
 mod error;
 pub mod guest;
+pub mod in_guest;
 pub mod linux;
 pub mod matrix;
 pub mod netns;

@@ -162,21 +162,38 @@ fn check_terse(stdout: &str, stderr: &str, rc: i32) -> Result<()> {
 /// mkfs.ext4, mount, files written and checksummed, sync, umount, e2fsck, mount again and
 /// the checksums compared, umount: on `dev` in the guest.
 pub fn ext4_round_trip(guest: &Guest, dev: &str) -> Result<String> {
+    ext4_script(guest, &format!("D={dev}"), "")
+}
+
+/// [`ext4_round_trip`] on a loop device over `file` in the guest (a block file of our
+/// host's, say).
+pub fn ext4_round_trip_loop(guest: &Guest, file: &str) -> Result<String> {
+    ext4_script(
+        guest,
+        &format!(
+            "D=$(losetup -f --show {file})\ntrap 'umount $M 2>/dev/null || true; losetup -d $D || true' EXIT"
+        ),
+        " (loop device on the block file)",
+    )
+}
+
+fn ext4_script(guest: &Guest, device: &str, what: &str) -> Result<String> {
     let t = Instant::now();
     let script = format!(
         r#"set -euo pipefail
 M=/tmp/ext4-{n}
 mkdir -p $M
-mkfs.ext4 -q -F {dev}
-mount {dev} $M
+{device}
+mkfs.ext4 -q -F $D
+mount $D $M
 dd if=/dev/urandom of=$M/big bs=1M count=24 status=none
 mkdir -p $M/tree
 for i in $(seq 200); do head -c $((i * 97)) /dev/urandom > $M/tree/f$i; done
 (cd $M && find . -type f -print0 | sort -z | xargs -0 sha256sum) > /tmp/ext4-{n}.sum
 sync
 umount $M
-e2fsck -fn {dev}
-mount {dev} $M
+e2fsck -fn $D
+mount $D $M
 (cd $M && sha256sum -c --quiet /tmp/ext4-{n}.sum)
 umount $M
 echo files: $(wc -l < /tmp/ext4-{n}.sum)
@@ -189,7 +206,7 @@ echo files: $(wc -l < /tmp/ext4-{n}.sum)
         .find_map(|l| l.strip_prefix("files: "))
         .unwrap_or("?");
     Ok(format!(
-        "mkfs.ext4, {files} files, umount, e2fsck clean, checksums match after remount ({:.1} s)",
+        "mkfs.ext4, {files} files, umount, e2fsck clean, checksums match after remount{what} ({:.1} s)",
         t.elapsed().as_secs_f64()
     ))
 }

@@ -78,13 +78,16 @@ impl FrmrConfig {
     }
 }
 
-/// What a work request id of this strategy names.
+/// What a work request id of a registration strategy names (this one's, or the memory
+/// windows').
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrmrWr {
     /// The REG_MR giving a region this key.
     RegMr(MrKey),
     /// The LOCAL_INV of this key.
     LocalInv(MrKey),
+    /// The bind giving a memory window this key.
+    Bind(MrKey),
 }
 
 impl FrmrWr {
@@ -93,6 +96,7 @@ impl FrmrWr {
         let (kind, key) = match self {
             FrmrWr::RegMr(k) => (1u64, k),
             FrmrWr::LocalInv(k) => (2u64, k),
+            FrmrWr::Bind(k) => (3u64, k),
         };
         (u64::from(tag) << 40) | (kind << 32) | u64::from(key.0)
     }
@@ -106,6 +110,7 @@ impl FrmrWr {
         match (wr_id >> 32) & 0xff {
             1 => Some(FrmrWr::RegMr(key)),
             2 => Some(FrmrWr::LocalInv(key)),
+            3 => Some(FrmrWr::Bind(key)),
             _ => None,
         }
     }
@@ -263,7 +268,7 @@ impl FrmrStrategy {
     pub(super) fn send_done(&mut self, wr_id: u64, ok: bool) -> Option<Result<(), RegError>> {
         match FrmrWr::from_wr_id(wr_id, self.config.wr_id_tag)? {
             // A failed REG_MR fails its command, whose unmap invalidates the region anyway.
-            FrmrWr::RegMr(_) => Some(Ok(())),
+            FrmrWr::RegMr(_) | FrmrWr::Bind(_) => Some(Ok(())),
             FrmrWr::LocalInv(key) => Some(self.pool.invalidate_done(key, ok)),
         }
     }
@@ -288,7 +293,9 @@ impl FrmrStrategy {
             .map(|(slot, key)| Discarded {
                 slot,
                 key,
-                max_pages: self.config.max_pages,
+                kind: RegionKind::FastReg {
+                    max_pages: self.config.max_pages,
+                },
             })
             .collect()
     }
@@ -299,15 +306,28 @@ impl FrmrStrategy {
     }
 }
 
-/// A region given up (its REG_MR may not have run, so no LOCAL_INV can name it): the
-/// caller deregisters `key` and allocates a fresh region of `max_pages` pages for `slot`
-/// ([`super::Registration::replace_discarded`]).
+/// A region or window given up (its REG_MR or bind may not have run, so no LOCAL_INV can
+/// name it): the caller releases `key` and allocates a fresh one of the same `kind` for
+/// `slot` ([`super::Registration::replace_discarded`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Discarded {
     /// The pool slot.
     pub slot: usize,
-    /// The old region's key.
+    /// The old region's (or window's) key.
     pub key: MrKey,
-    /// Pages of the fresh region.
-    pub max_pages: usize,
+    /// What to release and allocate.
+    pub kind: RegionKind,
+}
+
+/// What a pool slot holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionKind {
+    /// A fast-registration region of `max_pages` pages: deregistered, and a new one
+    /// allocated.
+    FastReg {
+        /// Pages of the fresh region.
+        max_pages: usize,
+    },
+    /// A type-2 memory window: deallocated, and a new one allocated.
+    Window,
 }

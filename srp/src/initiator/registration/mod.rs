@@ -23,11 +23,15 @@
 //! - [`Strategy::PerIo`] (the default, ARCHITECTURE decision 4): a pool of fast-registration
 //!   regions per channel, one REG_MR per region with a rolled key, direct descriptor and
 //!   remote invalidation for a one-region buffer, an inline indirect list otherwise;
+//! - [`Strategy::PerIoWindows`]: the same fence where fast registration is kernel-only (user
+//!   space over rdma-core): the block registered once without remote rights, each command's
+//!   ranges opened by type-2 memory windows bound before its SEND ([`windows`]);
 //! - [`Strategy::TrustTarget`]: one region over all memory, opt-in, with a [`TrustWarning`].
 //!
-//! Planning ([`plan`], [`pool`]) is sans-IO; [`frmr`] and `all_memory` build hca work
-//! requests and call `alloc_fast_reg_mr` / `reg_mr`. Files: `plan` (page rules), `pool` (region
-//! states and keys), `frmr`, `all_memory`, `immediate`, `error`.
+//! Planning ([`plan`], [`pool`]) is sans-IO; [`frmr`], [`windows`] and `all_memory` build
+//! the work requests; the caller allocates their regions and windows. Files: `plan` (page
+//! rules), `pool` (region states and keys), `frmr`, `windows`, `all_memory`, `immediate`,
+//! `error`.
 
 mod all_memory;
 mod error;
@@ -35,17 +39,21 @@ pub mod frmr;
 mod immediate;
 pub mod plan;
 pub mod pool;
+pub mod windows;
 
 #[cfg(test)]
 mod plan_tests;
 #[cfg(test)]
 mod pool_tests;
+#[cfg(test)]
+mod windows_tests;
 
 pub use all_memory::{AllMemoryStrategy, TrustWarning};
 pub use error::RegError;
-pub use frmr::{Discarded, FrmrConfig, FrmrStrategy, FrmrWr};
+pub use frmr::{Discarded, FrmrConfig, FrmrStrategy, FrmrWr, RegionKind};
 pub use plan::{RegionPlan, Segment};
 pub use pool::{KeyPool, PoolCounts, SlotState};
+pub use windows::{WindowConfig, WindowStrategy};
 
 use super::alloc::vec::Vec;
 use super::login::Negotiated;
@@ -69,6 +77,8 @@ fn no_table(entries: usize) -> DirectBuf {
 pub enum Strategy {
     /// Per-I/O fast registration (the default).
     PerIo(FrmrStrategy),
+    /// Per-I/O memory windows (where fast registration is kernel-only).
+    PerIoWindows(WindowStrategy),
     /// One region over all memory; the target is trusted with all of it.
     TrustTarget(AllMemoryStrategy),
 }
@@ -80,6 +90,9 @@ pub enum Fencing {
     /// Each I/O's buffer is registered for that I/O alone, narrowed to its direction, and
     /// invalidated when the I/O ends (fast registration).
     PerIo,
+    /// The same fence with memory windows: each I/O's ranges opened for that I/O alone,
+    /// narrowed to its direction, invalidated when it ends.
+    PerIoWindows,
     /// One region over all of the host's memory, open to the target for as long as the
     /// session lives.
     AllMemory,
@@ -90,6 +103,7 @@ impl Fencing {
     pub fn as_str(self) -> &'static str {
         match self {
             Fencing::PerIo => "per-io",
+            Fencing::PerIoWindows => "per-io (memory windows)",
             Fencing::AllMemory => "trust-target (all memory, always)",
         }
     }
@@ -104,6 +118,8 @@ pub enum MappingKind {
     Immediate,
     /// Fast-registered regions of this command.
     Frmr,
+    /// Memory windows bound for this command.
+    Windows,
     /// The all-memory region.
     AllMemory,
 }
@@ -171,6 +187,7 @@ impl Registration {
     pub fn fencing(&self) -> Fencing {
         match self.strategy {
             Strategy::PerIo(_) => Fencing::PerIo,
+            Strategy::PerIoWindows(_) => Fencing::PerIoWindows,
             Strategy::TrustTarget(_) => Fencing::AllMemory,
         }
     }
@@ -226,6 +243,17 @@ impl Registration {
                     imm_data: Vec::new(),
                 })
             }
+            Strategy::PerIoWindows(w) => {
+                let m = w.map(dir, segments)?;
+                Ok(Mapping {
+                    remote_invalidate: m.keys.len() == 1,
+                    handle: MapHandle { keys: m.keys },
+                    kind: MappingKind::Windows,
+                    pre_wrs: m.wrs,
+                    data: m.data,
+                    imm_data: Vec::new(),
+                })
+            }
             Strategy::TrustTarget(all) => {
                 let data = all.map(segments)?;
                 Ok(bare(MappingKind::AllMemory, data, Vec::new()))
@@ -244,6 +272,7 @@ impl Registration {
         match &mut self.strategy {
             _ if handle.keys.is_empty() => Ok(InlineOne::Empty),
             Strategy::PerIo(frmr) => frmr.unmap(&handle.keys, invalidated),
+            Strategy::PerIoWindows(w) => w.unmap(&handle.keys, invalidated),
             Strategy::TrustTarget(_) => Err(RegError::StaleHandle {
                 key: handle.keys[0],
             }),
@@ -260,6 +289,7 @@ impl Registration {
         match &mut self.strategy {
             _ if handle.keys.is_empty() => Ok(()),
             Strategy::PerIo(frmr) => frmr.discard(&handle.keys),
+            Strategy::PerIoWindows(w) => w.discard(&handle.keys),
             Strategy::TrustTarget(_) => Err(RegError::StaleHandle {
                 key: handle.keys[0],
             }),
@@ -272,6 +302,7 @@ impl Registration {
     pub fn take_discarded(&mut self) -> Vec<Discarded> {
         match &mut self.strategy {
             Strategy::PerIo(frmr) => frmr.take_discarded(),
+            Strategy::PerIoWindows(w) => w.take_discarded(),
             Strategy::TrustTarget(_) => Vec::new(),
         }
     }
@@ -280,6 +311,7 @@ impl Registration {
     pub fn replace_discarded(&mut self, slot: usize, key: MrKey) -> Result<(), RegError> {
         match &mut self.strategy {
             Strategy::PerIo(frmr) => frmr.replace(slot, key),
+            Strategy::PerIoWindows(w) => w.replace(slot, key),
             Strategy::TrustTarget(_) => Err(RegError::StaleHandle { key }),
         }
     }
@@ -292,6 +324,10 @@ impl Registration {
                 Some(r) => r.map(|()| true),
                 None => Ok(false),
             },
+            Strategy::PerIoWindows(w) => match w.send_done(wr_id, status) {
+                Some(r) => r.map(|()| true),
+                None => Ok(false),
+            },
             Strategy::TrustTarget(_) => Ok(false),
         }
     }
@@ -300,6 +336,7 @@ impl Registration {
     pub fn take_retries(&mut self) -> Vec<SendWr> {
         match &mut self.strategy {
             Strategy::PerIo(frmr) => frmr.retries(),
+            Strategy::PerIoWindows(w) => w.retries(),
             Strategy::TrustTarget(_) => Vec::new(),
         }
     }
@@ -308,6 +345,7 @@ impl Registration {
     pub fn counts(&self) -> PoolCounts {
         match &self.strategy {
             Strategy::PerIo(frmr) => frmr.counts(),
+            Strategy::PerIoWindows(w) => w.counts(),
             Strategy::TrustTarget(_) => PoolCounts::default(),
         }
     }

@@ -30,6 +30,10 @@ pub enum SlotState {
     /// it. It is deregistered and allocated anew ([`KeyPool::take_discarded`],
     /// [`KeyPool::replace`]), as ib_srp recreates its pool on reconnect.
     Discarded,
+    /// Handed out by [`KeyPool::take_discarded`]: its release and replacement are under
+    /// way, and it is not handed out again (a second release of the same key, or a second
+    /// replacement for one slot, would fail or leak).
+    Replacing,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -60,7 +64,7 @@ pub struct PoolCounts {
     pub invalidating: usize,
     /// Waiting for a LOCAL_INV to be posted again.
     pub needs_invalidate: usize,
-    /// Waiting to be deregistered and allocated anew.
+    /// Waiting to be deregistered and allocated anew, or being replaced.
     pub discarded: usize,
 }
 
@@ -104,7 +108,7 @@ impl KeyPool {
                 SlotState::Mapped => c.mapped += 1,
                 SlotState::Invalidating => c.invalidating += 1,
                 SlotState::NeedsInvalidate => c.needs_invalidate += 1,
-                SlotState::Discarded => c.discarded += 1,
+                SlotState::Discarded | SlotState::Replacing => c.discarded += 1,
             }
         }
         debug_assert_eq!(
@@ -187,6 +191,15 @@ impl KeyPool {
         Ok(())
     }
 
+    /// The invalidation of `key` failed in a way that leaves the region's state unknown
+    /// (not a flush: the work request may have run): the region is discarded — replaced,
+    /// never named by a second invalidation.
+    pub fn invalidate_abandoned(&mut self, key: MrKey) -> Result<(), RegError> {
+        let i = self.slot_of(key, SlotState::Invalidating)?;
+        self.slots[i].state = SlotState::Discarded;
+        Ok(())
+    }
+
     /// Keys whose invalidation failed (a flushed LOCAL_INV after a QP error), to post again
     /// on the new connection; they become Invalidating.
     pub fn take_retries(&mut self) -> Vec<MrKey> {
@@ -213,18 +226,23 @@ impl KeyPool {
         Ok(())
     }
 
-    /// Discarded regions, by slot, with their last key (to deregister them).
-    pub fn take_discarded(&self) -> Vec<(usize, MrKey)> {
-        (self.slots.iter().enumerate())
-            .filter(|(_, s)| s.state == SlotState::Discarded)
-            .map(|(i, s)| (i, s.key))
-            .collect()
+    /// Discarded regions not handed out yet, by slot, with their last key (to deregister
+    /// them); each becomes Replacing, so it is handed out once.
+    pub fn take_discarded(&mut self) -> Vec<(usize, MrKey)> {
+        let mut out = Vec::new();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            if s.state == SlotState::Discarded {
+                s.state = SlotState::Replacing;
+                out.push((i, s.key));
+            }
+        }
+        out
     }
 
-    /// Slot `i` (Discarded) now holds a freshly allocated region under `key`: it is free.
+    /// Slot `i` (Replacing) now holds a freshly allocated region under `key`: it is free.
     pub fn replace(&mut self, i: usize, key: MrKey) -> Result<(), RegError> {
         match self.slots.get(i) {
-            Some(s) if s.state == SlotState::Discarded => {
+            Some(s) if s.state == SlotState::Replacing => {
                 self.by_index.remove(&self.slots[i].key.index().0);
                 self.by_index.insert(key.index().0, i);
                 self.slots[i].key = key;

@@ -100,6 +100,14 @@ fn discarded_regions_come_back_only_when_replaced() {
     );
     let gone = p.take_discarded();
     assert_eq!(gone, vec![(0, held[0])]);
+    // Handed out once: a later call (another command discarded meanwhile) must not hand
+    // the same region out for a second release and a second replacement.
+    assert!(p.take_discarded().is_empty());
+    assert_eq!(
+        p.counts().discarded,
+        1,
+        "still out of service until replaced"
+    );
     assert!(
         p.replace(1, MrKey(0x300)).is_err(),
         "slot 1 is not discarded"

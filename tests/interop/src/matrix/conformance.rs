@@ -31,6 +31,7 @@ pub fn run(against: Against, filter: Option<&str>) -> Result<BTreeMap<String, Ve
     let rxe = setup_rxe(&guest)?;
     let mut side = match against {
         Against::Ours => Side::ours(&ns, work.path(), &rxe)?,
+        Against::OursRdmaCore => Side::ours_rdma_core(&guest, &rxe)?,
         Against::Lio => Side::lio(&guest, &rxe)?,
     };
     let s = srp_login(&guest, &side.login(0, &rxe[0]))?;
@@ -55,7 +56,7 @@ pub fn run(against: Against, filter: Option<&str>) -> Result<BTreeMap<String, Ve
     );
     let verdicts = parse(&out.stdout);
     let _ = srp_logout(&guest, &s);
-    side.stop();
+    side.stop(&guest);
     // A guest that will not power off (LIO's failed checks can leave ib_srp busy) is
     // killed: nothing of ours to fail on.
     if let Err(e) = guest.shutdown() {

@@ -6,7 +6,7 @@
 use super::Matrix;
 use super::side::{LUN_MIB, Side};
 use crate::linux::{RxeDevice, SrpLogin, SrpSession, setup_rxe, srp_login, srp_logout};
-use crate::ours::{WorkDir, srpctl};
+use crate::ours::WorkDir;
 use crate::workload::{Fio, ext4_round_trip};
 use crate::{Capture, Error, Guest, GuestConfig, NetNs, Result};
 use std::time::{Duration, Instant};
@@ -17,8 +17,10 @@ const FIO_T: Duration = Duration::from_secs(900);
 /// Which target direction A runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Against {
-    /// `srpctl target run`.
+    /// `srpctl target run` in the namespace, on our software HCA.
     Ours,
+    /// `srpctl target run` in the guest, on its rxe devices through rdma-core.
+    OursRdmaCore,
     /// LIO + ib_srpt in the guest.
     Lio,
 }
@@ -28,6 +30,7 @@ impl Against {
     pub fn label(self) -> &'static str {
         match self {
             Against::Ours => "ours",
+            Against::OursRdmaCore => "ours-rdma-core",
             Against::Lio => "lio",
         }
     }
@@ -123,7 +126,13 @@ pub fn run(m: &mut Matrix, against: Against, mtu: u32) -> Result<()> {
     };
     let work = WorkDir::new(&format!("a-{label}"))?;
     let ns = NetNs::new()?;
-    let guest = Guest::boot(GuestConfig::new(&ns).nics(&[mtu, mtu]))?;
+    // Our target in the guest keeps its file LUN in the guest's tmpfs.
+    let memory = if against == Against::OursRdmaCore {
+        2048
+    } else {
+        1024
+    };
+    let guest = Guest::boot(GuestConfig::new(&ns).nics(&[mtu, mtu]).memory_mib(memory))?;
     let rxe = setup_rxe(&guest)?;
     let cap = match against {
         Against::Ours if mtu == 9000 => Some(Capture::start(
@@ -136,6 +145,7 @@ pub fn run(m: &mut Matrix, against: Against, mtu: u32) -> Result<()> {
     };
     let mut side = match against {
         Against::Ours => Side::ours(&ns, work.path(), &rxe)?,
+        Against::OursRdmaCore => Side::ours_rdma_core(&guest, &rxe)?,
         Against::Lio => Side::lio(&guest, &rxe)?,
     };
     let r = Run {
@@ -150,7 +160,7 @@ pub fn run(m: &mut Matrix, against: Against, mtu: u32) -> Result<()> {
     } else {
         checks(m, l, &r);
     }
-    let log = side.stop();
+    let log = side.stop(&guest);
     if !m.all_passed() && !log.is_empty() {
         eprintln!("---- our target's log ({l}) ----\n{log}\n----");
     }
@@ -215,7 +225,7 @@ fn checks(m: &mut Matrix, l: &str, r: &Run<'_>) {
         session = Some(s);
         Ok(d)
     });
-    let ours_reason = r.side.socket().map(|_| "reason 0x00010003");
+    let ours_reason = r.side.is_ours().then_some("reason 0x00010003");
     m.check(l, "A.reject-unknown-target-port", || {
         let mut bad = r.side.login(0, &r.rxe[0]);
         bad.id_ext = "00000000deadbeef".into();
@@ -278,7 +288,7 @@ fn checks(m: &mut Matrix, l: &str, r: &Run<'_>) {
         }
         Ok("LUNs 0 and 1".into())
     });
-    if r.side.socket().is_some() {
+    if r.side.is_ours() {
         // Ours only: the SBC-4 and copy-offload commands of issue #16 as sg3_utils sends
         // them (LIO lacks several of them; its answers are not the point here).
         m.check(l, "A.sg3-utils-sbc4-and-copy", || sg3_utils(g, &sg0, &dev0));
@@ -336,10 +346,10 @@ fn checks(m: &mut Matrix, l: &str, r: &Run<'_>) {
     });
     m.check(l, "A.logout", || {
         srp_logout(g, &s)?;
-        if let Some(sock) = r.side.socket() {
+        if r.side.is_ours() {
             let end = Instant::now() + Duration::from_secs(10);
             loop {
-                let v = srpctl(r.ns, &["target", "sessions", "--json", "--socket", sock])?;
+                let v = r.side.ctl(g, r.ns, &["target", "sessions", "--json"])?;
                 if v.trim() == "[]" {
                     break;
                 }

@@ -3,16 +3,20 @@
 //! docs/interop.md keeps).
 //!
 //! - [`side`]: the target under test in direction A, ours (`srpctl target run` in the
-//!   namespace) or Linux's own (LIO + ib_srpt in the guest), behind one interface.
+//!   namespace on our software HCA, or in the guest over rdma-core) or Linux's own (LIO +
+//!   ib_srpt in the guest), behind one interface.
 //! - [`direction_a`]: Linux ib_srp against a target: login and refusals, identity pages,
 //!   I/O and file systems, resets, relogins, login options, multichannel, MTU, dm-multipath.
 //! - [`direction_b`]: our host against Linux ib_srpt: discovery, login, block file, ext4,
 //!   multipath and a failover drill.
+//! - [`direction_b_rdma_core`]: our host inside the guest over rdma-core (memory-window
+//!   fencing) against ib_srpt: login, multipath disk, block file, ext4, failover drill.
 //! - [`conformance`]: libiscsi's iscsi-test-cu through ib_srp against ours and LIO.
 
 pub mod conformance;
 pub mod direction_a;
 pub mod direction_b;
+pub mod direction_b_rdma_core;
 pub mod side;
 
 use std::fmt::Write as _;

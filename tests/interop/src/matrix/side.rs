@@ -4,9 +4,14 @@
 //!
 //! - Ours: `srpctl target run` in the namespace, IOC `ioc-a` on port p0 (192.168.77.254)
 //!   and `ioc-b` on p1 (192.168.78.254), LUN 0 a file, LUN 1 RAM.
+//! - Ours over rdma-core: the same target run *inside the guest* on the guest's `rxe0` and
+//!   `rxe1` through libibverbs and librdmacm (`provider = "rdma-core"`: the kernel's RDMA
+//!   stack, as on a machine with an RDMA NIC), ports at the guest's own 192.168.77.1 and
+//!   192.168.78.1; Linux ib_srp reaches it through the same rxe devices.
 //! - LIO: ib_srpt on both rxe devices of the guest (TPG 1 each), LUN 0 `rd_mcp`, LUN 1
 //!   `fileio`; the guest logs in to its own addresses.
 
+use crate::in_guest::{self, GuestDaemon};
 use crate::linux::{
     Backstore, RxeDevice, SrpLogin, SrptConfig, SrptTarget, linux_initiator_port_id, setup_lio_srpt,
 };
@@ -23,8 +28,19 @@ pub const LUN_MIB: [u64; 2] = [256, 32];
 /// Our target, running.
 #[derive(Debug)]
 pub struct Ours {
-    daemon: Daemon,
+    runs: Runs,
     sock: String,
+    /// Each path's target address (`ip:port`).
+    dest: [String; 2],
+}
+
+/// Where our target runs.
+#[derive(Debug)]
+enum Runs {
+    /// In the namespace, on our software HCA.
+    Namespace(Daemon),
+    /// In the guest, on its rxe devices through rdma-core.
+    Guest(GuestDaemon),
 }
 
 /// Linux's target in the guest.
@@ -44,13 +60,37 @@ pub enum Side {
 
 /// `target.toml` for our side: two ports, two IOCs, two LUNs, the guest's initiators.
 pub fn ours_config(work: &Path, allow: &[String]) -> String {
+    ours_config_with(
+        work,
+        allow,
+        [
+            "address = \"192.168.77.254\"\n".into(),
+            "address = \"192.168.78.254\"\n".into(),
+        ],
+    )
+}
+
+/// `target.toml` for our target in the guest over rdma-core: port p0 finds its device by
+/// its address (rxe0's RoCEv2 GID), p1 names `rxe1`.
+pub fn ours_rdma_core_config(work: &Path, allow: &[String]) -> String {
+    ours_config_with(
+        work,
+        allow,
+        [
+            "address = \"192.168.77.1\"\nprovider = \"rdma-core\"\n".into(),
+            "address = \"192.168.78.1\"\nprovider = \"rdma-core\"\ndevice = \"rxe1\"\n".into(),
+        ],
+    )
+}
+
+fn ours_config_with(work: &Path, allow: &[String], ports: [String; 2]) -> String {
     let allow: Vec<String> = allow.iter().map(|a| format!("\"{a}\"")).collect();
     let allow = allow.join(", ");
     format!(
         "[target]\nnode_guid = \"0x0002c90300c0ff00\"\nname = \"interop\"\n\
          control_socket = \"{sock}\"\nrdma_cm_port = 5555\nstate_dir = \"{state}\"\n\n\
-         [[port]]\nname = \"p0\"\naddress = \"192.168.77.254\"\n\n\
-         [[port]]\nname = \"p1\"\naddress = \"192.168.78.254\"\n\n\
+         [[port]]\nname = \"p0\"\n{p0}\n\
+         [[port]]\nname = \"p1\"\n{p1}\n\
          [[lun]]\nname = \"vol0\"\nfile = \"{img}\"\nsize = \"{m0}MiB\"\n\n\
          [[lun]]\nname = \"vol1\"\nram = true\nsize = \"{m1}MiB\"\n\n\
          [[ioc]]\nname = \"ioc-a\"\nguid = \"0x{a}\"\nports = [\"p0\"]\n\
@@ -64,6 +104,8 @@ pub fn ours_config(work: &Path, allow: &[String]) -> String {
         m1 = LUN_MIB[1],
         a = OURS_IOC[0],
         b = OURS_IOC[1],
+        p0 = ports[0],
+        p1 = ports[1],
     )
 }
 
@@ -83,8 +125,29 @@ impl Side {
         )?;
         daemon.wait_for_log("control socket", Duration::from_secs(60))?;
         Ok(Side::Ours(Ours {
-            daemon,
+            runs: Runs::Namespace(daemon),
             sock: work.join("target.sock").display().to_string(),
+            dest: ["192.168.77.254:5555".into(), "192.168.78.254:5555".into()],
+        }))
+    }
+
+    /// Starts our target inside `guest` on its `rxe` devices through rdma-core (files in
+    /// the guest's `/tmp`, the log in its share), admitting the same initiator ports.
+    pub fn ours_rdma_core(guest: &Guest, rxe: &[RxeDevice]) -> Result<Side> {
+        let allow: Vec<String> = rxe.iter().map(|r| linux_initiator_port_id(r, 0)).collect();
+        let work = Path::new("/tmp/ours");
+        guest.run_ok("mkdir -p /tmp/ours", Duration::from_secs(30))?;
+        let conf = in_guest::write_share(
+            guest,
+            "target-rdma-core.toml",
+            &ours_rdma_core_config(work, &allow),
+        )?;
+        let daemon = GuestDaemon::start(guest, "target", &["target", "run", "-c", &conf])?;
+        daemon.wait_for_log(guest, "control socket", Duration::from_secs(60))?;
+        Ok(Side::Ours(Ours {
+            runs: Runs::Guest(daemon),
+            sock: work.join("target.sock").display().to_string(),
+            dest: ["192.168.77.1:5555".into(), "192.168.78.1:5555".into()],
         }))
     }
 
@@ -108,8 +171,31 @@ impl Side {
     /// `ours` or `lio`.
     pub fn label(&self) -> &'static str {
         match self {
-            Side::Ours(_) => "ours",
+            Side::Ours(Ours {
+                runs: Runs::Namespace(_),
+                ..
+            }) => "ours",
+            Side::Ours(_) => "ours-rdma-core",
             Side::Lio(_) => "lio",
+        }
+    }
+
+    /// Whether this is our target (not LIO).
+    pub fn is_ours(&self) -> bool {
+        matches!(self, Side::Ours(_))
+    }
+
+    /// `srpctl <args> --socket <ours>` where our target runs (the namespace or the guest);
+    /// an error for LIO.
+    pub fn ctl(&self, guest: &Guest, ns: &NetNs, args: &[&str]) -> Result<String> {
+        let Side::Ours(o) = self else {
+            return Err(Error::Guest("srpctl against LIO".into()));
+        };
+        let mut args = args.to_vec();
+        args.extend(["--socket", o.sock.as_str()]);
+        match o.runs {
+            Runs::Namespace(_) => srpctl(ns, &args),
+            Runs::Guest(_) => in_guest::srpctl(guest, &args),
         }
     }
 
@@ -117,12 +203,7 @@ impl Side {
     /// expected.
     pub fn login(&self, k: usize, rxe: &RxeDevice) -> SrpLogin {
         let mut l = match self {
-            Side::Ours(_) => SrpLogin::with_ids(
-                &rxe.name,
-                OURS_IOC[k],
-                OURS_IOC[k],
-                &format!("192.168.{}.254:5555", 77 + k),
-            ),
+            Side::Ours(o) => SrpLogin::with_ids(&rxe.name, OURS_IOC[k], OURS_IOC[k], &o.dest[k]),
             Side::Lio(l) => SrpLogin::new(&rxe.name, &l.target, rxe.ip),
         };
         l.expect_disks = 2;
@@ -133,9 +214,10 @@ impl Side {
     /// out), or LIO's TPG disabled.
     pub fn fail_path(&self, guest: &Guest, ns: &NetNs, k: usize) -> Result<()> {
         match self {
-            Side::Ours(o) => {
+            Side::Ours(_) => {
                 let name = ["ioc-a", "ioc-b"][k];
-                srpctl(ns, &["target", "ioc", "disable", name, "--socket", &o.sock]).map(|_| ())
+                self.ctl(guest, ns, &["target", "ioc", "disable", name])
+                    .map(|_| ())
             }
             Side::Lio(l) => guest
                 .run_ok(
@@ -149,9 +231,10 @@ impl Side {
     /// Puts path `k`'s target port back.
     pub fn restore_path(&self, guest: &Guest, ns: &NetNs, k: usize) -> Result<()> {
         match self {
-            Side::Ours(o) => {
+            Side::Ours(_) => {
                 let name = ["ioc-a", "ioc-b"][k];
-                srpctl(ns, &["target", "ioc", "enable", name, "--socket", &o.sock]).map(|_| ())
+                self.ctl(guest, ns, &["target", "ioc", "enable", name])
+                    .map(|_| ())
             }
             Side::Lio(l) => guest
                 .run_ok(
@@ -162,26 +245,32 @@ impl Side {
         }
     }
 
-    /// Our target's control socket (None for LIO).
-    pub fn socket(&self) -> Option<&str> {
-        match self {
-            Side::Ours(o) => Some(&o.sock),
-            Side::Lio(_) => None,
-        }
-    }
-
     /// Our target's log so far (empty for LIO).
     pub fn log(&self) -> String {
         match self {
-            Side::Ours(o) => o.daemon.log(),
+            Side::Ours(Ours {
+                runs: Runs::Namespace(d),
+                ..
+            }) => d.log(),
+            Side::Ours(Ours {
+                runs: Runs::Guest(d),
+                ..
+            }) => d.log(),
             Side::Lio(_) => String::new(),
         }
     }
 
     /// Stops our target; its log.
-    pub fn stop(&mut self) -> String {
+    pub fn stop(&mut self, guest: &Guest) -> String {
         match self {
-            Side::Ours(o) => o.daemon.stop(),
+            Side::Ours(Ours {
+                runs: Runs::Namespace(d),
+                ..
+            }) => d.stop(),
+            Side::Ours(Ours {
+                runs: Runs::Guest(d),
+                ..
+            }) => d.stop(guest).0,
             Side::Lio(_) => String::new(),
         }
     }
