@@ -8,7 +8,7 @@
 //! tests of the layers between, which need a real provider).
 #![deny(unsafe_code)]
 
-use access_layer::verbs::{Device, DeviceSpec, Fabric, OpenError, ProviderKind};
+use access_layer::verbs::{Device, DeviceSpec, Fabric, OpenError, PortInfo, ProviderKind};
 use ib_verbs::time::Clock;
 use std::sync::Arc;
 
@@ -45,9 +45,14 @@ impl Fabric for System {
 
 /// The RDMA devices rdma-core sees, with their ports and GIDs (for `srpctl devices`).
 /// Errors when rdma-core is not installed (the message says what to install).
-#[cfg(target_os = "linux")]
-pub fn rdma_devices() -> Result<Vec<rdma_core_provider::PortInfo>, OpenError> {
-    rdma_core_provider::devices()
+pub fn rdma_devices() -> Result<Vec<PortInfo>, OpenError> {
+    #[cfg(target_os = "linux")]
+    return rdma_core_provider::devices();
+    #[cfg(not(target_os = "linux"))]
+    Err(OpenError::NoProvider {
+        provider: ProviderKind::RdmaCore,
+        reason: "rdma-core is a Linux library".into(),
+    })
 }
 
 /// The product's fabric, shared.

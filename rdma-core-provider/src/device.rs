@@ -7,7 +7,7 @@ use crate::ffi::types::{
     IBV_LINK_LAYER_ETHERNET, ibv_port_attr,
 };
 use crate::ffi::verbs::{CompChannel, Context, OpenFailure, device_names};
-use access_layer::verbs::{CaCaps, DeviceSpec, OpenError, ProviderKind};
+use access_layer::verbs::{CaCaps, DeviceSpec, OpenError, PortInfo, ProviderKind};
 use ib_verbs::{Gid, Guid, PathMtu};
 use std::sync::Arc;
 
@@ -199,29 +199,6 @@ fn find_gid(ctx: &Context, port: u8, pa: &ibv_port_attr, want: Gid) -> Option<(u
     v1
 }
 
-/// One RDMA port as `srpctl devices` lists it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PortInfo {
-    /// The device.
-    pub device: String,
-    /// The device's node GUID.
-    pub node_guid: Guid,
-    /// The port number.
-    pub port: u8,
-    /// `ACTIVE`, `DOWN`, …
-    pub state: &'static str,
-    /// `InfiniBand` or `Ethernet`.
-    pub link_layer: &'static str,
-    /// Active and largest MTU, bytes.
-    pub active_mtu: Option<usize>,
-    /// See `active_mtu`.
-    pub max_mtu: Option<usize>,
-    /// The GID table's used entries: index, GID, type (`RoCE v2`, `RoCE v1`, `IB`).
-    pub gids: Vec<(u8, Gid, &'static str)>,
-    /// Memory windows (type 2): how the host fences remote access per I/O here.
-    pub mem_windows: bool,
-}
-
 /// Every port of every RDMA device, as `ibv_devinfo` shows them.
 pub fn devices() -> Result<Vec<PortInfo>, OpenError> {
     let names = device_names().map_err(no_provider)?;
@@ -290,6 +267,8 @@ pub fn devices() -> Result<Vec<PortInfo>, OpenError> {
                     .ok()
                     .and_then(|m| PathMtu::from(m).bytes()),
                 gids,
+                // User space has no fast registration, whatever the device can do.
+                fast_reg: false,
                 mem_windows: attr.device_cap_flags
                     & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)
                     != 0,

@@ -118,14 +118,18 @@ fn run(poll: &mut Poll, shared: &Shared, stop: &AtomicBool) {
 
 /// Every CQ notification waiting on the completion channel.
 fn completions(shared: &Shared) {
-    while let Some((cq_addr, context)) = shared.dev.channel.next_event() {
-        let id = u32::try_from(context).unwrap_or(0);
+    while let Some(event) = shared.dev.channel.next_event() {
+        let id = u32::try_from(event.context).unwrap_or(0);
         {
             let o = shared.objects();
-            match o.cq_by_addr(cq_addr).and_then(|c| o.cq(c)) {
+            match o.cq_by_addr(event.cq_addr()).and_then(|c| o.cq(c)) {
+                // Counted on the CQ, acked in batches and by its Drop.
                 Some(cq) => cq.note_event(),
-                // A CQ destroyed meanwhile acked its events itself.
-                None => continue,
+                // Its CQ left the table: being destroyed, and waiting for this very ack.
+                None => {
+                    event.ack_orphan();
+                    continue;
+                }
             }
         }
         shared.deliver(Event::CqNotify(CqId(id)));

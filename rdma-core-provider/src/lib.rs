@@ -30,7 +30,7 @@ mod sysfs;
 
 pub use ca::RdmaCa;
 pub use cm::RdmaCm;
-pub use device::{PortInfo, devices};
+pub use device::devices;
 pub use port::RdmaPort;
 
 use access_layer::verbs::{Device, DeviceSpec, OpenError, ProviderKind};

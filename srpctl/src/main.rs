@@ -32,6 +32,7 @@ mod bench;
 mod counters;
 mod decode;
 mod demo;
+mod devices;
 mod discover;
 mod drill;
 mod hex;
@@ -135,6 +136,13 @@ enum Command {
         /// --login-strings in the IB CM form.
         #[arg(long, requires = "login_strings")]
         ib_cm: bool,
+    },
+    /// The RDMA devices rdma-core sees (ports, states, MTUs, GID tables, how a host can
+    /// fence there): what `provider = "rdma-core"` configurations name.
+    Devices {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Drills an operator runs against a live host (and target): `drill failover`.
     Drill {
@@ -505,6 +513,7 @@ fn main() -> Result<()> {
         Command::Target { what } => target_command(what),
         Command::HostCtl(cmd) => host_ctl::run(cmd),
         Command::Drill { what } => drill::run(what),
+        Command::Devices { json } => devices::run(json),
         Command::Discover {
             portal,
             local,

@@ -10,8 +10,8 @@
 
 use super::ChannelInterface;
 use super::port::PortInterface;
-use ib_verbs::Guid;
 use ib_verbs::time::Clock;
+use ib_verbs::{Gid, Guid};
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -187,4 +187,30 @@ pub fn system_random() -> u64 {
     );
     h.write_u32(std::process::id());
     h.finish()
+}
+
+/// One port of a device as a provider lists them (`srpctl devices`): what an operator
+/// names in a configuration (`device`, `device_port`, `gid_index`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortInfo {
+    /// The device.
+    pub device: String,
+    /// The device's node GUID.
+    pub node_guid: Guid,
+    /// The port number.
+    pub port: u8,
+    /// `ACTIVE`, `DOWN`, …
+    pub state: &'static str,
+    /// `InfiniBand` or `Ethernet`.
+    pub link_layer: &'static str,
+    /// Active and largest MTU, bytes.
+    pub active_mtu: Option<usize>,
+    /// See `active_mtu`.
+    pub max_mtu: Option<usize>,
+    /// The GID table's used entries: index, GID, type (`RoCE v2`, `RoCE v1`, `IB`).
+    pub gids: Vec<(u8, Gid, &'static str)>,
+    /// Fast registration work requests (kernel consumers; not user space).
+    pub fast_reg: bool,
+    /// Type-2 memory windows: how a host in user space fences remote access per I/O.
+    pub mem_windows: bool,
 }

@@ -34,7 +34,7 @@ pub mod verifier;
 
 pub use ci::{CaAttr, CaCaps, CaStats, ChannelInterface, EventHandler, MrSpec, PortAttr};
 pub use completion::{Completer, Completion, CompletionPool};
-pub use device::{Device, DeviceSpec, Fabric, OpenError, ProviderKind};
+pub use device::{Device, DeviceSpec, Fabric, OpenError, PortInfo, ProviderKind};
 pub use dispatch::{DispatchGuard, at_dispatch, in_dispatch};
 pub use doorbell::Doorbell;
 pub use port::PortInterface;

@@ -478,16 +478,47 @@ impl CompChannel {
         unsafe { (*self.ptr.as_ptr()).fd }
     }
 
-    /// The next CQ notification's CQ context (what [`Cq::create`] was given), if one is
-    /// waiting (the fd is non-blocking). Each event must be acked on its CQ
-    /// ([`Cq::ack_events`]) before the CQ is destroyed.
-    pub(crate) fn next_event(&self) -> Option<(usize, u64)> {
+    /// The next CQ notification, if one is waiting (the fd is non-blocking). Each must be
+    /// acked on its CQ ([`Cq::note_event`]) or, when its CQ has left the provider's table,
+    /// with [`CqEvent::ack_orphan`]: `ibv_destroy_cq` waits for every notification read.
+    pub(crate) fn next_event(&self) -> Option<CqEvent> {
         let lib = lib().ok()?;
         let mut cq: *mut ibv_cq = core::ptr::null_mut();
         let mut context: *mut c_void = core::ptr::null_mut();
         // SAFETY: valid out-parameters; the fd is non-blocking.
         let rc = unsafe { (lib.ibv_get_cq_event)(self.ptr.as_ptr(), &mut cq, &mut context) };
-        (rc == 0).then_some((cq as usize, context as u64))
+        (rc == 0).then_some(CqEvent {
+            cq,
+            context: context as u64,
+        })
+    }
+}
+
+/// A CQ notification read from a completion channel and not acked yet.
+#[derive(Debug)]
+#[must_use = "a notification read must be acked, or its CQ can never be destroyed"]
+pub(crate) struct CqEvent {
+    cq: *mut ibv_cq,
+    /// The CQ's context (what [`Cq::create`] was given).
+    pub(crate) context: u64,
+}
+
+impl CqEvent {
+    /// The CQ's address, to find it in the provider's table.
+    pub(crate) fn cq_addr(&self) -> usize {
+        self.cq as usize
+    }
+
+    /// Acks a notification whose CQ is no longer in the provider's table: it is being
+    /// destroyed by another thread, whose `ibv_destroy_cq` cannot return before this ack
+    /// (it waits until every notification read is acked). Left unacked, that destroy waits
+    /// for ever, and with it every verb queued behind it.
+    pub(crate) fn ack_orphan(self) {
+        if let Ok(lib) = lib() {
+            // SAFETY: the CQ is alive: the kernel reported this notification as read, so
+            // ibv_destroy_cq (running or to come) waits for this ack before freeing it.
+            unsafe { (lib.ibv_ack_cq_events)(self.cq, 1) };
+        }
     }
 }
 

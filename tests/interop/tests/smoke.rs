@@ -9,11 +9,17 @@
 //!   over RDMA-CM, and 32 MiB are written and verified through the block file; that capture
 //!   dissects cleanly too.
 //!
+//! - C (rdma-core): in one guest, our target and our host run on the guest's own rxe0
+//!   through libibverbs and librdmacm (`provider = "rdma-core"`, the kernel's RDMA stack):
+//!   Linux ib_srp writes and verifies 16 MiB through our target, and our host (fencing with
+//!   memory windows) writes and verifies 16 MiB through ib_srpt/LIO's block file.
+//!
 //! Our HCA sends runs of equal-size packets as one UDP GSO send, and the kernel numbers the
 //! segments' IPv4 IDs 0, 1, 2, …; each carries the ICRC for its ID. Frames from our side
 //! with a non-zero ID in the capture are such segments, and no retransmit or sequence NAK
 //! on our side means rxe took every one.
 
+use srp_interop::in_guest::{self, GuestDaemon, write_share};
 use srp_interop::linux::{
     Backstore, SrpLogin, SrptConfig, setup_lio_srpt, setup_rxe, srp_login, srp_logout,
 };
@@ -242,4 +248,105 @@ fn smoke_b_host(ns: &NetNs, dir: &std::path::Path, driver: &str) {
     );
     host.stop();
     eprintln!("smoke B: {driver} verified");
+}
+
+#[test]
+fn c_rdma_core_both_directions_in_the_guest() {
+    skip_unless_enabled!();
+    let _watchdog = Watchdog::new("smoke C", Duration::from_secs(900));
+    let t0 = Instant::now();
+    let ns = NetNs::new().expect("namespace");
+    let guest = Guest::boot(GuestConfig::new(&ns).memory_mib(2048)).expect("boot");
+    let rxe = setup_rxe(&guest).expect("rxe");
+    // LIO for our host; ib_srpt listens for RDMA-CM on 5555 on every address, so our
+    // target takes 5556.
+    let lio = setup_lio_srpt(
+        &guest,
+        &SrptConfig::new(
+            &rxe,
+            vec![Backstore::Ramdisk { mib: 64 }],
+            vec![format!("0x0000000000000000{HOST_GUID}")],
+        ),
+    )
+    .expect("LIO + ib_srpt");
+    let ip = rxe[0].ip;
+    let allow = srp_interop::linux::linux_initiator_port_id(&rxe[0], 0);
+    let target_conf = format!(
+        "[target]\nname = \"smoke\"\ncontrol_socket = \"/tmp/t/target.sock\"\n\
+         state_dir = \"/tmp/t/state\"\nrdma_cm_port = 5556\n\n\
+         [[port]]\nname = \"p0\"\naddress = \"{ip}\"\nprovider = \"rdma-core\"\n\n\
+         [[lun]]\nname = \"ram\"\nram = true\nsize = \"64MiB\"\n\n\
+         [[ioc]]\nname = \"ioc-a\"\nguid = \"0x{ioc}\"\nports = [\"p0\"]\n\
+         exports = {{ 0 = \"ram\" }}\nallow = [\"{allow}\"]\n",
+        ioc = OURS_IOC[0]
+    );
+    let conf = write_share(&guest, "smoke-target.toml", &target_conf).expect("target.toml");
+    guest
+        .run_ok("mkdir -p /tmp/t /tmp/h/disks && modprobe fuse", T)
+        .expect("dirs");
+    let target = GuestDaemon::start(&guest, "target", &["target", "run", "-c", &conf])
+        .expect("start the target");
+    target
+        .wait_for_log(&guest, "control socket", Duration::from_secs(60))
+        .expect("target up");
+    let login = SrpLogin::with_ids("rxe0", OURS_IOC[0], OURS_IOC[0], &format!("{ip}:5556"));
+    let session = srp_login(&guest, &login).expect("Linux ib_srp logs in to our rdma-core target");
+    let disk = session.disks.first().expect("a disk").clone();
+    Fio::new(&disk.block, "randwrite", "4k-256k", "16M")
+        .run(&guest, Duration::from_secs(600))
+        .expect("16 MiB written and verified through our target");
+    srp_logout(&guest, &session).expect("logout");
+    eprintln!(
+        "smoke C: ib_srp -> ours over rdma-core verified; {:?}",
+        t0.elapsed()
+    );
+
+    let host_conf = format!(
+        "[host]\nname = \"smoke\"\nnode_guid = \"0x{HOST_GUID}\"\nprovider = \"rdma-core\"\n\
+         disks_dir = \"/tmp/h/disks\"\ncontrol_socket = \"/tmp/h/host.sock\"\n\
+         login = \"rdma-cm\"\nlogin_timeout = \"10s\"\nsweep_interval = \"2s\"\n\n\
+         [[portal]]\naddress = \"{ip}\"\nlocal = [\"{ip}\"]\n\n\
+         [[portal.target]]\nid_ext = \"0x{id}\"\nioc_guid = \"0x{ioc}\"\n",
+        id = lio.id_ext,
+        ioc = lio.ioc_guid
+    );
+    let conf = write_share(&guest, "smoke-host.toml", &host_conf).expect("host.toml");
+    let host =
+        GuestDaemon::start(&guest, "host", &["host", "run", "-c", &conf]).expect("start the host");
+    host.wait_for_log(&guest, "control socket", Duration::from_secs(90))
+        .expect("host up");
+    let end = Instant::now() + Duration::from_secs(90);
+    let (file, fencing) = loop {
+        let out = in_guest::srpctl(
+            &guest,
+            &["sessions", "--json", "--socket", "/tmp/h/host.sock"],
+        )
+        .expect("sessions");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let disks = in_guest::srpctl(&guest, &["disks", "--json", "--socket", "/tmp/h/host.sock"])
+            .expect("disks");
+        let d: serde_json::Value = serde_json::from_str(&disks).expect("json");
+        if let Some(p) = d[0]["path"].as_str().filter(|p| !p.is_empty()) {
+            break (
+                p.to_owned(),
+                v[0]["fencing"].as_str().unwrap_or("").to_owned(),
+            );
+        }
+        assert!(
+            Instant::now() < end,
+            "no disk: {out}\n{disks}\n{}",
+            host.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(fencing.contains("memory windows"), "fencing {fencing:?}");
+    Fio::new(&file, "randwrite", "4k-256k", "16M")
+        .run(&guest, Duration::from_secs(600))
+        .expect("16 MiB written and verified through our host's block file");
+    drop((target, host));
+    guest.shutdown().expect("shutdown");
+    eprintln!(
+        "smoke C: both directions over rdma-core; {:?}",
+        t0.elapsed()
+    );
 }
