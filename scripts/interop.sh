@@ -4,6 +4,11 @@
 #   A  Linux ib_srp -> a target, over RDMA-CM: against LIO + ib_srpt in the guest (the bar)
 #      and against `srpctl target run`; MTU 1500 and 9000.
 #   B  our host (`srpctl discover`, `srpctl host run`) -> Linux ib_srpt/LIO in the guest.
+#   A over rdma-core: Linux ib_srp -> our target run inside the guest on its rxe devices
+#      through libibverbs/librdmacm (the kernel's RDMA stack); B over rdma-core: our host
+#      inside the guest (memory-window fencing) -> ib_srpt/LIO, failover drill included;
+#      P: the rdma-core provider's device test in the guest, plain and under
+#      AddressSanitizer (nightly, installed here if missing).
 #   C  libiscsi's iscsi-test-cu (an independent SCSI conformance battery) through ib_srp,
 #      against LIO and against ours: no test LIO passes and we fail.
 # One line per check as it ends, then a summary (also written to OUT/summary.txt) that
@@ -11,13 +16,17 @@
 # checks against LIO are the bar, shown for comparison).
 # Root only. About 20 minutes on a 2-core machine (17 on a fresh clone, build included).
 #
-#   scripts/interop.sh [OUT] [--only a-lio|a-ours|a-jumbo|b|conformance]...
+#   scripts/interop.sh [OUT] [--only a-lio|a-ours|a-rdma-core|a-jumbo|b|b-rdma-core|provider|conformance]...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-interop-out}
 [[ $# -gt 0 ]] && shift
 [[ $(id -u) -eq 0 ]] || { echo "scripts/interop.sh: run as root (namespaces, taps, apt)" >&2; exit 2; }
 bash scripts/interop-setup.sh
+# The provider's AddressSanitizer build (matrix part P) needs nightly.
+if ! rustup toolchain list | grep -q '^nightly'; then
+    rustup toolchain install nightly --profile minimal
+fi
 cargo build --locked -p srpctl -p srp-interop --bins
 mkdir -p "$out"
 started=$(date -u +%Y-%m-%dT%H:%MZ)

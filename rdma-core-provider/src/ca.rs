@@ -468,7 +468,7 @@ impl Shared {
 }
 
 /// A work completion as the access layer reads it.
-fn wc_of(w: &ibv_wc, strange: &AtomicU32) -> Wc {
+pub(crate) fn wc_of(w: &ibv_wc, strange: &AtomicU32) -> Wc {
     let status = WcStatus::from(u8::try_from(w.status).unwrap_or(21));
     let opcode = match w.opcode {
         IBV_WC_SEND => WcOpcode::Send,
@@ -494,7 +494,7 @@ fn wc_of(w: &ibv_wc, strange: &AtomicU32) -> Wc {
     // A remote invalidation: IBV_WC_WITH_INV, or — rxe's user CQE copies the kernel's
     // flags, where IB_WC_WITH_INVALIDATE is 1 << 2, user space's IBV_WC_IP_CSUM_OK, which
     // no device sets for an RC receive — that bit on a receive (Linux 6.1 rxe,
-    // `rxe_resp.c:do_complete`; pinned in tests/wc_flags.rs).
+    // `rxe_resp.c:do_complete`; pinned in ca_tests.rs and against rxe in tests/device.rs).
     let inv = w.wc_flags & IBV_WC_WITH_INV != 0
         || (w.opcode == IBV_WC_RECV && w.wc_flags & IBV_WC_IP_CSUM_OK != 0);
     if inv && status == WcStatus::Success {

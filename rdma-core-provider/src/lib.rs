@@ -21,6 +21,8 @@
 #![cfg(target_os = "linux")]
 
 mod ca;
+#[cfg(test)]
+mod ca_tests;
 mod cm;
 mod device;
 mod events;

@@ -4,10 +4,10 @@
 //! non-zero if a check of ours failed (those against LIO are the bar, shown for comparison)
 //! or a part could not be set up.
 //!
-//! Usage: `interop-matrix [--only a-ours|a-lio|a-rdma-core|a-jumbo|b|b-rdma-core|conformance]... [--summary FILE]`.
+//! Usage: `interop-matrix [--only a-ours|a-lio|a-rdma-core|a-jumbo|b|b-rdma-core|provider|conformance]... [--summary FILE]`.
 
 use srp_interop::matrix::direction_a::{self, Against};
-use srp_interop::matrix::{Matrix, conformance, direction_b, direction_b_rdma_core};
+use srp_interop::matrix::{Matrix, conformance, direction_b, direction_b_rdma_core, provider};
 use srp_interop::{Watchdog, skip_reason};
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ fn main() {
             "--summary" => summary_file = it.next().cloned(),
             "-h" | "--help" => {
                 println!(
-                    "interop-matrix [--only a-ours|a-lio|a-rdma-core|a-jumbo|b|b-rdma-core|conformance]... [--summary FILE]"
+                    "interop-matrix [--only a-ours|a-lio|a-rdma-core|a-jumbo|b|b-rdma-core|provider|conformance]... [--summary FILE]"
                 );
                 return;
             }
@@ -80,6 +80,12 @@ fn main() {
     }
     if wanted("b") {
         part("B", direction_b::run(&mut m));
+    }
+    if wanted("provider") {
+        part(
+            "the rdma-core provider's device test",
+            provider::run(&mut m),
+        );
     }
     if wanted("b-rdma-core") {
         part(

@@ -11,12 +11,15 @@
 //!   multipath and a failover drill.
 //! - [`direction_b_rdma_core`]: our host inside the guest over rdma-core (memory-window
 //!   fencing) against ib_srpt: login, multipath disk, block file, ext4, failover drill.
+//! - [`provider`]: the rdma-core provider's device test in the guest, plain and under
+//!   AddressSanitizer.
 //! - [`conformance`]: libiscsi's iscsi-test-cu through ib_srp against ours and LIO.
 
 pub mod conformance;
 pub mod direction_a;
 pub mod direction_b;
 pub mod direction_b_rdma_core;
+pub mod provider;
 pub mod side;
 
 use std::fmt::Write as _;
