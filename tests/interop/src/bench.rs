@@ -65,7 +65,7 @@ pub fn run(rounds: usize, secs: u32) -> Result<Results> {
     )?;
     let ip = rxe[0].ip;
     let conf = format!(
-        "[target]\nname = \"bench\"\ncontrol_socket = \"/tmp/b/target.sock\"\n\
+        "[target]\nname = \"bench\"\nnode_guid = \"0x0002c90300c0ff00\"\ncontrol_socket = \"/tmp/b/target.sock\"\n\
          state_dir = \"/tmp/b/state\"\nrdma_cm_port = {OURS_PORT}\n\n\
          [[port]]\nname = \"p0\"\naddress = \"{ip}\"\nprovider = \"rdma-core\"\n\n\
          [[lun]]\nname = \"ram\"\nram = true\nsize = \"{LUN_MIB}MiB\"\n\n\

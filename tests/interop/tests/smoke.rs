@@ -272,7 +272,7 @@ fn c_rdma_core_both_directions_in_the_guest() {
     let ip = rxe[0].ip;
     let allow = srp_interop::linux::linux_initiator_port_id(&rxe[0], 0);
     let target_conf = format!(
-        "[target]\nname = \"smoke\"\ncontrol_socket = \"/tmp/t/target.sock\"\n\
+        "[target]\nname = \"smoke\"\nnode_guid = \"0x0002c90300c0ff00\"\ncontrol_socket = \"/tmp/t/target.sock\"\n\
          state_dir = \"/tmp/t/state\"\nrdma_cm_port = 5556\n\n\
          [[port]]\nname = \"p0\"\naddress = \"{ip}\"\nprovider = \"rdma-core\"\n\n\
          [[lun]]\nname = \"ram\"\nram = true\nsize = \"64MiB\"\n\n\
