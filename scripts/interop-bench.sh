@@ -14,7 +14,7 @@ cargo build --locked --release -p srpctl
 cargo build --locked -p srp-interop --bins
 mkdir -p "$out"
 started=$(date -u +%Y-%m-%dT%H:%MZ)
-SRPCTL_BIN=target/release/srpctl SRP_INTEROP=1 target/debug/interop-bench --out "$out/guest-rdma-core.md" "$@"
+SRPCTL_BIN="$PWD/target/release/srpctl" SRP_INTEROP=1 target/debug/interop-bench --out "$out/guest-rdma-core.md" "$@"
 {
     echo
     echo "run started $started on $(uname -n), guest kernel $(cat "${SRP_INTEROP_CACHE:-/var/cache/srp-interop}/kernel.version"),"

@@ -11,9 +11,10 @@
 //! software HCA (`hca`), the rdma-core provider and the simulator depend on this crate,
 //! never the other way.
 //!
-//! Layering: `wirekit <- ib-verbs <- access-layer <- srp <- {srp-target, srp-initiator-*}
-//! <- mpio <- srp-hostd <- srpctl`; providers (`hca`, `rdma-core-provider`) sit beside the
-//! access layer and implement its interfaces over this vocabulary.
+//! Layering: `wirekit <- ib-verbs <- {access-layer, srp}`; the access layer's interfaces
+//! are written in this vocabulary, the providers (`hca`, `rdma-core-provider`) implement
+//! them, and the sans-IO SRP cores (`srp`) build work requests in it without naming any
+//! provider.
 //!
 //! The one `unsafe` of the crate is in [`mem`], the registered-memory module: file
 //! transfers straight into registered words, and the counting allocator.

@@ -15,7 +15,7 @@
 //! timeout escalation (ABORT TASK, LUN RESET, channel reset), target requests, and reconnect
 //! under the SRP transport class timers. It uses only `core` and `alloc`.
 //!
-//! Layering: `hca <- access-layer <- srp <- {srp-target, srp-initiator-*}`.
+//! Layering: `wirekit <- ib-verbs <- srp <- {srp-target, srp-initiator-*}` (and `scsi`).
 #![deny(unsafe_code)]
 
 pub mod channel;

@@ -240,6 +240,7 @@ fn ports_table(v: &[PortStatus]) -> String {
             vec![
                 p.name.clone(),
                 p.address.to_string(),
+                p.provider.clone(),
                 if p.active { "up" } else { "down" }.into(),
                 p.sessions.to_string(),
                 format!(
@@ -254,6 +255,7 @@ fn ports_table(v: &[PortStatus]) -> String {
         &[
             "PORT",
             "ADDRESS",
+            "PROVIDER",
             "STATE",
             "SESSIONS",
             "QP/CQ/MR",

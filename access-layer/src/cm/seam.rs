@@ -24,7 +24,7 @@
 //!
 //! # Driving it
 //! Sans-IO in shape: the consumer calls [`ConnectionManager::poll`] when its CA's event
-//! handler rang (a MAD's CQ notification, or `Event::ConnectionEvent` from a provider's
+//! handler rang (a MAD's CQ notification, or `Event::CmReady` from a provider's
 //! CM) or a timer from [`ConnectionManager::poll_timeout`] is due, drains
 //! [`ConnectionManager::poll_event`], and [`ConnectionManager::arm`]s before it sleeps.
 //! Every call is non-blocking (allowed at dispatch level).

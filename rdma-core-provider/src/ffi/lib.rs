@@ -39,7 +39,7 @@ macro_rules! library {
                         let p = sym(handle(stringify!($lib)), concat!(stringify!($name), "\0"), $ver)?;
                         // SAFETY: `p` is the address of the C function of that name and
                         // version, whose prototype (rdma-core 44's headers, checked by
-                        // tests/abi_layout.rs) is the type it is transmuted to; a function
+                        // src/ffi/layout_tests.rs) is the type it is transmuted to; a function
                         // pointer and a data pointer have the same size on the platforms
                         // rdma-core runs on (POSIX requires it for dlsym).
                         unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> $ret>(p) }

@@ -1,7 +1,7 @@
 //! The C structures and constants of libibverbs and librdmacm this provider touches, laid
 //! out as rdma-core's public headers lay them out on x86_64 and aarch64 (LP64). Their ABI
 //! is stable (the libraries version their symbols; the structures only grow at the end);
-//! `tests/abi_layout.rs` compiles a C program against the installed headers and compares
+//! `src/ffi/layout_tests.rs` compiles a C program against the installed headers and compares
 //! every size and offset here with it.
 //!
 //! Only what is read or written is spelled out; what the libraries own behind a pointer is

@@ -21,7 +21,9 @@ pub const GUEST_SRPCTL: &str = "/run/srpctl";
 
 /// The guest's copy of the host's `srpctl` ([`GUEST_SRPCTL`]), made on first use.
 pub fn guest_srpctl(guest: &Guest) -> Result<&'static str> {
+    // The guest's commands run in its /tmp: the host's path, made absolute.
     let bin = srpctl_bin()?;
+    let bin = std::fs::canonicalize(&bin).map_err(Error::io(format!("{}", bin.display())))?;
     guest.run_ok(
         &format!(
             "[ -x {GUEST_SRPCTL} ] || {{ cp {} {GUEST_SRPCTL}.tmp && mv {GUEST_SRPCTL}.tmp {GUEST_SRPCTL}; }}",
