@@ -3,7 +3,7 @@
 # in one Linux guest, both driven by the same ib_srp and fio (tests/interop/src/bench.rs).
 # Release build of srpctl. Root only; about 2 + 1.5 x rounds minutes on a 2-core machine.
 #
-#   scripts/interop-bench.sh [OUT_DIR (bench-out)] [--rounds N] [--secs S]
+#   scripts/interop-bench.sh [OUT_DIR (bench-out)] [--rounds N] [--secs S] [--profile]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-bench-out}

@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 
 const CREATED: u8 = 0;
@@ -128,6 +128,11 @@ impl Shared {
 
     pub(crate) fn objects(&self) -> RwLockReadGuard<'_, Objects> {
         self.objects.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The table, to change. Never drop a device object while holding this ([`release`]).
+    pub(crate) fn objects_mut(&self) -> RwLockWriteGuard<'_, Objects> {
+        self.objects.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -503,6 +508,15 @@ pub(crate) fn wc_of(w: &ibv_wc, strange: &AtomicU32) -> Wc {
     wc
 }
 
+/// Drops a device object taken out of the table — after the table's lock is released:
+/// `ibv_destroy_cq` and `ibv_destroy_qp` wait until the event thread has acked every event
+/// it read for them, and the event thread takes the table's lock to find them. Dropped
+/// under the lock, the destroy and the event thread waited for each other for ever (every
+/// later verb timed out behind the dispatcher: logins refused "insufficient resources").
+fn release<T>(gone: Option<T>) -> Option<()> {
+    gone.map(drop)
+}
+
 /// A send work request appended to `chain`, resolving windows and regions in `o`. A bind
 /// is recorded in `binds` (its index in the chain, the window, the window's new key): the
 /// key is written into the window once the bind is posted, not before (the library reads
@@ -679,11 +693,8 @@ impl ChannelInterface for RdmaCa {
 
     fn dealloc_pd(&self, pd: PdId) -> Completion<()> {
         self.submit(move |s| {
-            let mut o = s.objects.write().unwrap_or_else(PoisonError::into_inner);
-            o.pds
-                .remove(&pd.0)
-                .map(drop)
-                .ok_or_else(|| no_such("PD", pd.0))
+            let gone = s.objects_mut().pds.remove(&pd.0);
+            release(gone).ok_or_else(|| no_such("PD", pd.0))
         })
     }
 
@@ -723,11 +734,8 @@ impl ChannelInterface for RdmaCa {
 
     fn dereg_mr(&self, keys: MrKeys) -> Completion<()> {
         self.submit(move |s| {
-            let mut o = s.objects.write().unwrap_or_else(PoisonError::into_inner);
-            o.mrs
-                .remove(&keys.lkey.0)
-                .map(drop)
-                .ok_or_else(|| no_such("memory region", format!("{:#x}", keys.lkey.0)))
+            let gone = s.objects_mut().mrs.remove(&keys.lkey.0);
+            release(gone).ok_or_else(|| no_such("memory region", format!("{:#x}", keys.lkey.0)))
         })
     }
 
@@ -752,11 +760,8 @@ impl ChannelInterface for RdmaCa {
 
     fn dealloc_mw(&self, rkey: Rkey) -> Completion<()> {
         self.submit(move |s| {
-            let mut o = s.objects.write().unwrap_or_else(PoisonError::into_inner);
-            o.mws
-                .remove(&(rkey.0 >> 8))
-                .map(drop)
-                .ok_or_else(|| no_such("memory window", format!("{:#x}", rkey.0)))
+            let gone = s.objects_mut().mws.remove(&(rkey.0 >> 8));
+            release(gone).ok_or_else(|| no_such("memory window", format!("{:#x}", rkey.0)))
         })
     }
 
@@ -774,17 +779,19 @@ impl ChannelInterface for RdmaCa {
 
     fn destroy_cq(&self, cq: CqId) -> Completion<()> {
         self.submit(move |s| {
-            let mut o = s.objects.write().unwrap_or_else(PoisonError::into_inner);
-            let c = o.cqs.get(&cq.0).ok_or_else(|| no_such("CQ", cq.0))?;
-            // A QP on it holds its handle: refused as the library refuses (EBUSY).
-            if Arc::strong_count(c) > 1 {
-                return Err(os_error(
-                    "ibv_destroy_cq",
-                    &std::io::Error::from_raw_os_error(libc::EBUSY),
-                ));
-            }
-            o.cqs.remove(&cq.0);
-            Ok(())
+            let gone = {
+                let mut o = s.objects_mut();
+                let c = o.cqs.get(&cq.0).ok_or_else(|| no_such("CQ", cq.0))?;
+                // A QP on it holds its handle: refused as the library refuses (EBUSY).
+                if Arc::strong_count(c) > 1 {
+                    return Err(os_error(
+                        "ibv_destroy_cq",
+                        &std::io::Error::from_raw_os_error(libc::EBUSY),
+                    ));
+                }
+                o.cqs.remove(&cq.0)
+            };
+            release(gone).ok_or_else(|| no_such("CQ", cq.0))
         })
     }
 
@@ -891,12 +898,9 @@ impl ChannelInterface for RdmaCa {
             let QpId::Qp(n) = qp else {
                 return Err(unsupported("QP1 belongs to the kernel"));
             };
-            let mut o = s.objects.write().unwrap_or_else(PoisonError::into_inner);
             // Dropping the last handle destroys the QP (a poster mid-call holds one).
-            o.qps
-                .remove(&n.get())
-                .map(drop)
-                .ok_or_else(|| no_such("QP", n))
+            let gone = s.objects_mut().qps.remove(&n.get());
+            release(gone).ok_or_else(|| no_such("QP", n))
         })
     }
 

@@ -36,6 +36,9 @@ pub struct Point {
 /// Every round of both targets.
 #[derive(Debug, Clone, Default)]
 pub struct Results {
+    /// With `profile`: where the guest's CPU went during one more 4k QD32 run of each
+    /// (`perf report --sort comm,dso`), ours then LIO.
+    pub profiles: Vec<(String, String)>,
     /// Ours, one per round.
     pub ours: Vec<Point>,
     /// LIO, one per round.
@@ -49,8 +52,9 @@ const LUN_MIB: u64 = 128;
 /// Our target's RDMA-CM port (ib_srpt takes 5555 on every address).
 const OURS_PORT: u16 = 5556;
 
-/// Runs `rounds` rounds of `secs`-second points.
-pub fn run(rounds: usize, secs: u32) -> Result<Results> {
+/// Runs `rounds` rounds of `secs`-second points; with `profile`, one more 4k QD32 run of
+/// each target under `perf record -a` (cpu-clock: the guest has no PMU).
+pub fn run(rounds: usize, secs: u32, profile: bool) -> Result<Results> {
     let ns = NetNs::new()?;
     let guest = Guest::boot(GuestConfig::new(&ns).memory_mib(2048))?;
     let rxe = setup_rxe(&guest)?;
@@ -94,7 +98,19 @@ pub fn run(rounds: usize, secs: u32) -> Result<Results> {
     for round in 0..rounds {
         let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
         for k in order {
-            let p = measure(&guest, &logins[k], secs)?;
+            let p = match measure(&guest, &logins[k], secs) {
+                Ok(p) => p,
+                Err(e) => {
+                    if k == 0 {
+                        eprintln!(
+                            "---- our target's log ----\n{}\n---- its threads ----\n{}",
+                            target.log(),
+                            target.backtrace(&guest)
+                        );
+                    }
+                    return Err(e);
+                }
+            };
             eprintln!(
                 "round {} {}: {:.0} IOPS, {:.1} µs CPU/I/O, {:.0} MiB/s, {:.0} µs QD1 (p99 {:.0})",
                 round + 1,
@@ -106,6 +122,28 @@ pub fn run(rounds: usize, secs: u32) -> Result<Results> {
                 p.lat_p99_us
             );
             [&mut out.ours, &mut out.lio][k].push(p);
+        }
+    }
+    if profile {
+        for (k, login) in logins.iter().enumerate() {
+            let s = srp_login(&guest, login)?;
+            let dev = s.disks.first().map(|d| d.block.clone()).unwrap_or_default();
+            let report = guest.run_ok(
+                &format!(
+                    "cd /tmp && perf record -q -a -g -e cpu-clock -F 499 -o /tmp/perf.data -- \
+                     fio --name=p --filename={dev} --rw=randread --bs=4k --iodepth=32 \
+                     --ioengine=libaio --direct=1 --time_based --runtime={secs} \
+                     --size={LUN_MIB}M --output=/dev/null >/dev/null 2>&1; \
+                     perf report -i /tmp/perf.data --stdio --no-children --sort comm,dso \
+                     --percent-limit 1.5 -g none 2>/dev/null | grep -v '^#' | grep -v '^$'"
+                ),
+                Duration::from_secs(u64::from(secs) + 300),
+            );
+            srp_logout(&guest, &s)?;
+            out.profiles.push((
+                ["ours", "lio"][k].to_owned(),
+                report.unwrap_or_else(|e| e.to_string()),
+            ));
         }
     }
     target.stop(&guest);
@@ -258,6 +296,7 @@ mod tests {
             ours: vec![p(200.0)],
             lio: vec![p(100.0)],
             secs: 10,
+            profiles: Vec::new(),
         };
         let t = table(&r);
         assert!(

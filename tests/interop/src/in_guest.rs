@@ -128,6 +128,19 @@ impl GuestDaemon {
         }
     }
 
+    /// Every thread's stack of the running daemon (gdb in the guest), for a failure's
+    /// report: what a hung daemon waits on.
+    pub fn backtrace(&self, guest: &Guest) -> String {
+        let script = format!(
+            "gdb -q -p $(cat {}) -batch -ex 'thread apply all bt 12' 2>&1 | grep -v '^\\[New LWP\\|^warning'",
+            self.pid
+        );
+        match guest.run(&script, Duration::from_secs(120)) {
+            Ok(o) => o.stdout,
+            Err(e) => format!("no backtrace: {e}"),
+        }
+    }
+
     /// Stops it: SIGTERM, SIGKILL after 10 s. Returns its log and whether it exited by
     /// itself within those 10 s.
     pub fn stop(&mut self, guest: &Guest) -> (String, bool) {

@@ -3,7 +3,9 @@
 //! table). Prints each round as it ends, then the table of medians and ratios, which
 //! `--out FILE` also writes.
 //!
-//! Usage: `interop-bench [--rounds N (3)] [--secs S (10)] [--out FILE]`.
+//! Usage: `interop-bench [--rounds N (3)] [--secs S (10)] [--profile] [--out FILE]`;
+//! `--profile` adds where the guest's CPU went during one more 4k QD32 run of each target
+//! (`perf record -a`, by command and object).
 
 use srp_interop::bench;
 use srp_interop::{Watchdog, skip_reason};
@@ -13,6 +15,7 @@ fn main() {
     let mut rounds = 3usize;
     let mut secs = 10u32;
     let mut out = None;
+    let mut profile = false;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -26,8 +29,9 @@ fn main() {
             "--rounds" => rounds = value("a count").parse().unwrap_or(rounds).max(1),
             "--secs" => secs = value("seconds").parse().unwrap_or(secs).max(1),
             "--out" => out = Some(value("a file")),
+            "--profile" => profile = true,
             "-h" | "--help" => {
-                println!("interop-bench [--rounds N] [--secs S] [--out FILE]");
+                println!("interop-bench [--rounds N] [--secs S] [--profile] [--out FILE]");
                 return;
             }
             other => {
@@ -41,14 +45,21 @@ fn main() {
         std::process::exit(2);
     }
     let _watchdog = Watchdog::new("interop-bench", Duration::from_secs(3600));
-    match bench::run(rounds, secs) {
+    match bench::run(rounds, secs, profile) {
         Ok(r) => {
-            let t = format!(
+            let mut t = format!(
                 "{} rounds of {} s per point, medians, rounds interleaved:\n\n{}",
                 rounds,
                 secs,
                 bench::table(&r)
             );
+            for (who, report) in &r.profiles {
+                t.push_str(&format!(
+                    "\nWhere the guest's CPU went, 4k randread QD32 against {who} \
+                     (perf record -a, cpu-clock; by command and object, >= 1.5 %):\n\n```\n{}\n```\n",
+                    report.trim_end()
+                ));
+            }
             println!("{t}");
             if let Some(f) = out {
                 if let Err(e) = std::fs::write(&f, &t) {
