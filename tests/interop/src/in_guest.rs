@@ -84,6 +84,11 @@ impl GuestDaemon {
         })
     }
 
+    /// The guest's file holding its process ID.
+    pub fn pid_file(&self) -> &str {
+        &self.pid
+    }
+
     /// What it has printed so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
