@@ -362,19 +362,8 @@ impl Adapter {
         let per_transfer = (cfg.max_transfer as usize).div_ceil(crate::port::PAGE_SIZE) + 1;
         match cfg.registration {
             RegistrationMode::PerIo if !caps.fast_reg && caps.mem_windows => {
-                let region_err = |e: String| OpenError::Setup(format!("window region: {e}"));
-                let keys = sync
-                    .reg_mr(
-                        pd,
-                        MrSpec {
-                            block: block.clone(),
-                            offset: 0,
-                            len: block.len() as u64,
-                            iova: MEMORY_IOVA,
-                            access: WindowStrategy::REGION_ACCESS,
-                        },
-                    )
-                    .map_err(|e| region_err(e.to_string()))?;
+                let keys = Self::register_memory(sync, pd, block, WindowStrategy::REGION_ACCESS)
+                    .map_err(|e| OpenError::Setup(format!("window region: {e}")))?;
                 let config = WindowConfig {
                     window: cfg.queue_depth as usize,
                     windows_per_cmd: per_transfer,
@@ -411,17 +400,7 @@ impl Adapter {
                 let inline = iu.saturating_sub(CMD_HEADER + INDIRECT_HEADER) / DESC;
                 let max_descriptors = per_transfer.min(inline as usize);
                 let region_err = |e: String| OpenError::Setup(format!("all-memory region: {e}"));
-                let keys = sync
-                    .reg_mr(
-                        pd,
-                        MrSpec {
-                            block: block.clone(),
-                            offset: 0,
-                            len: block.len() as u64,
-                            iova: MEMORY_IOVA,
-                            access: AllMemoryStrategy::ACCESS,
-                        },
-                    )
+                let keys = Self::register_memory(sync, pd, block, AllMemoryStrategy::ACCESS)
                     .map_err(|e| region_err(e.to_string()))?;
                 let (s, warning) =
                     AllMemoryStrategy::new(block, keys, MEMORY_IOVA, max_descriptors)
@@ -430,6 +409,25 @@ impl Adapter {
                 Ok(Strategy::TrustTarget(s))
             }
         }
+    }
+
+    /// One region over all of system memory at [`MEMORY_IOVA`] with `access`.
+    fn register_memory(
+        sync: &SyncCa<dyn ChannelInterface>,
+        pd: PdId,
+        block: &Arc<MemBlock>,
+        access: Access,
+    ) -> Result<MrKeys, access_layer::verbs::VerbsError> {
+        sync.reg_mr(
+            pd,
+            MrSpec {
+                block: block.clone(),
+                offset: 0,
+                len: block.len() as u64,
+                iova: MEMORY_IOVA,
+                access,
+            },
+        )
     }
 
     /// The adapter lock.

@@ -161,8 +161,10 @@ pub fn run(rounds: usize, secs: u32, profile: bool) -> Result<Results> {
                 Duration::from_secs(u64::from(secs) * 2 + 300),
             );
             srp_logout(&guest, &s)?;
-            out.profiles
-                .push((["ours", "lio"][k].to_owned(), report.unwrap_or_else(|e| e.to_string())));
+            out.profiles.push((
+                ["ours", "lio"][k].to_owned(),
+                report.unwrap_or_else(|e| e.to_string()),
+            ));
         }
     }
     target.stop(&guest);

@@ -243,14 +243,7 @@ impl FrmrStrategy {
     }
 
     fn local_inv_wr(&self, key: MrKey) -> SendWr {
-        SendWr {
-            wr_id: FrmrWr::LocalInv(key).wr_id(self.config.wr_id_tag),
-            op: SendOp::LocalInv(key.0),
-            sg_list: Default::default(),
-            // Signaled: the region is free only when this completes.
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        }
+        super::local_inv_wr(key, self.config.wr_id_tag)
     }
 
     /// Releases a command's regions; returns the LOCAL_INVs to post for those the target did

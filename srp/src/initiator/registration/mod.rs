@@ -72,6 +72,18 @@ fn no_table(entries: usize) -> DirectBuf {
     DirectBuf::new(0, Rkey(0), len)
 }
 
+/// The signaled LOCAL_INV of `key` under work-request tag `tag` (a region or window is
+/// free only when it completes).
+fn local_inv_wr(key: MrKey, tag: u16) -> SendWr {
+    SendWr {
+        wr_id: FrmrWr::LocalInv(key).wr_id(tag),
+        op: ib_verbs::wr::SendOp::LocalInv(key.0),
+        sg_list: Default::default(),
+        flags: ib_verbs::wr::SendFlags::SIGNALED,
+        ud: None,
+    }
+}
+
 /// How buffers are registered.
 #[derive(Clone, Debug)]
 pub enum Strategy {

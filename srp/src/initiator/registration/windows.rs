@@ -183,14 +183,7 @@ impl WindowStrategy {
     }
 
     fn local_inv_wr(&self, key: MrKey) -> SendWr {
-        SendWr {
-            wr_id: FrmrWr::LocalInv(key).wr_id(self.config.wr_id_tag),
-            op: SendOp::LocalInv(key.0),
-            sg_list: Default::default(),
-            // Signaled: the window is free only when this completes.
-            flags: SendFlags::SIGNALED,
-            ud: None,
-        }
+        super::local_inv_wr(key, self.config.wr_id_tag)
     }
 
     /// A command is done with its windows: the LOCAL_INVs for those the target did not
