@@ -115,7 +115,7 @@ mod tests {
             fast_reg: false,
             mem_windows: true,
         };
-        let t = render(&[p.clone()]);
+        let t = render(std::slice::from_ref(&p));
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3, "{t}");
         assert!(

@@ -230,15 +230,14 @@ impl CmId {
         }
         // SAFETY: a bound id's context is open for the id's life, its `device` valid and
         // its name NUL-terminated within the 64-byte array (libibverbs' sysfs name).
-        let name = unsafe {
+        unsafe {
             let dev = (*verbs).device;
             !dev.is_null() && {
                 let n = &(*dev).name;
                 let len = n.iter().position(|&b| b == 0).unwrap_or(n.len());
                 &n[..len] == ctx.name().as_bytes()
             }
-        };
-        name
+        }
     }
 
     /// The local and peer addresses (`rdma_get_local_addr` / `rdma_get_peer_addr`, inlines
