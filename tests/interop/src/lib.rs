@@ -15,7 +15,7 @@
 //! - [`ours`]: our side: `srpctl` daemons run in the namespace ([`ours::Daemon`]), one-shot
 //!   `srpctl` commands, a work directory.
 //! - [`in_guest`]: our daemons run inside the guest on its rxe devices through rdma-core.
-//! - [`bench`]: our target over rdma-core next to LIO/ib_srpt, same ib_srp and fio.
+//! - [`mod@bench`]: our target over rdma-core next to LIO/ib_srpt, same ib_srp and fio.
 //!
 //! The guest's kernel, initramfs and QEMU come from `scripts/interop-setup.sh` and live in
 //! the cache ([`Cache`]). Tests opt in with `SRP_INTEROP=1` ([`skip_reason`]); see
