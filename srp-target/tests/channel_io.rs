@@ -641,3 +641,72 @@ fn a_closed_channel_is_drained_before_its_memory_is_released() {
     );
     assert_released(&t, &mut io, keys);
 }
+
+/// More WRITEs than the send queue holds, from commands all waiting at once: the chains
+/// that do not fit wait for completions (counted) instead of overflowing the queue, which
+/// the device refuses — and a refused post tears the channel down. Here the queue holds 40
+/// entries and 8 READs of 12 scattered 512-byte pieces each need 8 × 13 = 104.
+#[test]
+fn chains_beyond_the_send_queue_wait_for_room() {
+    let mut t = target(ip(96, 5));
+    t.send_queue_depth = 40;
+    let i = Initiator::open(ip(96, 6));
+    let ep = i.ep(0, 10);
+    let mut io = channel(&t, 1, 8, Arc::new(Inline));
+    connect(&t, &mut io, &i, &ep);
+    let data = pattern(12 * 512, 5);
+    i.write(&ep, EP_DATA, &data);
+    let out = DataDesc::Direct(i.buf(&ep, EP_DATA, 12 * 512));
+    let r = exchange(
+        &i,
+        &ep,
+        &mut io,
+        cmd_iu(1, &write10(64, 12, false), out, DataDesc::None, &[]),
+    );
+    assert_eq!(rsp(&r).status, Status::Good);
+    // Eight READs of the same 12 blocks, each into 12 pieces 1 KiB apart, sent together
+    // (two chains of four IUs) before the target polls once.
+    let ius: Vec<Vec<u8>> = (0..8u64)
+        .map(|k| {
+            let segs: Vec<DirectBuf> = (0..12u64)
+                .map(|p| i.buf(&ep, EP_DATA + 65_536 + k * 16_384 + p * 1024, 512))
+                .collect();
+            let ind = Indirect {
+                table: i.buf(&ep, EP_TABLE, 12 * 16),
+                total_len: 12 * 512,
+                inline: &segs,
+            };
+            cmd_iu(
+                10 + k,
+                &read10(64, 12),
+                DataDesc::None,
+                DataDesc::Indirect(ind),
+                &[],
+            )
+        })
+        .collect();
+    i.send(&ep, &ius[..4]);
+    await_sends(&i, &ep, 4);
+    i.send(&ep, &ius[4..]);
+    await_sends(&i, &ep, 4);
+    let mut good = 0;
+    for _ in 0..8 {
+        let r = await_iu(&i, &ep, &mut [&mut io]);
+        assert_eq!(rsp(&r).status, Status::Good, "{:?}", rsp(&r));
+        good += 1;
+    }
+    assert_eq!(good, 8);
+    assert_eq!(io.state(), IoState::Live, "the channel stays up");
+    for k in 0..8u64 {
+        let got: Vec<u8> = (0..12u64)
+            .flat_map(|p| i.read(&ep, EP_DATA + 65_536 + k * 16_384 + p * 1024, 512))
+            .collect();
+        assert_eq!(got, data, "command {k}'s pieces");
+    }
+    assert!(
+        io.counters().send_queue_waits > 0,
+        "some chains waited: {:?}",
+        io.counters()
+    );
+    await_quiet(&mut io);
+}

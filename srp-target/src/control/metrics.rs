@@ -205,6 +205,11 @@ pub fn render(
                 "Answers given with aborted commands still running on the backend after the drain limit (task management FAILED, or a PREEMPT AND ABORT's GOOD).",
                 c.late_task_mgmt,
             ),
+            (
+                "srp_target_session_send_queue_waits_total",
+                "Chains of work requests (a response with its RDMA WRITEs, RDMA READs) that waited for room in the QP's send queue.",
+                c.send_queue_waits,
+            ),
         ] {
             e.counter(name, help, labels, v);
         }

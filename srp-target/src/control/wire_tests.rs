@@ -91,6 +91,7 @@ fn session(channel: u64) -> SessionStatus {
             reservation_conflicts: 7,
             aborted: 8,
             late_task_mgmt: 9,
+            send_queue_waits: 10,
         },
     }
 }

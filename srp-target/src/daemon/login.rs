@@ -243,6 +243,7 @@ fn channel_config(
         login_flags: login.req.flags,
         max_transfer: limits.max_transfer,
         max_table_entries: limits.max_table_entries,
+        send_queue_depth: crate::io::verbs::MAX_SEND_WR,
         luns,
         nexus,
     }

@@ -18,6 +18,7 @@
 use super::command::{Phase, Slot, Work, WrKind};
 use super::executor::{Done, Executor, Job, NexusInfo, Reply, Staging};
 use super::memory::{Layout, sge};
+use super::send_queue::{Admit, SendQueue};
 use super::verbs::ChannelVerbs;
 use crate::channel::{Fault, Request, TargetChannel};
 use crate::exec::{LogicalUnit, TransportError};
@@ -71,6 +72,9 @@ pub struct ChannelIoConfig {
     pub max_transfer: u64,
     /// Largest external descriptor table fetched, in entries.
     pub max_table_entries: usize,
+    /// Entries of the QP's send queue the channel's chains may hold at once
+    /// ([`super::verbs::MAX_SEND_WR`] in the daemon); a chain that does not fit waits.
+    pub send_queue_depth: usize,
     /// The logical units this nexus sees, by LUN.
     pub luns: Vec<(Lun, Arc<LogicalUnit>)>,
     /// The I_T nexus.
@@ -172,6 +176,8 @@ pub struct ChannelIo {
     /// The send chain being built (transfers, then the response), posted and emptied by
     /// [`ChannelIo::post`]: its memory is kept, so a command posts without allocating.
     wrs: Vec<SendWr>,
+    /// The send queue's credits: chains wait here rather than overflow it.
+    sq: SendQueue,
     /// The SRP_RSP being built, kept between responses.
     rsp_buf: Vec<u8>,
 }
@@ -211,7 +217,7 @@ impl ChannelIo {
             window: n.window,
             max_transfer: config.max_transfer,
         })?;
-        let verbs = ChannelVerbs::create(ca, pd, &layout, config.id.0)?;
+        let verbs = ChannelVerbs::create(ca, pd, &layout, config.send_queue_depth, config.id.0)?;
         let mem = verbs.mem().clone();
         let channel = TargetChannel::new(
             config.id,
@@ -252,6 +258,7 @@ impl ChannelIo {
             wcs: Vec::with_capacity(POLL_BATCH),
             iu_buf: Vec::new(),
             wrs: Vec::new(),
+            sq: SendQueue::new(config.send_queue_depth),
             rsp_buf: Vec::new(),
         })
     }
@@ -290,7 +297,10 @@ impl ChannelIo {
 
     /// What the channel has done since login.
     pub fn counters(&self) -> super::SessionCounters {
-        self.counters
+        super::SessionCounters {
+            send_queue_waits: self.sq.deferred(),
+            ..self.counters
+        }
     }
 
     /// Commands in a slot or waiting for one.
@@ -397,9 +407,30 @@ impl ChannelIo {
         self.verbs.post_recv(wr)
     }
 
-    /// Posts the chain in [`ChannelIo::wrs`] (emptied either way).
-    fn post(&mut self) -> Result<(), VerbsError> {
-        self.verbs.post(&mut self.wrs)
+    /// Posts the chain in [`ChannelIo::wrs`] (emptied either way) — or, when the send queue
+    /// has no room for it, keeps it waiting behind the chains already waiting
+    /// ([`SendQueue`]); it goes out as completions make room.
+    fn post(&mut self) -> Result<(), String> {
+        match self.sq.admit(&mut self.wrs) {
+            Admit::Post => self.verbs.post(&mut self.wrs).map_err(|e| e.to_string()),
+            Admit::Wait => Ok(()),
+            Admit::TooLong { len, depth } => {
+                self.wrs.clear();
+                Err(format!(
+                    "a chain of {len} work requests is longer than the send queue ({depth})"
+                ))
+            }
+        }
+    }
+
+    /// A send completion of ours: its entries come back to the send queue, and the chains
+    /// that waited for them are posted.
+    fn send_completed(&mut self, wr_id: u64) {
+        for mut chain in self.sq.completed(wr_id) {
+            if let Err(e) = self.verbs.post(&mut chain) {
+                return self.teardown(Some(format!("post send: {e}")));
+            }
+        }
     }
 
     fn lkey(&self) -> ib_verbs::ids::Lkey {
@@ -411,6 +442,7 @@ impl ChannelIo {
             return;
         };
         if wc.status != WcStatus::Success {
+            self.sq.clear();
             if self.probing && wc.status != WcStatus::WrFlushErr {
                 let why = format!(
                     "idle probe unanswered: the initiator is gone ({:?} after {:?} of silence)",
@@ -428,6 +460,9 @@ impl ChannelIo {
                 _ => self.teardown(Some(format!("{kind:?} failed: {:?}", wc.status))),
             }
             return;
+        }
+        if !matches!(kind, WrKind::Recv(_)) {
+            self.send_completed(wc.wr_id);
         }
         match kind {
             WrKind::Recv(i) => self.on_recv(i, wc.byte_len),

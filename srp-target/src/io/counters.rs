@@ -27,6 +27,9 @@ pub struct SessionCounters {
     /// limit: a task management function answered FAILED, or a PREEMPT AND ABORT's GOOD
     /// (the reservation change is made) sent anyway.
     pub late_task_mgmt: u64,
+    /// Chains of work requests (a response with its WRITEs, READs) that waited for room
+    /// in the QP's send queue before they were posted.
+    pub send_queue_waits: u64,
 }
 
 impl SessionCounters {

@@ -10,7 +10,8 @@
 //! tests also connect it directly with the attributes a CM exchange would carry).
 //!
 //! Files: [`verbs`] (every verb of a channel in one place: create, connect, post, poll,
-//! arm, and the teardown that drains the QP before its memory is released), [`memory`]
+//! arm, and the teardown that drains the QP before its memory is released), [`send_queue`]
+//! (the send queue's credits: a chain that does not fit waits for completions), [`memory`]
 //! (the channel's registered region and its layout), [`executor`] (the
 //! boundary to SCSI execution: [`Executor`], [`Inline`]), [`workers`] (a bounded thread
 //! pool behind that boundary), [`command`] (one command in flight and work-request ids),
@@ -26,6 +27,7 @@ pub mod command;
 pub mod counters;
 pub mod executor;
 pub mod memory;
+pub mod send_queue;
 pub mod verbs;
 pub mod workers;
 

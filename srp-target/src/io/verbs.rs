@@ -31,7 +31,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Send work requests the QP holds (data-in WRITEs of every slot plus responses).
+/// Send work requests a channel's QP holds at once in the daemon (its chains beyond that
+/// wait: [`super::send_queue`]).
 pub const MAX_SEND_WR: usize = 4096;
 
 /// How long a drain may take before the channel's resources are released without it.
@@ -91,6 +92,7 @@ impl ChannelVerbs {
         ca: Arc<dyn ChannelInterface>,
         pd: PdId,
         layout: &Layout,
+        sq_depth: usize,
         id: u64,
     ) -> Result<ChannelVerbs, VerbsError> {
         let total = layout.total().unwrap_or(0);
@@ -104,7 +106,7 @@ impl ChannelVerbs {
             access: Access::LOCAL_WRITE,
         };
         let mr = sync.reg_mr(pd, spec)?;
-        let cq = match sync.create_cq(MAX_SEND_WR + layout.recvs) {
+        let cq = match sync.create_cq(sq_depth + 1 + layout.recvs) {
             Ok(cq) => cq,
             Err(err) => {
                 let _ = sync.dereg_mr(mr);
@@ -112,7 +114,7 @@ impl ChannelVerbs {
             }
         };
         // One more send entry than the chains use: the drain's marker always fits.
-        let init = QpInit::rc(pd, cq, MAX_SEND_WR + 1, layout.recvs);
+        let init = QpInit::rc(pd, cq, sq_depth + 1, layout.recvs);
         let qp = match sync.create_qp(init) {
             Ok(qp) => qp,
             Err(err) => {

@@ -225,6 +225,8 @@ pub struct Target {
     pub ip: IpAddr,
     pd: PdId,
     pub lu: Arc<LogicalUnit>,
+    /// Send-queue entries of the channels it makes (the daemon's by default).
+    pub send_queue_depth: usize,
 }
 
 impl Target {
@@ -239,6 +241,7 @@ impl Target {
             ip: addr,
             pd,
             lu: Arc::new(lu),
+            send_queue_depth: srp_target::io::verbs::MAX_SEND_WR,
         }
     }
 
@@ -262,6 +265,7 @@ impl Target {
             login_flags: LoginReqFlags::empty(),
             max_transfer: 256 << 10,
             max_table_entries: 16,
+            send_queue_depth: self.send_queue_depth,
             luns: vec![(Lun::ZERO, self.lu.clone())],
             nexus: Arc::new(nexus),
         };
