@@ -197,6 +197,7 @@ fn world() -> &'static World {
                     reservation_conflicts: i % 2,
                     aborted: i % 5,
                     late_task_mgmt: i % 3,
+                    send_queue_waits: i % 7,
                 },
             })
             .collect();
