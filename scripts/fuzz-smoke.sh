@@ -18,6 +18,9 @@
 # Every target is a function in the fuzz crate's library (fuzz/src/); the stable test
 # fuzz/tests/corpus.rs replays the committed corpus through the same code in CI. A crash
 # or a failed check stops the run with the input saved under fuzz/artifacts/<target>/.
+# Every line names the commit it ran on (`+changes` when the tree differed from it): a smoke
+# run's goes to fuzz/smoke.log, a campaign's to fuzz/campaign.log, so the figures the docs
+# quote come from a committed command and a known tree.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
@@ -66,6 +69,7 @@ seed() {
     esac
 }
 
+COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- .. 2>/dev/null || echo '+changes')"
 for t in "${TARGETS[@]}"; do
     mkdir -p "corpus/${t}"
     if [ -z "$(ls -A "corpus/${t}")" ]; then
@@ -101,9 +105,10 @@ for t in "${TARGETS[@]}"; do
             -use_counters=0 >/dev/null 2>&1
         files=$(find "corpus/${t}" -type f | wc -l)
         bytes=$(du -sb "corpus/${t}" | awk '{print $1}')
-        line="$(date -u +%F) ${t}: ${execs:-?} executions in ${secs} s, no crash; corpus ${files} files, ${bytes} bytes"
+        line="$(date -u +%F) ${COMMIT} ${t}: ${execs:-?} executions in ${secs} s, no crash; corpus ${files} files, ${bytes} bytes"
         echo "${line}" | tee -a campaign.log
     else
-        echo "${t}: ${execs:-?} executions in ${secs} s, no crash"
+        line="$(date -u +%F) ${COMMIT} ${t}: ${execs:-?} executions in ${secs} s, no crash"
+        echo "${line}" | tee -a smoke.log
     fi
 done

@@ -38,6 +38,12 @@ fn replay(target: &str, run: fn(&[u8])) {
             }
         }
     }
+    // A target with no inputs replays nothing and would pass whatever its code does.
+    assert!(
+        n > 0,
+        "{target}: no inputs in corpus/{target}/ or artifacts/{target}/ (a missing corpus \
+         proves nothing; seed it: scripts/fuzz-smoke.sh)"
+    );
     assert!(
         failed.is_empty(),
         "{target}: {} of {n} inputs fail:\n{}",

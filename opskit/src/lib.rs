@@ -1,12 +1,15 @@
 //! The operator's side both daemons share: configuration values as people write them
 //! ([`units`]: sizes and durations) and what the daemons export for monitoring
-//! ([`metrics`]: latency histograms and the Prometheus text exposition).
+//! ([`metrics`]: latency histograms and the Prometheus text exposition), and the
+//! rate-limited event log every refusal, lost channel and drop is written through
+//! ([`ratelog`]).
 //!
 //! Transport-free: no layer of the stack below the daemons needs it, and it needs none of
 //! them (`mpio`'s core records its path latencies in a [`metrics::Histogram`]).
 #![deny(unsafe_code)]
 
 pub mod metrics;
+pub mod ratelog;
 pub mod units;
 
 pub use metrics::{AtomicHistogram, Exposition, Histogram};

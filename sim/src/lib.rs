@@ -23,4 +23,4 @@ pub mod world;
 
 pub use faults::{Fault, FaultMix, FaultPlan};
 pub use workload::Shape;
-pub use world::{Failure, Report, Scenario, run};
+pub use world::{Failure, LinkFault, Report, Scenario, run};

@@ -91,6 +91,23 @@ pub struct Report {
     pub threads: usize,
     /// A digest of the whole run's log: equal digests, equal runs.
     pub digest: u64,
+    /// The scheduled faults that happened, in order (a crash scheduled while the target
+    /// was already down does not happen).
+    pub fired: Vec<Fault>,
+    /// The link faults (flaps and partitions) that happened, each with whether a command
+    /// moved to the other path while it lasted.
+    pub link_faults: Vec<LinkFault>,
+}
+
+/// A link fault that happened, and what multipath did about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkFault {
+    /// The fault.
+    pub fault: Fault,
+    /// Commands in flight on its path when it began.
+    pub in_flight: u32,
+    /// Whether a command moved to the other path while it lasted.
+    pub failover: bool,
 }
 
 /// Why a run failed.
@@ -176,6 +193,26 @@ struct World {
     seed: u64,
     setup: HostSetup,
     workload_span: Duration,
+    /// The faults that happened: when, what, the reads checked and failovers until then.
+    fired: Vec<Fired>,
+    /// Scheduled faults skipped, with why (a crash while the target was down).
+    skipped: Vec<String>,
+    /// Commands that failed to the workload while a path was up: the multipath promise
+    /// broken.
+    failed_with_a_path_up: Vec<String>,
+}
+
+/// A fault that happened.
+#[derive(Debug, Clone, Copy)]
+struct Fired {
+    at: Time,
+    fault: Fault,
+    reads: u64,
+    failovers: u64,
+    /// Failovers by its end (link faults: when the link came back or the cut healed).
+    failovers_by_end: Option<u64>,
+    /// Commands in flight on its path when it began (link faults).
+    in_flight: u32,
 }
 
 /// Something the schedule does.
@@ -231,15 +268,29 @@ pub fn run(scenario: &Scenario) -> Result<Report, Box<Failure>> {
         seed,
         setup,
         workload_span: scenario.shape.span,
+        fired: Vec::new(),
+        skipped: Vec::new(),
+        failed_with_a_path_up: Vec::new(),
     };
     let outcome = w.run();
     let report = w.report();
+    let log: Vec<String> = w.log.lines.iter().cloned().collect();
+    // Everything the run built goes; a device still alive after that is held by a
+    // reference cycle (a leak every run would repeat).
+    drop(w);
+    let leaked = net.live_devices();
+    let outcome = match outcome {
+        Ok(()) if !leaked.is_empty() => Err(format!(
+            "the devices at {leaked:?} are still alive after the run ended (a reference cycle keeps them)"
+        )),
+        other => other,
+    };
     match outcome {
         Ok(()) => Ok(report),
         Err(reason) => Err(Box::new(Failure {
             seed,
             reason,
-            log: w.log.lines.iter().cloned().collect(),
+            log,
             report,
         })),
     }
@@ -261,6 +312,8 @@ fn empty_report(seed: u64, plan: &FaultPlan) -> Report {
         idle_wakeups: 0,
         threads: 0,
         digest: 0,
+        fired: Vec::new(),
+        link_faults: Vec::new(),
     }
 }
 
@@ -291,7 +344,33 @@ impl World {
             idle_wakeups: self.idle_wakeups,
             threads: thread_count(),
             digest: self.log.digest,
+            fired: self.fired.iter().map(|f| f.fault).collect(),
+            link_faults: self
+                .fired
+                .iter()
+                .filter(|f| !matches!(f.fault, Fault::Crash { .. }))
+                .map(|f| LinkFault {
+                    fault: f.fault,
+                    in_flight: f.in_flight,
+                    failover: f.failovers_by_end.is_some_and(|n| n > f.failovers),
+                })
+                .collect(),
         }
+    }
+
+    /// Commands in flight on path `path` now (the host keys its paths by index).
+    fn in_flight_on(&self, path: usize) -> u32 {
+        self.host.snapshot().map_or(0, |s| {
+            s.paths
+                .iter()
+                .filter(|p| p.key as usize == path)
+                .map(|p| p.in_flight)
+                .sum()
+        })
+    }
+
+    fn failovers(&self) -> u64 {
+        self.host.snapshot().map_or(0, |s| s.failovers)
     }
 
     fn plan_seed(&self) -> u64 {
@@ -311,7 +390,7 @@ impl World {
                 self.log("workload done".into());
                 return self.verdict();
             }
-            if !self.workload.violations.is_empty() {
+            if !self.workload.violations.is_empty() || !self.failed_with_a_path_up.is_empty() {
                 return self.verdict();
             }
             let next = self.next_event();
@@ -442,6 +521,18 @@ impl World {
                     crate::host::Op::Flush => "SYNCHRONIZE CACHE".into(),
                 };
                 self.log(format!("command {id} ({what}) failed: {e}"));
+                // The multipath promise: a command fails to the disk's user only when no
+                // path could carry it.
+                let up: Vec<u32> = self.host.snapshot().map_or_else(Vec::new, |s| {
+                    s.paths.iter().filter(|p| p.active).map(|p| p.key).collect()
+                });
+                if !up.is_empty() {
+                    let line = format!(
+                        "command {id} ({what}) failed to the workload ({e}) while path(s) {up:?} were up"
+                    );
+                    self.log(line.clone());
+                    self.failed_with_a_path_up.push(line);
+                }
             }
             self.workload.finished(id, &result);
         }
@@ -487,6 +578,37 @@ impl World {
             let (_, action) = self.schedule.swap_remove(i);
             n += 1;
             self.log(format!("fault: {action:?}"));
+            if let Action::Fault(fault) = action {
+                if matches!(fault, Fault::Crash { .. }) && !self.target.is_up() {
+                    self.skipped
+                        .push(format!("{fault:?}: the target was already down"));
+                } else {
+                    let (reads, failovers) = (self.workload.reads_checked(), self.failovers());
+                    let in_flight = match fault {
+                        Fault::Flap { path, .. } | Fault::Partition { path, .. } => {
+                            self.in_flight_on(path)
+                        }
+                        Fault::Crash { .. } => 0,
+                    };
+                    self.fired.push(Fired {
+                        at: now,
+                        fault,
+                        reads,
+                        failovers,
+                        failovers_by_end: None,
+                        in_flight,
+                    });
+                }
+            }
+            if let Action::LinkUp(path) | Action::Heal(path) = action {
+                let failovers = self.failovers();
+                if let Some(f) = self.fired.iter_mut().rev().find(|f| {
+                    f.failovers_by_end.is_none()
+                        && matches!(f.fault, Fault::Flap { path: p, .. } | Fault::Partition { path: p, .. } if p == path)
+                }) {
+                    f.failovers_by_end = Some(failovers);
+                }
+            }
             match action {
                 Action::Fault(Fault::Flap { path, down }) => {
                     self.net.set_link(HOST[path], false);
@@ -511,15 +633,64 @@ impl World {
         Ok(n)
     }
 
-    /// Whether the run passed: no read contradicted the model.
+    /// Whether the run passed: no read contradicted the model; no command failed to the
+    /// workload while a path was up; and the run did what its seed scheduled — every
+    /// fault scheduled inside it happened (a crash while the target was down excepted),
+    /// every crash crashed the target, and reads were checked, after every fault too.
     fn verdict(&self) -> Result<(), String> {
-        match self.workload.violations.first() {
-            None => Ok(()),
-            Some(v) => Err(format!(
+        if let Some(v) = self.workload.violations.first() {
+            return Err(format!(
                 "{} read(s) contradict the acknowledged writes; first: {v}",
                 self.workload.violations.len()
-            )),
+            ));
         }
+        if let Some(first) = self.failed_with_a_path_up.first() {
+            return Err(format!(
+                "{} command(s) failed to the workload while another path was up; first: {first}",
+                self.failed_with_a_path_up.len()
+            ));
+        }
+        if !self.workload.is_done() {
+            return Ok(());
+        }
+        let reads = self.workload.reads_checked();
+        if reads == 0 {
+            return Err("the run checked no reads".into());
+        }
+        // Scheduled inside the run: still pending when it ended means it never happened.
+        let now = self.now();
+        let started = self.started.unwrap_or(now);
+        let inside = self
+            .plan
+            .events
+            .iter()
+            .filter(|(after, _)| started + self.workload_span.mul_f64(*after) <= now)
+            .count();
+        if self.fired.len() + self.skipped.len() < inside {
+            return Err(format!(
+                "{inside} fault(s) scheduled inside the run, {} happened ({} skipped)",
+                self.fired.len(),
+                self.skipped.len()
+            ));
+        }
+        let crashes = self
+            .fired
+            .iter()
+            .filter(|f| matches!(f.fault, Fault::Crash { .. }))
+            .count() as u64;
+        if self.target.crashes < crashes {
+            return Err(format!(
+                "{crashes} crash(es) happened on schedule, the target crashed {} time(s)",
+                self.target.crashes
+            ));
+        }
+        if let Some(f) = self.fired.iter().find(|f| f.reads >= reads) {
+            return Err(format!(
+                "no read checked after {:?} at {:?} ({} reads checked by then, {reads} in all)",
+                f.fault, f.at, f.reads
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -64,6 +64,7 @@ fn seeds() {
     let mut failures = Vec::new();
     let (mut reads, mut virtual_ns, mut crashes, mut failovers, mut lost) = (0, 0u128, 0, 0, 0);
     let (mut flaps, mut cuts, mut crash_plans, mut idle) = (0, 0, 0, 0);
+    let (mut fired, mut link_fired, mut link_failover) = (0, 0, 0);
     let mut runs = 0;
     for r in run_range(range.clone()) {
         runs += 1;
@@ -75,6 +76,18 @@ fn seeds() {
                 failovers += r.failovers;
                 lost += r.sectors_lost;
                 idle += r.idle_wakeups;
+                fired += r.fired.len();
+                link_fired += r
+                    .fired
+                    .iter()
+                    .filter(|f| !matches!(f, Fault::Crash { .. }))
+                    .count();
+                link_failover += r.link_faults.iter().filter(|l| l.failover).count();
+                if std::env::var_os("SIM_LINK_FAULTS").is_some() {
+                    for l in &r.link_faults {
+                        eprintln!("link fault seed {}: {l:?} host {:?}", r.seed, r.setup);
+                    }
+                }
                 for (_, f) in &r.plan.events {
                     match f {
                         Fault::Flap { .. } => flaps += 1,
@@ -87,10 +100,16 @@ fn seeds() {
         }
     }
     eprintln!(
-        "{runs} seeds ({range:?}) in {:?}: {reads} reads checked, {:.1} s virtual, {flaps} link flaps, {cuts} partitions, {crashes} target crashes ({crash_plans} planned; {lost} sectors set back), {failovers} failovers, {idle} idle wakeups; failed: {failures:?}",
+        "{runs} seeds ({range:?}) in {:?}: {reads} reads checked, {:.1} s virtual, {flaps} link flaps, {cuts} partitions, {crashes} target crashes ({crash_plans} planned; {lost} sectors set back), {failovers} failovers, {fired} faults happened ({link_fired} on links, {link_failover} of them with a failover), {idle} idle wakeups; failed: {failures:?}",
         started.elapsed(),
         virtual_ns as f64 / 1e9
     );
+    // A range that ran nothing, or runs that checked nothing, prove nothing.
+    assert!(
+        runs > 0 && runs as u64 == range.end.saturating_sub(range.start),
+        "{runs} runs of {range:?}"
+    );
+    assert!(reads > 0, "no read checked in {runs} runs");
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
 }
 

@@ -9,7 +9,9 @@
 //! control_socket = "/run/srp-host/srp-host.sock"
 //! control_group = "srpadmin"         # optional: its members may use the socket (else root only)
 //! state_dir = "/var/lib/srp-host/srp-host"  # persistent logins are kept here
-//! registration = "per-io"            # or "trust-target" (the 2005 all-memory region)
+//! registration = "per-io"            # or "trust-target" (the 2005 all-memory region: the
+//!                                    # target reaches all memory at any time, and an I/O
+//!                                    # given up is not fenced; exempt by design)
 //! driver = "storport"                # the initiator's Windows driver model: "storport"
 //!                                    # (Server 2003 miniport) or "iscsi-model" (XP)
 //! queue_depth = 32                   # per LU

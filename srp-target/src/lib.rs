@@ -49,6 +49,7 @@
 #![deny(unsafe_code)]
 
 pub mod appliance;
+pub mod atomic;
 pub mod backend;
 pub mod channel;
 pub mod config;

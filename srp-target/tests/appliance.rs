@@ -333,7 +333,7 @@ fn be32(b: &[u8]) -> u32 {
 /// logical blocks refuses a LUN of 512-byte ones (a one-block write would be a
 /// read-modify-write of the device's block), naming the device and both sizes; a
 /// configured physical block no smaller than the device's is kept; the device's discard
-/// unit is OPTIMAL UNMAP GRANULARITY; WRITE ATOMIC is one physical block. Needs root and
+/// unit is OPTIMAL UNMAP GRANULARITY; WRITE ATOMIC reaches the transfer limit (intent log). Needs root and
 /// loop devices (CI has both); skipped with a note otherwise.
 #[test]
 fn a_block_devices_own_physical_block_size_is_used_and_checked() {
@@ -369,20 +369,21 @@ fn a_block_devices_own_physical_block_size_is_used_and_checked() {
     }
     assert_eq!(
         be32(&bl[44..]),
-        1,
-        "MAXIMUM ATOMIC TRANSFER LENGTH: one physical block"
+        be32(&bl[8..]),
+        "MAXIMUM ATOMIC TRANSFER LENGTH: the transfer limit (the device LU's intent log)"
     );
     drop(app);
     // A larger physical block than the device's: hosts aligning to it align to the
-    // device's too; WRITE ATOMIC covers only what the device writes whole (its 4 KiB).
+    // device's too; WRITE ATOMIC (through the intent log) up to the transfer limit, in
+    // whole configured physical blocks.
     let app =
         build_on_device(&k4, "block_size = 4096\nphysical_block_size = 16384").expect("starts");
     let (rc, bl) = rc16_and_block_limits(&app);
     assert_eq!(rc[13] & 0x0f, 2);
     assert_eq!(
         (be32(&bl[44..]), be32(&bl[48..])),
-        (1, 1),
-        "atomic: the device's physical block"
+        (be32(&bl[8..]), 4),
+        "atomic: the transfer limit, aligned to the configured physical block"
     );
     drop(app);
     // 512-byte sectors: the device's discard unit (its backing file's filesystem block, as

@@ -20,6 +20,7 @@ fn create_then_reopen_same_size_keeps_data() {
     let mut buf = [0u8; 4096];
     b.read_at(Lba(3), &mut buf).expect("read");
     assert_eq!(buf, [0x5a; 4096]);
+    drop(b);
     let err = FileBackend::create(&path, 65 * 4096, BlockSize::B4096).expect_err("size differs");
     assert!(matches!(err, BackendError::BadSize { .. }), "{err}");
     assert!(

@@ -76,6 +76,7 @@ fn ram_lun(name: &str, size_bytes: u64) -> LunConfig {
         block_size: BlockSize::B512,
         physical_block_size: None,
         read_only: false,
+        allow_claimed: false,
         write_cache: true,
         write_cache_changeable: false,
         record_writes: None,
@@ -200,6 +201,7 @@ fn example_parses_to_expected_values() {
                 block_size: BlockSize::B512,
                 physical_block_size: Some(4096),
                 read_only: false,
+                allow_claimed: false,
                 write_cache: true,
                 write_cache_changeable: false,
                 record_writes: None,
@@ -212,6 +214,7 @@ fn example_parses_to_expected_values() {
                 block_size: BlockSize::B4096,
                 physical_block_size: None,
                 read_only: false,
+                allow_claimed: false,
                 write_cache: false,
                 write_cache_changeable: false,
                 record_writes: None,
@@ -226,6 +229,7 @@ fn example_parses_to_expected_values() {
                 block_size: BlockSize::B512,
                 physical_block_size: None,
                 read_only: true,
+                allow_claimed: false,
                 write_cache: true,
                 write_cache_changeable: false,
                 record_writes: None,
@@ -285,7 +289,7 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &edit("size = \"64MiB\"", "size = \"64MiB\"\nsise = 1"),
-        "target.toml: lun \"vol1\".sise: unknown key; expected one of: name, file, device, ram, size, block_size, physical_block_size, read_only, write_cache, write_cache_changeable, record_writes",
+        "target.toml: lun \"vol1\".sise: unknown key; expected one of: name, file, device, ram, size, block_size, physical_block_size, read_only, allow_claimed, write_cache, write_cache_changeable, record_writes",
     );
     fails(
         &edit("[target]", "[target]\nnode = 1"),
@@ -723,7 +727,7 @@ fn all_errors_are_reported_together() {
         errors(&text),
         [
             "target.toml: port[1].address: invalid address \"nowhere\": expected an IP address, optionally with :port (host names are not resolved)",
-            "target.toml: lun \"vol1\".colour: unknown key; expected one of: name, file, device, ram, size, block_size, physical_block_size, read_only, write_cache, write_cache_changeable, record_writes",
+            "target.toml: lun \"vol1\".colour: unknown key; expected one of: name, file, device, ram, size, block_size, physical_block_size, read_only, allow_claimed, write_cache, write_cache_changeable, record_writes",
             "target.toml: lun \"vol1\".size: size 1000 bytes is not a multiple of the block size 512",
             "target.toml: ioc[0].ports[1]: port \"p7\" is not defined (defined: p0, p1)",
             "target.toml: ioc[0].exports.3: LUN \"vol9\" is not defined (defined: vol1, vol2)",

@@ -1,5 +1,7 @@
 //! Crash consistency of the logical unit over a real file (issue #14, Deliver 1): a seeded
-//! workload of writes with and without FUA, SYNCHRONIZE CACHE, UNMAP and WRITE SAME, on
+//! workload of every command the target's table says writes (WRITE, WRITE AND VERIFY,
+//! ORWRITE, COMPARE AND WRITE, WRITE ATOMIC, WRITE SAME, UNMAP, EXTENDED COPY, WRITE USING
+//! TOKEN: `common/writers.rs`, issue #29), with and without FUA, and SYNCHRONIZE CACHE, on
 //! LUs with the write cache on and off, from several threads; the file backend records
 //! every write, flush and discard that reaches the file (`writelog`), and the checker
 //! replays that log to every flush point and to thousands of seeded crash points.
@@ -11,6 +13,7 @@
 
 mod common;
 
+use common::writers::{self, DurableWhen, Place};
 use common::*;
 use hca::mem::FileIoError;
 use nix::errno::Errno;
@@ -19,6 +22,7 @@ use srp_target::backend::MemSpan;
 use srp_target::backend::medium::Medium;
 use srp_target::writelog::{self, Ack, CheckReport, CrashPoints, WriteLog};
 use srp_target::{Backend, BackendError, BlockSize, FileBackend, LogicalUnit, LuConfig};
+use std::collections::BTreeSet;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -137,7 +141,9 @@ fn stamped(id: u64, lba: u64, blocks: u64, rng: &mut Rng) -> Vec<u8> {
 #[derive(Default)]
 struct Pending(Vec<(u64, Vec<u8>, u64)>); // (byte offset, data, acknowledged at)
 
-/// One thread's share of the workload: its own region of `BLOCKS / THREADS` blocks.
+/// One thread's share of the workload: its own region of `BLOCKS / THREADS` blocks, and
+/// every command of the target's table that writes (`common/writers.rs`), with and
+/// without FUA, between SYNCHRONIZE CACHEs. `shadow` is the region as reads see it.
 fn worker(
     lu: &LogicalUnit,
     write_cache: bool,
@@ -145,105 +151,92 @@ fn worker(
     seed: u64,
     pending: &Mutex<Pending>,
     acks: &Mutex<Vec<Ack>>,
-) {
+) -> BTreeSet<writers::Key> {
+    let mut used = BTreeSet::new();
     let mut rng = Rng(seed ^ (thread << 32));
     let region = BLOCKS / THREADS;
     let base = thread * region;
+    let mut shadow = vec![0u8; region as usize * BS];
+    let mix = writers::writing_commands();
+    let nd = nexus_data_of(srp::wire::PortId([0x40 + thread as u8; 16]), 0);
     for op in 0..OPS_PER_THREAD {
         let id = (thread << 32) | op as u64;
-        let n = 1 + rng.below(8);
-        let lba = base + rng.below(region - n + 1);
         let now = writelog::monotonic_ns;
-        match rng.below(20) {
-            0..=5 => {
-                // WRITE(10) FUA: durable when GOOD.
-                let data = stamped(id, lba, n, &mut rng);
-                good(lu, &write10(lba as u32, n as u16, true), &data);
-                acks.lock().expect("lock").push(Ack {
-                    offset: lba * BS as u64,
+        if rng.below(20) < 3 {
+            // SYNCHRONIZE CACHE(10): every write acknowledged before it is durable.
+            let issued = now();
+            good(lu, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0], &[]);
+            let done = now();
+            let mut p = pending.lock().expect("lock");
+            let (covered, rest): (Vec<_>, Vec<_>) =
+                p.0.drain(..).partition(|&(_, _, t)| t < issued);
+            p.0 = rest;
+            acks.lock()
+                .expect("lock")
+                .extend(covered.into_iter().map(|(offset, data, _)| Ack {
+                    offset,
                     data,
-                    durable_ns: now(),
-                });
+                    durable_ns: done,
+                }));
+            continue;
+        }
+        let key = mix[rng.below(mix.len() as u64) as usize];
+        let w = writers::writer(key)
+            .unwrap_or_else(|| panic!("{key:02x?} writes, and the workload cannot build it"));
+        let n = 1 + rng.below(8.min(w.max_blocks));
+        let at = rng.below(region - n + 1);
+        let src = rng.below(region - n + 1);
+        let span = |lba: u64| (lba * BS as u64) as usize..((lba + n) * BS as u64) as usize;
+        let fua = w.durable == DurableWhen::Fua && rng.below(2) == 0;
+        let data = stamped(id, base + at, n, &mut rng);
+        let o = writers::build(
+            key,
+            &Place {
+                at: base + at,
+                n,
+                old: &shadow[span(at)],
+                data: &data,
+                src_lba: base + src,
+                src: &shadow[span(src)],
+                naa: lu.identity().naa(),
+                fua,
+                list_id: op as u32,
+            },
+        )
+        .expect("a builder");
+        // BUSY: a copy did not run (COPIES_PER_LU copies of this LU were running); again.
+        let out = loop {
+            let mut din = Vec::new();
+            let out = lu
+                .execute(&nd.nexus(), &o.cdb, &o.dout, &mut din)
+                .expect("no transport error");
+            if out.status != scsi::Status::Busy {
+                break out;
             }
-            6..=13 => {
-                // WRITE(10): durable when GOOD only with the write cache off.
-                let data = stamped(id, lba, n, &mut rng);
-                good(lu, &write10(lba as u32, n as u16, false), &data);
-                let t = now();
-                if write_cache {
-                    pending
-                        .lock()
-                        .expect("lock")
-                        .0
-                        .push((lba * BS as u64, data, t));
-                } else {
-                    acks.lock().expect("lock").push(Ack {
-                        offset: lba * BS as u64,
-                        data,
-                        durable_ns: t,
-                    });
-                }
-            }
-            14..=16 => {
-                // SYNCHRONIZE CACHE(10): every write acknowledged before it is durable.
-                let issued = now();
-                good(lu, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0], &[]);
-                let done = now();
-                let mut p = pending.lock().expect("lock");
-                let (covered, rest): (Vec<_>, Vec<_>) =
-                    p.0.drain(..).partition(|&(_, _, t)| t < issued);
-                p.0 = rest;
-                acks.lock()
-                    .expect("lock")
-                    .extend(covered.into_iter().map(|(offset, data, _)| Ack {
-                        offset,
-                        data,
-                        durable_ns: done,
-                    }));
-            }
-            17 | 18 => {
-                // UNMAP: zeros, durable when GOOD with the write cache off.
-                let list = unmap_list(&[(lba, n as u32)]);
-                let len = (list.len() as u16).to_be_bytes();
-                good(lu, &[0x42, 0, 0, 0, 0, 0, 0, len[0], len[1], 0], &list);
-                let t = now();
-                let zeros = vec![0u8; n as usize * BS];
-                if write_cache {
-                    pending
-                        .lock()
-                        .expect("lock")
-                        .0
-                        .push((lba * BS as u64, zeros, t));
-                } else {
-                    acks.lock().expect("lock").push(Ack {
-                        offset: lba * BS as u64,
-                        data: zeros,
-                        durable_ns: t,
-                    });
-                }
-            }
-            _ => {
-                // WRITE SAME(16) of one stamped block over the range, FUA-less.
-                let block = stamped(id, lba, 1, &mut rng);
-                good(lu, &cdb16(0x93, 0, lba, n as u32), &block);
-                let t = now();
-                let data = block.repeat(n as usize);
-                if write_cache {
-                    pending
-                        .lock()
-                        .expect("lock")
-                        .0
-                        .push((lba * BS as u64, data, t));
-                } else {
-                    acks.lock().expect("lock").push(Ack {
-                        offset: lba * BS as u64,
-                        data,
-                        durable_ns: t,
-                    });
-                }
-            }
+            std::thread::yield_now();
+        };
+        assert_eq!(
+            out.status,
+            scsi::Status::Good,
+            "{}: {:?}",
+            w.name,
+            out.sense
+        );
+        let t = now();
+        used.insert(key);
+        shadow[span(at)].copy_from_slice(&o.after);
+        let offset = (base + at) * BS as u64;
+        if w.durable.durable(fua, write_cache) {
+            acks.lock().expect("lock").push(Ack {
+                offset,
+                data: o.after,
+                durable_ns: t,
+            });
+        } else {
+            pending.lock().expect("lock").0.push((offset, o.after, t));
         }
     }
+    used
 }
 
 /// Runs the workload on a fresh recording LU; returns the log, what was acknowledged as
@@ -264,9 +257,15 @@ fn run_workload(
             std::thread::spawn(move || worker(&lu, write_cache, t, seed, &pending, &acks))
         })
         .collect();
+    let mut used = BTreeSet::new();
     for t in threads {
-        t.join().expect("worker");
+        used.extend(t.join().expect("worker"));
     }
+    let mix: BTreeSet<_> = writers::writing_commands().into_iter().collect();
+    assert_eq!(
+        used, mix,
+        "the workload ran every writing command of the table"
+    );
     let log = WriteLog::read(&dir.path().join(format!("{name}.wlog"))).expect("read log");
     let file = std::fs::read(dir.path().join(&name)).expect("read file");
     let acks = std::mem::take(&mut *acks.lock().expect("lock"));

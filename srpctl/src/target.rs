@@ -11,7 +11,7 @@ use nix::sys::signal::{SigSet, Signal};
 use srp_target::LunIdentity;
 use srp_target::config::{Acl, AclEntry, Backing, TargetConfig};
 use srp_target::control::ControlRequest;
-use srp_target::daemon::{Daemon, DaemonEvent, DaemonOptions};
+use srp_target::daemon::{Daemon, DaemonOptions};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -119,10 +119,14 @@ pub(crate) fn run(
                 }
             }
         })?;
+    // Refusals are written at most once per source and reason per interval, with their
+    // count (EventLog); the tick writes those held back when a flood stops.
+    let mut log = srp_target::daemon::EventLog::default();
     while !stop.load(Ordering::Relaxed) {
         if let Ok(ev) = daemon.events().recv_timeout(Duration::from_millis(100)) {
-            log_event(&ev);
+            log.log(std::time::Instant::now(), &ev);
         }
+        log.tick(std::time::Instant::now());
     }
     if let Ok(Ok(sig)) = rx.recv() {
         eprintln!("{sig}: shutting down");
@@ -133,43 +137,16 @@ pub(crate) fn run(
         w.stop();
     }
     for ev in daemon.shutdown() {
-        log_event(&ev);
+        log.log(std::time::Instant::now(), &ev);
     }
+    log.tick(std::time::Instant::now() + log_interval());
     eprintln!("stopped");
     Ok(())
 }
 
-/// One daemon event as a log line with its fields (channel, IOC, initiator, reason), so
-/// the journal and a JSON log shipper can select them: logins and logouts at info,
-/// rejects at warn.
-fn log_event(ev: &DaemonEvent) {
-    match ev {
-        DaemonEvent::Login {
-            channel,
-            ioc,
-            initiator,
-            form,
-            ..
-        } => tracing::info!(target: "srp_target::session", channel = %channel, ioc = %ioc,
-            initiator = %initiator, form = %form, "{ev}"),
-        DaemonEvent::Logout { channel, reason } => tracing::info!(
-            target: "srp_target::session", channel = %channel, reason = %reason, "{ev}"),
-        DaemonEvent::Rejected {
-            ioc,
-            initiator,
-            code,
-            reason,
-        } => tracing::warn!(target: "srp_target::login",
-            ioc = ioc.as_deref().unwrap_or("-"),
-            initiator = %initiator.map_or_else(|| "-".to_owned(), |i| i.to_string()),
-            code = *code, reason = %reason, "{ev}"),
-        DaemonEvent::CmRefused {
-            port, from, reason, ..
-        } => tracing::warn!(target: "srp_target::login", port = %port, from = %from,
-            cm_reason = *reason, "{ev}"),
-        DaemonEvent::Reloaded { changes } => tracing::info!(target: "srp_target::reload",
-            changes = changes.len(), "{ev}"),
-    }
+/// Past every refusal's interval: what the last tick writes at shutdown.
+fn log_interval() -> Duration {
+    opskit::ratelog::DEFAULT_INTERVAL
 }
 
 /// SIGHUP: re-reads `file` and applies it; the outcome goes to the log (the changes
@@ -196,6 +173,7 @@ pub(crate) fn check(path: &Path, json: bool) -> Result<()> {
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
+    let stores = check_stores(&loaded.config);
     if json {
         let text = srp_target::config::emit::to_toml(&loaded.config);
         let value: toml::Value = toml::from_str(&text)?;
@@ -203,7 +181,54 @@ pub(crate) fn check(path: &Path, json: bool) -> Result<()> {
     } else {
         print!("{}", summary(&loaded.config));
     }
+    for line in &stores.notes {
+        eprintln!("{line}");
+    }
+    if !stores.refused.is_empty() {
+        bail!(
+            "{}\n{}: valid, but {} store(s) would be refused",
+            stores.refused.join("\n"),
+            path.display(),
+            stores.refused.len()
+        );
+    }
     Ok(())
+}
+
+/// What the check found of the LUNs' stores.
+#[derive(Default)]
+struct Stores {
+    /// One line per store the running instance serves or the target would create.
+    notes: Vec<String>,
+    /// One line per store the target would refuse.
+    refused: Vec<String>,
+}
+
+/// Opens every file and device LUN's store as the target would (and releases it): one
+/// held by the running instance of this configuration — its control socket's peer — is
+/// noted as served by it, not an error (an operator's check, a unit's start-up check).
+fn check_stores(c: &TargetConfig) -> Stores {
+    use srp_target::backend::claim::{StoreCheck, check_store};
+    let running = srp_target::backend::claim::socket_peer_pid(&c.target.control_socket);
+    let mut out = Stores::default();
+    for l in &c.luns {
+        match check_store(l, running) {
+            StoreCheck::Free => {}
+            StoreCheck::WillBeCreated => out
+                .notes
+                .push(format!("lun {}: the image does not exist yet; the target creates it (mode 0600)", l.name)),
+            StoreCheck::ServedByRunning(pid) => out.notes.push(format!(
+                "lun {}: held by the running target of this configuration (pid {pid}): served, not an error",
+                l.name
+            )),
+            StoreCheck::Missing(e) => out.notes.push(format!(
+                "warning: lun {}: {e}: the target will not start until it exists",
+                l.name
+            )),
+            StoreCheck::Refused(e) => out.refused.push(format!("lun {}: {e}", l.name)),
+        }
+    }
+    out
 }
 
 fn backing(b: &Backing) -> String {

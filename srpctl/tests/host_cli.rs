@@ -98,6 +98,38 @@ fn operators_log_in_list_and_log_out_through_the_host_daemon() {
     assert!(first.starts_with("naa."), "{first}");
     assert!(disks.join(&first).exists());
 
+    // The failover drill writes: a disk open in another process is refused, untouched.
+    let block_file = disks.join(&first);
+    let before = std::fs::read(&block_file).expect("read the disk");
+    let mut holder = Command::new("sh")
+        .arg("-c")
+        .arg("exec 3<\"$0\"; exec sleep 30")
+        .arg(&block_file)
+        .spawn()
+        .expect("a process holding the disk");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let drill = Command::new(env!("CARGO_BIN_EXE_srpctl"))
+        .args(["drill", "failover", "--socket"])
+        .arg(&socket)
+        .args(["--warmup", "0.2", "--fault-secs", "0.2", "--after", "0.2"])
+        .output()
+        .expect("drill");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let said = String::from_utf8_lossy(&drill.stderr);
+    assert!(
+        !drill.status.success(),
+        "the drill ran on a disk in use: {said}"
+    );
+    assert!(
+        said.contains("in use") && said.contains("--destroy-data"),
+        "{said}"
+    );
+    assert!(
+        std::fs::read(&block_file).expect("read the disk") == before,
+        "the disk was written"
+    );
+
     // The second IOC, from a second local address: the same LU through another session
     // is a second path of the same disk.
     let out = srpctl(&socket, &["login", "127.0.142.4", "--local", "127.0.142.5"]).expect("login");

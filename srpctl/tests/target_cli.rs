@@ -106,3 +106,80 @@ fn operators_list_and_switch_a_running_target() {
         "{err}"
     );
 }
+
+/// The store guards as an operator meets them (issue #29, Deliver 4), on 127.0.163.x: the
+/// running target's image is reported by `target check` as served by it, not an error; a
+/// second configuration naming the same image fails the check and cannot start, naming the
+/// process that holds it; the image was created 0600.
+#[test]
+fn a_served_image_is_the_running_targets_and_nobody_elses() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("target-guard");
+    let img = dir.path().join("vol.img");
+    let config = |name: &str, addr: &str, guid: &str| {
+        let cfg = dir.path().join(format!("{name}.toml"));
+        let text = format!(
+            "[target]\nnode_guid = \"{guid}0\"\nname = \"{name}\"\n\
+             control_socket = \"{}\"\nstate_dir = \"{}\"\n\n\
+             [[port]]\nname = \"p0\"\naddress = \"{addr}\"\n\n\
+             [[lun]]\nname = \"vol\"\nfile = \"{}\"\nsize = \"1MiB\"\n\n\
+             [[ioc]]\nname = \"ioc-a\"\nguid = \"{guid}1\"\nports = [\"p0\"]\n\
+             exports = {{ 0 = \"vol\" }}\nallow = [\"any\"]\n",
+            dir.path().join(format!("{name}.sock")).display(),
+            dir.path().join(format!("{name}-state")).display(),
+            img.display()
+        );
+        std::fs::write(&cfg, text).expect("write config");
+        cfg
+    };
+    let first = config("first", "127.0.163.1", "0x0002c90300e3e00");
+    let second = config("second", "127.0.163.2", "0x0002c90300e3e10");
+    let check = |cfg: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_srpctl"))
+            .args(["target", "check", "-c"])
+            .arg(cfg)
+            .output()
+            .expect("srpctl target check")
+    };
+    let before = check(&first);
+    assert!(before.status.success());
+    assert!(
+        String::from_utf8_lossy(&before.stderr).contains("the target creates it (mode 0600)"),
+        "{}",
+        String::from_utf8_lossy(&before.stderr)
+    );
+    let target = TargetProcess::start(&first);
+    let mode = std::fs::metadata(&img).expect("image").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the image was created {mode:o}");
+    // The running instance's own store: a note, not an error.
+    let out = check(&first);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("held by the running target of this configuration (pid"),
+        "{said}"
+    );
+    // Another configuration naming it: the check fails, naming the holder; it cannot start.
+    let out = check(&second);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("locked by srpctl (pid"), "{said}");
+    let run = Command::new("timeout")
+        .args(["20", env!("CARGO_BIN_EXE_srpctl"), "target", "run", "-c"])
+        .arg(&second)
+        .output()
+        .expect("a second target");
+    let said = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(
+        !run.status.success(),
+        "a second target started on a served image: {said}"
+    );
+    assert!(said.contains("locked by srpctl (pid"), "{said}");
+    drop(target);
+    let out = check(&second);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

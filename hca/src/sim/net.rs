@@ -177,6 +177,18 @@ impl SimNet {
         self.lock().queue.len()
     }
 
+    /// The addresses whose device is still alive (its last owner has not dropped it): after
+    /// a simulation has dropped everything it built, any left are kept by a reference
+    /// cycle — a leak.
+    pub fn live_devices(&self) -> Vec<IpAddr> {
+        self.lock()
+            .nodes
+            .iter()
+            .filter(|(_, (n, _))| n.strong_count() > 0)
+            .map(|(ip, _)| *ip)
+            .collect()
+    }
+
     /// Attaches a device's port `port` at address `ip` (replacing a dead device there).
     pub fn attach(&self, ip: IpAddr, port: u8, node: Weak<dyn SimNode>) {
         self.lock().nodes.insert(ip, (node, port));

@@ -87,7 +87,10 @@ pub enum RegistrationMode {
     /// One region over all of the machine's memory with remote read and write, registered
     /// once at HwFindAdapter (the 2005 miniport's model): nothing registered or invalidated
     /// per I/O, but the target can reach every page of the host at any time. Logged with a warning; small
-    /// writes still go as immediate data.
+    /// writes still go as immediate data. Exempt by design from fencing: an I/O given up
+    /// (timeout, abort, reset) keeps no key of its own to invalidate, so a late RDMA access
+    /// of the target lands in whatever the buffer holds by then (`tests/srp_fencing.rs`
+    /// proves the fence for `PerIo`).
     TrustTarget,
 }
 

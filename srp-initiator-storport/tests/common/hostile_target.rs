@@ -25,8 +25,8 @@ use srp::wire::cmd::Cmd;
 use srp::wire::desc::{DataDesc, DirectBuf};
 use srp_target::login::cm::{CmAnswer, parse_cm_login};
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -65,6 +65,29 @@ pub struct Stats {
     pub tmf_answer: AtomicU8,
     /// Knob: how many of the next SRP_TSK_MGMTs get no answer at all.
     pub tmf_silent: AtomicU32,
+    /// The data descriptors (data-in or data-out) of the commands left unanswered
+    /// ([`Fault::Silent`]), in the order they came.
+    pub held: Mutex<Vec<DirectBuf>>,
+    /// Knob: a late access under the held descriptors' keys, on the current channel: the
+    /// target sets it back to [`Late::None`] once posted.
+    pub late: AtomicU8,
+    /// Late accesses that completed (the initiator's HCA let them in).
+    pub late_landed: AtomicU32,
+    /// Late accesses the initiator's HCA refused (remote access error).
+    pub late_refused: AtomicU32,
+    /// Late accesses that ended otherwise (the channel flushed them).
+    pub late_other: AtomicU32,
+}
+
+/// The late access [`Stats::late`] asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Late {
+    None = 0,
+    /// An RDMA WRITE of [`POISON`] to each held descriptor (a READ's data-in).
+    Write = 1,
+    /// An RDMA READ of each held descriptor (a WRITE's data-out).
+    Read = 2,
 }
 
 impl Stats {
@@ -166,6 +189,8 @@ const SEND_LEN: usize = 256;
 const DATA_OFF: usize = RECVS * RECV_LEN + SENDS * SEND_LEN;
 const DATA_LEN: usize = 512 << 10;
 const RECV_BIT: u64 = 1 << 32;
+/// wr_id of a late access.
+const LATE_ID: u64 = 0x2000;
 
 struct Chan {
     qp: QpId,
@@ -209,6 +234,7 @@ impl Target {
             }
         }
         self.poll_channel();
+        self.late_access();
     }
 
     fn close(&mut self) {
@@ -281,6 +307,15 @@ impl Target {
         let mut wcs: Vec<Wc> = Vec::new();
         let _ = self.hca.with(|e, _| e.poll_cq(cq, 64, &mut wcs));
         for wc in wcs {
+            if wc.wr_id == LATE_ID {
+                let counter = match wc.status {
+                    WcStatus::Success => &self.stats.late_landed,
+                    WcStatus::RemAccessErr => &self.stats.late_refused,
+                    _ => &self.stats.late_other,
+                };
+                counter.fetch_add(1, Ordering::SeqCst);
+                continue;
+            }
             if wc.wr_id & RECV_BIT == 0 {
                 if wc.status == WcStatus::RemAccessErr {
                     self.stats.refused.fetch_add(1, Ordering::SeqCst);
@@ -327,6 +362,32 @@ impl Target {
         }
     }
 
+    /// Posts the late access the knob asks for, once.
+    fn late_access(&mut self) {
+        let late = self.stats.late.swap(Late::None as u8, Ordering::SeqCst);
+        if late == Late::None as u8 {
+            return;
+        }
+        let Some(c) = &self.chan else { return };
+        let held = self.stats.held.lock().expect("held").clone();
+        let _ = c.mem.write(DATA_OFF, &vec![POISON; DATA_LEN]);
+        let wrs = held
+            .iter()
+            .map(|d| {
+                let mut wr = write_wr(c.mr, 0, d.va(), d.rkey(), d.len() as usize);
+                wr.wr_id = LATE_ID;
+                if late == Late::Read as u8 {
+                    wr.op = SendOp::Read {
+                        remote_addr: d.va(),
+                        rkey: d.rkey(),
+                    };
+                }
+                wr
+            })
+            .collect();
+        self.post(wrs);
+    }
+
     fn command(&mut self, iu: &[u8]) {
         let Some(c) = &self.chan else { return };
         let Ok(cmd) = Cmd::parse_with(iu, c.imm_data_offset) else {
@@ -370,6 +431,14 @@ impl Target {
             }
         }
         if hostile && self.fault == Fault::Silent {
+            let mut held = self.stats.held.lock().expect("held");
+            held.extend(descs);
+            if let DataDesc::Direct(d) = cmd.data_out {
+                held.push(d);
+            } else if let DataDesc::Indirect(i) = cmd.data_out {
+                held.extend(i.inline.iter().copied());
+            }
+            drop(held);
             self.stats.faults.fetch_add(1, Ordering::SeqCst);
             return;
         }

@@ -23,6 +23,15 @@ pub enum StartError {
         /// What went wrong (names the log file).
         source: crate::writelog::WriteLogError,
     },
+    /// WRITE ATOMIC's intent log could not be opened, or its records not replayed onto the
+    /// medium: the LU does not start with atomic writes possibly torn.
+    #[error("lun \"{lun}\": WRITE ATOMIC's intent log: {reason}")]
+    AtomicLog {
+        /// The LUN.
+        lun: String,
+        /// What failed (opening the log, or replaying it onto the medium).
+        reason: String,
+    },
     /// The LUN's saved state (its saved mode page) is unreadable: it does not start on a
     /// guess.
     #[error("lun \"{lun}\": saved state: {reason}; repair or remove the file")]

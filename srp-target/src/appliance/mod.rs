@@ -101,9 +101,15 @@ fn open_backend(
             path,
             size_bytes: None,
         }
-        | Backing::Device { path } => {
-            FileBackend::open(path, l.block_size, l.read_only).map_err(backend_err)?
-        }
+        | Backing::Device { path } => FileBackend::open_as(
+            path,
+            l.block_size,
+            crate::backend::OpenMode {
+                read_only: l.read_only,
+                allow_claimed: l.allow_claimed,
+            },
+        )
+        .map_err(backend_err)?,
         Backing::Ram { size_bytes } => {
             return Ok(Box::new(
                 RamBackend::new(size_bytes / u64::from(l.block_size.bytes()), l.block_size)
@@ -141,6 +147,7 @@ fn open_lun(
     // After the open: a file LUN's file exists then.
     let geometry = geometry::geometry(l)?;
     let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
+    lu.atomic_log = atomic_log(l, backend.as_ref(), state_dir)?;
     lu.physical_block_bytes = geometry.physical_block_bytes;
     lu.alignment = geometry.alignment;
     lu.copy_manager = Some(copy.clone());
@@ -171,6 +178,72 @@ fn open_lun(
     // VPD B0h tells hosts what one channel accepts per command.
     lu.max_transfer_bytes = u32::try_from(limits.max_transfer).unwrap_or(u32::MAX);
     Ok(LogicalUnit::new(backend, lu))
+}
+
+/// The intent log of a file or device LUN (`crate::atomic`), at `state_dir/atomic/
+/// <name>.log`, after replaying what it held onto the medium (a crash during an atomic
+/// write); none for a RAM LU (lost whole) or a read-only one (it writes nothing — a log
+/// left with records is reported, not replayed: the LU would have to be writable).
+fn atomic_log(
+    l: &LunConfig,
+    backend: &dyn Backend,
+    state_dir: &std::path::Path,
+) -> Result<Option<Arc<std::sync::Mutex<crate::atomic::IntentLog>>>, StartError> {
+    use crate::atomic::{IntentLog, record::Header};
+    if matches!(l.backing, Backing::Ram { .. }) {
+        return Ok(None);
+    }
+    let path = state_dir.join("atomic").join(format!("{}.log", l.name));
+    let err = |reason: String| StartError::AtomicLog {
+        lun: l.name.clone(),
+        reason,
+    };
+    if l.read_only {
+        let pending = std::fs::read(&path)
+            .ok()
+            .map(|b| {
+                crate::atomic::parse_records(
+                    b.get(crate::atomic::record::HEADER_LEN..).unwrap_or(&[]),
+                    l.block_size.bytes(),
+                )
+            })
+            .map_or(0, |p| p.writes.len());
+        if pending > 0 {
+            tracing::warn!(lun = %l.name, log = %path.display(), pending,
+                "a read-only LUN's intent log holds atomic writes a crash interrupted: not replayed (make the LUN writable once to repair them)");
+        }
+        return Ok(None);
+    }
+    let header = Header {
+        block_size: l.block_size.bytes(),
+        size_bytes: backend.blocks() * u64::from(l.block_size.bytes()),
+    };
+    let (mut log, pending) = IntentLog::open(&path, header).map_err(|e| err(e.to_string()))?;
+    let bs = u64::from(l.block_size.bytes());
+    let replayed = log
+        .recover(
+            &pending,
+            |lba, data| {
+                let end = lba.saturating_add(data.len() as u64 / bs);
+                if end > backend.blocks() {
+                    return Err(crate::backend::BackendError::OutOfRange {
+                        op: crate::backend::Op::Write,
+                        path: path.clone(),
+                        lba: scsi::Lba(lba),
+                        len_blocks: data.len() as u64 / bs,
+                        blocks: backend.blocks(),
+                    });
+                }
+                backend.write_at(scsi::Lba(lba), data)
+            },
+            || backend.flush(),
+        )
+        .map_err(|e| err(e.to_string()))?;
+    if replayed > 0 || pending.torn_bytes > 0 {
+        tracing::warn!(lun = %l.name, log = %path.display(), replayed, torn_bytes = pending.torn_bytes,
+            "WRITE ATOMIC: atomic writes a crash interrupted were completed from the intent log (a torn last record, never begun in place, was dropped)");
+    }
+    Ok(Some(Arc::new(std::sync::Mutex::new(log))))
 }
 
 impl Appliance {

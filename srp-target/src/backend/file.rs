@@ -7,12 +7,15 @@
 //! back to writing zeros where the filesystem or device does not support it, remembering the
 //! answer so that the fallback costs one failed syscall, not one per command.
 
+use super::claim;
 use super::medium::{FileMedium, Medium};
 use super::{Backend, BackendError, BlockSize, Op, check_range};
 use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use scsi::{BlockCount, Lba};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -33,6 +36,19 @@ pub struct FileBackend {
     punch_hole: AtomicBool,
     /// A regular file on tmpfs: its I/O is memory copies.
     in_memory: bool,
+    /// An image file's `flock` (exclusive; shared for a read-only LUN), held while the
+    /// backend lives; `None` for a block device (held by `O_EXCL` instead).
+    _lock: Option<Flock<File>>,
+}
+
+/// How a store is opened ([`FileBackend::open_as`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct OpenMode {
+    /// Read-only (a read-only LUN).
+    pub read_only: bool,
+    /// A read-only LUN of a block device may share it with whoever has claimed it (a
+    /// mount, another exclusive opener): `allow_claimed = true`, asked for explicitly.
+    pub allow_claimed: bool,
 }
 
 impl FileBackend {
@@ -61,46 +77,99 @@ impl FileBackend {
                 source,
             }
         };
+        if claim::is_block_device(path) {
+            return Err(bad("a block device is not created: name it `device`"));
+        }
+        // Created readable by its owner only: the image holds someone's disk.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
             .open(path)
             .map_err(io(Op::Open))?;
+        let lock = lock_image(&file, path, false)?;
         let len = file.metadata().map_err(io(Op::Size))?.len();
         match len {
             0 => file.set_len(size_bytes).map_err(io(Op::Open))?,
             l if l == size_bytes => {}
             _ => return Err(bad("the file exists with a different size")),
         }
-        FileBackend::from_file(file, path, block_size)
+        FileBackend::from_file(file, path, block_size, Some(lock))
     }
 
     /// Opens an existing regular file or block device; its size must be whole blocks.
-    /// A read-only LUN opens it read-only.
+    /// A read-only LUN opens it read-only. Exclusively: see [`FileBackend::open_as`].
     pub fn open(
         path: impl AsRef<Path>,
         block_size: BlockSize,
         read_only: bool,
     ) -> Result<FileBackend, BackendError> {
+        FileBackend::open_as(
+            path,
+            block_size,
+            OpenMode {
+                read_only,
+                allow_claimed: false,
+            },
+        )
+    }
+
+    /// Opens an existing regular file or block device as `mode` says. A block device is
+    /// opened with `O_EXCL`: one mounted, in use by device-mapper, md or swap, or opened
+    /// exclusively by another program is refused ([`BackendError::Held`], naming the holder
+    /// where Linux tells it) — unless the LUN is read-only and `allow_claimed`, when it is
+    /// shared, with a warning. An image file is locked (`flock`; shared when read-only), so
+    /// a second target cannot serve it.
+    pub fn open_as(
+        path: impl AsRef<Path>,
+        block_size: BlockSize,
+        mode: OpenMode,
+    ) -> Result<FileBackend, BackendError> {
         let path = path.as_ref();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(!read_only)
-            .open(path)
-            .map_err(|source| BackendError::Io {
-                op: Op::Open,
-                path: path.to_path_buf(),
-                source,
-            })?;
-        FileBackend::from_file(file, path, block_size)
+        let io = |source| BackendError::Io {
+            op: Op::Open,
+            path: path.to_path_buf(),
+            source,
+        };
+        let is_block = claim::is_block_device(path);
+        let share = mode.read_only && mode.allow_claimed;
+        let mut options = OpenOptions::new();
+        options.read(true).write(!mode.read_only);
+        if is_block && !share {
+            options.custom_flags(nix::libc::O_EXCL);
+        }
+        let file = match options.open(path) {
+            Ok(f) => f,
+            Err(e) if is_block && e.raw_os_error() == Some(Errno::EBUSY as i32) => {
+                return Err(BackendError::Held {
+                    path: path.to_path_buf(),
+                    what: claimed_by(path),
+                    hint: if mode.read_only {
+                        "; a read-only LUN may share a claimed device with allow_claimed = true"
+                    } else {
+                        ""
+                    },
+                });
+            }
+            Err(e) => return Err(io(e)),
+        };
+        if is_block {
+            if share {
+                warn_if_claimed(path);
+            }
+            return FileBackend::from_file(file, path, block_size, None);
+        }
+        let lock = lock_image(&file, path, mode.read_only)?;
+        FileBackend::from_file(file, path, block_size, Some(lock))
     }
 
     fn from_file(
         mut file: File,
         path: &Path,
         block_size: BlockSize,
+        lock: Option<Flock<File>>,
     ) -> Result<FileBackend, BackendError> {
         // Seeking to the end sizes block devices too, whose metadata length is 0.
         let size_bytes = file
@@ -129,6 +198,7 @@ impl FileBackend {
             blocks: AtomicU64::new(size_bytes / bs),
             punch_hole: AtomicBool::new(true),
             in_memory,
+            _lock: lock,
         })
     }
 
@@ -322,6 +392,67 @@ impl Backend for FileBackend {
 }
 
 /// A direct transfer's failure as the OS error the backend reports.
+/// Who has claimed the block device `path`, in words.
+fn claimed_by(path: &Path) -> String {
+    let holders = claim::device_holders(path);
+    if holders.is_empty() {
+        "the device is in use (opened exclusively by another program: another target, a \
+         filesystem tool)"
+            .to_owned()
+    } else {
+        format!("the device is in use: {}", holders.join(", "))
+    }
+}
+
+/// A read-only LUN sharing a device: says so if someone has claimed it.
+fn warn_if_claimed(path: &Path) {
+    let exclusive = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_EXCL)
+        .open(path);
+    if matches!(&exclusive, Err(e) if e.raw_os_error() == Some(Errno::EBUSY as i32)) {
+        tracing::warn!(device = %path.display(), holder = %claimed_by(path),
+            "exported read-only while claimed (allow_claimed): initiators may read blocks \
+             the holder is changing");
+    }
+}
+
+/// Locks the image file `path` (open as `file`): shared or exclusive, without waiting.
+fn lock_image(file: &File, path: &Path, shared: bool) -> Result<Flock<File>, BackendError> {
+    let io = |source| BackendError::Io {
+        op: Op::Open,
+        path: path.to_path_buf(),
+        source,
+    };
+    let dup = file.try_clone().map_err(io)?;
+    let arg = if shared {
+        FlockArg::LockSharedNonblock
+    } else {
+        FlockArg::LockExclusiveNonblock
+    };
+    Flock::lock(dup, arg).map_err(|(_, errno)| {
+        if errno != Errno::EWOULDBLOCK {
+            return io(std::io::Error::from(errno));
+        }
+        let holders = claim::lock_holders(path);
+        let me = std::process::id();
+        let what = if holders.is_empty() {
+            "the image is locked by another program".to_owned()
+        } else if holders.iter().all(|h| h.pid == me) {
+            "the image is locked by this target (another LUN of it, or one not yet released)"
+                .to_owned()
+        } else {
+            let names: Vec<String> = holders.iter().map(ToString::to_string).collect();
+            format!("the image is locked by {}", names.join(", "))
+        };
+        BackendError::Held {
+            path: path.to_path_buf(),
+            what,
+            hint: "",
+        }
+    })
+}
+
 fn file_io(e: ib_verbs::mem::FileIoError) -> std::io::Error {
     use ib_verbs::mem::FileIoError as F;
     match e {

@@ -8,11 +8,12 @@
 //! Files: [`file`](mod@file) ([`FileBackend`]: regular file or block device), [`medium`] (the
 //! system calls a file backend makes, where a layer can sit beneath it), [`ram`] ([`RamBackend`]).
 
+pub mod claim;
 pub mod file;
 pub mod medium;
 pub mod ram;
 
-pub use file::FileBackend;
+pub use file::{FileBackend, OpenMode};
 pub use ram::RamBackend;
 
 use core::fmt;
@@ -126,6 +127,17 @@ pub enum BackendError {
         len_bytes: usize,
         /// The block size.
         block_size_bytes: u32,
+    },
+    /// Another program (or another LUN) has the store: a block device mounted or claimed,
+    /// an image locked by another target.
+    #[error("{path}: {what}; not exported (a store is served by one target at a time{hint})", path = path.display())]
+    Held {
+        /// The backing file or device.
+        path: PathBuf,
+        /// Who has it, in words.
+        what: String,
+        /// What the operator may do about it.
+        hint: &'static str,
     },
     /// The size of the backing file or device is not usable as a LUN.
     #[error("{op} {path}: size {size_bytes} bytes: {why}", path = path.display())]

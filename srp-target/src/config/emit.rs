@@ -151,6 +151,9 @@ fn lun(l: &super::LunConfig) -> Table {
     if let Some(w) = &l.record_writes {
         t.insert("record_writes".into(), text(w.to_string_lossy()));
     }
+    if l.allow_claimed {
+        t.insert("allow_claimed".into(), Value::Boolean(true));
+    }
     t
 }
 

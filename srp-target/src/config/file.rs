@@ -99,6 +99,7 @@ pub(super) struct RawLun {
     pub(super) block_size: Option<i64>,
     pub(super) physical_block_size: Option<i64>,
     pub(super) read_only: Option<bool>,
+    pub(super) allow_claimed: Option<bool>,
     pub(super) write_cache: Option<bool>,
     pub(super) write_cache_changeable: Option<bool>,
     pub(super) record_writes: Option<String>,
@@ -267,7 +268,7 @@ mod tests {
             fields_of::<RawFile>(),
             ["target", "partition", "port", "ioc", "lun"]
         );
-        assert_eq!(fields_of::<RawLun>().len(), 11);
+        assert_eq!(fields_of::<RawLun>().len(), 12);
     }
 
     #[test]

@@ -290,6 +290,10 @@ pub struct LunConfig {
     pub physical_block_size: Option<u32>,
     /// Reject writes.
     pub read_only: bool,
+    /// A read-only LUN of a block device may share it with whoever has claimed it (a
+    /// mount, device-mapper, another exclusive opener): asked for explicitly; otherwise a
+    /// claimed device is refused (`backend::claim`).
+    pub allow_claimed: bool,
     /// Initial WCE; off makes every write durable before status.
     pub write_cache: bool,
     /// Whether an initiator may change WCE with MODE SELECT (saved across restarts in the

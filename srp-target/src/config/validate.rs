@@ -441,6 +441,18 @@ fn lun(table: &toml::Table, path: &KeyPath, sink: &mut Sink) -> Option<LunConfig
             sink.check(&path.key("record_writes"), check)
         }
     };
+    let allow_claimed = r.allow_claimed.unwrap_or(false);
+    if allow_claimed
+        && !(r.read_only == Some(true) && matches!(backing, Some(Backing::Device { .. })))
+    {
+        sink.key(
+            &path.key("allow_claimed"),
+            E::Backing(
+                "allow_claimed shares a claimed block device, and only read-only: it needs device = … and read_only = true",
+            ),
+        );
+        return None;
+    }
     (e.bad.is_empty()).then_some(())?;
     Some(LunConfig {
         name: name?,
@@ -448,6 +460,7 @@ fn lun(table: &toml::Table, path: &KeyPath, sink: &mut Sink) -> Option<LunConfig
         block_size: block_size?,
         physical_block_size: physical_block_size?,
         read_only: r.read_only.unwrap_or(false),
+        allow_claimed,
         write_cache: r.write_cache.unwrap_or(true),
         write_cache_changeable: r.write_cache_changeable.unwrap_or(false),
         record_writes: record_writes?,

@@ -27,6 +27,7 @@
 
 pub mod dm;
 pub mod event;
+pub mod event_log;
 pub mod guards;
 pub mod login;
 pub mod port;
@@ -34,6 +35,7 @@ mod run;
 mod stepped;
 
 pub use event::DaemonEvent;
+pub use event_log::EventLog;
 pub use stepped::SteppedDaemon;
 
 use crate::appliance::{ChannelLimits, StartErrors};

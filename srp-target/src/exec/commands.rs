@@ -62,7 +62,7 @@ pub fn describe(opcode: u8, service_action: Option<u8>) -> Option<&'static str> 
         (0x37 | 0xb7, None) => "an empty defect list in the format asked for",
         (0x8b, None) => "ORs the data-out into the blocks, atomically",
         (0x9c, None) => {
-            "writes whole or not at all, atomic against every other command (one physical block of the medium on a file or device, the transfer limit on RAM)"
+            "writes whole or not at all, atomic against every other command and a power cut (up to the transfer limit; a file or device through its intent log)"
         }
         (0x9e, Some(0x12)) => {
             "mapped and deallocated runs from the backing file's holes; REPORT TYPE picks all, not mapped, mapped or deallocated"

@@ -1,7 +1,6 @@
-//! Durability of a logical unit's writes. Every flush — SYNCHRONIZE CACHE, a FUA write, any
-//! write, WRITE SAME or UNMAP while the write cache is off — goes through
-//! [`LogicalUnit::flush`]; a write that must be durable is written and then flushed
-//! ([`LogicalUnit::write_durably`]).
+//! Durability of a logical unit's writes. Every flush — SYNCHRONIZE CACHE, START STOP UNIT,
+//! and the flush after any command whose rule (`rules.rs`) asks for durability, made by
+//! its door for writes (`store.rs`) — goes through [`LogicalUnit::flush`].
 //!
 //! A flush that fails is **latched**. After a failed `fdatasync` Linux may have dropped the
 //! dirty pages it could not write and marked them clean, so the next `fdatasync` succeeds
@@ -14,7 +13,7 @@
 //! logged; the latch and its reason show in `srpctl target luns`.
 
 use super::{LogicalUnit, Stop, backend_sense};
-use crate::backend::{BackendError, MemSpan};
+use crate::backend::{BackendError, Op};
 use scsi::{Lba, Sense, SenseCode};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -45,17 +44,38 @@ fn latched() -> Stop {
 impl LogicalUnit {
     /// Makes every completed write durable, or fails with MEDIUM ERROR, WRITE ERROR: when
     /// the backend's flush fails (latched from then on) or a flush failed before.
+    ///
+    /// With an intent log (WRITE ATOMIC, `crate::atomic`), the log is held across the flush
+    /// and emptied after it — every record's blocks are durable in place then — so no
+    /// atomic write lands between the two; a log that cannot be emptied fails the flush
+    /// (latched): a record left behind, replayed after a crash, would overwrite writes this
+    /// flush made durable.
     pub(crate) fn flush(&self, lba: Lba) -> Result<(), Stop> {
         self.check_flushable()?;
-        self.backend.flush().map_err(|e| {
+        let mut log = self
+            .atomic_log
+            .as_ref()
+            .map(|l| l.lock().unwrap_or_else(PoisonError::into_inner));
+        let failed = |e: BackendError| {
             self.latch(&e);
             backend_sense(&e, SenseCode::WRITE_ERROR, lba)
-        })
+        };
+        self.backend.flush().map_err(failed)?;
+        if let Some(log) = log.as_mut() {
+            log.retire().map_err(|e| {
+                failed(BackendError::Io {
+                    op: Op::Flush,
+                    path: log.path().to_path_buf(),
+                    source: std::io::Error::other(e.to_string()),
+                })
+            })?;
+        }
+        Ok(())
     }
 
     /// Fails as a flush would if one failed before (latched); for a durable write, before
-    /// it touches the medium.
-    fn check_flushable(&self) -> Result<(), Stop> {
+    /// it touches the medium (`store.rs`).
+    pub(super) fn check_flushable(&self) -> Result<(), Stop> {
         let failed = self
             .flush_latch
             .failed
@@ -66,53 +86,6 @@ impl LogicalUnit {
         } else {
             Ok(())
         }
-    }
-
-    /// Runs `work`, which changes `blocks` blocks at `lba`; if `durable`, refuses first
-    /// when a flush failed before and flushes after (`lba` names the command's medium
-    /// error). Every medium-modifying command goes through here, so this is also where a
-    /// watched range learns it was written (`copy/watch.rs`).
-    pub(crate) fn durably(
-        &self,
-        lba: Lba,
-        blocks: u64,
-        durable: bool,
-        work: impl FnOnce() -> Result<(), Stop>,
-    ) -> Result<(), Stop> {
-        if durable {
-            self.check_flushable()?;
-        }
-        self.note_write(lba, blocks);
-        work()?;
-        if durable {
-            self.flush(lba)?;
-        }
-        Ok(())
-    }
-
-    /// Writes `buf` at `lba`, durably if `durable` ([`LogicalUnit::durably`]).
-    pub(crate) fn write_durably(&self, lba: Lba, buf: &[u8], durable: bool) -> Result<(), Stop> {
-        let blocks = (buf.len() / self.block_bytes() as usize) as u64;
-        self.durably(lba, blocks, durable, || {
-            self.backend
-                .write_at(lba, buf)
-                .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba))
-        })
-    }
-
-    /// [`LogicalUnit::write_durably`] from registered memory.
-    pub(crate) fn write_from_durably(
-        &self,
-        lba: Lba,
-        src: MemSpan<'_>,
-        durable: bool,
-    ) -> Result<(), Stop> {
-        let blocks = (src.len / self.block_bytes() as usize) as u64;
-        self.durably(lba, blocks, durable, || {
-            self.backend
-                .write_from(lba, src)
-                .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba))
-        })
     }
 
     fn latch(&self, e: &BackendError) {

@@ -7,6 +7,7 @@
 //! Order of checks, as LIO's sbc_parse_cdb and SBC-3: CDB fields (parse), write protect,
 //! transfer length against the block limits, LBA range, then the data-out.
 
+use super::store::MediumWrites;
 use super::{
     CmdOutput, Exec, LogicalUnit, Nexus, Stop, TransportError, backend_sense, data_out, good_data,
 };
@@ -120,6 +121,7 @@ pub(crate) fn write_staged(
     nexus: &Nexus<'_>,
     rw: &ReadWrite,
     src: MemSpan<'_>,
+    w: &MediumWrites<'_>,
 ) -> Exec {
     lu.check_writable()?;
     check_transfer(lu, rw.blocks, length_byte(rw.cdb))?;
@@ -133,7 +135,7 @@ pub(crate) fn write_staged(
     }
     if need > 0 {
         let _order = lu.write_order_at(nexus, rw.lba, rw.blocks.0.into())?;
-        lu.write_from_durably(rw.lba, src.head(need), lu.durable(rw.fua))?;
+        w.write_from(rw.lba, src.head(need))?;
     }
     Ok(CmdOutput {
         data_out_len: need,
@@ -141,8 +143,14 @@ pub(crate) fn write_staged(
     })
 }
 
-/// WRITE(6/10/12/16): FUA (or WCE=0) makes the blocks durable before GOOD.
-pub(crate) fn write(lu: &LogicalUnit, nexus: &Nexus<'_>, rw: &ReadWrite, dout: &[u8]) -> Exec {
+/// WRITE(6/10/12/16): FUA (or WCE=0) makes the blocks durable before GOOD (its rule).
+pub(crate) fn write(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    rw: &ReadWrite,
+    dout: &[u8],
+    w: &MediumWrites<'_>,
+) -> Exec {
     lu.check_writable()?;
     check_transfer(lu, rw.blocks, length_byte(rw.cdb))?;
     lu.check_range(rw.lba, rw.blocks)?;
@@ -150,7 +158,7 @@ pub(crate) fn write(lu: &LogicalUnit, nexus: &Nexus<'_>, rw: &ReadWrite, dout: &
     let buf = data_out(dout, need)?;
     if need > 0 {
         let _order = lu.write_order_at(nexus, rw.lba, rw.blocks.0.into())?;
-        lu.write_durably(rw.lba, buf, lu.durable(rw.fua))?;
+        w.write_at(rw.lba, buf)?;
     }
     Ok(CmdOutput {
         data_out_len: need,
@@ -233,6 +241,7 @@ pub(crate) fn compare_and_write(
     nexus: &Nexus<'_>,
     c: &CompareAndWrite,
     dout: &[u8],
+    w: &MediumWrites<'_>,
 ) -> Exec {
     lu.check_writable()?;
     if c.blocks.0 > u32::from(MAX_COMPARE_AND_WRITE_BLOCKS) {
@@ -258,7 +267,7 @@ pub(crate) fn compare_and_write(
     if let Some(off) = first_difference(&medium, verify) {
         return Err(miscompare(off));
     }
-    lu.write_durably(c.lba, write, lu.durable(c.fua))?;
+    w.write_at(c.lba, write)?;
     Ok(done)
 }
 

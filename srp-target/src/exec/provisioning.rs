@@ -4,7 +4,8 @@
 //! with UNMAP=1 unmaps only when the data-out block is all zeros, since otherwise a later
 //! read would not return the data written (SBC-3 5.45); else it writes.
 
-use super::{CmdOutput, Exec, LogicalUnit, Nexus, Stop, backend_sense, data_out};
+use super::store::MediumWrites;
+use super::{CmdOutput, Exec, LogicalUnit, Nexus, Stop, data_out};
 use scsi::cdb::{Unmap, WriteSame};
 use scsi::{BlockCount, Lba, Sense, SenseCode};
 
@@ -25,7 +26,13 @@ const WRITE_SAME_CHUNK_BYTES: usize = 1 << 20;
 
 /// WRITE SAME(10/16). WSNZ=1 (VPD B0h): NUMBER OF LOGICAL BLOCKS 0 is INVALID FIELD IN CDB.
 /// ANCHOR is rejected (ANC_SUP=0).
-pub(crate) fn write_same(lu: &LogicalUnit, nexus: &Nexus<'_>, w: &WriteSame, dout: &[u8]) -> Exec {
+pub(crate) fn write_same(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    w: &WriteSame,
+    dout: &[u8],
+    writes: &MediumWrites<'_>,
+) -> Exec {
     lu.check_writable()?;
     let len_byte = super::io::long_length_byte(w.cdb);
     if w.anchor {
@@ -45,26 +52,21 @@ pub(crate) fn write_same(lu: &LogicalUnit, nexus: &Nexus<'_>, w: &WriteSame, dou
         ..CmdOutput::good(0)
     };
     let _order = lu.write_order_at(nexus, w.lba, w.blocks.0.into())?;
-    // Write cache off: durable before GOOD, by one flush after the whole range.
-    lu.durably(w.lba, w.blocks.0.into(), lu.durable(false), || {
-        if w.unmap && block.iter().all(|&b| b == 0) {
-            return lu
-                .backend
-                .unmap(w.lba, w.blocks)
-                .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, w.lba));
-        }
-        let per_chunk = (WRITE_SAME_CHUNK_BYTES / bs).max(1);
-        let chunk = block.repeat(per_chunk);
-        let (mut lba, mut left) = (w.lba.0, u64::from(w.blocks.0));
-        while left > 0 {
-            // min() with a usize bound.
-            let n = left.min(per_chunk as u64) as usize;
-            lu.write_durably(Lba(lba), &chunk[..n * bs], false)?;
-            lba += n as u64;
-            left -= n as u64;
-        }
-        Ok(())
-    })?;
+    // Write cache off: durable before GOOD, by one flush after the whole range (its rule).
+    if w.unmap && block.iter().all(|&b| b == 0) {
+        writes.unmap(w.lba, w.blocks)?;
+        return Ok(done);
+    }
+    let per_chunk = (WRITE_SAME_CHUNK_BYTES / bs).max(1);
+    let chunk = block.repeat(per_chunk);
+    let (mut lba, mut left) = (w.lba.0, u64::from(w.blocks.0));
+    while left > 0 {
+        // min() with a usize bound.
+        let n = left.min(per_chunk as u64) as usize;
+        writes.write_at(Lba(lba), &chunk[..n * bs])?;
+        lba += n as u64;
+        left -= n as u64;
+    }
     Ok(done)
 }
 
@@ -122,7 +124,13 @@ fn unmap_extents(lu: &LogicalUnit, list: &[u8]) -> Result<Vec<Extent>, Stop> {
 }
 
 /// UNMAP.
-pub(crate) fn unmap(lu: &LogicalUnit, nexus: &Nexus<'_>, u: &Unmap, dout: &[u8]) -> Exec {
+pub(crate) fn unmap(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    u: &Unmap,
+    dout: &[u8],
+    writes: &MediumWrites<'_>,
+) -> Exec {
     lu.check_writable()?;
     if !lu.backend.supports_unmap() {
         return Err(SenseCode::INVALID_COMMAND_OPERATION_CODE.into());
@@ -147,17 +155,9 @@ pub(crate) fn unmap(lu: &LogicalUnit, nexus: &Nexus<'_>, u: &Unmap, dout: &[u8])
         .collect();
     let _order = lu.write_order_over(nexus, &ranges)?;
     // Write cache off: the deallocation is durable before GOOD (a hole punched, or zeros
-    // written, is as volatile as any write until flushed).
-    let mut todo = extents.iter().filter(|e| !e.blocks.is_zero()).peekable();
-    if let Some(first) = todo.peek().map(|e| e.lba) {
-        lu.durably(first, 0, lu.durable(false), || {
-            todo.try_for_each(|e| {
-                lu.note_write(e.lba, e.blocks.0.into());
-                lu.backend
-                    .unmap(e.lba, e.blocks)
-                    .map_err(|err| backend_sense(&err, SenseCode::WRITE_ERROR, e.lba))
-            })
-        })?;
+    // written, is as volatile as any write until flushed): its rule.
+    for e in extents.iter().filter(|e| !e.blocks.is_zero()) {
+        writes.unmap(e.lba, e.blocks)?;
     }
     Ok(CmdOutput {
         data_out_len: param_len,

@@ -5,6 +5,7 @@
 //! against the block limits, LBA range, then the data-out.
 
 use super::io::{check_transfer, first_difference, long_length_byte, miscompare};
+use super::store::MediumWrites;
 use super::{CmdOutput, Exec, LogicalUnit, Nexus, backend_sense, data_out};
 use scsi::cdb::{ReadWrite, WriteAndVerify, WriteAtomic};
 use scsi::{Sense, SenseCode};
@@ -18,13 +19,15 @@ fn written(len: usize) -> Exec {
 }
 
 /// WRITE AND VERIFY(10/12/16): writes durably (the verification is of the medium, not a
-/// cache), then reads the blocks back; BYTCHK=1 compares them with the data-out
+/// cache: its rule is always durable, and it flushes before it reads), then reads the
+/// blocks back; BYTCHK=1 compares them with the data-out
 /// (MISCOMPARE DURING VERIFY OPERATION at the first differing byte).
 pub(crate) fn write_and_verify(
     lu: &LogicalUnit,
     nexus: &Nexus<'_>,
     w: &WriteAndVerify,
     dout: &[u8],
+    writes: &MediumWrites<'_>,
 ) -> Exec {
     lu.check_writable()?;
     check_transfer(lu, w.blocks, long_length_byte(w.cdb))?;
@@ -35,7 +38,8 @@ pub(crate) fn write_and_verify(
         return written(0);
     }
     let _order = lu.write_order_at(nexus, w.lba, w.blocks.0.into())?;
-    lu.write_durably(w.lba, buf, true)?;
+    writes.write_at(w.lba, buf)?;
+    writes.flush_now()?;
     let mut medium = vec![0u8; len];
     lu.backend
         .read_at(w.lba, &mut medium)
@@ -50,7 +54,13 @@ pub(crate) fn write_and_verify(
 
 /// ORWRITE(16): each block becomes itself OR the data-out, atomically against the LU's
 /// other commands (the read and the write under the exclusive order, as COMPARE AND WRITE).
-pub(crate) fn orwrite(lu: &LogicalUnit, nexus: &Nexus<'_>, rw: &ReadWrite, dout: &[u8]) -> Exec {
+pub(crate) fn orwrite(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    rw: &ReadWrite,
+    dout: &[u8],
+    writes: &MediumWrites<'_>,
+) -> Exec {
     lu.check_writable()?;
     check_transfer(lu, rw.blocks, 10)?;
     lu.check_range(rw.lba, rw.blocks)?;
@@ -65,7 +75,7 @@ pub(crate) fn orwrite(lu: &LogicalUnit, nexus: &Nexus<'_>, rw: &ReadWrite, dout:
         .read_at(rw.lba, &mut blocks)
         .map_err(|e| backend_sense(&e, SenseCode::UNRECOVERED_READ_ERROR, rw.lba))?;
     blocks.iter_mut().zip(buf).for_each(|(m, d)| *m |= d);
-    lu.write_durably(rw.lba, &blocks, lu.durable(rw.fua))?;
+    writes.write_at(rw.lba, &blocks)?;
     written(len)
 }
 
@@ -81,7 +91,7 @@ impl LogicalUnit {
     /// an aligned physical block's worth straddles two physical blocks: one logical block,
     /// which a device writes whole, is the limit there.
     pub(crate) fn max_atomic_blocks(&self) -> u32 {
-        if self.backend.is_volatile() {
+        if self.backend.is_volatile() || self.atomic_log.is_some() {
             self.max_transfer_blocks()
         } else {
             self.atomic_unit().min(self.max_transfer_blocks())
@@ -104,7 +114,7 @@ impl LogicalUnit {
     /// RAM the physical block when it holds several logical ones (a
     /// host's partial physical block is a read-modify-write), else 0 (none).
     pub(crate) fn atomic_granularity(&self) -> u32 {
-        if self.backend.is_volatile() {
+        if self.backend.is_volatile() || self.atomic_log.is_some() {
             match self.blocks_per_physical() {
                 1 => 0,
                 n => n,
@@ -125,6 +135,7 @@ pub(crate) fn write_atomic(
     nexus: &Nexus<'_>,
     w: &WriteAtomic,
     dout: &[u8],
+    writes: &MediumWrites<'_>,
 ) -> Exec {
     lu.check_writable()?;
     if w.boundary != 0 {
@@ -147,6 +158,6 @@ pub(crate) fn write_atomic(
         return written(0);
     }
     let _atomic = lu.atomic_order_at(nexus, w.lba, w.blocks.0.into())?;
-    lu.write_durably(w.lba, buf, lu.durable(w.fua))?;
+    writes.write_atomic(w.lba, buf)?;
     written(len)
 }

@@ -213,7 +213,9 @@ impl ChannelVerbs {
             state: QpState::Err,
             ..QpAttr::default()
         };
-        let (ca, qp, id) = (self.ca.clone(), self.qp, self.id);
+        // Weak: a completion routine queued in the provider that held the CA would keep it
+        // (and its device) alive if the provider never ran it (a daemon stopped mid-drain).
+        let (ca, qp, id) = (Arc::downgrade(&self.ca), self.qp, self.id);
         // The marker goes only once the QP is in ERR: posted before, it would be sent.
         self.ca
             .modify_qp(self.qp, err, QpAttrMask::STATE)
@@ -227,6 +229,9 @@ impl ChannelVerbs {
                     sg_list: SgList::default(),
                     flags: SendFlags::SIGNALED,
                     ud: None,
+                };
+                let Some(ca) = ca.upgrade() else {
+                    return;
                 };
                 let posted = r.and_then(|()| ca.post_send(qp, marker));
                 if let Err(e) = posted {

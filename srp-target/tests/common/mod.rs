@@ -2,6 +2,8 @@
 //! and the SRP_CMD / SRP_TSK_MGMT IUs the test initiators send.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod writers;
+
 use hca::Qpn;
 use hca::driver::Hca;
 use hca::engine::{CqId, QpId};

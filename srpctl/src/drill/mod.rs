@@ -11,6 +11,7 @@
 
 mod block;
 mod fault;
+mod guard;
 mod phases;
 mod report;
 mod sampler;
@@ -39,6 +40,10 @@ pub(crate) enum Drill {
     /// Run a verifying workload on a multipath disk, inject a fault on one of its paths,
     /// restore it, and report the I/O stall, failover and failback times, IOPS per path,
     /// I/O errors and data mismatches (exit status 1 on any error or mismatch).
+    ///
+    /// It WRITES: the first --region-mb MiB of the disk are overwritten with the drill's
+    /// own blocks. A disk that is mounted, attached to a loop device or open in another
+    /// process is refused unless --destroy-data is given.
     Failover(FailoverArgs),
 }
 
@@ -129,6 +134,10 @@ pub(crate) struct FailoverArgs {
     /// Write the timeline picture here (SVG).
     #[arg(long)]
     picture: Option<PathBuf>,
+    /// Overwrite the disk even when it is mounted, attached to a loop device or open in
+    /// another process (the drill destroys the first --region-mb MiB of it).
+    #[arg(long)]
+    destroy_data: bool,
 }
 
 /// Runs a drill.
@@ -304,6 +313,7 @@ fn prepare(a: &FailoverArgs, socket: PathBuf) -> Result<Setup> {
         "the region ({region} bytes) holds fewer {}-byte blocks than threads",
         a.io_size
     );
+    guard::check_unused(disk.path.as_ref(), a.region_mb, a.destroy_data)?;
     let (file, o_direct) =
         workload::open(disk.path.as_ref()).with_context(|| format!("opening {}", disk.path))?;
     let run = std::time::SystemTime::now()

@@ -27,6 +27,7 @@ pub(crate) mod xcopy;
 
 pub use manager::CopyManager;
 
+use super::store::MediumWrites;
 use super::{Exec, LogicalUnit, Nexus};
 use scsi::SenseCode;
 use scsi::cdb::copy::{SA_EXTENDED_COPY_LID1, SA_POPULATE_TOKEN, SA_WRITE_USING_TOKEN};
@@ -52,11 +53,19 @@ pub fn moves_between_lus(cdb: &[u8]) -> bool {
 }
 
 /// THIRD-PARTY COPY OUT.
-pub(crate) fn copy_out(lu: &LogicalUnit, nexus: &Nexus<'_>, c: &CopyOut, dout: &[u8]) -> Exec {
+/// WRITE USING TOKEN writes this LU through `writes` (its rule's); EXTENDED COPY opens
+/// its destinations' own (`rules::copy_target_writes`).
+pub(crate) fn copy_out(
+    lu: &LogicalUnit,
+    nexus: &Nexus<'_>,
+    c: &CopyOut,
+    dout: &[u8],
+    writes: Option<&MediumWrites<'_>>,
+) -> Exec {
     match c.action {
         SA_EXTENDED_COPY_LID1 => xcopy::extended_copy(lu, nexus, c, dout),
         SA_POPULATE_TOKEN => token::populate_token(lu, nexus, c, dout),
-        SA_WRITE_USING_TOKEN => token::write_using_token(lu, nexus, c, dout),
+        SA_WRITE_USING_TOKEN => token::write_using_token(lu, nexus, c, dout, super::door(writes)?),
         // The opcode table routes no other service action here.
         _ => Err(SenseCode::INVALID_FIELD_IN_CDB.into()),
     }

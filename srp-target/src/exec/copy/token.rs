@@ -22,6 +22,7 @@
 use super::super::{CmdOutput, Exec, LogicalUnit, Nexus, Stop, data_out, good_data};
 use super::xcopy::{Order, chunks};
 use crate::exec::pr::ItNexus;
+use crate::exec::store::MediumWrites;
 use scsi::cdb::CopyIn;
 use scsi::cdb::CopyOut;
 use scsi::cdb::copy::{SA_POPULATE_TOKEN, SA_WRITE_USING_TOKEN};
@@ -288,10 +289,11 @@ pub(crate) fn write_using_token(
     nexus: &Nexus<'_>,
     c: &CopyOut,
     dout: &[u8],
+    writes: &MediumWrites<'_>,
 ) -> Exec {
     let k = key(lu, nexus, c.list_id);
     tracked(lu, k, SA_WRITE_USING_TOKEN, |ended| {
-        write_with_token(lu, nexus, c, dout, ended)
+        write_with_token(lu, nexus, c, dout, writes, ended)
     })
 }
 
@@ -300,6 +302,7 @@ fn write_with_token(
     nexus: &Nexus<'_>,
     c: &CopyOut,
     dout: &[u8],
+    writes: &MediumWrites<'_>,
     ended: &mut Ended,
 ) -> Exec {
     lu.check_writable()?;
@@ -324,9 +327,7 @@ fn write_with_token(
             .collect();
         let _order = lu.write_order_over(nexus, &ranges)?;
         for r in dst_ranges.iter().filter(|r| r.blocks > 0) {
-            lu.durably(Lba(r.lba), r.blocks.into(), lu.durable(false), || {
-                zero(lu, Lba(r.lba), r.blocks)
-            })?;
+            zero(writes, Lba(r.lba), r.blocks)?;
             ended.blocks += u64::from(r.blocks);
         }
         return Ok(done);
@@ -356,7 +357,7 @@ fn write_with_token(
     let r = if source.block_bytes() != lu.block_bytes() {
         Err(SenseCode::INCORRECT_COPY_TARGET_DEVICE_TYPE.into())
     } else {
-        copy_ranges(&held, &source, lu, &dst_ranges, h.offset, nexus, ended)
+        copy_ranges(&held, &source, writes, &dst_ranges, h.offset, nexus, ended)
     };
     // DEL_TKN (SBC-4 5.35): the token is deleted when the command completes, failed or
     // not; an aborted command (task management) did not complete, so it keeps its token.
@@ -374,13 +375,14 @@ fn write_with_token(
 }
 
 /// Writes `dst` from the token's source ranges, from OFFSET INTO ROD `offset` on, one
-/// contiguous piece at a time (durable, with the write cache off, once per piece), the
+/// contiguous piece at a time (durable, with the write cache off, when the command ends:
+/// its rule), the
 /// copy loop counting in `ended.blocks` the blocks written (so a failure reports how far
 /// it got, for RECEIVE ROD TOKEN INFORMATION).
 fn copy_ranges(
     held: &Token,
     source: &LogicalUnit,
-    lu: &LogicalUnit,
+    writes: &MediumWrites<'_>,
     dst: &[Range],
     mut offset: u64,
     nexus: &Nexus<'_>,
@@ -402,7 +404,7 @@ fn copy_ranges(
             chunks(
                 source,
                 Lba(sl),
-                lu,
+                writes,
                 Lba(dl),
                 n,
                 nexus,
@@ -423,12 +425,10 @@ fn copy_ranges(
 
 /// Zeros `blocks` blocks at `lba`: deallocated where the backend can (they read as zeros),
 /// else written.
-fn zero(lu: &LogicalUnit, lba: Lba, blocks: u32) -> Result<(), Stop> {
+fn zero(writes: &MediumWrites<'_>, lba: Lba, blocks: u32) -> Result<(), Stop> {
+    let lu = writes.lu();
     if lu.backend.supports_unmap() {
-        return lu
-            .backend
-            .unmap(lba, BlockCount(blocks))
-            .map_err(|e| super::super::backend_sense(&e, SenseCode::WRITE_ERROR, lba));
+        return writes.unmap(lba, BlockCount(blocks));
     }
     let bs = lu.block_bytes() as u64;
     let per = (super::COPY_CHUNK_BYTES as u64 / bs).max(1);
@@ -436,9 +436,7 @@ fn zero(lu: &LogicalUnit, lba: Lba, blocks: u32) -> Result<(), Stop> {
     let mut done = 0u64;
     while done < u64::from(blocks) {
         let n = per.min(u64::from(blocks) - done);
-        lu.backend
-            .write_at(Lba(lba.0 + done), &zeros[..(n * bs) as usize])
-            .map_err(|e| super::super::backend_sense(&e, SenseCode::WRITE_ERROR, lba))?;
+        writes.write_at(Lba(lba.0 + done), &zeros[..(n * bs) as usize])?;
         done += n;
     }
     Ok(())

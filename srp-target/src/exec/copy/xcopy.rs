@@ -24,7 +24,8 @@
 //! COPY ABORTED rather than copy a mix. An abort (task management) stops the copy between
 //! steps.
 
-use super::super::pr::conflict::Access;
+use super::super::rules::{self, Access};
+use super::super::store::{MediumWrites, WriteError};
 use super::super::{CmdOutput, Exec, LogicalUnit, Nexus, Stop, backend_sense, data_out};
 use super::results::{Failure, ListState};
 use super::watch::overlaps;
@@ -365,17 +366,19 @@ fn copy_all(plan: &[Segment<'_>], nexus: &Nexus<'_>, owner: u64) -> Result<u64, 
             owner: Some(owner),
         };
         let mut written = 0;
-        chunks(
+        // Durable as a WRITE without FUA to the destination is (its rule), per segment.
+        let writes = rules::copy_target_writes(&s.dst);
+        let r = chunks(
             &s.src,
             s.sl,
-            &s.dst,
+            &writes,
             s.dl,
             s.blocks,
             nexus,
             order,
             &mut written,
-        )
-        .map_err(|stop| Stopped {
+        );
+        writes.finish(r).map_err(|stop| Stopped {
             segments: i,
             bytes,
             stop,
@@ -410,7 +413,7 @@ impl Order {
 pub(super) fn chunks(
     src: &LogicalUnit,
     sl: Lba,
-    dst: &LogicalUnit,
+    dst: &MediumWrites<'_>,
     dl: Lba,
     blocks: u64,
     nexus: &Nexus<'_>,
@@ -421,33 +424,32 @@ pub(super) fn chunks(
     let bs = u64::from(src.block_bytes());
     let per = (COPY_CHUNK_BYTES as u64 / bs).max(1);
     let mut buf = vec![0u8; (per.min(blocks) * bs) as usize];
-    let durable = dst.durable(false);
-    // Durable as a WRITE without FUA to `dst` is; each step notes its own range.
-    dst.durably(dl, 0, durable, || {
-        let mut done = 0;
-        while done < blocks {
-            if nexus.aborted() {
-                return Err(SenseCode::ABORTED_COMMAND.into());
-            }
-            let n = per.min(blocks - done);
-            let off = if backward { blocks - done - n } else { done };
-            let b = &mut buf[..(n * bs) as usize];
-            {
-                let _r = src.read_order();
-                src.backend
-                    .read_at(Lba(sl.0 + off), b)
-                    .map_err(|e| backend_failure(&e, src, Lba(sl.0 + off)))?;
-            }
-            let _w = dst.write_order();
-            dst.note_write_by(owner, Lba(dl.0 + off), n);
-            dst.backend
-                .write_at(Lba(dl.0 + off), b)
-                .map_err(|e| backend_failure(&e, dst, Lba(dl.0 + off)))?;
-            done += n;
-            *written += n;
+    let dst_lu = dst.lu();
+    // Each step notes its own range to the destination's watches (the door does).
+    let mut done = 0;
+    while done < blocks {
+        if nexus.aborted() {
+            return Err(SenseCode::ABORTED_COMMAND.into());
         }
-        Ok(())
-    })
+        let n = per.min(blocks - done);
+        let off = if backward { blocks - done - n } else { done };
+        let b = &mut buf[..(n * bs) as usize];
+        {
+            let _r = src.read_order();
+            src.backend
+                .read_at(Lba(sl.0 + off), b)
+                .map_err(|e| backend_failure(&e, src, Lba(sl.0 + off)))?;
+        }
+        let _w = dst_lu.write_order();
+        let at = Lba(dl.0 + off);
+        dst.write_at_by(owner, at, b).map_err(|e| match e {
+            WriteError::Refused(stop) => stop,
+            WriteError::Backend(e) => backend_failure(&e, dst_lu, at),
+        })?;
+        done += n;
+        *written += n;
+    }
+    Ok(())
 }
 
 /// COPY ABORTED, THIRD PARTY DEVICE FAILURE for a backend error (logged: the sense

@@ -64,7 +64,9 @@ impl AllMemoryStrategy {
         let warning = TrustWarning(format!(
             "SRP memory registration \"trust target\" is on: the target can read and write \
              all {len} bytes of this host's registered memory (rkey {:#x}, iova {iova:#x}) \
-             at any time, not just the buffers of its commands",
+             at any time, not just the buffers of its commands; an I/O given up (timeout, \
+             abort, reset) is not fenced: the target can still write into its buffer after \
+             the buffer is reused (exempt by design from per-I/O fencing)",
             rkey.0
         ));
         let strategy = AllMemoryStrategy {

@@ -1,11 +1,15 @@
 //! The independent conformance battery: libiscsi's `iscsi-test-cu` (Debian libiscsi-bin,
 //! not part of this project) run through Linux ib_srp's SCSI generic device against a
-//! target, ours or LIO, test by test. LIO's results are the bar: the summary names every
-//! test LIO passes and we fail.
+//! target, ours or LIO, test by test. LIO's results (its LUN 1, `fileio`) are the bar: the
+//! summary names every test LIO passes and we fail. Ours is run on three LUNs — RAM, a
+//! file and a block device (`side::CONFORMANCE_LUNS`) — so the battery's WRITE ATOMIC,
+//! durability and provisioning tests meet every kind of backing store; each must pass at
+//! least as many tests as LIO, none that LIO passes may fail, and WriteAtomic16 must pass
+//! on the file and the device.
 
 use super::Matrix;
 use super::direction_a::Against;
-use super::side::Side;
+use super::side::{CONFORMANCE_LUNS, Side};
 use crate::linux::{setup_rxe, srp_login, srp_logout};
 use crate::ours::WorkDir;
 use crate::{Error, Guest, GuestConfig, NetNs, Result};
@@ -23,38 +27,63 @@ pub enum Verdict {
     Skipped,
 }
 
-/// Runs the battery against `against`; the verdict of every test, by name.
-pub fn run(against: Against, filter: Option<&str>) -> Result<BTreeMap<String, Verdict>> {
+/// The verdicts of one LUN's run, by test name.
+pub type Verdicts = BTreeMap<String, Verdict>;
+
+/// Runs the battery against `against`: on LIO's LUN 1, on each of ours
+/// ([`CONFORMANCE_LUNS`]); (LUN kind, verdicts) per run.
+pub fn run(against: Against, filter: Option<&str>) -> Result<Vec<(&'static str, Verdicts)>> {
     let work = WorkDir::new(&format!("conformance-{}", against.label()))?;
     let ns = NetNs::new()?;
     let guest = Guest::boot(GuestConfig::new(&ns).nics(&[1500, 1500]))?;
     let rxe = setup_rxe(&guest)?;
     let mut side = match against {
-        Against::Ours => Side::ours(&ns, work.path(), &rxe)?,
+        Against::Ours => Side::ours_conformance(&ns, work.path(), &rxe)?,
         Against::OursRdmaCore => Side::ours_rdma_core(&guest, &rxe)?,
         Against::Lio => Side::lio(&guest, &rxe)?,
     };
-    let s = srp_login(&guest, &side.login(0, &rxe[0]))?;
-    let sg = s
-        .disks
-        .iter()
-        .find(|d| d.lun == 1)
-        .map(|d| d.sg.clone())
-        .ok_or_else(|| Error::Guest("no LUN 1".into()))?;
+    let luns: &[(u8, &'static str)] = match against {
+        Against::Lio => &[(1, "fileio")],
+        _ => &CONFORMANCE_LUNS,
+    };
+    let mut login = side.login(0, &rxe[0]);
+    login.expect_disks = 1 + luns.len();
+    let s = srp_login(&guest, &login)?;
     let test = filter.map(|f| format!("--test={f}")).unwrap_or_default();
-    // LUN 1 (32 MiB) keeps the data-loss tests short.
-    let out = guest.run(
-        &format!("cd /tmp && iscsi-test-cu --dataloss --verbose {test} {sg} 2>&1"),
-        Duration::from_secs(3 * 3600),
-    )?;
-    let log = std::env::temp_dir().join(format!("iscsi-test-cu-{}.log", against.label()));
-    let _ = std::fs::write(&log, &out.stdout);
-    eprintln!(
-        "iscsi-test-cu output against {}: {}",
-        against.label(),
-        log.display()
-    );
-    let verdicts = parse(&out.stdout);
+    let mut runs = Vec::new();
+    for &(lun, kind) in luns {
+        let sg = s
+            .disks
+            .iter()
+            .find(|d| d.lun == u64::from(lun))
+            .map(|d| d.sg.clone())
+            .ok_or_else(|| Error::Guest(format!("no LUN {lun}")))?;
+        // 32 MiB LUNs keep the data-loss tests short.
+        let out = guest.run(
+            &format!("cd /tmp && iscsi-test-cu --dataloss --verbose {test} {sg} 2>&1"),
+            Duration::from_secs(3 * 3600),
+        )?;
+        let log =
+            std::env::temp_dir().join(format!("iscsi-test-cu-{}-{kind}.log", against.label()));
+        let _ = std::fs::write(&log, &out.stdout);
+        eprintln!(
+            "iscsi-test-cu output against {} LUN {lun} ({kind}): {}",
+            against.label(),
+            log.display()
+        );
+        let verdicts = parse(&out.stdout);
+        if verdicts.is_empty() {
+            let _ = srp_logout(&guest, &s);
+            side.stop(&guest);
+            let _ = guest.shutdown();
+            return Err(Error::Guest(format!(
+                "iscsi-test-cu ran no test on LUN {lun} (exit {}):\n{}",
+                out.rc,
+                out.stdout.lines().take(40).collect::<Vec<_>>().join("\n")
+            )));
+        }
+        runs.push((kind, verdicts));
+    }
     let _ = srp_logout(&guest, &s);
     side.stop(&guest);
     // A guest that will not power off (LIO's failed checks can leave ib_srp busy) is
@@ -62,14 +91,7 @@ pub fn run(against: Against, filter: Option<&str>) -> Result<BTreeMap<String, Ve
     if let Err(e) = guest.shutdown() {
         eprintln!("guest shutdown: {e}");
     }
-    if verdicts.is_empty() {
-        return Err(Error::Guest(format!(
-            "iscsi-test-cu ran no test (exit {}):\n{}",
-            out.rc,
-            out.stdout.lines().take(40).collect::<Vec<_>>().join("\n")
-        )));
-    }
-    Ok(verdicts)
+    Ok(runs)
 }
 
 /// CUnit's verbose lines: `  Test: <name> ...passed` or `...FAILED`; a test that prints
@@ -119,54 +141,110 @@ fn parse(text: &str) -> BTreeMap<String, Verdict> {
     out
 }
 
-/// Runs the battery against both targets and records one check per target plus the
-/// comparison in `m`.
+fn tally(v: &Verdicts) -> String {
+    let n = |x: Verdict| v.values().filter(|y| **y == x).count();
+    format!(
+        "{} tests: {} passed, {} failed, {} skipped",
+        v.len(),
+        n(Verdict::Passed),
+        n(Verdict::Failed),
+        n(Verdict::Skipped)
+    )
+}
+
+fn passed(v: &Verdicts) -> usize {
+    v.values().filter(|x| **x == Verdict::Passed).count()
+}
+
+/// Runs the battery against both targets and records one check per run plus the
+/// comparisons in `m`: for each of our LUNs, no test LIO passes and it fails, and at least
+/// as many tests passed as LIO; WriteAtomic16 passes on our file and device LUNs.
 pub fn compare(m: &mut Matrix, filter: Option<&str>) {
-    let mut lio = BTreeMap::new();
-    let mut ours = BTreeMap::new();
-    for (against, into) in [(Against::Lio, &mut lio), (Against::Ours, &mut ours)] {
-        m.check(against.label(), "C.iscsi-test-cu", || {
-            *into = run(against, filter)?;
-            let n = |v: Verdict| into.values().filter(|x| **x == v).count();
-            Ok(format!(
-                "{} tests: {} passed, {} failed, {} skipped",
-                into.len(),
-                n(Verdict::Passed),
-                n(Verdict::Failed),
-                n(Verdict::Skipped)
-            ))
-        });
+    let mut lio = Verdicts::new();
+    let mut ours: Vec<(&'static str, Verdicts)> = Vec::new();
+    m.check("lio", "C.iscsi-test-cu", || {
+        let runs = run(Against::Lio, filter)?;
+        lio = runs.into_iter().next().map(|(_, v)| v).unwrap_or_default();
+        Ok(tally(&lio))
+    });
+    m.check("ours", "C.iscsi-test-cu-ram-file-device", || {
+        ours = run(Against::Ours, filter)?;
+        Ok(ours
+            .iter()
+            .map(|(kind, v)| format!("{kind}: {}", tally(v)))
+            .collect::<Vec<_>>()
+            .join("; "))
+    });
+    for (kind, v) in &ours {
+        m.check(
+            "ours",
+            &format!("C.no-test-lio-passes-and-ours-fails-{kind}"),
+            || {
+                if lio.is_empty() || v.is_empty() {
+                    return Err(Error::Guest("a battery run is missing".into()));
+                }
+                let worse: Vec<&String> = lio
+                    .iter()
+                    .filter(|(_, x)| **x == Verdict::Passed)
+                    .map(|(k, _)| k)
+                    .filter(|k| v.get(*k) != Some(&Verdict::Passed))
+                    .collect();
+                let better: Vec<&String> = v
+                    .iter()
+                    .filter(|(k, x)| {
+                        **x == Verdict::Passed && lio.get(*k) != Some(&Verdict::Passed)
+                    })
+                    .map(|(k, _)| k)
+                    .collect();
+                if !worse.is_empty() {
+                    return Err(Error::Guest(format!(
+                        "{} test(s) LIO passes and we fail on the {kind} LUN: {worse:?}",
+                        worse.len()
+                    )));
+                }
+                // The tally is checked, not only quoted: at least LIO's.
+                if passed(v) < passed(&lio) {
+                    return Err(Error::Guest(format!(
+                        "the {kind} LUN passes {} tests, LIO {}",
+                        passed(v),
+                        passed(&lio)
+                    )));
+                }
+                Ok(format!(
+                    "none; {} passed against LIO's {}; we pass {} test(s) LIO fails: {}",
+                    passed(v),
+                    passed(&lio),
+                    better.len(),
+                    better
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ))
+            },
+        );
     }
-    m.check("ours", "C.no-test-lio-passes-and-ours-fails", || {
-        let worse: Vec<&String> = lio
-            .iter()
-            .filter(|(_, v)| **v == Verdict::Passed)
-            .map(|(k, _)| k)
-            .filter(|k| ours.get(*k) != Some(&Verdict::Passed))
-            .collect();
-        let better: Vec<&String> = ours
-            .iter()
-            .filter(|(k, v)| **v == Verdict::Passed && lio.get(*k) != Some(&Verdict::Passed))
-            .map(|(k, _)| k)
-            .collect();
-        if lio.is_empty() || ours.is_empty() {
-            return Err(Error::Guest("a battery run is missing".into()));
-        }
-        if !worse.is_empty() {
-            return Err(Error::Guest(format!(
-                "{} test(s) LIO passes and we fail: {worse:?}",
-                worse.len()
-            )));
-        }
-        Ok(format!(
-            "none; we pass {} test(s) LIO fails: {}",
-            better.len(),
-            better
+    m.check("ours", "C.write-atomic16-on-file-and-device", || {
+        let mut seen = Vec::new();
+        for (kind, v) in ours.iter().filter(|(k, _)| *k != "ram") {
+            let atomic: Vec<(&String, &Verdict)> = v
                 .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
-        ))
+                .filter(|(k, _)| k.contains("WriteAtomic16"))
+                .collect();
+            if atomic.is_empty() && filter.is_none() {
+                return Err(Error::Guest(format!(
+                    "no WriteAtomic16 test ran on the {kind} LUN"
+                )));
+            }
+            if let Some((k, x)) = atomic.iter().find(|(_, x)| **x != Verdict::Passed) {
+                return Err(Error::Guest(format!("{k} {x:?} on the {kind} LUN")));
+            }
+            seen.push(format!("{kind}: {} passed", atomic.len()));
+        }
+        if seen.len() != 2 {
+            return Err(Error::Guest("the file and device runs are missing".into()));
+        }
+        Ok(seen.join(", "))
     });
 }
 

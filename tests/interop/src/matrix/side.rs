@@ -29,6 +29,8 @@ pub const LUN_MIB: [u64; 2] = [256, 32];
 #[derive(Debug)]
 pub struct Ours {
     runs: Runs,
+    /// The loop device of the conformance battery's block-device LUN, detached on drop.
+    _device: Option<LoopDevice>,
     sock: String,
     /// Each path's target address (`ip:port`).
     dest: [String; 2],
@@ -109,13 +111,80 @@ fn ours_config_with(work: &Path, allow: &[String], ports: [String; 2]) -> String
     )
 }
 
+/// The LUNs of the conformance battery's target (ours): LUN 1 RAM, LUN 2 a file, LUN 3 a
+/// block device, 32 MiB each — the battery's WRITE ATOMIC, durability and provisioning
+/// tests see each kind of backing store.
+pub const CONFORMANCE_LUNS: [(u8, &str); 3] = [(1, "ram"), (2, "file"), (3, "device")];
+
+/// A loop device over a file, detached on drop.
+#[derive(Debug)]
+pub struct LoopDevice(String);
+
+impl LoopDevice {
+    /// Attaches `file` (created, `mib` MiB).
+    fn new(file: &Path, mib: u64) -> Result<LoopDevice> {
+        let f =
+            std::fs::File::create(file).map_err(Error::io(format!("create {}", file.display())))?;
+        f.set_len(mib << 20)
+            .map_err(Error::io(format!("size {}", file.display())))?;
+        let out = std::process::Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(file)
+            .output()
+            .map_err(Error::io("losetup".to_owned()))?;
+        if !out.status.success() {
+            return Err(Error::Guest(format!(
+                "losetup {}: {}",
+                file.display(),
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        Ok(LoopDevice(
+            String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        ))
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.0])
+            .status();
+    }
+}
+
+/// [`ours_config`] with the conformance battery's LUNs 2 (a file) and 3 (`device`).
+fn ours_conformance_config(work: &Path, allow: &[String], device: &str) -> String {
+    let base = ours_config(work, allow).replace(
+        "exports = { 0 = \"vol0\", 1 = \"vol1\" }",
+        "exports = { 0 = \"vol0\", 1 = \"vol1\", 2 = \"vol2\", 3 = \"vol3\" }",
+    );
+    format!(
+        "{base}\n[[lun]]\nname = \"vol2\"\nfile = \"{img}\"\nsize = \"{m}MiB\"\n\n         [[lun]]\nname = \"vol3\"\ndevice = \"{device}\"\n",
+        img = work.join("vol2.img").display(),
+        m = LUN_MIB[1],
+    )
+}
+
 impl Side {
     /// Starts our target in `ns` (files in `work`), admitting the guest's `rxe` ports.
     pub fn ours(ns: &NetNs, work: &Path, rxe: &[RxeDevice]) -> Result<Side> {
         let allow: Vec<String> = rxe.iter().map(|r| linux_initiator_port_id(r, 0)).collect();
+        Self::ours_with(ns, work, &ours_config(work, &allow), None)
+    }
+
+    /// [`Side::ours`] with the conformance battery's LUNs ([`CONFORMANCE_LUNS`]): LUN 3 a
+    /// loop device over a file in `work`.
+    pub fn ours_conformance(ns: &NetNs, work: &Path, rxe: &[RxeDevice]) -> Result<Side> {
+        let allow: Vec<String> = rxe.iter().map(|r| linux_initiator_port_id(r, 0)).collect();
+        let device = LoopDevice::new(&work.join("vol3.img"), LUN_MIB[1])?;
+        let text = ours_conformance_config(work, &allow, &device.0);
+        Self::ours_with(ns, work, &text, Some(device))
+    }
+
+    fn ours_with(ns: &NetNs, work: &Path, text: &str, device: Option<LoopDevice>) -> Result<Side> {
         let conf = work.join("target.toml");
-        std::fs::write(&conf, ours_config(work, &allow))
-            .map_err(Error::io(format!("write {}", conf.display())))?;
+        std::fs::write(&conf, text).map_err(Error::io(format!("write {}", conf.display())))?;
         let conf = conf.display().to_string();
         let mut daemon = Daemon::start(
             ns,
@@ -126,6 +195,7 @@ impl Side {
         daemon.wait_for_log("control socket", Duration::from_secs(60))?;
         Ok(Side::Ours(Ours {
             runs: Runs::Namespace(daemon),
+            _device: device,
             sock: work.join("target.sock").display().to_string(),
             dest: ["192.168.77.254:5555".into(), "192.168.78.254:5555".into()],
         }))
@@ -146,6 +216,7 @@ impl Side {
         daemon.wait_for_log(guest, "control socket", Duration::from_secs(60))?;
         Ok(Side::Ours(Ours {
             runs: Runs::Guest(daemon),
+            _device: None,
             sock: work.join("target.sock").display().to_string(),
             dest: ["192.168.77.1:5555".into(), "192.168.78.1:5555".into()],
         }))
