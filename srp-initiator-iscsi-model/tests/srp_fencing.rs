@@ -26,7 +26,6 @@ use srp_initiator_iscsi_model::port::{
 };
 use srp_initiator_iscsi_model::srp::SrpDriver;
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
 const HOST_GUID: u64 = 0x0002_c903_00be_f201;
@@ -110,28 +109,6 @@ fn management(function: SrbFunction, target: Option<SrbId>) -> SrbRequest {
     r
 }
 
-/// Asks the target for `late` under the held descriptor's key: (landed, refused).
-fn late(stats: &Stats, late: Late) -> (u32, u32) {
-    let held = stats.held.lock().expect("held").len() as u32;
-    assert!(held >= 1, "the target holds a descriptor");
-    let total = |s: &Stats| {
-        Stats::get(&s.late_landed) + Stats::get(&s.late_refused) + Stats::get(&s.late_other)
-    };
-    let (landed, refused, all) = (
-        Stats::get(&stats.late_landed),
-        Stats::get(&stats.late_refused),
-        total(stats),
-    );
-    stats.late.store(late as u8, SeqCst);
-    wait_until("the late access's completion", || {
-        total(stats) >= all + held
-    });
-    (
-        Stats::get(&stats.late_landed) - landed,
-        Stats::get(&stats.late_refused) - refused,
-    )
-}
-
 /// The held request (`make`), a late `kind` access landing while it is outstanding, given
 /// up by `give_up` (returns its final status), the same access refused at the HCA.
 fn fenced_after(
@@ -157,7 +134,7 @@ fn fenced_after(
         Stats::get(&stats.commands) >= 1
     });
     assert_eq!(
-        late(&stats, kind),
+        stats.late_access(kind),
         (1, 0),
         "{kind:?} under the key of an outstanding I/O lands (the key is live)"
     );
@@ -169,7 +146,7 @@ fn fenced_after(
         "the request given up: {status:?}"
     );
     assert_eq!(
-        late(&stats, kind),
+        stats.late_access(kind),
         (0, 1),
         "{kind:?} under the key of an I/O given up ({want:?}) must fail at the HCA"
     );

@@ -69,29 +69,6 @@ fn setup(k: u8, cmd_timeout: Duration) -> (HostileTarget, Port<SrpMiniport>) {
     (target, port)
 }
 
-/// Asks the target for `late` under the held descriptor's key; what became of it:
-/// (landed, refused at the HCA).
-fn late(stats: &Stats, late: Late) -> (u32, u32) {
-    let held = stats.held.lock().expect("held").len() as u32;
-    assert!(held >= 1, "the target holds a descriptor");
-    let before = (
-        Stats::get(&stats.late_landed),
-        Stats::get(&stats.late_refused),
-        Stats::get(&stats.late_other),
-    );
-    stats.late.store(late as u8, SeqCst);
-    wait_until("the late access's completion", || {
-        Stats::get(&stats.late_landed)
-            + Stats::get(&stats.late_refused)
-            + Stats::get(&stats.late_other)
-            >= before.0 + before.1 + before.2 + held
-    });
-    (
-        Stats::get(&stats.late_landed) - before.0,
-        Stats::get(&stats.late_refused) - before.1,
-    )
-}
-
 /// The SRB the target holds (`request`, its first command), a late `kind` access landing
 /// while it is outstanding, then given up by `give_up` (which returns the SRB's final
 /// status), and the same access refused at the HCA.
@@ -118,14 +95,14 @@ fn fenced_after(
         Stats::get(&stats.commands) >= 1
     });
     assert_eq!(
-        late(&stats, kind),
+        stats.late_access(kind),
         (1, 0),
         "{kind:?} under the key of an outstanding I/O lands (the key is live)"
     );
     let status = give_up(&target, &port, &srb);
     assert_eq!(status, want, "the SRB given up");
     assert_eq!(
-        late(&stats, kind),
+        stats.late_access(kind),
         (0, 1),
         "{kind:?} under the key of an I/O given up ({want:?}) must fail at the HCA"
     );

@@ -161,21 +161,6 @@ impl Medium for InMemory {
     }
 }
 
-/// splitmix64.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// A range's blocks of generation `g`: each block says its range, its index and `g`.
 fn range_data(range: u64, g: u64) -> Vec<u8> {
     let mut d = vec![0u8; (RANGE_BLOCKS as usize) * BS];

@@ -108,21 +108,6 @@ fn recorded_lu(dir: &Path, name: &str, write_cache: bool, mutation: Mutation) ->
     LogicalUnit::new(backend, cfg)
 }
 
-/// splitmix64.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// Blocks no other write ever had: the write's id and LBA in each block, then noise.
 fn stamped(id: u64, lba: u64, blocks: u64, rng: &mut Rng) -> Vec<u8> {
     let mut d = vec![0u8; blocks as usize * BS];

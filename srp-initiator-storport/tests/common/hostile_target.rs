@@ -95,6 +95,36 @@ impl Stats {
     pub fn get(c: &AtomicU32) -> u32 {
         c.load(Ordering::SeqCst)
     }
+
+    /// Asks the target for a `late` access under every held descriptor's key and waits
+    /// (20 s at most) for their completions: (landed, refused at the HCA).
+    pub fn late_access(&self, late: Late) -> (u32, u32) {
+        let held = self.held.lock().expect("held").len() as u32;
+        assert!(held >= 1, "the target holds a descriptor");
+        let total = || {
+            Self::get(&self.late_landed)
+                + Self::get(&self.late_refused)
+                + Self::get(&self.late_other)
+        };
+        let (landed, refused, all) = (
+            Self::get(&self.late_landed),
+            Self::get(&self.late_refused),
+            total(),
+        );
+        self.late.store(late as u8, Ordering::SeqCst);
+        let end = std::time::Instant::now() + Duration::from_secs(20);
+        while total() < all + held {
+            assert!(
+                std::time::Instant::now() < end,
+                "the late access's completions: not within 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        (
+            Self::get(&self.late_landed) - landed,
+            Self::get(&self.late_refused) - refused,
+        )
+    }
 }
 
 /// The byte the target holds at byte `i` of block `lba`.
