@@ -481,6 +481,10 @@ enum BenchWhat {
     /// tokens, next to the same copy by the initiator's READ and WRITE, in one run, each
     /// copy checked against its source (medians of rounds).
     Copy(bench::copy::Options),
+    /// WRITE ATOMIC's cost: QD1 WRITE ATOMIC(16) through the target's intent log next to
+    /// the plain WRITE(16) of the same durability (write cache on, and FUA), on a file LU
+    /// in --dir (a real filesystem: /var/tmp), medians of interleaved rounds.
+    Atomic(bench::atomic::Options),
 }
 
 fn main() -> Result<()> {
@@ -576,6 +580,12 @@ fn main() -> Result<()> {
         } => {
             log::init(tracing::Level::WARN);
             bench::copy::run(&o)
+        }
+        Command::Bench {
+            what: BenchWhat::Atomic(o),
+        } => {
+            log::init(tracing::Level::WARN);
+            bench::atomic::run(&o)
         }
         Command::BenchPeer { addr, no_gso } => bench::peer::run(addr, 64 << 20, !no_gso),
         Command::Man { out } => {
