@@ -79,6 +79,10 @@ pub enum AtomicLogError {
         /// What it should say.
         want: Header,
     },
+    /// Writing a record in place, or flushing the medium, failed during the start-up
+    /// repair.
+    #[error("replaying the intent log onto the medium: {0}")]
+    Replay(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The operating system refused.
     #[error("{op} {path}: {source}", path = path.display())]
     Io {
@@ -250,32 +254,22 @@ impl IntentLog {
     /// Start-up repair: writes every pending record in place with `write` (block, data),
     /// in order, then `flush`es the medium and empties the log. Returns how many records
     /// were replayed.
-    pub fn recover<E: std::error::Error + 'static>(
+    pub fn recover<E: std::error::Error + Send + Sync + 'static>(
         &mut self,
         pending: &Pending,
         mut write: impl FnMut(u64, &[u8]) -> Result<(), E>,
         flush: impl FnOnce() -> Result<(), E>,
-    ) -> Result<usize, RecoverError<E>> {
+    ) -> Result<usize, AtomicLogError> {
+        let replay = |e: E| AtomicLogError::Replay(Box::new(e));
         for (lba, data) in &pending.writes {
-            write(*lba, data).map_err(RecoverError::Medium)?;
+            write(*lba, data).map_err(replay)?;
         }
         if !pending.writes.is_empty() {
-            flush().map_err(RecoverError::Medium)?;
+            flush().map_err(replay)?;
         }
-        self.reset().map_err(RecoverError::Log)?;
+        self.reset()?;
         Ok(pending.writes.len())
     }
-}
-
-/// Why a start-up repair failed.
-#[derive(Debug, thiserror::Error)]
-pub enum RecoverError<E: std::error::Error + 'static> {
-    /// Writing or flushing the medium.
-    #[error("replaying the intent log onto the medium: {0}")]
-    Medium(#[source] E),
-    /// Emptying the log.
-    #[error(transparent)]
-    Log(AtomicLogError),
 }
 
 /// The whole records of a log body (after its header), up to the first torn one.
