@@ -407,3 +407,19 @@ fn a_block_devices_own_physical_block_size_is_used_and_checked() {
     // Larger LUN blocks than the device's are fine (each is whole device blocks).
     assert!(build_on_device(&s512, "block_size = 4096").is_ok());
 }
+
+/// GET LBA STATUS on a block device: the kernel may not answer SEEK_DATA/SEEK_HOLE there
+/// (6.18's block layer answers EINVAL); the LU reports the blocks mapped rather than a
+/// MEDIUM ERROR (libiscsi's GetLBAStatus.Simple against a device LUN found it).
+#[test]
+fn get_lba_status_on_a_block_device_answers_mapped() {
+    let dir = TempDir::new("appliance-lba-status");
+    let Some(dev) = loop_device(&dir, 512) else {
+        return;
+    };
+    let b = srp_target::FileBackend::open(&dev.0, srp_target::BlockSize::B512, false)
+        .expect("the device opens");
+    let e = srp_target::Backend::lba_status(&b, scsi::Lba(8), 64).expect("answers");
+    assert!(!e.deallocated, "{e:?}");
+    assert!(e.blocks >= 1);
+}

@@ -143,6 +143,10 @@ impl Medium for FileMedium {
             // lseek(2) returns a non-negative offset on success.
             Ok(at) => Ok(Some(at as u64).filter(|&at| at < end)),
             Err(Errno::ENXIO) => Ok(None),
+            // No hole information here (a block device on kernels whose block layer does
+            // not answer SEEK_DATA/SEEK_HOLE, as 6.18's does not): all data, as the trait's
+            // default says — never a medium error for a question the medium cannot answer.
+            Err(Errno::EINVAL | Errno::ESPIPE | Errno::EOPNOTSUPP) => Ok(data.then_some(offset)),
             Err(e) => Err(e),
         }
     }
