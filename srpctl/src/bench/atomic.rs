@@ -154,7 +154,10 @@ pub(crate) fn run(o: &Options) -> Result<()> {
             "--sizes-kib: 4 to 256, whole 4 KiB ({k})"
         );
     }
-    let files = Files(o.dir.join(format!("srpctl-bench-atomic-{}", std::process::id())));
+    let files = Files(
+        o.dir
+            .join(format!("srpctl-bench-atomic-{}", std::process::id())),
+    );
     std::fs::create_dir_all(&files.0).with_context(|| format!("{}", files.0.display()))?;
     let config = target_config(o, &files.0)?;
     let options = DaemonOptions {

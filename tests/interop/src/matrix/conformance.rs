@@ -96,11 +96,15 @@ pub fn run(against: Against, filter: Option<&str>) -> Result<Vec<(&'static str, 
 
 /// CUnit's verbose lines: `  Test: <name> ...passed` or `...FAILED`; a test that prints
 /// warnings first has its verdict alone on a later line. A test with no verdict before the
-/// next one (the battery skipped it, or crashed) counts as skipped.
+/// next one (the battery skipped it, or crashed) counts as skipped, and so does one that
+/// printed `[SKIPPED]` before its `passed` (libiscsi's skip of a test the target does not
+/// support prints as passed: LIO 6.1 "passes" GetLBAStatus that way, never having been
+/// asked).
 fn parse(text: &str) -> BTreeMap<String, Verdict> {
     let mut out = BTreeMap::new();
     let mut suite = String::new();
     let mut pending: Option<String> = None;
+    let mut skipped = false;
     let verdict = |s: &str| {
         let s = s.trim_end();
         if s.ends_with("passed") {
@@ -124,15 +128,26 @@ fn parse(text: &str) -> BTreeMap<String, Verdict> {
             }
             let (name, rest) = t.split_once(" ...").unwrap_or((t, ""));
             let name = format!("{suite}.{}", name.trim());
+            skipped = rest.contains("[SKIPPED]");
             match verdict(rest) {
+                Some(Verdict::Passed) if skipped => {
+                    out.insert(name, Verdict::Skipped);
+                }
                 Some(v) => {
                     out.insert(name, v);
                 }
                 None => pending = Some(name),
             }
         } else if let (Some(p), Some(v)) = (pending.as_ref(), verdict(l)) {
+            let v = if skipped && v == Verdict::Passed {
+                Verdict::Skipped
+            } else {
+                v
+            };
             out.insert(p.clone(), v);
             pending = None;
+        } else if pending.is_some() && l.contains("[SKIPPED]") {
+            skipped = true;
         }
     }
     if let Some(p) = pending {
@@ -257,7 +272,10 @@ mod tests {
         let text = "Suite: Inquiry\n  Test: Standard ...passed\n  Test: MaxLen ...FAILED\n    1. x\n\
                     Test: BlockLimits ...    [WARNING] SBC-3 pagelength\nFAILED\n    1. y\n\
                     Test: Versions ...    [WARNING] no SPC\n    [WARNING] no SBC\npassed\n\
-                    Suite: Read10\n  Test: Simple ...\n  Test: Other ...passed\n";
+                    Suite: Read10\n  Test: Simple ...\n  Test: Other ...passed\n\
+                    Suite: GetLBAStatus\n  Test: Simple ...    [SKIPPED] GET_LBA_STATUS is not implemented.\n\
+                    [SKIPPED] GETLBASTATUS is not implemented.\npassed\n\
+                    Test: Unmap ...passed\n";
         let v = parse(text);
         assert_eq!(v.get("Inquiry.Standard"), Some(&Verdict::Passed));
         assert_eq!(v.get("Inquiry.MaxLen"), Some(&Verdict::Failed));
@@ -265,5 +283,7 @@ mod tests {
         assert_eq!(v.get("Inquiry.Versions"), Some(&Verdict::Passed));
         assert_eq!(v.get("Read10.Simple"), Some(&Verdict::Skipped));
         assert_eq!(v.get("Read10.Other"), Some(&Verdict::Passed));
+        assert_eq!(v.get("GetLBAStatus.Simple"), Some(&Verdict::Skipped));
+        assert_eq!(v.get("GetLBAStatus.Unmap"), Some(&Verdict::Passed));
     }
 }
