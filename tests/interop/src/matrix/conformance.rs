@@ -275,7 +275,8 @@ mod tests {
                     Suite: Read10\n  Test: Simple ...\n  Test: Other ...passed\n\
                     Suite: GetLBAStatus\n  Test: Simple ...    [SKIPPED] GET_LBA_STATUS is not implemented.\n\
                     [SKIPPED] GETLBASTATUS is not implemented.\npassed\n\
-                    Test: Unmap ...passed\n";
+                    Test: Unmap ...passed\n\
+                    Test: Inline ...    [SKIPPED] not supported ...passed\n";
         let v = parse(text);
         assert_eq!(v.get("Inquiry.Standard"), Some(&Verdict::Passed));
         assert_eq!(v.get("Inquiry.MaxLen"), Some(&Verdict::Failed));
@@ -285,5 +286,6 @@ mod tests {
         assert_eq!(v.get("Read10.Other"), Some(&Verdict::Passed));
         assert_eq!(v.get("GetLBAStatus.Simple"), Some(&Verdict::Skipped));
         assert_eq!(v.get("GetLBAStatus.Unmap"), Some(&Verdict::Passed));
+        assert_eq!(v.get("GetLBAStatus.Inline"), Some(&Verdict::Skipped));
     }
 }
