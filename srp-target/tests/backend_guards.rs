@@ -236,7 +236,7 @@ fn a_mounted_device_is_refused_naming_the_mount_and_shared_read_only_only_when_a
     // Free now; and while this target has it, nobody can mount it or open it exclusively.
     let ours = FileBackend::open(&disk.dev, BlockSize::B512, false).expect("unmounted: ours");
     let e = held(FileBackend::open(&disk.dev, BlockSize::B512, false));
-    assert!(e.contains("in use"), "{e}");
+    assert!(e.contains("in use by this target"), "{e}");
     std::fs::create_dir_all(&at).expect("mount point");
     let mount = Command::new("mount")
         .arg(&disk.dev)

@@ -395,7 +395,10 @@ impl Backend for FileBackend {
 /// Who has claimed the block device `path`, in words.
 fn claimed_by(path: &Path) -> String {
     let holders = claim::device_holders(path);
-    if holders.is_empty() {
+    if holders.is_empty() && claim::has_open(std::process::id(), path) {
+        "the device is in use by this target (another LUN of it, or one not yet released)"
+            .to_owned()
+    } else if holders.is_empty() {
         "the device is in use (opened exclusively by another program: another target, a \
          filesystem tool)"
             .to_owned()
