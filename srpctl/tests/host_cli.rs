@@ -107,7 +107,15 @@ fn operators_log_in_list_and_log_out_through_the_host_daemon() {
         .arg(&block_file)
         .spawn()
         .expect("a process holding the disk");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Until the holder has the file open (a bounded wait on another process's state).
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while srp_target::backend::claim::open_elsewhere(&block_file).is_empty() {
+        assert!(
+            std::time::Instant::now() < end,
+            "the holder never opened the disk"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let drill = Command::new(env!("CARGO_BIN_EXE_srpctl"))
         .args(["drill", "failover", "--socket"])
         .arg(&socket)
