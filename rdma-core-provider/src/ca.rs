@@ -11,6 +11,7 @@
 //! request outside the kernel: `CaCaps::fast_reg` is false — the host fences per I/O with
 //! type-2 memory windows instead) and QP1 (the kernel owns it: `create_gsi_qp`).
 
+use crate::bind_fence::{Fence, FenceState, Guard, Segment, is_sentinel, plan, sentinel_wr_id};
 use crate::device::DeviceCore;
 use crate::events::EventLoop;
 use crate::ffi::types::*;
@@ -41,9 +42,38 @@ const POLL_BATCH: usize = 32;
 
 /// A QP and the chains its posts are built in (kept between posts: no allocation).
 pub(crate) struct QpEntry {
+    /// Before `qp`: the sentinel window is deallocated before the QP it is bound to.
+    send: Mutex<SendSide>,
     pub(crate) qp: Qp,
-    send: Mutex<SendChain>,
     recv: Mutex<RecvChain>,
+    /// Successful send completions polled (signaled requests retired), for the bind fence.
+    retired: AtomicU64,
+}
+
+/// A QP's send side: the chain being built, the bind fence (rxe only) and the plan of a
+/// post's segments (kept between posts).
+#[derive(Default)]
+struct SendSide {
+    chain: SendChain,
+    fence: Option<Fence>,
+    plan: Vec<Segment>,
+    /// Whether each request of `chain` is signaled.
+    signaled: Vec<bool>,
+    /// Signaled requests posted (compared with [`QpEntry::retired`]).
+    signaled_posted: u64,
+    /// Whether the last request posted is unsignaled (its retirement is not seen).
+    tail_unsignaled: bool,
+}
+
+impl SendSide {
+    /// Counts the first `posted` requests of the chain as posted.
+    fn count_posted(&mut self, posted: usize) {
+        let posted = &self.signaled[..posted.min(self.signaled.len())];
+        self.signaled_posted += posted.iter().filter(|&&s| s).count() as u64;
+        if let Some(&last) = posted.last() {
+            self.tail_unsignaled = !last;
+        }
+    }
 }
 
 /// The device's objects by the ids the consumer knows them by.
@@ -101,6 +131,10 @@ pub(crate) struct Shared {
     pub(crate) unknown_events: AtomicU64,
     /// Completions whose work request the provider could not read back (a wrong opcode).
     strange_completions: AtomicU32,
+    /// Runs of memory-window binds posted behind the sentinel (`bind_fence.rs`).
+    fenced_binds: AtomicU64,
+    /// Completions of sentinel requests (flushes and failures; never the consumer's).
+    sentinel_completions: AtomicU64,
 }
 
 impl Shared {
@@ -201,6 +235,8 @@ impl RdmaCa {
             cq_notifications: AtomicU64::new(0),
             unknown_events: AtomicU64::new(0),
             strange_completions: AtomicU32::new(0),
+            fenced_binds: AtomicU64::new(0),
+            sentinel_completions: AtomicU64::new(0),
         });
         let (jobs, queue) = channel();
         let s = shared.clone();
@@ -286,6 +322,183 @@ impl RdmaCa {
             .get(&n.get())
             .cloned()
             .ok_or_else(|| no_such("QP", n))
+    }
+}
+
+impl RdmaCa {
+    /// Posts `wrs` on `qp` as the bind fence plans it (one `ibv_post_send` per segment;
+    /// a single one when the device needs no fence or the list has no bind to fence). On
+    /// an error, the consumer's requests before the index it names were posted.
+    fn post_segments(
+        &self,
+        entry: &QpEntry,
+        side: &mut SendSide,
+        wrs: &[SendWr],
+        o: &Objects,
+    ) -> Result<(), VerbsError> {
+        let qp = &entry.qp;
+        let state = side.fence.as_ref().map_or(FenceState::Broken, |f| f.state);
+        let idle =
+            side.signaled_posted == entry.retired.load(Ordering::Acquire) && !side.tail_unsignaled;
+        let mut segments = std::mem::take(&mut side.plan);
+        plan(
+            state,
+            idle,
+            wrs.len(),
+            |i| matches!(wrs[i].op, SendOp::BindMw { .. }),
+            &mut segments,
+        );
+        let r = self.post_planned(qp, side, &segments, wrs, o);
+        side.plan = segments;
+        r
+    }
+
+    /// [`Self::post_segments`] once planned.
+    fn post_planned(
+        &self,
+        qp: &Qp,
+        side: &mut SendSide,
+        segments: &[Segment],
+        wrs: &[SendWr],
+        o: &Objects,
+    ) -> Result<(), VerbsError> {
+        let wr_id = sentinel_wr_id(qp.num());
+        let mut binds = Vec::new();
+        for seg in segments {
+            side.chain.clear();
+            side.signaled.clear();
+            let guard = if side.fence.is_some() {
+                seg.guard
+            } else {
+                Guard::None
+            };
+            if let Some(f) = side.fence.as_ref() {
+                push_guard(&mut side.chain, f, guard, wr_id, &mut binds);
+                side.signaled.resize(guard.len(), false);
+            }
+            let g = guard.len();
+            for i in seg.wrs.clone() {
+                side.signaled
+                    .push(wrs[i].flags.contains(SendFlags::SIGNALED));
+                if let Err(e) = push_send(&mut side.chain, &wrs[i], o, &mut binds) {
+                    side.signaled.pop();
+                    // Those before `i` are not posted yet: post them, then report `i`.
+                    let r = qp.post_send(&mut side.chain);
+                    let posted = r.as_ref().map_or_else(|(j, _)| *j, |()| side.chain.len());
+                    side.count_posted(posted);
+                    settle(&mut side.fence, guard, posted, &mut binds);
+                    return Err(match r {
+                        Err((j, err)) => post_list_error(seg.wrs.start + j.saturating_sub(g), &err),
+                        Ok(()) => VerbsError::PostList {
+                            index: i,
+                            source: provider(e),
+                        },
+                    });
+                }
+            }
+            let r = qp.post_send(&mut side.chain);
+            let posted = r.as_ref().map_or_else(|(j, _)| *j, |()| side.chain.len());
+            side.count_posted(posted);
+            settle(&mut side.fence, guard, posted, &mut binds);
+            if let Err((j, err)) = r {
+                return Err(post_list_error(seg.wrs.start + j.saturating_sub(g), &err));
+            }
+            if guard == Guard::InvalidateRebind {
+                self.shared.fenced_binds.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// A completion of a sentinel request (unsignaled: a flush or a failure), counted; a
+    /// failure (the QP's error with it) logged.
+    fn sentinel_done(&self, w: &ibv_wc) {
+        self.shared
+            .sentinel_completions
+            .fetch_add(1, Ordering::Relaxed);
+        let status = WcStatus::from(u8::try_from(w.status).unwrap_or(21));
+        if status == WcStatus::WrFlushErr {
+            tracing::debug!(
+                qpn = w.qp_num,
+                "a bind-fence request flushed (the QP is in error)"
+            );
+        } else {
+            tracing::warn!(
+                qpn = w.qp_num,
+                ?status,
+                vendor_err = w.vendor_err,
+                "a bind-fence request failed: the QP is in error (counted)"
+            );
+        }
+    }
+}
+
+/// The sentinel's requests of `guard` appended to `chain` (its rebind recorded in `binds`).
+fn push_guard(
+    chain: &mut SendChain,
+    f: &Fence,
+    guard: Guard,
+    wr_id: u64,
+    binds: &mut Vec<(usize, Arc<Mw>, u32)>,
+) {
+    let empty = core::iter::empty();
+    if guard == Guard::InvalidateRebind {
+        let key = f.mw.rkey();
+        chain.push(
+            wr_id,
+            IBV_WR_LOCAL_INV,
+            IBV_SEND_FENCE,
+            empty,
+            key,
+            (0, 0),
+            None,
+        );
+    }
+    if guard != Guard::None {
+        let key = f.next_key();
+        binds.push((chain.len(), f.mw.clone(), key));
+        chain.push(
+            wr_id,
+            IBV_WR_BIND_MW,
+            0,
+            core::iter::empty(),
+            0,
+            (0, 0),
+            Some(BindTarget {
+                mw: &f.mw,
+                new_rkey: key,
+                mr: &f.mr,
+                addr: f.iova,
+                length: 1,
+                access: 0,
+            }),
+        );
+    }
+}
+
+/// After a post of which the first `posted` requests went in: the next bind of a window
+/// names it by the key this one gave it (rdma-core leaves a type-2 window's key to its
+/// consumer; rxe refuses a stale one), and the fence's state follows its guard.
+fn settle(
+    fence: &mut Option<Fence>,
+    guard: Guard,
+    posted: usize,
+    binds: &mut Vec<(usize, Arc<Mw>, u32)>,
+) {
+    for (at, mw, rkey) in binds.drain(..) {
+        if at < posted {
+            mw.set_rkey(rkey);
+        }
+    }
+    if let Some(f) = fence.as_mut() {
+        let before = f.state;
+        f.state = guard.after(before, posted);
+        if f.state == FenceState::Broken && before != FenceState::Broken {
+            tracing::warn!(
+                "a post stopped between the bind fence's LOCAL_INV and its rebind: this \
+                 QP's memory-window binds go unfenced from now on (rxe may replay them)"
+            );
+        }
     }
 }
 
@@ -769,7 +982,12 @@ impl ChannelInterface for RdmaCa {
         self.submit(move |s| {
             let mut o = s.objects.write().unwrap_or_else(PoisonError::into_inner);
             let id = o.id();
-            let cqe = u32::try_from(capacity).unwrap_or(u32::MAX);
+            let mut cqe = u32::try_from(capacity).unwrap_or(u32::MAX);
+            if s.dev.fence_binds {
+                // Room for the flushes of the sentinels' requests (as many at most as the
+                // consumer's own), as the send queues are made deeper for them.
+                cqe = cqe.saturating_mul(2).min(s.dev.max_cqe.max(cqe));
+            }
             let cq = Cq::create(&s.dev.ctx, cqe, u64::from(id), &s.dev.channel)
                 .map_err(|e| os_error("ibv_create_cq", &e))?;
             o.cqs.insert(id, Arc::new(cq));
@@ -838,8 +1056,18 @@ impl ChannelInterface for RdmaCa {
                 .ok_or_else(|| no_such("CQ", init.recv_cq.0))?;
             drop(o);
             let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+            let fenced = s.dev.fence_binds && init.qp_type == QpType::Rc;
+            let mut max_send_wr = n(init.max_send_wr);
+            if fenced {
+                // Two sentinel requests per run of binds, and every run has a bind and a
+                // SEND of the consumer's: twice as deep covers them (plus the first bind).
+                max_send_wr = max_send_wr
+                    .saturating_mul(2)
+                    .saturating_add(1)
+                    .min(s.dev.max_qp_wr.max(max_send_wr));
+            }
             let cap = ibv_qp_cap {
-                max_send_wr: n(init.max_send_wr),
+                max_send_wr,
                 max_recv_wr: n(init.max_recv_wr),
                 max_send_sge: n(init.max_sge.max(1)),
                 max_recv_sge: n(init.max_sge.max(1)),
@@ -849,13 +1077,23 @@ impl ChannelInterface for RdmaCa {
                 QpType::Rc => IBV_QPT_RC,
                 QpType::Ud => IBV_QPT_UD,
             };
+            let fence = if fenced {
+                let access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
+                Some(Fence::new(&pd, access).map_err(|e| os_error("the bind fence", &e))?)
+            } else {
+                None
+            };
             let qp = Qp::create(&pd, &scq, &rcq, qp_type, cap, init.sq_sig_all)
                 .map_err(|e| os_error("ibv_create_qp", &e))?;
             let num = qp.num();
             let entry = QpEntry {
+                send: Mutex::new(SendSide {
+                    fence,
+                    ..SendSide::default()
+                }),
                 qp,
-                send: Mutex::new(SendChain::default()),
                 recv: Mutex::new(RecvChain::default()),
+                retired: AtomicU64::new(0),
             };
             s.objects
                 .write()
@@ -879,7 +1117,18 @@ impl ChannelInterface for RdmaCa {
             let mut a = s.qp_attr(&attr);
             let bits = i32::try_from(mask.bits()).unwrap_or(0);
             e.qp.modify(&mut a, bits)
-                .map_err(|err| os_error("ibv_modify_qp", &err))
+                .map_err(|err| os_error("ibv_modify_qp", &err))?;
+            if mask.contains(QpAttrMask::STATE) && attr.state == QpState::Reset {
+                // Back to an empty queue: a fresh sentinel, bound by the next first post.
+                let mut send = e.send.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(f) = send.fence.as_mut() {
+                    f.renew().map_err(|err| os_error("the bind fence", &err))?;
+                }
+                send.signaled_posted = 0;
+                send.tail_unsignaled = false;
+                e.retired.store(0, Ordering::Release);
+            }
+            Ok(())
         })
     }
 
@@ -921,48 +1170,15 @@ impl ChannelInterface for RdmaCa {
                 return Err(e);
             }
         };
-        let mut chain = entry.send.lock().unwrap_or_else(PoisonError::into_inner);
-        chain.clear();
-        let mut binds = Vec::new();
-        // The next bind of a window names it by the key this one gives it (rdma-core leaves
-        // a type-2 window's key to its consumer; rxe refuses a stale one): written for the
-        // binds the device took, the first `posted` of the chain.
-        let record = |binds: &mut Vec<(usize, Arc<Mw>, u32)>, posted: usize| {
-            for (at, mw, rkey) in binds.drain(..) {
-                if at < posted {
-                    mw.set_rkey(rkey);
-                }
-            }
-        };
-        {
-            let o = self.shared.objects();
-            for (i, wr) in wrs.iter().enumerate() {
-                if let Err(e) = push_send(&mut chain, wr, &o, &mut binds) {
-                    // Those before `i` are not posted yet: post them, then report `i`.
-                    wrs.clear();
-                    let r = entry.qp.post_send(&mut chain);
-                    record(&mut binds, r.as_ref().map_or_else(|(j, _)| *j, |()| i));
-                    chain.clear();
-                    return Err(match r {
-                        Err((j, err)) => post_list_error(j, &err),
-                        Ok(()) => VerbsError::PostList {
-                            index: i,
-                            source: provider(e),
-                        },
-                    });
-                }
-            }
-            // Windows and regions named by the chain stay alive: `o` is held for the post.
-            let r = entry.qp.post_send(&mut chain);
-            record(
-                &mut binds,
-                r.as_ref().map_or_else(|(j, _)| *j, |()| chain.len()),
-            );
-            chain.clear();
-            wrs.clear();
-            drop(o);
-            r.map_err(|(j, err)| post_list_error(j, &err))
-        }
+        let mut side = entry.send.lock().unwrap_or_else(PoisonError::into_inner);
+        let side = &mut *side;
+        // Windows and regions named by the chain stay alive: `o` is held for the posts.
+        let o = self.shared.objects();
+        let r = self.post_segments(&entry, side, wrs, &o);
+        side.chain.clear();
+        wrs.clear();
+        drop(o);
+        r
     }
 
     fn post_recv(&self, qp: QpId, wr: RecvWr) -> Result<(), VerbsError> {
@@ -998,22 +1214,37 @@ impl ChannelInterface for RdmaCa {
             .get(&cq.0)
             .cloned()
             .ok_or_else(|| no_such("CQ", cq.0))?;
+        // The bind fence counts each QP's retired send requests.
+        let o = self.shared.dev.fence_binds.then(|| self.shared.objects());
         let mut buf = [ibv_wc::default(); POLL_BATCH];
         let mut total = 0;
+        let mut delivered = 0;
         while total < max {
             let want = (max - total).min(POLL_BATCH);
             let n = c
                 .poll(&mut buf[..want])
                 .map_err(|e| os_error("ibv_poll_cq", &e))?;
             for w in &buf[..n] {
+                if is_sentinel(w.wr_id) {
+                    self.sentinel_done(w);
+                    continue;
+                }
+                if let Some(o) = o.as_ref()
+                    && w.status == IBV_WC_SUCCESS
+                    && !matches!(w.opcode, IBV_WC_RECV | IBV_WC_RECV_RDMA_WITH_IMM)
+                    && let Some(e) = o.qps.get(&w.qp_num)
+                {
+                    e.retired.fetch_add(1, Ordering::Release);
+                }
                 out.push(wc_of(w, &self.shared.strange_completions));
+                delivered += 1;
             }
             total += n;
             if n < want {
                 break;
             }
         }
-        Ok(total)
+        Ok(delivered)
     }
 
     fn req_notify_cq(&self, cq: CqId, mode: ArmMode) -> Result<(), VerbsError> {
@@ -1036,6 +1267,8 @@ impl ChannelInterface for RdmaCa {
             resource_verbs_at_dispatch: s.at_dispatch.load(Ordering::Relaxed),
             cq_notifications: s.cq_notifications.load(Ordering::Relaxed),
             routine_panics: s.panics.load(Ordering::Relaxed),
+            fenced_binds: s.fenced_binds.load(Ordering::Relaxed),
+            own_completions: s.sentinel_completions.load(Ordering::Relaxed),
         }
     }
 }

@@ -33,6 +33,12 @@ pub(crate) struct DeviceCore {
     pub(crate) max_rd_atom: (u8, u8),
     /// Where CQ notifications arrive.
     pub(crate) channel: Arc<CompChannel>,
+    /// Linux's rxe, which replays memory-window binds on a retry: they are fenced
+    /// (`bind_fence.rs`).
+    pub(crate) fence_binds: bool,
+    /// The deepest work queue and CQ the device makes.
+    pub(crate) max_qp_wr: u32,
+    pub(crate) max_cqe: u32,
 }
 
 fn no_provider(e: impl std::fmt::Display) -> OpenError {
@@ -142,6 +148,16 @@ impl DeviceCore {
             & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)
             != 0;
         let rd = |n: i32| u8::try_from(n.clamp(0, 255)).unwrap_or(u8::MAX);
+        let mem_windows = windows && attr.max_mw > 0;
+        let fence_binds = mem_windows && attr.vendor_id == crate::bind_fence::RXE_VENDOR_ID;
+        if fence_binds {
+            tracing::info!(
+                device = ctx.name(),
+                "rxe replays local operations on a retry: memory-window binds are fenced \
+                 behind a sentinel LOCAL_INV (see the provider's bind_fence.rs)"
+            );
+        }
+        let max = |n: i32| u32::try_from(n).unwrap_or(0);
         Ok(DeviceCore {
             port,
             gid_index,
@@ -150,10 +166,13 @@ impl DeviceCore {
             caps: CaCaps {
                 // User space has no fast-registration work request.
                 fast_reg: false,
-                mem_windows: windows && attr.max_mw > 0,
+                mem_windows,
             },
             max_rd_atom: (rd(attr.max_qp_rd_atom), rd(attr.max_qp_init_rd_atom)),
             channel,
+            fence_binds,
+            max_qp_wr: max(attr.max_qp_wr),
+            max_cqe: max(attr.max_cqe),
             ctx,
         })
     }

@@ -20,6 +20,7 @@
 #![deny(unsafe_code)]
 #![cfg(target_os = "linux")]
 
+mod bind_fence;
 mod ca;
 #[cfg(test)]
 mod ca_tests;

@@ -178,21 +178,24 @@ fn pump<T>(a: &mut Side, b: &mut Side, mut want: impl FnMut(&ConnEvent, bool) ->
     }
 }
 
-#[test]
-fn a_connection_windows_and_a_drain_on_a_real_device() {
-    let Some(addr) = std::env::var("RDMA_CORE_TEST_ADDR")
+/// The device address under test, or `None` (and a SKIP line) when there is none.
+fn test_addr(test: &str) -> Option<IpAddr> {
+    let addr = std::env::var("RDMA_CORE_TEST_ADDR")
         .ok()
-        .and_then(|a| a.parse::<IpAddr>().ok())
-    else {
+        .and_then(|a| a.parse::<IpAddr>().ok());
+    if addr.is_none() {
         eprintln!(
-            "SKIP a_connection_windows_and_a_drain_on_a_real_device: RDMA_CORE_TEST_ADDR not set \
-             (no RDMA device here; the interop matrix runs this in the Linux guest)"
+            "SKIP {test}: RDMA_CORE_TEST_ADDR not set (no RDMA device here; the interop \
+             matrix runs this in the Linux guest)"
         );
-        return;
-    };
-    let mut a = Side::open(addr);
-    let mut b = Side::open(addr);
-    let service = ServiceId::rdma_ip(RdmaPortSpace::Tcp, 7471);
+    }
+    addr
+}
+
+/// `a` connected to `b` through RDMA-CM on TCP port `port`, private data checked both
+/// ways; B has one receive (0xb1) posted when `b_recv`, A has none. The two connections.
+fn connect(a: &mut Side, b: &mut Side, addr: IpAddr, port: u16, b_recv: bool) -> (ConnId, ConnId) {
+    let service = ServiceId::rdma_ip(RdmaPortSpace::Tcp, port);
     b.cm.listen(service).expect("listen");
     let login: Vec<u8> = (0..56u8).collect();
     let conn_a =
@@ -211,7 +214,7 @@ fn a_connection_windows_and_a_drain_on_a_real_device() {
             private_data: login.clone(),
         })
         .expect("connect");
-    let req = pump(&mut a, &mut b, |ev, from_a| match ev {
+    let req = pump(a, b, |ev, from_a| match ev {
         ConnEvent::Request(r) if !from_a => Some(r.clone()),
         _ => None,
     });
@@ -227,7 +230,9 @@ fn a_connection_windows_and_a_drain_on_a_real_device() {
     let rc = b.cm.qp_attrs(req.conn).expect("qp attributes");
     b.sync.connect_rc(b.qp, rc).expect("connect B's QP");
     // Receives go on a QP past RESET (rxe refuses them before).
-    b.post_recv(0xb1, 0);
+    if b_recv {
+        b.post_recv(0xb1, 0);
+    }
     b.cm.accept(
         req.conn,
         &AcceptRequest {
@@ -239,7 +244,7 @@ fn a_connection_windows_and_a_drain_on_a_real_device() {
         },
     )
     .expect("accept");
-    let rep = pump(&mut a, &mut b, |ev, from_a| match ev {
+    let rep = pump(a, b, |ev, from_a| match ev {
         ConnEvent::Response { conn, private_data } if from_a && *conn == conn_a => {
             Some(private_data.clone())
         }
@@ -249,11 +254,22 @@ fn a_connection_windows_and_a_drain_on_a_real_device() {
     let rc = a.cm.qp_attrs(conn_a).expect("qp attributes");
     a.sync.connect_rc(a.qp, rc).expect("connect A's QP");
     a.cm.establish(conn_a).expect("establish (RTU)");
-    a.post_recv(0xa1, 0);
     let conn_b: ConnId = req.conn;
-    pump(&mut a, &mut b, |ev, _| {
+    pump(a, b, |ev, _| {
         matches!(ev, ConnEvent::Established { conn } if *conn == conn_b).then_some(())
     });
+    (conn_a, conn_b)
+}
+
+#[test]
+fn a_connection_windows_and_a_drain_on_a_real_device() {
+    let Some(addr) = test_addr("a_connection_windows_and_a_drain_on_a_real_device") else {
+        return;
+    };
+    let mut a = Side::open(addr);
+    let mut b = Side::open(addr);
+    let (conn_a, conn_b) = connect(&mut a, &mut b, addr, 7471, true);
+    a.post_recv(0xa1, 0);
 
     // A SEND each way.
     a.mem.write(8192, b"hello from A").expect("write");
@@ -366,6 +382,130 @@ fn a_connection_windows_and_a_drain_on_a_real_device() {
         (!from_a && matches!(ev, ConnEvent::Disconnected { conn } if *conn == conn_b)).then_some(())
     });
     b.sync.dealloc_mw(key2).expect("dealloc_mw");
+    for s in [&a, &b] {
+        s.sync.destroy_qp(s.qp).expect("destroy_qp");
+        s.sync.destroy_cq(s.cq).expect("destroy_cq");
+        s.sync.dereg_mr(s.mr).expect("dereg_mr");
+        s.sync.dealloc_pd(s.pd).expect("dealloc_pd");
+    }
+}
+
+/// Linux's rxe replays local operations on a retry: `req_retry` rewinds the requester to
+/// the oldest request not yet completed and `rxe_requester` runs every request from there
+/// again — `req_next_wqe` does not skip those already done (`drivers/infiniband/sw/rxe/
+/// rxe_req.c`, 6.1). A BIND_MW that ran behind a SEND still waiting for its ACK runs a
+/// second time when that SEND is retried, on a window bound by then: the QP breaks (in the
+/// interop smoke the bind completed MW_BIND_ERR and the host's channel was lost; here,
+/// with the provider's fence removed, the SEND queued after the bind never completes).
+/// The retry is forced: B posts no receive, so A's SENDs meet RNR NAKs. First a control —
+/// two SENDs and no bind come through the retries — then a window bound for A's next
+/// command behind a retried SEND. The provider fences such binds (`src/bind_fence.rs`):
+/// the SENDs, the bind and a WRITE through the window all succeed once B posts receives.
+#[test]
+fn a_bind_behind_a_send_being_retried_is_not_replayed() {
+    let Some(addr) = test_addr("a_bind_behind_a_send_being_retried_is_not_replayed") else {
+        return;
+    };
+    let mut a = Side::open(addr);
+    let mut b = Side::open(addr);
+    let (conn_a, conn_b) = connect(&mut a, &mut b, addr, 7472, false);
+    a.mem.write(8192, b"command one").expect("write");
+
+    // Control: two SENDs through RNR retries, no bind.
+    a.post(0x11, SendOp::Send, &[a.sge(8192, 11)]);
+    a.post(0x12, SendOp::Send, &[a.sge(8192, 11)]);
+    std::thread::sleep(Duration::from_millis(300));
+    b.post_recv(0xb1, 0);
+    b.post_recv(0xb2, 1024);
+    for id in [0x11, 0x12] {
+        let w = a.wait(id);
+        assert_eq!(w.status, WcStatus::Success, "control SEND {id:#x}: {w:?}");
+    }
+    assert_eq!(b.wait(0xb1).byte_len, 11);
+    assert_eq!(b.wait(0xb2).byte_len, 11);
+
+    a.post(1, SendOp::Send, &[a.sge(8192, 11)]);
+    // The next command: its window, then its SEND, behind the first SEND (RNR-retried).
+    let mw = a.sync.alloc_mw(a.pd).expect("alloc_mw");
+    let key = Rkey((mw.0 & !0xff) | ((mw.0 + 1) & 0xff));
+    let mut chain = vec![
+        SendWr {
+            wr_id: 2,
+            op: SendOp::BindMw {
+                rkey: key,
+                region: a.mr.lkey,
+                addr: IOVA + 16384,
+                len: 512,
+                access: Access::REMOTE_WRITE,
+            },
+            sg_list: Default::default(),
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+        SendWr {
+            wr_id: 3,
+            op: SendOp::Send,
+            sg_list: [a.sge(8192, 11)].into(),
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        },
+    ];
+    a.ca()
+        .post_send_list(a.qp, &mut chain)
+        .expect("post the bind and the SEND");
+    // RNR NAKs (and retries) for a while: nothing completes.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut early = Vec::new();
+    a.ca().poll_cq(a.cq, 64, &mut early).expect("poll");
+    assert!(
+        early.iter().all(|w| w.status == WcStatus::Success),
+        "nothing fails while the peer has no receive: {early:?}"
+    );
+    a.wcs.extend(early);
+    b.post_recv(0xb3, 0);
+    b.post_recv(0xb4, 1024);
+    for id in [1, 2, 3] {
+        let w = a.wait(id);
+        assert_eq!(
+            w.status,
+            WcStatus::Success,
+            "request {id} after the retries (2 is the bind): {w:?}"
+        );
+    }
+    assert_eq!(b.wait(0xb3).byte_len, 11);
+    assert_eq!(b.wait(0xb4).byte_len, 11);
+    // The window is bound once, under `key`: a WRITE through it lands.
+    b.mem.write(12288, &[0x7e; 512]).expect("write");
+    b.post(
+        4,
+        SendOp::Write {
+            remote_addr: IOVA + 16384,
+            rkey: key,
+        },
+        &[b.sge(12288, 512)],
+    );
+    assert_eq!(
+        b.wait(4).status,
+        WcStatus::Success,
+        "a WRITE through the window"
+    );
+    let mut landed = [0u8; 512];
+    a.mem.read(16384, &mut landed).expect("read");
+    assert_eq!(landed, [0x7e; 512]);
+    a.post(5, SendOp::LocalInv(key.0), &[]);
+    assert_eq!(a.wait(5).status, WcStatus::Success, "LOCAL_INV");
+    let stats = a.ca().stats();
+    assert_eq!(
+        (stats.fenced_binds, stats.own_completions),
+        (1, 0),
+        "the one run of binds went behind the fence, whose requests all succeeded"
+    );
+
+    a.cm.disconnect(conn_a).expect("disconnect");
+    pump(&mut a, &mut b, |ev, from_a| {
+        (!from_a && matches!(ev, ConnEvent::Disconnected { conn } if *conn == conn_b)).then_some(())
+    });
+    a.sync.dealloc_mw(key).expect("dealloc_mw");
     for s in [&a, &b] {
         s.sync.destroy_qp(s.qp).expect("destroy_qp");
         s.sync.destroy_cq(s.cq).expect("destroy_cq");

@@ -93,6 +93,11 @@ pub struct CaStats {
     pub cq_notifications: u64,
     /// Completion routines or event handlers that panicked (a verifier trip among them).
     pub routine_panics: u64,
+    /// Runs of memory-window binds the provider posted behind a fence of its own, for a
+    /// device that would otherwise replay them (rdma-core over rxe).
+    pub fenced_binds: u64,
+    /// Completions of the provider's own requests (such a fence's), never delivered.
+    pub own_completions: u64,
 }
 
 /// The verbs of one channel adapter. See the module doc for the completion model.

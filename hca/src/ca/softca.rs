@@ -216,6 +216,7 @@ impl SoftCa {
             resource_verbs_at_dispatch: s.at_dispatch.load(Ordering::Relaxed),
             cq_notifications: s.cq_notifications.load(Ordering::Relaxed),
             routine_panics: s.panics.load(Ordering::Relaxed),
+            ..CaStats::default()
         }
     }
 

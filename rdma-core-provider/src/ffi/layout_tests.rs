@@ -432,6 +432,7 @@ fn checks() -> Vec<(&'static str, usize)> {
         ("IBV_WR_SEND_WITH_INV", IBV_WR_SEND_WITH_INV as usize),
         ("IBV_WR_LOCAL_INV", IBV_WR_LOCAL_INV as usize),
         ("IBV_WC_WITH_INV", IBV_WC_WITH_INV as usize),
+        ("IBV_WC_SUCCESS", IBV_WC_SUCCESS as usize),
         ("IBV_WC_IP_CSUM_OK", IBV_WC_IP_CSUM_OK as usize),
         ("IBV_QP_DEST_QPN", IBV_QP_DEST_QPN as usize),
         (

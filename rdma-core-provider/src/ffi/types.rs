@@ -445,6 +445,8 @@ pub const IBV_SEND_FENCE: u32 = 1;
 pub const IBV_SEND_SIGNALED: u32 = 2;
 pub const IBV_SEND_SOLICITED: u32 = 4;
 
+/// `enum ibv_wc_status`: success.
+pub const IBV_WC_SUCCESS: u32 = 0;
 pub const IBV_WC_SEND: u32 = 0;
 pub const IBV_WC_RDMA_WRITE: u32 = 1;
 pub const IBV_WC_RDMA_READ: u32 = 2;
