@@ -44,6 +44,10 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The test Ceph cluster (scripts/ceph-cluster.sh: ceph-mon, ceph-osd, ceph-mgr, ceph-common;
+# librbd-dev for the RBD backend), started by srpctl/tests/ceph_cluster.rs in a namespace.
+bash scripts/ceph-cluster.sh install
+
 # A clean test build (workspace, Windows check, fuzz corpus replay) takes about 4 GB under
 # target/ and fuzz/target/; incremental caches would add gigabytes a one-off run never reuses.
 # CI ran out of disk before either change (2026-11-26), so the free space is printed first.
