@@ -97,7 +97,7 @@ start() {
 [global]
 fsid = $fsid
 mon_host = $addr:6789
-public_network = $addr/32
+public_addr = $addr
 auth_cluster_required = $auth
 auth_service_required = $auth
 auth_client_required = $auth

@@ -1,0 +1,200 @@
+//! Clusters, pools and images, and the asynchronous operations of an image.
+
+use crate::RbdError;
+use crate::buf::IoBuf;
+use crate::ffi::{self, AioOp, ImageHandle, IoCtxHandle, RadosHandle};
+use std::ffi::CString;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+/// A completion routine: the operation's result (bytes moved, for reads and writes) and its
+/// buffer back. It runs on librbd's thread: it should hand the result on, not block.
+pub type Completion = Box<dyn FnOnce(Result<usize, RbdError>, Option<IoBuf>) + Send>;
+
+fn cstr(what: &str, s: &str) -> Result<CString, RbdError> {
+    CString::new(s).map_err(|_| RbdError::Invalid(format!("{what} {s:?} holds a NUL byte")))
+}
+
+/// A connection to a cluster as one client.
+#[derive(Debug, Clone)]
+pub struct Cluster(Arc<RadosHandle>);
+
+impl Cluster {
+    /// Whether librados and librbd load on this machine (the error says what to install).
+    pub fn available() -> Result<(), RbdError> {
+        ffi::available()
+    }
+
+    /// Connects with the configuration file `conf` as client `id` (`None`: `admin`),
+    /// reading its key from `keyring` when given, after setting each `(option, value)`
+    /// of `options` (e.g. `rbd_cache` = `false`).
+    pub fn connect(
+        conf: &Path,
+        id: Option<&str>,
+        keyring: Option<&Path>,
+        options: &[(&str, &str)],
+    ) -> Result<Cluster, RbdError> {
+        let id = id.map(|i| cstr("client id", i)).transpose()?;
+        let h = RadosHandle::create(id.as_deref())?;
+        let path = |p: &Path| cstr("path", &p.to_string_lossy());
+        h.conf_read_file(&path(conf)?)?;
+        if let Some(k) = keyring {
+            h.conf_set(c"keyring", &path(k)?)?;
+        }
+        for (k, v) in options {
+            h.conf_set(&cstr("option", k)?, &cstr("value", v)?)?;
+        }
+        h.connect()?;
+        Ok(Cluster(Arc::new(h)))
+    }
+
+    /// The pool `name`.
+    pub fn pool(&self, name: &str) -> Result<Pool, RbdError> {
+        Ok(Pool(Arc::new(self.0.ioctx(&cstr("pool", name)?)?)))
+    }
+}
+
+/// A pool of the cluster.
+#[derive(Debug, Clone)]
+pub struct Pool(Arc<IoCtxHandle>);
+
+impl Pool {
+    /// Opens image `name` (its head, writable).
+    pub fn open(&self, name: &str) -> Result<Image, RbdError> {
+        let h = self.0.open(&cstr("image", name)?)?;
+        Ok(Image {
+            handle: Some(Arc::new(h)),
+            inflight: Arc::new(InFlight::default()),
+        })
+    }
+}
+
+/// Operations in flight on an image, so that it is closed only once they have ended.
+#[derive(Debug, Default)]
+struct InFlight {
+    count: Mutex<usize>,
+    none: Condvar,
+}
+
+impl InFlight {
+    fn start(&self) {
+        *self.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+    }
+
+    fn end(&self) {
+        let mut n = self.count.lock().unwrap_or_else(PoisonError::into_inner);
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.none.notify_all();
+        }
+    }
+}
+
+/// An extent of an image that holds data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// Its first byte.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub len: u64,
+}
+
+/// An open image. Dropping it waits until its operations in flight have completed (their
+/// routines run), then closes it.
+#[derive(Debug)]
+pub struct Image {
+    handle: Option<Arc<ImageHandle>>,
+    inflight: Arc<InFlight>,
+}
+
+impl Image {
+    fn handle(&self) -> &ImageHandle {
+        // Only `drop` takes it.
+        self.handle.as_deref().expect("an open image")
+    }
+
+    /// The image's size in bytes (now: it changes when the image is resized).
+    pub fn size(&self) -> Result<u64, RbdError> {
+        self.handle().size()
+    }
+
+    fn start(&self, op: AioOp, done: Completion) {
+        self.inflight.start();
+        let inflight = self.inflight.clone();
+        self.handle().aio(
+            op,
+            Box::new(move |r, buf| {
+                done(r, buf);
+                inflight.end();
+            }),
+        );
+    }
+
+    /// Reads `buf.len()` bytes at `offset` into `buf`.
+    pub fn read(&self, offset: u64, buf: IoBuf, done: Completion) {
+        self.start(AioOp::Read { off: offset, buf }, done);
+    }
+
+    /// Writes `buf` at `offset`.
+    pub fn write(&self, offset: u64, buf: IoBuf, done: Completion) {
+        self.start(AioOp::Write { off: offset, buf }, done);
+    }
+
+    /// Makes every write completed before it durable (SYNCHRONIZE CACHE, FUA).
+    pub fn flush(&self, done: Completion) {
+        self.start(AioOp::Flush, done);
+    }
+
+    /// Discards `len` bytes at `offset` (UNMAP): they read back as zeros.
+    pub fn discard(&self, offset: u64, len: u64, done: Completion) {
+        self.start(AioOp::Discard { off: offset, len }, done);
+    }
+
+    /// Writes `len` zero bytes at `offset` (deallocating whole objects where it can).
+    pub fn write_zeroes(&self, offset: u64, len: u64, done: Completion) {
+        self.start(AioOp::WriteZeroes { off: offset, len }, done);
+    }
+
+    /// Writes `buf` at `offset` only if the image holds `cmp` there, atomically in the
+    /// cluster; [`RbdError::Mismatch`] if it does not (nothing written).
+    pub fn compare_and_write(&self, offset: u64, cmp: IoBuf, buf: IoBuf, done: Completion) {
+        self.start(
+            AioOp::CompareAndWrite {
+                off: offset,
+                cmp,
+                buf,
+            },
+            done,
+        );
+    }
+
+    /// The extents of `offset..offset + len` that hold data, in order (synchronous: a
+    /// round trip per object it looks at; call it off the serving loop).
+    pub fn allocated(&self, offset: u64, len: u64) -> Result<Vec<Extent>, RbdError> {
+        Ok(self
+            .handle()
+            .allocated(offset, len)?
+            .into_iter()
+            .map(|(offset, len)| Extent { offset, len })
+            .collect())
+    }
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let mut n = self
+            .inflight
+            .count
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        while *n > 0 {
+            n = self
+                .inflight
+                .none
+                .wait(n)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        drop(n);
+        self.handle.take();
+    }
+}
