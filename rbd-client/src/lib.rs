@@ -15,6 +15,7 @@
 #![deny(unsafe_code)]
 #![cfg(target_os = "linux")]
 
+mod blocking;
 mod buf;
 mod error;
 mod ffi;

@@ -7,73 +7,13 @@
 
 use ib_verbs::mem::MemBlock;
 use rbd_client::{Cluster, IoBuf, RbdError};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
+use testkit::ceph::CephCluster;
 
 const MIB: u64 = 1 << 20;
-
-/// The cluster, stopped on drop.
-struct TestCluster {
-    dir: PathBuf,
-}
-
-impl TestCluster {
-    fn start(addr: &str) -> TestCluster {
-        let dir = std::env::temp_dir().join(format!("srp-rbd-client-{}", std::process::id()));
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("start")
-            .arg(&dir)
-            .args(["--addr", addr, "--cephx", "--timeout", "180"])
-            .output()
-            .expect("run scripts/ceph-cluster.sh");
-        let c = TestCluster { dir };
-        assert!(
-            out.status.success(),
-            "the cluster did not start:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        c
-    }
-
-    fn conf(&self) -> PathBuf {
-        self.dir.join("ceph.conf")
-    }
-
-    /// `rbd` as the administrator.
-    fn rbd(&self, args: &[&str]) {
-        let out = Command::new("timeout")
-            .args(["60", "rbd", "-c"])
-            .arg(self.conf())
-            .args(args)
-            .output()
-            .expect("run rbd");
-        assert!(
-            out.status.success(),
-            "rbd {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for TestCluster {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(script())
-            .arg("stop")
-            .arg(&self.dir)
-            .status();
-    }
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ceph-cluster.sh")
-}
 
 type Got = (Result<usize, RbdError>, Option<IoBuf>);
 
@@ -98,9 +38,9 @@ fn an_image_through_librbd_against_a_real_cluster() {
     if let Err(e) = Cluster::available() {
         panic!("librbd is not loadable here: {e}");
     }
-    let c = TestCluster::start("127.0.170.1");
+    let c = CephCluster::start("127.0.170.1", "rbd-client");
     c.rbd(&["create", "--size", "64M", "rbd/t1"]);
-    let keyring = c.dir.join("client.srp.keyring");
+    let keyring = c.client_keyring();
     let cluster = Cluster::connect(
         &c.conf(),
         Some("srp"),
@@ -218,7 +158,7 @@ fn an_image_through_librbd_against_a_real_cluster() {
     assert!(e.to_string().contains("rbd_open"), "{e}");
     let e = cluster.pool("nope").expect_err("no such pool");
     assert_eq!(e.errno(), Some(libc_enoent()), "{e}");
-    let bad = c.dir.join("bad.keyring");
+    let bad = c.dir().join("bad.keyring");
     std::fs::write(
         &bad,
         "[client.srp]\n\tkey = AQBzTnJhAAAAABAAqRzq7+ty5P5HVKmG0ZrFbg==\n",

@@ -289,7 +289,7 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &edit("size = \"64MiB\"", "size = \"64MiB\"\nsise = 1"),
-        "target.toml: lun \"vol1\".sise: unknown key; expected one of: name, file, device, ram, size, block_size, physical_block_size, read_only, allow_claimed, write_cache, write_cache_changeable, record_writes",
+        "target.toml: lun \"vol1\".sise: unknown key; expected one of: name, file, device, ram, rbd, ceph_conf, ceph_client, ceph_keyring, size, block_size, physical_block_size, read_only, allow_claimed, write_cache, write_cache_changeable, record_writes",
     );
     fails(
         &edit("[target]", "[target]\nnode = 1"),
@@ -534,15 +534,15 @@ fn backing_stores() {
     );
     fails(
         &vol2(""),
-        "target.toml: lun \"vol2\": no backing store: set exactly one of file = \"/path\", device = \"/dev/...\" or ram = true",
+        "target.toml: lun \"vol2\": no backing store: set exactly one of file = \"/path\", device = \"/dev/...\", ram = true or rbd = \"pool/image\"",
     );
     fails(
         &vol2("ram = false"),
-        "target.toml: lun \"vol2\": no backing store: set exactly one of file = \"/path\", device = \"/dev/...\" or ram = true",
+        "target.toml: lun \"vol2\": no backing store: set exactly one of file = \"/path\", device = \"/dev/...\", ram = true or rbd = \"pool/image\"",
     );
     fails(
         &vol2("file = \"/a\"\ndevice = \"/dev/sdb\""),
-        "target.toml: lun \"vol2\": more than one backing store: set exactly one of file, device or ram = true",
+        "target.toml: lun \"vol2\": more than one backing store: set exactly one of file, device, ram = true or rbd",
     );
     fails(
         &vol2("device = \"/dev/sdb\"\nsize = \"1GiB\""),
@@ -727,7 +727,7 @@ fn all_errors_are_reported_together() {
         errors(&text),
         [
             "target.toml: port[1].address: invalid address \"nowhere\": expected an IP address, optionally with :port (host names are not resolved)",
-            "target.toml: lun \"vol1\".colour: unknown key; expected one of: name, file, device, ram, size, block_size, physical_block_size, read_only, allow_claimed, write_cache, write_cache_changeable, record_writes",
+            "target.toml: lun \"vol1\".colour: unknown key; expected one of: name, file, device, ram, rbd, ceph_conf, ceph_client, ceph_keyring, size, block_size, physical_block_size, read_only, allow_claimed, write_cache, write_cache_changeable, record_writes",
             "target.toml: lun \"vol1\".size: size 1000 bytes is not a multiple of the block size 512",
             "target.toml: ioc[0].ports[1]: port \"p7\" is not defined (defined: p0, p1)",
             "target.toml: ioc[0].exports.3: LUN \"vol9\" is not defined (defined: vol1, vol2)",
@@ -987,4 +987,65 @@ fn provider_mistakes_name_the_key() {
         "name = \"p1\"\naddress = \"192.0.2.11\"\nprovider = \"rdma-core\"\ndevice_port = 0",
     ));
     assert!(errs.iter().any(|e| e.contains("device_port")), "{errs:?}");
+}
+
+#[test]
+fn rbd_luns_and_their_errors() {
+    let ok = edit(
+        "name = \"vol2\"\nfile = \"/srv/vol2.img\"",
+        "name = \"vol2\"\nrbd = \"rbd/vol2\"\nceph_client = \"srp\"\nceph_keyring = \"/etc/ceph/k\"",
+    );
+    let c = TargetConfig::from_str(&ok, "target.toml")
+        .expect("valid")
+        .config;
+    let Backing::Rbd(b) = &c.luns[1].backing else {
+        panic!("an RBD backing: {:?}", c.luns[1].backing)
+    };
+    assert_eq!(
+        (
+            b.pool.as_str(),
+            b.image.as_str(),
+            b.conf.as_path(),
+            b.client.as_deref()
+        ),
+        ("rbd", "vol2", Path::new("/etc/ceph/ceph.conf"), Some("srp")),
+        "pool, image, the default configuration file, the client"
+    );
+    let rbd = |v: &str| edit("file = \"/srv/vol2.img\"", v);
+    for bad in [
+        "rbd = \"noslash\"",
+        "rbd = \"/img\"",
+        "rbd = \"pool/\"",
+        "rbd = \"a/b/c\"",
+    ] {
+        let e = errors(&rbd(bad));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].contains("lun \"vol2\".rbd: ") && e[0].contains("\"pool/image\""),
+            "{e:?}"
+        );
+    }
+    let e = errors(&rbd("rbd = \"rbd/x\"\nsize = \"1GiB\""));
+    assert!(
+        e[0].contains("size is not allowed for an RBD image"),
+        "{e:?}"
+    );
+    let e = errors(&rbd("rbd = \"rbd/x\"\nceph_client = \"client.srp\""));
+    assert!(e[0].contains("without \"client.\""), "{e:?}");
+    let e = errors(&rbd("rbd = \"rbd/x\"\nceph_conf = \"ceph.conf\""));
+    assert!(e[0].contains("must be absolute"), "{e:?}");
+    let e = errors(&edit(
+        "file = \"/srv/vol2.img\"",
+        "file = \"/srv/vol2.img\"\nceph_client = \"srp\"",
+    ));
+    assert!(e[0].contains("go with rbd"), "{e:?}");
+    let e = errors(&rbd("rbd = \"rbd/x\"\nram = true"));
+    assert!(e[0].contains("more than one backing store"), "{e:?}");
+    // One image, one LUN.
+    let two = edit(
+        "[[ioc]]",
+        "[[lun]]\nname = \"vol3\"\nrbd = \"rbd/x\"\n\n[[lun]]\nname = \"vol4\"\nrbd = \"rbd/x\"\n\n[[ioc]]",
+    );
+    let e = errors(&two);
+    assert!(e.iter().any(|l| l.contains("rbd rbd/x")), "{e:?}");
 }

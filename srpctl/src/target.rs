@@ -243,6 +243,12 @@ fn backing(b: &Backing) -> String {
         } => format!("file {} (must exist)", path.display()),
         Backing::Device { path } => format!("device {}", path.display()),
         Backing::Ram { size_bytes } => format!("ram ({size_bytes} bytes)"),
+        Backing::Rbd(r) => format!(
+            "rbd {} (cluster {}, client {})",
+            r.name(),
+            r.conf.display(),
+            r.client.as_deref().unwrap_or("admin")
+        ),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Test support shared by the integration tests of several crates (a dev-dependency only):
 //! capture loopback traffic with dumpcap and ask tshark about it, so third-party dissection
-//! checks read the same everywhere.
+//! checks read the same everywhere; a real Ceph cluster on a loopback address ([`ceph`]).
 #![deny(unsafe_code)]
+
+pub mod ceph;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -224,7 +224,7 @@ pub(super) fn geometry(l: &LunConfig) -> Result<LunGeometry, StartError> {
             .ok()
             .and_then(|m| u32::try_from(m.blksize()).ok())
             .map_or(Medium::Unknown, Medium::File),
-        Backing::Ram { .. } => Medium::Unknown,
+        Backing::Ram { .. } | Backing::Rbd(_) => Medium::Unknown,
     };
     let g = lun_geometry(l.block_size.bytes(), l.physical_block_size, medium).map_err(|why| {
         StartError::Geometry {

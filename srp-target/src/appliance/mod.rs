@@ -116,6 +116,21 @@ fn open_backend(
                     .map_err(backend_err)?,
             ));
         }
+        #[cfg(target_os = "linux")]
+        Backing::Rbd(b) => {
+            let spec = crate::backend::RbdSpec::from(b);
+            return Ok(Box::new(
+                crate::backend::RbdBackend::open(&spec, l.block_size).map_err(backend_err)?,
+            ));
+        }
+        #[cfg(not(target_os = "linux"))]
+        Backing::Rbd(b) => {
+            return Err(backend_err(crate::backend::BackendError::Io {
+                op: crate::backend::Op::Open,
+                path: format!("rbd:{}", b.name()).into(),
+                source: std::io::Error::from(std::io::ErrorKind::Unsupported),
+            }));
+        }
     };
     let file = match layer {
         Some(layer) => file.interpose(|m| (layer.0)(&l.name, m)),

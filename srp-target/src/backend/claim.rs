@@ -202,6 +202,17 @@ pub fn check_store(lun: &crate::config::LunConfig, running: Option<u32>) -> Stor
     use crate::config::Backing;
     let (path, created) = match &lun.backing {
         Backing::Ram { .. } => return StoreCheck::Free,
+        // An image is checked by opening it as the target would (cluster, pool, image,
+        // size); its writers are the cluster's business (exclusive lock, blocklist).
+        #[cfg(target_os = "linux")]
+        Backing::Rbd(b) => {
+            return match super::RbdBackend::open(&super::rbd::RbdSpec::from(b), lun.block_size) {
+                Ok(_) => StoreCheck::Free,
+                Err(e) => StoreCheck::Refused(e),
+            };
+        }
+        #[cfg(not(target_os = "linux"))]
+        Backing::Rbd(_) => return StoreCheck::Free,
         Backing::File { path, size_bytes } => (path, size_bytes.is_some()),
         Backing::Device { path } => (path, false),
     };

@@ -6,15 +6,20 @@
 //! of [`Backend::block_size`]; every buffer is a whole number of blocks.
 //!
 //! Files: [`file`](mod@file) ([`FileBackend`]: regular file or block device), [`medium`] (the
-//! system calls a file backend makes, where a layer can sit beneath it), [`ram`] ([`RamBackend`]).
+//! system calls a file backend makes, where a layer can sit beneath it), [`ram`] ([`RamBackend`]),
+//! `rbd` (`RbdBackend`: a Ceph RBD image through librbd, Linux).
 
 pub mod claim;
 pub mod file;
 pub mod medium;
 pub mod ram;
+#[cfg(target_os = "linux")]
+pub mod rbd;
 
 pub use file::{FileBackend, OpenMode};
 pub use ram::RamBackend;
+#[cfg(target_os = "linux")]
+pub use rbd::{RbdBackend, RbdSpec};
 
 use core::fmt;
 use scsi::{BlockCount, Lba};

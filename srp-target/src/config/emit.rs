@@ -144,6 +144,16 @@ fn lun(l: &super::LunConfig) -> Table {
             t.insert("ram".into(), Value::Boolean(true));
             t.insert("size".into(), int(*size_bytes));
         }
+        Backing::Rbd(b) => {
+            t.insert("rbd".into(), text(b.name()));
+            t.insert("ceph_conf".into(), text(b.conf.to_string_lossy()));
+            if let Some(c) = &b.client {
+                t.insert("ceph_client".into(), text(c.as_str()));
+            }
+            if let Some(k) = &b.keyring {
+                t.insert("ceph_keyring".into(), text(k.to_string_lossy()));
+            }
+        }
     }
     if let Some(p) = l.physical_block_size {
         t.insert("physical_block_size".into(), int(p));
@@ -274,6 +284,17 @@ size = "64KiB"
 name = "dev"
 device = "/dev/null-not-opened"
 read_only = true
+
+[[lun]]
+name = "ceph"
+rbd = "rbd/vol.3"
+ceph_conf = "/etc/ceph/other.conf"
+ceph_client = "srp"
+ceph_keyring = "/etc/ceph/ceph.client.srp.keyring"
+
+[[lun]]
+name = "ceph-default"
+rbd = "pool2/img"
 
 [[ioc]]
 name = "ioc-a"

@@ -237,6 +237,9 @@ pub enum ConfigErrorKind {
     /// A relative backing path.
     #[error("backing path {0:?} must be absolute")]
     RelativePath(String),
+    /// An `rbd` value that is not `pool/image`.
+    #[error("rbd = {0:?}: write the image as \"pool/image\" (one slash, neither part empty)")]
+    BadRbdImage(String),
     /// A control socket path that is relative or longer than a Unix socket address holds.
     #[error("control socket path {0:?} must be absolute and at most 107 bytes")]
     BadSocketPath(String),

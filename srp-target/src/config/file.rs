@@ -95,6 +95,10 @@ pub(super) struct RawLun {
     pub(super) file: Option<String>,
     pub(super) device: Option<String>,
     pub(super) ram: Option<bool>,
+    pub(super) rbd: Option<String>,
+    pub(super) ceph_conf: Option<String>,
+    pub(super) ceph_client: Option<String>,
+    pub(super) ceph_keyring: Option<String>,
     pub(super) size: Option<IntOrText>,
     pub(super) block_size: Option<i64>,
     pub(super) physical_block_size: Option<i64>,
@@ -268,7 +272,7 @@ mod tests {
             fields_of::<RawFile>(),
             ["target", "partition", "port", "ioc", "lun"]
         );
-        assert_eq!(fields_of::<RawLun>().len(), 12);
+        assert_eq!(fields_of::<RawLun>().len(), 16);
     }
 
     #[test]

@@ -325,6 +325,30 @@ pub enum Backing {
         /// Size in bytes.
         size_bytes: u64,
     },
+    /// A Ceph RBD image; its size is the image's.
+    Rbd(RbdBacking),
+}
+
+/// Where an RBD LUN's image is, and how to reach its cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RbdBacking {
+    /// The pool.
+    pub pool: String,
+    /// The image.
+    pub image: String,
+    /// The cluster's configuration file (`ceph_conf`, default `/etc/ceph/ceph.conf`).
+    pub conf: PathBuf,
+    /// The client id without `client.` (`ceph_client`); `None`: `admin`.
+    pub client: Option<String>,
+    /// The client's keyring (`ceph_keyring`); `None`: the one the configuration names.
+    pub keyring: Option<PathBuf>,
+}
+
+impl RbdBacking {
+    /// `pool/image`.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.pool, self.image)
+    }
 }
 
 impl TargetConfig {

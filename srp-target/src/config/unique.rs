@@ -24,10 +24,21 @@ pub(super) fn unique_addresses(ports: &[Option<PortConfig>], paths: &[KeyPath], 
 /// `/a//b` is `/a/b`); symlinks are not resolved, as that would touch the file system.
 pub(super) fn unique_backings(luns: &[Option<LunConfig>], paths: &[KeyPath], sink: &mut Sink) {
     let mut first: HashMap<&Path, &KeyPath> = HashMap::new();
+    let mut images: HashMap<(&Path, String), &KeyPath> = HashMap::new();
     for (l, path) in luns.iter().zip(paths) {
         let (key, p) = match l.as_ref().map(|l| &l.backing) {
             Some(Backing::File { path: p, .. }) => ("file", p.as_path()),
             Some(Backing::Device { path: p }) => ("device", p.as_path()),
+            // One image of one cluster (by its configuration file), one LUN.
+            Some(Backing::Rbd(b)) => {
+                if let Some(prev) = images.get(&(b.conf.as_path(), b.name())) {
+                    let (shown, first) = (format!("rbd {}", b.name()), prev.to_string());
+                    sink.key(&path.key("rbd"), E::DuplicateBacking { path: shown, first });
+                } else {
+                    images.insert((b.conf.as_path(), b.name()), path);
+                }
+                continue;
+            }
             _ => continue,
         };
         if let Some(prev) = first.get(p) {

@@ -7,8 +7,8 @@ use super::file::{self, RawExport, RawFile, RawIoc, RawLun, RawPort, RawTarget};
 use super::partition::Partitions;
 use super::{
     Acl, Backing, ChannelGuards, DEFAULT_CONTROL_DIR, DEFAULT_OUI, DEFAULT_RDMA_CM_PORT,
-    DEFAULT_STATE_DIR, IocConfig, Loaded, LoginForms, LunConfig, PortConfig, TargetConfig,
-    TargetSettings, acl, unique, values,
+    DEFAULT_STATE_DIR, IocConfig, Loaded, LoginForms, LunConfig, PortConfig, RbdBacking,
+    TargetConfig, TargetSettings, acl, unique, values,
 };
 use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
@@ -427,8 +427,8 @@ fn lun(table: &toml::Table, path: &KeyPath, sink: &mut Sink) -> Option<LunConfig
     let backing = backing(&e, path, size, sink);
     let record_writes = match (&r.record_writes, &backing) {
         (None, _) => Some(None),
-        (Some(_), Some(Backing::Ram { .. })) => {
-            let why = "record_writes needs a file or device backing (a RAM LUN has nothing to crash-check)";
+        (Some(_), Some(Backing::Ram { .. } | Backing::Rbd(_))) => {
+            let why = "record_writes needs a file or device backing (a RAM or RBD LUN's writes do not pass through the target's file layer)";
             sink.key(&path.key("record_writes"), E::Backing(why));
             None
         }
@@ -476,7 +476,24 @@ fn backing(
 ) -> Option<Backing> {
     let r = &e.raw;
     let ram = r.ram == Some(true);
-    let given = usize::from(r.file.is_some()) + usize::from(r.device.is_some()) + usize::from(ram);
+    let given = usize::from(r.file.is_some())
+        + usize::from(r.device.is_some())
+        + usize::from(ram)
+        + usize::from(r.rbd.is_some());
+    let ceph_keys = [
+        ("ceph_conf", r.ceph_conf.is_some()),
+        ("ceph_client", r.ceph_client.is_some()),
+        ("ceph_keyring", r.ceph_keyring.is_some()),
+    ];
+    if r.rbd.is_none() {
+        if let Some((key, _)) = ceph_keys.iter().find(|(_, set)| *set) {
+            sink.key(
+                &path.key(key),
+                E::Backing("ceph_conf, ceph_client and ceph_keyring go with rbd = \"pool/image\""),
+            );
+            return None;
+        }
+    }
     let absolute = |key: &str, p: &str, sink: &mut Sink| -> Option<PathBuf> {
         let check = if Path::new(p).is_absolute() {
             Ok(PathBuf::from(p))
@@ -486,9 +503,15 @@ fn backing(
         sink.check(&path.key(key), check)
     };
     match (given, &r.file, &r.device) {
-        (0, ..) if ["file", "device", "ram"].iter().any(|k| e.bad.contains(*k)) => None,
+        (0, ..)
+            if ["file", "device", "ram", "rbd"]
+                .iter()
+                .any(|k| e.bad.contains(*k)) =>
+        {
+            None
+        }
         (0, ..) => {
-            let why = "no backing store: set exactly one of file = \"/path\", device = \"/dev/...\" or ram = true";
+            let why = "no backing store: set exactly one of file = \"/path\", device = \"/dev/...\", ram = true or rbd = \"pool/image\"";
             sink.key(path, E::Backing(why));
             None
         }
@@ -496,10 +519,53 @@ fn backing(
             sink.key(
                 path,
                 E::Backing(
-                    "more than one backing store: set exactly one of file, device or ram = true",
+                    "more than one backing store: set exactly one of file, device, ram = true or rbd",
                 ),
             );
             None
+        }
+        (_, _, _) if r.rbd.is_some() => {
+            let spec = r.rbd.as_deref().unwrap_or_default();
+            if size.is_some() {
+                sink.key(
+                    &path.key("size"),
+                    E::Backing("size is not allowed for an RBD image; its size is the image's"),
+                );
+                return None;
+            }
+            let parts = spec.split_once('/').filter(|(p, i)| {
+                !p.is_empty() && !i.is_empty() && !i.contains('/') && !spec.contains('\0')
+            });
+            let Some((pool, image)) = parts else {
+                sink.key(&path.key("rbd"), E::BadRbdImage(spec.to_owned()));
+                return None;
+            };
+            let conf = absolute(
+                "ceph_conf",
+                r.ceph_conf.as_deref().unwrap_or("/etc/ceph/ceph.conf"),
+                sink,
+            );
+            let keyring = match &r.ceph_keyring {
+                Some(k) => Some(absolute("ceph_keyring", k, sink)?),
+                None => None,
+            };
+            let client = match &r.ceph_client {
+                Some(c) if c.is_empty() || c.starts_with("client.") || c.contains('\0') => {
+                    sink.key(
+                        &path.key("ceph_client"),
+                        E::Backing("ceph_client is the client id without \"client.\", as ceph_client = \"srp\""),
+                    );
+                    return None;
+                }
+                c => c.clone(),
+            };
+            Some(Backing::Rbd(RbdBacking {
+                pool: pool.to_owned(),
+                image: image.to_owned(),
+                conf: conf?,
+                client,
+                keyring,
+            }))
         }
         (_, Some(f), _) => {
             let path = absolute("file", f, sink);

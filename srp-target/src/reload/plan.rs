@@ -157,6 +157,7 @@ fn backing(b: &Backing) -> String {
         Backing::File { path, .. } => format!("file {}", path.display()),
         Backing::Device { path } => format!("device {}", path.display()),
         Backing::Ram { size_bytes } => format!("ram ({size_bytes} bytes)"),
+        Backing::Rbd(b) => format!("rbd {}", b.name()),
     }
 }
 
@@ -410,8 +411,9 @@ fn lun(r: &LunConfig, n: &LunConfig, out: &mut Plan, refuse: &mut impl FnMut(Str
         _ => fixed(
             "backing",
             true,
-            "the backing store (file, device or RAM, its path, a configured size or none) is \
-             fixed while the LUN is open: give the new one another name, or restart",
+            "the backing store (file, device, RAM or RBD image, its path or name, a configured \
+             size or none, its cluster settings) is fixed while the LUN is open: give the new \
+             one another name, or restart",
         ),
     }
 }

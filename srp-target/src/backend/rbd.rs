@@ -1,0 +1,205 @@
+//! A LUN on a Ceph RBD image, through librbd (`rbd-client`, loaded at run time).
+//!
+//! The image is opened as client `client` of the cluster `conf` describes (cephx with
+//! `keyring` when given) with librbd's cache off (`rbd_cache = false`: a completed write is
+//! on the OSDs, and two appliances on one image never serve each other stale cached data)
+//! and with an operation timeout (`rados_osd_op_timeout`), so a cluster that stops
+//! answering fails commands instead of holding workers for ever. Its capacity is the
+//! image's size. This backend waits for each operation on the backend worker that runs it;
+//! FLUSH is `rbd_aio_flush`, UNMAP `rbd_aio_discard` (librbd may skip a partial discard:
+//! no zeros promised), GET LBA STATUS from the image's allocated extents
+//! (`rbd_diff_iterate2`). Every librbd error becomes an I/O error with its errno (the
+//! executor maps it to sense data and counts it).
+
+use super::{BackendError, BlockSize, LbaExtent, Op, check_range};
+use rbd_client::{Cluster, Image, RbdError};
+use scsi::{BlockCount, Lba};
+use std::fmt;
+use std::path::PathBuf;
+
+/// Where an RBD LUN's image is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RbdSpec {
+    /// The pool.
+    pub pool: String,
+    /// The image.
+    pub image: String,
+    /// The cluster's configuration file.
+    pub conf: PathBuf,
+    /// The client id (without `client.`); `None`: librados's default (`admin`).
+    pub client: Option<String>,
+    /// The client's keyring (cephx); `None`: the configuration's.
+    pub keyring: Option<PathBuf>,
+}
+
+impl From<&crate::config::RbdBacking> for RbdSpec {
+    fn from(b: &crate::config::RbdBacking) -> RbdSpec {
+        RbdSpec {
+            pool: b.pool.clone(),
+            image: b.image.clone(),
+            conf: b.conf.clone(),
+            client: b.client.clone(),
+            keyring: b.keyring.clone(),
+        }
+    }
+}
+
+impl RbdSpec {
+    /// `pool/image`, as the configuration writes it.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.pool, self.image)
+    }
+}
+
+/// Seconds an OSD or monitor operation may take before it fails with ETIMEDOUT.
+const OP_TIMEOUT_SECS: &str = "30";
+
+/// An open RBD image as a LUN.
+pub struct RbdBackend {
+    spec: RbdSpec,
+    image: Image,
+    block_size: BlockSize,
+    blocks: u64,
+    /// The name errors carry (`rbd:pool/image`).
+    path: PathBuf,
+}
+
+impl fmt::Debug for RbdBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RbdBackend")
+            .field("image", &self.spec.name())
+            .field("blocks", &self.blocks)
+            .finish()
+    }
+}
+
+fn io_error(op: Op, path: &std::path::Path, e: RbdError) -> BackendError {
+    let source = match e.errno() {
+        Some(errno) => std::io::Error::from_raw_os_error(errno),
+        None => std::io::Error::other(e.to_string()),
+    };
+    BackendError::Io {
+        op,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+impl RbdBackend {
+    /// Connects to the cluster, opens the image, and takes its size as the capacity (a
+    /// whole number of `block_size` blocks, at least one).
+    pub fn open(spec: &RbdSpec, block_size: BlockSize) -> Result<RbdBackend, BackendError> {
+        let path = PathBuf::from(format!("rbd:{}", spec.name()));
+        let err = |e| io_error(Op::Open, &path, e);
+        let cluster = Cluster::connect(
+            &spec.conf,
+            spec.client.as_deref(),
+            spec.keyring.as_deref(),
+            &[
+                ("rbd_cache", "false"),
+                ("rados_osd_op_timeout", OP_TIMEOUT_SECS),
+                ("rados_mon_op_timeout", OP_TIMEOUT_SECS),
+                ("client_mount_timeout", OP_TIMEOUT_SECS),
+            ],
+        )
+        .map_err(err)?;
+        let image = cluster
+            .pool(&spec.pool)
+            .and_then(|p| p.open(&spec.image))
+            .map_err(err)?;
+        let size = image.size().map_err(err)?;
+        let bs = u64::from(block_size.bytes());
+        if size == 0 || size % bs != 0 {
+            return Err(BackendError::BadSize {
+                op: Op::Open,
+                path,
+                size_bytes: size,
+                why: "an RBD image must be a nonzero whole number of the LUN's blocks",
+            });
+        }
+        Ok(RbdBackend {
+            spec: spec.clone(),
+            image,
+            block_size,
+            blocks: size / bs,
+            path,
+        })
+    }
+
+    fn offset(&self, lba: Lba) -> u64 {
+        lba.0 * u64::from(self.block_size.bytes())
+    }
+
+    fn check(&self, op: Op, lba: Lba, len_bytes: usize) -> Result<(), BackendError> {
+        check_range(op, &self.path, self.block_size, self.blocks, lba, len_bytes).map(|_| ())
+    }
+}
+
+impl super::Backend for RbdBackend {
+    fn block_size(&self) -> BlockSize {
+        self.block_size
+    }
+
+    fn blocks(&self) -> u64 {
+        self.blocks
+    }
+
+    fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError> {
+        self.check(Op::Read, lba, buf.len())?;
+        self.image
+            .read_blocking(self.offset(lba), buf)
+            .map_err(|e| io_error(Op::Read, &self.path, e))
+    }
+
+    fn write_at(&self, lba: Lba, buf: &[u8]) -> Result<(), BackendError> {
+        self.check(Op::Write, lba, buf.len())?;
+        self.image
+            .write_blocking(self.offset(lba), buf)
+            .map_err(|e| io_error(Op::Write, &self.path, e))
+    }
+
+    fn flush(&self) -> Result<(), BackendError> {
+        self.image
+            .flush_blocking()
+            .map_err(|e| io_error(Op::Flush, &self.path, e))
+    }
+
+    fn unmap(&self, lba: Lba, blocks: BlockCount) -> Result<(), BackendError> {
+        let bytes = u64::from(blocks.0) * u64::from(self.block_size.bytes());
+        let len = usize::try_from(bytes).unwrap_or(usize::MAX);
+        self.check(Op::Unmap, lba, len)?;
+        self.image
+            .discard_blocking(self.offset(lba), bytes)
+            .map_err(|e| io_error(Op::Unmap, &self.path, e))
+    }
+
+    fn lba_status(&self, lba: Lba, max: u64) -> Result<LbaExtent, BackendError> {
+        let bs = u64::from(self.block_size.bytes());
+        let max = max.min(self.blocks.saturating_sub(lba.0)).max(1);
+        let start = self.offset(lba);
+        let ext = self
+            .image
+            .allocated(start, max * bs)
+            .map_err(|e| io_error(Op::Status, &self.path, e))?;
+        // The run from `lba`: mapped up to the end of the extent holding it, or deallocated
+        // up to the next extent.
+        let run = match ext.iter().find(|e| e.offset + e.len > start) {
+            Some(e) if e.offset <= start => LbaExtent {
+                blocks: (e.offset + e.len - start).div_ceil(bs),
+                deallocated: false,
+            },
+            Some(e) => LbaExtent {
+                blocks: ((e.offset - start) / bs).max(1),
+                deallocated: true,
+            },
+            None => LbaExtent {
+                blocks: max,
+                deallocated: true,
+            },
+        };
+        Ok(LbaExtent {
+            blocks: run.blocks.min(max),
+            ..run
+        })
+    }
+}

@@ -1,0 +1,165 @@
+//! A LUN on a Ceph RBD image (issue #30, Deliver 1), through the running daemon with the
+//! access-layer initiator, against a real cluster (`scripts/ceph-cluster.sh`, cephx,
+//! `client.srp` with its keyring; 127.0.171.1): capacity from the image; data written
+//! through the target is in the image (read back with `rbd export`, not through the
+//! target), and read back through the target after it was changed in the cluster;
+//! SYNCHRONIZE CACHE and a FUA write GOOD; UNMAP of a whole object deallocates it (GET LBA
+//! STATUS says so, mapped where data was written); the configuration check opens the
+//! image; a wrong key or a missing image refuses the start naming the image and the reason.
+//! Loopback 127.0.140.x for the SRP ports.
+
+mod common;
+mod host;
+
+use common::{TempDir, cdb16, pattern, read10, unmap_list, write10};
+use host::node::{Form, Node};
+use srp_target::config::TargetConfig;
+use srp_target::daemon::Daemon;
+use std::net::{IpAddr, Ipv4Addr};
+use testkit::ceph::CephCluster;
+
+const MIB: u64 = 1 << 20;
+
+fn ip(host: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 140, host))
+}
+
+fn toml_text(dir: &TempDir, c: &CephCluster, image: &str, keyring: &std::path::Path) -> String {
+    format!(
+        "[target]\nnode_guid = \"0x0002c90300d8b000\"\nstate_dir = \"{}\"\n\n\
+         [[port]]\nname = \"p0\"\naddress = \"{}\"\n\n\
+         [[lun]]\nname = \"rbd0\"\nrbd = \"rbd/{image}\"\nceph_conf = \"{}\"\n\
+         ceph_client = \"srp\"\nceph_keyring = \"{}\"\n\n\
+         [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300d8b001\"\nports = [\"p0\"]\n\
+         exports = {{ 0 = \"rbd0\" }}\nallow = [\"any\"]\n",
+        dir.path().join("state").display(),
+        ip(1),
+        c.conf().display(),
+        keyring.display(),
+    )
+}
+
+#[test]
+fn an_rbd_lun_through_the_daemon() {
+    let c = CephCluster::start("127.0.171.1", "daemon-rbd");
+    // Without exclusive-lock (layering only): nothing but the target's own settings keeps a
+    // second writer's bytes from being hidden behind a cache (with exclusive-lock, librbd
+    // hands the lock over and drops its cache at each change of writer).
+    c.rbd(&[
+        "create",
+        "--size",
+        "16M",
+        "--image-feature",
+        "layering",
+        "rbd/lun0",
+    ]);
+    let dir = TempDir::new("daemon-rbd");
+    let text = toml_text(&dir, &c, "lun0", &c.client_keyring());
+    let config = TargetConfig::from_str(&text, "rbd.toml")
+        .expect("config valid")
+        .config;
+    let check = srp_target::backend::claim::check_store(&config.luns[0], None);
+    assert!(
+        matches!(check, srp_target::backend::claim::StoreCheck::Free),
+        "the configuration check opens the image: {check:?}"
+    );
+    let daemon = Daemon::start(config.clone(), common::daemon_options()).expect("daemon starts");
+    let mut a = Node::open(ip(2), ip(1), 0xa901, &config.iocs[0], Form::IbCm, false);
+
+    // READ CAPACITY(16): the image's 16 MiB in 512-byte blocks.
+    let cap = a.good(0, &cdb16(0x9e, 0x10, 0, 32), &[], 32);
+    let last = u64::from_be_bytes(cap[..8].try_into().expect("8 bytes"));
+    assert_eq!(last + 1, 16 * MIB / 512, "capacity from the image");
+
+    // 64 KiB across the first object boundary (4 MiB), FUA.
+    let lba = (4 * MIB / 512 - 64) as u32;
+    let data = pattern(64 << 10, 0x31);
+    a.good(0, &write10(lba, 128, true), &data, 0);
+    a.good(0, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0], &[], 0); // SYNCHRONIZE CACHE(10)
+    let exported = dir.path().join("export.img");
+    c.rbd(&["export", "rbd/lun0", exported.to_str().expect("utf-8 path")]);
+    let image = std::fs::read(&exported).expect("read the export");
+    let at = usize::try_from(u64::from(lba) * 512).expect("offset");
+    assert_eq!(
+        &image[at..at + data.len()],
+        &data[..],
+        "the bytes are in the image"
+    );
+    assert_eq!(a.good(0, &read10(lba, 128), &[], 64 << 10), data);
+
+    // Changed in the cluster behind the target (another client, through librbd): the
+    // target reads the cluster's bytes, not a copy of its own (librbd's cache is off:
+    // `rbd_cache = true` with `rbd_cache_policy = writeback` in backend/rbd.rs fails this).
+    let other = pattern(4096, 0x77);
+    {
+        let admin =
+            rbd_client::Cluster::connect(&c.conf(), None, None, &[]).expect("connect as admin");
+        let img = admin
+            .pool("rbd")
+            .and_then(|p| p.open("lun0"))
+            .expect("open lun0");
+        img.write_blocking(u64::from(lba) * 512, &other)
+            .expect("write behind the target");
+    }
+    assert_eq!(a.good(0, &read10(lba, 8), &[], 4096), other);
+
+    // GET LBA STATUS: mapped at the written range, deallocated in the untouched last object.
+    let status = |a: &mut Node, lba: u64| {
+        let d = a.good(0, &cdb16(0x9e, 0x12, lba, 24), &[], 24);
+        (
+            u64::from_be_bytes(d[8..16].try_into().expect("8")),
+            u32::from_be_bytes(d[16..20].try_into().expect("4")),
+            d[20] & 0x0f,
+        )
+    };
+    let (first, _, prov) = status(&mut a, u64::from(lba));
+    assert_eq!(
+        (first, prov),
+        (u64::from(lba), 0),
+        "mapped where data was written"
+    );
+    let tail = 12 * MIB / 512;
+    let (first, _, prov) = status(&mut a, tail);
+    assert_eq!(
+        (first, prov),
+        (tail, 1),
+        "deallocated where nothing was written"
+    );
+
+    // UNMAP of the whole second object (4 MiB..8 MiB): deallocated.
+    let obj = 4 * MIB / 512;
+    let list = unmap_list(&[(obj, (4 * MIB / 512) as u32)]);
+    a.good(
+        0,
+        &[0x42, 0, 0, 0, 0, 0, 0, 0, list.len() as u8, 0],
+        &list,
+        0,
+    );
+    let (_, _, prov) = status(&mut a, obj);
+    assert_eq!(prov, 1, "the unmapped object is deallocated");
+    drop(a);
+    drop(daemon);
+
+    // Refused starts name the image and why.
+    let bad = dir.path().join("bad.keyring");
+    std::fs::write(
+        &bad,
+        "[client.srp]\n\tkey = AQBzTnJhAAAAABAAqRzq7+ty5P5HVKmG0ZrFbg==\n",
+    )
+    .expect("write");
+    for (image, keyring, why) in [
+        ("lun0", bad.as_path(), "Permission denied"),
+        ("missing", c.client_keyring().as_path(), "No such file"),
+    ] {
+        let text = toml_text(&dir, &c, image, keyring);
+        let config = TargetConfig::from_str(&text, "rbd.toml")
+            .expect("valid")
+            .config;
+        let e = Daemon::start(config, common::daemon_options()).expect_err("refused");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("rbd/{image}")) && msg.contains(why),
+            "{msg}"
+        );
+    }
+}
