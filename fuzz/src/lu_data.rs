@@ -16,8 +16,8 @@
 //! changed nothing. A refused MODE SELECT leaves MODE SENSE as it was; a completed one
 //! changed WCE at most, to what its caching page said, and another I_T nexus is told
 //! (MODE PARAMETERS CHANGED) exactly when WCE changed. A completed EXTENDED COPY moved
-//! each segment as `memmove` would; one that stopped at a segment (COPY ABORTED) moved the
-//! segments before it; one refused as a whole moved nothing. A WRITE USING TOKEN after a
+//! each segment as `memmove` would; one refused (COPY ABORTED for a segment it cannot
+//! reach, or any other error) moved nothing — the target checks the whole list first. A WRITE USING TOKEN after a
 //! write to the token's source is TOKEN REVOKED and writes nothing; otherwise it writes the
 //! source's blocks from the offset on (where its destination overlaps its own source the
 //! result is undefined by SBC-4 and only the answer is checked). Well-formed commands in
@@ -393,7 +393,11 @@ impl Harness<'_> {
             .sense()
             .is_some_and(|s| s.code().key == scsi::SenseKey::CopyAborted)
         {
-            valid
+            // The copy manager resolves and checks every segment before it copies any
+            // (srp-target exec/copy/xcopy.rs, as LIO does): a list refused for a segment it
+            // cannot reach moved nothing, the valid segments before it included. (A RAM LU
+            // has no failing read or write to stop a list part way.)
+            0
         } else {
             0
         };
