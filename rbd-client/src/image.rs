@@ -2,7 +2,7 @@
 
 use crate::RbdError;
 use crate::buf::IoBuf;
-use crate::ffi::{self, AioOp, ImageHandle, IoCtxHandle, RadosHandle};
+use crate::ffi::{self, AioOp, ImageHandle, IoCtxHandle, RadosHandle, WatchHandle};
 use std::ffi::CString;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -65,6 +65,7 @@ impl Pool {
         Ok(Image {
             handle: Some(Arc::new(h)),
             inflight: Arc::new(InFlight::default()),
+            watches: Mutex::new(Vec::new()),
         })
     }
 }
@@ -105,6 +106,8 @@ pub struct Extent {
 pub struct Image {
     handle: Option<Arc<ImageHandle>>,
     inflight: Arc<InFlight>,
+    /// Update watches, unregistered before the image closes.
+    watches: Mutex<Vec<WatchHandle>>,
 }
 
 impl Image {
@@ -168,6 +171,18 @@ impl Image {
         );
     }
 
+    /// Calls `on_update` (on librbd's thread; it should only hand the news on) after each
+    /// change of the image's header — a resize by any client among them — until the image
+    /// is dropped.
+    pub fn on_update(&self, on_update: Box<dyn Fn() + Send + Sync>) -> Result<(), RbdError> {
+        let w = self.handle().watch(on_update)?;
+        self.watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(w);
+        Ok(())
+    }
+
     /// The extents of `offset..offset + len` that hold data, in order (synchronous: a
     /// round trip per object it looks at; call it off the serving loop).
     pub fn allocated(&self, offset: u64, len: u64) -> Result<Vec<Extent>, RbdError> {
@@ -195,6 +210,11 @@ impl Drop for Image {
                 .unwrap_or_else(PoisonError::into_inner);
         }
         drop(n);
+        let watches =
+            std::mem::take(&mut *self.watches.lock().unwrap_or_else(PoisonError::into_inner));
+        for w in watches {
+            let _ = self.handle().unwatch(w);
+        }
         self.handle.take();
     }
 }

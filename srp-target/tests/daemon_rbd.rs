@@ -5,7 +5,9 @@
 //! target), and read back through the target after it was changed in the cluster;
 //! SYNCHRONIZE CACHE and a FUA write GOOD; UNMAP of a whole object deallocates it (GET LBA
 //! STATUS says so, mapped where data was written); the configuration check opens the
-//! image; a wrong key or a missing image refuses the start naming the image and the reason.
+//! image; a resize by another client tells every initiator CAPACITY DATA HAS CHANGED and
+//! the capacity follows; a wrong key or a missing image refuses the start naming the image
+//! and the reason.
 //! Loopback 127.0.140.x for the SRP ports.
 
 mod common;
@@ -13,6 +15,7 @@ mod host;
 
 use common::{TempDir, cdb16, pattern, read10, unmap_list, write10};
 use host::node::{Form, Node};
+use scsi::{SenseCode, Status};
 use srp_target::config::TargetConfig;
 use srp_target::daemon::Daemon;
 use std::net::{IpAddr, Ipv4Addr};
@@ -137,6 +140,36 @@ fn an_rbd_lun_through_the_daemon() {
     );
     let (_, _, prov) = status(&mut a, obj);
     assert_eq!(prov, 1, "the unmapped object is deallocated");
+
+    // Resized by another client: every initiator hears CAPACITY DATA HAS CHANGED, and the
+    // capacity follows the image.
+    c.rbd(&["resize", "--size", "32M", "rbd/lun0"]);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let r = a.direct(0, &[0; 6], &[], 0);
+        if r.status == Status::CheckCondition {
+            assert_eq!(
+                r.code(),
+                Some(SenseCode::CAPACITY_DATA_HAS_CHANGED),
+                "{r:?}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no CAPACITY DATA HAS CHANGED after the resize"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let cap = a.good(0, &cdb16(0x9e, 0x10, 0, 32), &[], 32);
+    let last = u64::from_be_bytes(cap[..8].try_into().expect("8 bytes"));
+    assert_eq!(last + 1, 32 * MIB / 512, "the capacity follows the image");
+    a.good(
+        0,
+        &write10((20 * MIB / 512) as u32, 8, false),
+        &pattern(4096, 5),
+        0,
+    );
     drop(a);
     drop(daemon);
 

@@ -20,6 +20,7 @@ type RbdImage = *mut c_void;
 type RbdCompletion = *mut c_void;
 type RbdCallback = unsafe extern "C" fn(RbdCompletion, *mut c_void);
 type DiffCallback = unsafe extern "C" fn(u64, usize, c_int, *mut c_void) -> c_int;
+type UpdateCallback = unsafe extern "C" fn(*mut c_void);
 
 macro_rules! library {
     ($($lib:ident $name:ident : fn($($arg:ty),*) -> $ret:ty;)*) => {
@@ -71,6 +72,8 @@ library! {
     rbd rbd_aio_write_zeroes: fn(RbdImage, u64, usize, RbdCompletion, c_int, c_int) -> c_int;
     rbd rbd_aio_compare_and_write: fn(RbdImage, u64, usize, *const c_char, *const c_char, RbdCompletion, *mut u64, c_int) -> isize;
     rbd rbd_diff_iterate2: fn(RbdImage, *const c_char, u64, u64, u8, u8, DiffCallback, *mut c_void) -> c_int;
+    rbd rbd_update_watch: fn(RbdImage, *mut u64, UpdateCallback, *mut c_void) -> c_int;
+    rbd rbd_update_unwatch: fn(RbdImage, u64) -> c_int;
 }
 
 /// `dlopen`s `name` for the whole process (never closed: librados keeps threads).
@@ -448,6 +451,68 @@ impl ImageHandle {
         check("rbd_diff_iterate2", r)?;
         Ok(out)
     }
+}
+
+/// What an update watch calls (on librbd's thread) when the image's header changes.
+pub(crate) type OnUpdate = Box<dyn Fn() + Send + Sync>;
+
+/// A registered update watch: its handle and the routine librbd holds a pointer to.
+#[derive(Debug)]
+pub(crate) struct WatchHandle {
+    handle: u64,
+    routine: *mut OnUpdate,
+}
+
+// SAFETY: the routine is `Send + Sync`; the handle is an integer.
+unsafe impl Send for WatchHandle {}
+// SAFETY: as above.
+unsafe impl Sync for WatchHandle {}
+
+impl ImageHandle {
+    /// `rbd_update_watch`: `on_update` runs (on librbd's thread) after each change of the
+    /// image's header — a resize among them. Unregister it with [`ImageHandle::unwatch`]
+    /// before the image closes.
+    pub(crate) fn watch(&self, on_update: OnUpdate) -> Result<WatchHandle, RbdError> {
+        let l = lib()?;
+        let routine = Box::into_raw(Box::new(on_update));
+        let mut handle = 0u64;
+        // SAFETY: a live image; `handle` a valid out-pointer; `routine` stays allocated
+        // until `unwatch` frees it, after librbd no longer calls back with it.
+        let r = unsafe {
+            (l.rbd_update_watch)(self.ptr.as_ptr(), &mut handle, update_cb, routine.cast())
+        };
+        if r < 0 {
+            // SAFETY: librbd refused the watch, so it holds no pointer to the routine;
+            // freed once, here.
+            drop(unsafe { Box::from_raw(routine) });
+            return Err(RbdError::call("rbd_update_watch", i64::from(r)));
+        }
+        Ok(WatchHandle { handle, routine })
+    }
+
+    /// `rbd_update_unwatch`, then the routine freed (librbd calls it no more: unwatching
+    /// waits for a notification being delivered).
+    pub(crate) fn unwatch(&self, w: WatchHandle) -> Result<(), RbdError> {
+        let l = lib()?;
+        // SAFETY: a live image and a handle it gave.
+        let r = unsafe { (l.rbd_update_unwatch)(self.ptr.as_ptr(), w.handle) };
+        if r < 0 {
+            // Still registered as far as we know: the routine is leaked rather than freed
+            // under librbd (a bounded leak on an error path).
+            return Err(RbdError::call("rbd_update_unwatch", i64::from(r)));
+        }
+        // SAFETY: unregistered, so librbd holds no pointer to it; freed once, here.
+        drop(unsafe { Box::from_raw(w.routine) });
+        Ok(())
+    }
+}
+
+/// librbd's update-watch callback: runs the routine (a panic is caught: it must not unwind
+/// into C).
+unsafe extern "C" fn update_cb(arg: *mut c_void) {
+    // SAFETY: `arg` is the routine `watch` registered, alive until `unwatch` returns.
+    let routine = unsafe { &*arg.cast::<OnUpdate>() };
+    let _ = catch_unwind(AssertUnwindSafe(routine));
 }
 
 /// The buffer an operation carried, for its completion routine.

@@ -206,6 +206,10 @@ pub struct LbaExtent {
     pub deallocated: bool,
 }
 
+/// What a store's owner does when the store changed size by itself (an RBD image another
+/// client resized): called with the new capacity in blocks, from a thread of the backend's.
+pub type CapacityListener = Box<dyn Fn(u64) + Send + Sync>;
+
 /// A LUN's backing store. Synchronous; the target calls it from its backend workers.
 pub trait Backend: Send + Sync + fmt::Debug {
     /// The logical block size.
@@ -303,6 +307,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// write into its physical blocks.
     fn is_volatile(&self) -> bool {
         false
+    }
+
+    /// Calls `listener` with the new capacity whenever the store changes size by itself
+    /// (not through [`Backend::resize`]). The default: a store that only the target
+    /// resizes (files, devices, RAM) never calls it.
+    fn watch_capacity(&self, listener: CapacityListener) {
+        drop(listener);
     }
 
     /// Whether every call completes from memory without waiting for a device (RAM, a

@@ -11,11 +11,14 @@
 //! (`rbd_diff_iterate2`). Every librbd error becomes an I/O error with its errno (the
 //! executor maps it to sense data and counts it).
 
-use super::{BackendError, BlockSize, LbaExtent, Op, check_range};
+use super::{BackendError, BlockSize, CapacityListener, LbaExtent, Op, check_range};
 use rbd_client::{Cluster, Image, RbdError};
 use scsi::{BlockCount, Lba};
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 /// Where an RBD LUN's image is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,18 +60,69 @@ const OP_TIMEOUT_SECS: &str = "30";
 /// An open RBD image as a LUN.
 pub struct RbdBackend {
     spec: RbdSpec,
-    image: Image,
+    image: Arc<Image>,
     block_size: BlockSize,
-    blocks: u64,
+    /// The capacity: the image's size in blocks, followed when another client resizes it.
+    blocks: Arc<AtomicU64>,
     /// The name errors carry (`rbd:pool/image`).
     path: PathBuf,
+    /// The thread that reads the image's size again when librbd says its header changed.
+    resize: Mutex<Option<ResizeWatcher>>,
+}
+
+/// A header change to look at, and whether to stop.
+#[derive(Default)]
+struct Signal {
+    state: Mutex<(bool, bool)>,
+    cv: Condvar,
+}
+
+impl Signal {
+    fn raise(&self, stop: bool) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if stop {
+            s.1 = true;
+        } else {
+            s.0 = true;
+        }
+        self.cv.notify_all();
+    }
+
+    /// Waits for a change (true) or the stop (false).
+    fn wait(&self) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if s.1 {
+                return false;
+            }
+            if s.0 {
+                s.0 = false;
+                return true;
+            }
+            s = self.cv.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+struct ResizeWatcher {
+    signal: Arc<Signal>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for ResizeWatcher {
+    fn drop(&mut self) {
+        self.signal.raise(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl fmt::Debug for RbdBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RbdBackend")
             .field("image", &self.spec.name())
-            .field("blocks", &self.blocks)
+            .field("blocks", &self.capacity())
             .finish()
     }
 }
@@ -119,11 +173,16 @@ impl RbdBackend {
         }
         Ok(RbdBackend {
             spec: spec.clone(),
-            image,
+            image: Arc::new(image),
             block_size,
-            blocks: size / bs,
+            blocks: Arc::new(AtomicU64::new(size / bs)),
             path,
+            resize: Mutex::new(None),
         })
+    }
+
+    fn capacity(&self) -> u64 {
+        self.blocks.load(Ordering::Acquire)
     }
 
     fn offset(&self, lba: Lba) -> u64 {
@@ -131,7 +190,15 @@ impl RbdBackend {
     }
 
     fn check(&self, op: Op, lba: Lba, len_bytes: usize) -> Result<(), BackendError> {
-        check_range(op, &self.path, self.block_size, self.blocks, lba, len_bytes).map(|_| ())
+        check_range(
+            op,
+            &self.path,
+            self.block_size,
+            self.capacity(),
+            lba,
+            len_bytes,
+        )
+        .map(|_| ())
     }
 }
 
@@ -141,7 +208,55 @@ impl super::Backend for RbdBackend {
     }
 
     fn blocks(&self) -> u64 {
-        self.blocks
+        self.capacity()
+    }
+
+    /// librbd's update watch raises a signal (its callback must not call back into
+    /// librbd); a thread of this LUN's reads the size again and, when the image is now
+    /// another whole number of blocks, takes it as the capacity and calls `listener`. A
+    /// size that is not a whole number of blocks is logged and not taken.
+    fn watch_capacity(&self, listener: CapacityListener) {
+        let signal = Arc::new(Signal::default());
+        let raise = signal.clone();
+        if let Err(e) = self.image.on_update(Box::new(move || raise.raise(false))) {
+            tracing::warn!(image = %self.spec.name(), error = %e,
+                "cannot watch the RBD image: a resize by another client will not be seen until restart");
+            return;
+        }
+        let (image, blocks, sig) = (self.image.clone(), self.blocks.clone(), signal.clone());
+        let (name, bs) = (self.spec.name(), u64::from(self.block_size.bytes()));
+        let thread = std::thread::Builder::new()
+            .name("rbd-resize".into())
+            .spawn(move || {
+                while sig.wait() {
+                    let size = match image.size() {
+                        Ok(s) => s,
+                        Err(e) => {
+                            tracing::warn!(image = %name, error = %e, "reading the RBD image's size after a change failed");
+                            continue;
+                        }
+                    };
+                    if size == 0 || size % bs != 0 {
+                        tracing::warn!(image = %name, size,
+                            "the RBD image now has a size that is not a whole number of blocks: capacity kept");
+                        continue;
+                    }
+                    let now = size / bs;
+                    if blocks.swap(now, Ordering::AcqRel) != now {
+                        listener(now);
+                    }
+                }
+            });
+        match thread {
+            Ok(t) => {
+                *self.resize.lock().unwrap_or_else(PoisonError::into_inner) = Some(ResizeWatcher {
+                    signal,
+                    thread: Some(t),
+                });
+            }
+            Err(e) => tracing::warn!(image = %self.spec.name(), error = %e,
+                "cannot start the RBD resize watcher: a resize will not be seen until restart"),
+        }
     }
 
     fn read_at(&self, lba: Lba, buf: &mut [u8]) -> Result<(), BackendError> {
@@ -175,7 +290,7 @@ impl super::Backend for RbdBackend {
 
     fn lba_status(&self, lba: Lba, max: u64) -> Result<LbaExtent, BackendError> {
         let bs = u64::from(self.block_size.bytes());
-        let max = max.min(self.blocks.saturating_sub(lba.0)).max(1);
+        let max = max.min(self.capacity().saturating_sub(lba.0)).max(1);
         let start = self.offset(lba);
         let ext = self
             .image

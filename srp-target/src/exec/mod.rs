@@ -452,6 +452,15 @@ impl LogicalUnit {
     pub fn into_shared(self) -> std::sync::Arc<LogicalUnit> {
         let lu = std::sync::Arc::new(self);
         let _ = lu.me.set(std::sync::Arc::downgrade(&lu));
+        // A store resized outside the target (an RBD image): every nexus is told.
+        let weak = std::sync::Arc::downgrade(&lu);
+        lu.backend.watch_capacity(Box::new(move |blocks| {
+            if let Some(lu) = weak.upgrade() {
+                tracing::info!(lu = %lu.identity.unique_name(), blocks,
+                    "the backing store changed size: CAPACITY DATA HAS CHANGED to every initiator");
+                lu.unit_attention(ua::To::All, SenseCode::CAPACITY_DATA_HAS_CHANGED);
+            }
+        }));
         lu
     }
 

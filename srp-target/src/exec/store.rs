@@ -70,6 +70,11 @@ impl Store {
         self.0.never_blocks()
     }
 
+    /// Calls `listener` when the store changes size by itself.
+    pub(super) fn watch_capacity(&self, listener: crate::backend::CapacityListener) {
+        self.0.watch_capacity(listener);
+    }
+
     /// Makes completed writes durable (`durability.rs` latches its failure).
     pub(super) fn flush(&self) -> Result<(), BackendError> {
         self.0.flush()
