@@ -141,6 +141,20 @@ fn an_rbd_lun_through_the_daemon() {
     let (_, _, prov) = status(&mut a, obj);
     assert_eq!(prov, 1, "the unmapped object is deallocated");
 
+    // WRITE ATOMIC: one physical block (a single RADOS write), no more — there is no
+    // intent log on this machine for an image other clients write.
+    let mut wa = [0u8; 16];
+    wa[0] = 0x9c;
+    wa[2..10].copy_from_slice(&100u64.to_be_bytes());
+    wa[12..14].copy_from_slice(&1u16.to_be_bytes());
+    a.good(0, &wa, &pattern(512, 9), 0);
+    wa[12..14].copy_from_slice(&2u16.to_be_bytes());
+    a.check(0, &wa, &pattern(1024, 9), 0, SenseCode::INVALID_FIELD_IN_CDB);
+    assert!(
+        !dir.path().join("state/atomic/rbd0.log").exists(),
+        "no intent log for an RBD LUN"
+    );
+
     // Resized by another client: every initiator hears CAPACITY DATA HAS CHANGED, and the
     // capacity follows the image.
     c.rbd(&["resize", "--size", "32M", "rbd/lun0"]);

@@ -198,14 +198,17 @@ fn open_lun(
 /// The intent log of a file or device LUN (`crate::atomic`), at `state_dir/atomic/
 /// <name>.log`, after replaying what it held onto the medium (a crash during an atomic
 /// write); none for a RAM LU (lost whole) or a read-only one (it writes nothing — a log
-/// left with records is reported, not replayed: the LU would have to be writable).
+/// left with records is reported, not replayed: the LU would have to be writable), and
+/// none for an RBD image: a log on this machine could replay old bytes over what another
+/// client (another appliance after a failover) wrote since, so WRITE ATOMIC there is what
+/// one RADOS write guarantees — a physical block, inside one object.
 fn atomic_log(
     l: &LunConfig,
     backend: &dyn Backend,
     state_dir: &std::path::Path,
 ) -> Result<Option<Arc<std::sync::Mutex<crate::atomic::IntentLog>>>, StartError> {
     use crate::atomic::{IntentLog, record::Header};
-    if matches!(l.backing, Backing::Ram { .. }) {
+    if matches!(l.backing, Backing::Ram { .. } | Backing::Rbd(_)) {
         return Ok(None);
     }
     let path = state_dir.join("atomic").join(format!("{}.log", l.name));
