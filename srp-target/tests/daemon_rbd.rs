@@ -140,6 +140,15 @@ fn an_rbd_lun_through_the_daemon() {
     );
     let (_, _, prov) = status(&mut a, obj);
     assert_eq!(prov, 1, "the unmapped object is deallocated");
+    // UNMAP of a few blocks inside an object: they read as zeros (LBPRZ), however small.
+    let list = unmap_list(&[(u64::from(lba) + 8, 8)]);
+    a.good(
+        0,
+        &[0x42, 0, 0, 0, 0, 0, 0, 0, list.len() as u8, 0],
+        &list,
+        0,
+    );
+    assert_eq!(a.good(0, &read10(lba + 8, 8), &[], 4096), vec![0u8; 4096]);
 
     // WRITE ATOMIC: one physical block (a single RADOS write), no more — there is no
     // intent log on this machine for an image other clients write.
@@ -149,7 +158,13 @@ fn an_rbd_lun_through_the_daemon() {
     wa[12..14].copy_from_slice(&1u16.to_be_bytes());
     a.good(0, &wa, &pattern(512, 9), 0);
     wa[12..14].copy_from_slice(&2u16.to_be_bytes());
-    a.check(0, &wa, &pattern(1024, 9), 0, SenseCode::INVALID_FIELD_IN_CDB);
+    a.check(
+        0,
+        &wa,
+        &pattern(1024, 9),
+        0,
+        SenseCode::INVALID_FIELD_IN_CDB,
+    );
     assert!(
         !dir.path().join("state/atomic/rbd0.log").exists(),
         "no intent log for an RBD LUN"

@@ -6,8 +6,10 @@
 //! and with an operation timeout (`rados_osd_op_timeout`), so a cluster that stops
 //! answering fails commands instead of holding workers for ever. Its capacity is the
 //! image's size. This backend waits for each operation on the backend worker that runs it;
-//! FLUSH is `rbd_aio_flush`, UNMAP `rbd_aio_discard` (librbd may skip a partial discard:
-//! no zeros promised), GET LBA STATUS from the image's allocated extents
+//! FLUSH is `rbd_aio_flush`, UNMAP `rbd_aio_write_zeroes` (zeros, whole objects
+//! deallocated: the LBPRZ the target reports holds — a plain discard may be skipped for a
+//! range smaller than librbd's discard granularity), GET LBA STATUS from the image's
+//! allocated extents
 //! (`rbd_diff_iterate2`). Every librbd error becomes an I/O error with its errno (the
 //! executor maps it to sense data and counts it).
 
@@ -284,7 +286,7 @@ impl super::Backend for RbdBackend {
         let len = usize::try_from(bytes).unwrap_or(usize::MAX);
         self.check(Op::Unmap, lba, len)?;
         self.image
-            .discard_blocking(self.offset(lba), bytes)
+            .write_zeroes_blocking(self.offset(lba), bytes)
             .map_err(|e| io_error(Op::Unmap, &self.path, e))
     }
 
