@@ -4,7 +4,8 @@
 //! through the target is in the image (read back with `rbd export`, not through the
 //! target), and read back through the target after it was changed in the cluster;
 //! SYNCHRONIZE CACHE and a FUA write GOOD; UNMAP of a whole object deallocates it (GET LBA
-//! STATUS says so, mapped where data was written); the configuration check opens the
+//! STATUS says so, mapped where data was written); COMPARE AND WRITE by librbd in the
+//! cluster (one block, miscompare offset); the configuration check opens the
 //! image; a resize by another client tells every initiator CAPACITY DATA HAS CHANGED and
 //! the capacity follows; a wrong key or a missing image refuses the start naming the image
 //! and the reason.
@@ -13,7 +14,7 @@
 mod common;
 mod host;
 
-use common::{TempDir, cdb16, pattern, read10, unmap_list, write10};
+use common::{TempDir, cdb16, compare_and_write, inquiry, pattern, read10, unmap_list, write10};
 use host::node::{Form, Node};
 use scsi::{SenseCode, Status};
 use srp_target::config::TargetConfig;
@@ -149,6 +150,67 @@ fn an_rbd_lun_through_the_daemon() {
         0,
     );
     assert_eq!(a.good(0, &read10(lba + 8, 8), &[], 4096), vec![0u8; 4096]);
+
+    // COMPARE AND WRITE in the cluster (librbd's compare-and-write): one 512-byte block,
+    // as the Block Limits page says; a stale comparison writes nothing and names the
+    // first differing byte.
+    let b0 = a.good(0, &inquiry(Some(0xb0), 64), &[], 64);
+    assert_eq!(b0[5], 1, "MAXIMUM COMPARE AND WRITE LENGTH: one block");
+    let cur = a.good(0, &read10(200, 1), &[], 512);
+    let new = pattern(512, 0x44);
+    a.good(
+        0,
+        &compare_and_write(200, 1),
+        &[cur.clone(), new.clone()].concat(),
+        0,
+    );
+    assert_eq!(a.good(0, &read10(200, 1), &[], 512), new);
+    let mut stale = new.clone();
+    stale[100] ^= 0xff;
+    let s = a.check(
+        0,
+        &compare_and_write(200, 1),
+        &[stale, pattern(512, 1)].concat(),
+        0,
+        SenseCode::MISCOMPARE_DURING_VERIFY,
+    );
+    assert_eq!(s.information(), Some(100), "the first differing byte");
+    assert_eq!(a.good(0, &read10(200, 1), &[], 512), new, "nothing written");
+    a.check(
+        0,
+        &compare_and_write(200, 2),
+        &pattern(2048, 3),
+        0,
+        SenseCode::INVALID_FIELD_IN_CDB,
+    );
+
+    // Done by librbd's compare-and-write, in the cluster (not the target's own read,
+    // compare and write, atomic on this appliance only): the target's librbd client
+    // counted each (its admin socket's perf counters: `cmp`), the miscompare included.
+    let asok = c.dir().join("run/client.srp.asok");
+    let out = std::process::Command::new("timeout")
+        .args(["30", "ceph", "--admin-daemon"])
+        .arg(&asok)
+        .args(["perf", "dump"])
+        .output()
+        .expect("run ceph --admin-daemon");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let perf: serde_json::Value = serde_json::from_slice(&out.stdout).expect("perf dump JSON");
+    let cmp: u64 = perf
+        .as_object()
+        .expect("an object")
+        .iter()
+        .filter(|(k, _)| k.starts_with("librbd-") && k.ends_with("rbd-lun0"))
+        .filter_map(|(_, v)| v["cmp"].as_u64())
+        .sum();
+    assert_eq!(
+        cmp, 2,
+        "both COMPARE AND WRITEs went to librbd's compare-and-write"
+    );
 
     // WRITE ATOMIC: one physical block (a single RADOS write), no more — there is no
     // intent log on this machine for an image other clients write.

@@ -277,6 +277,27 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Deallocates `blocks` blocks at `lba`; they read back as zeros afterwards (LBPRZ).
     fn unmap(&self, lba: Lba, blocks: BlockCount) -> Result<(), BackendError>;
 
+    /// The most blocks COMPARE AND WRITE may name on this store (Block Limits, MAXIMUM
+    /// COMPARE AND WRITE LENGTH; 0: not supported). The default: the target's own compare
+    /// and write (read, compare, write under the LU's order), up to 255 blocks.
+    fn max_compare_and_write_blocks(&self) -> u8 {
+        255
+    }
+
+    /// COMPARE AND WRITE done by the store itself, atomic where the store is shared (a
+    /// Ceph image: in the cluster): `Some(Ok(None))` written, `Some(Ok(Some(offset)))` not
+    /// written because the bytes at `offset` of the range differ, `None` for a store that
+    /// leaves it to the target (the default).
+    fn compare_and_write(
+        &self,
+        lba: Lba,
+        verify: &[u8],
+        write: &[u8],
+    ) -> Option<Result<Option<usize>, BackendError>> {
+        let _ = (lba, verify, write);
+        None
+    }
+
     /// Whether [`Backend::unmap`] is supported (LBPME, LBPU, LBPWS).
     fn supports_unmap(&self) -> bool {
         true

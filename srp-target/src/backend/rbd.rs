@@ -290,6 +290,40 @@ impl super::Backend for RbdBackend {
             .map_err(|e| io_error(Op::Unmap, &self.path, e))
     }
 
+    /// librbd compares and writes one 512-byte sector at most, inside one sector
+    /// (`ImageCompareAndWriteRequest::prune_object_extents`): one block of a 512-byte LUN,
+    /// none of a 4096-byte one (COMPARE AND WRITE is then not offered: the target's own
+    /// compare and write would be atomic on this appliance only, not in the cluster).
+    fn max_compare_and_write_blocks(&self) -> u8 {
+        match self.block_size {
+            BlockSize::B512 => 1,
+            BlockSize::B4096 => 0,
+        }
+    }
+
+    fn compare_and_write(
+        &self,
+        lba: Lba,
+        verify: &[u8],
+        write: &[u8],
+    ) -> Option<Result<Option<usize>, BackendError>> {
+        if let Err(e) = self.check(Op::Write, lba, write.len()) {
+            return Some(Err(e));
+        }
+        Some(
+            match self
+                .image
+                .compare_and_write_blocking(self.offset(lba), verify, write)
+            {
+                Ok(()) => Ok(None),
+                Err(RbdError::Mismatch { offset }) => {
+                    Ok(Some(usize::try_from(offset).unwrap_or(usize::MAX)))
+                }
+                Err(e) => Err(io_error(Op::Write, &self.path, e)),
+            },
+        )
+    }
+
     fn lba_status(&self, lba: Lba, max: u64) -> Result<LbaExtent, BackendError> {
         let bs = u64::from(self.block_size.bytes());
         let max = max.min(self.capacity().saturating_sub(lba.0)).max(1);

@@ -122,7 +122,10 @@ fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
     let mut b = vec![0u8; 0x3c];
     // Offsets below are the page's byte numbers minus the 4-byte header.
     b[0] = 0x01; // WSNZ: WRITE SAME with 0 blocks is rejected
-    b[1] = MAX_COMPARE_AND_WRITE_BLOCKS;
+    b[1] = lu
+        .backend()
+        .max_compare_and_write_blocks()
+        .min(MAX_COMPARE_AND_WRITE_BLOCKS);
     // OPTIMAL TRANSFER LENGTH GRANULARITY: a physical block (at most 2^15 logical ones).
     let per_physical = lu.blocks_per_physical();
     b[2..4].copy_from_slice(&(per_physical as u16).to_be_bytes());

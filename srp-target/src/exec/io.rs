@@ -244,7 +244,7 @@ pub(crate) fn compare_and_write(
     w: &MediumWrites<'_>,
 ) -> Exec {
     lu.check_writable()?;
-    if c.blocks.0 > u32::from(MAX_COMPARE_AND_WRITE_BLOCKS) {
+    if c.blocks.0 > u32::from(lu.backend.max_compare_and_write_blocks()) {
         return Err(Sense::invalid_field_in_cdb(13, Some(7)).into());
     }
     lu.check_range(c.lba, c.blocks)?;
@@ -260,6 +260,13 @@ pub(crate) fn compare_and_write(
     }
     let (verify, write) = buf.split_at(len);
     let _atomic = lu.atomic_order_at(nexus, c.lba, c.blocks.0.into())?;
+    // A store shared beyond this target compares and writes itself, atomically there.
+    if let Some(r) = w.compare_and_write_at(c.lba, verify, write) {
+        return match r? {
+            None => Ok(done),
+            Some(off) => Err(miscompare(off)),
+        };
+    }
     let mut medium = vec![0u8; len];
     lu.backend
         .read_at(c.lba, &mut medium)

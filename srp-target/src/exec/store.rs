@@ -65,6 +65,11 @@ impl Store {
         self.0.is_volatile()
     }
 
+    /// The most blocks COMPARE AND WRITE may name here.
+    pub fn max_compare_and_write_blocks(&self) -> u8 {
+        self.0.max_compare_and_write_blocks()
+    }
+
     /// Whether every call returns without blocking.
     pub fn never_blocks(&self) -> bool {
         self.0.never_blocks()
@@ -174,6 +179,27 @@ impl<'lu> MediumWrites<'lu> {
             .0
             .write_at(lba, buf)
             .map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba))
+    }
+
+    /// COMPARE AND WRITE by the store itself (`Backend::compare_and_write`): `None` when
+    /// the store leaves it to the target; `Some(Ok(Some(offset)))` a miscompare (nothing
+    /// written).
+    pub(crate) fn compare_and_write_at(
+        &self,
+        lba: Lba,
+        verify: &[u8],
+        write: &[u8],
+    ) -> Option<Result<Option<usize>, Stop>> {
+        if let Err(stop) = self.admit(lba) {
+            return Some(Err(stop));
+        }
+        let blocks = (write.len() / self.lu.block_bytes() as usize) as u64;
+        let r = self.lu.backend.0.compare_and_write(lba, verify, write)?;
+        if matches!(r, Ok(None)) {
+            self.lu.note_write(lba, blocks);
+            self.dirty.set(true);
+        }
+        Some(r.map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba)))
     }
 
     /// Writes from registered memory at `lba`.
