@@ -29,13 +29,25 @@ fn ip(host: u8) -> IpAddr {
 }
 
 fn toml_text(dir: &TempDir, c: &CephCluster, image: &str, keyring: &std::path::Path) -> String {
+    toml_with(dir, c, image, keyring, "", "{ 0 = \"rbd0\" }")
+}
+
+/// The configuration with `extra` LUN tables and the IOC's `exports`.
+fn toml_with(
+    dir: &TempDir,
+    c: &CephCluster,
+    image: &str,
+    keyring: &std::path::Path,
+    extra: &str,
+    exports: &str,
+) -> String {
     format!(
         "[target]\nnode_guid = \"0x0002c90300d8b000\"\nstate_dir = \"{}\"\n\n\
          [[port]]\nname = \"p0\"\naddress = \"{}\"\n\n\
          [[lun]]\nname = \"rbd0\"\nrbd = \"rbd/{image}\"\nceph_conf = \"{}\"\n\
-         ceph_client = \"srp\"\nceph_keyring = \"{}\"\n\n\
+         ceph_client = \"srp\"\nceph_keyring = \"{}\"\n\n{extra}\
          [[ioc]]\nname = \"ioc-a\"\nguid = \"0x0002c90300d8b001\"\nports = [\"p0\"]\n\
-         exports = {{ 0 = \"rbd0\" }}\nallow = [\"any\"]\n",
+         exports = {exports}\nallow = [\"any\"]\n",
         dir.path().join("state").display(),
         ip(1),
         c.conf().display(),
@@ -67,7 +79,11 @@ fn an_rbd_lun_through_the_daemon() {
         matches!(check, srp_target::backend::claim::StoreCheck::Free),
         "the configuration check opens the image: {check:?}"
     );
-    let daemon = Daemon::start(config.clone(), common::daemon_options()).expect("daemon starts");
+    let file = dir.path().join("target.toml");
+    std::fs::write(&file, &text).expect("write the configuration");
+    let mut options = common::daemon_options();
+    options.config_path = Some(file.clone());
+    let daemon = Daemon::start(config.clone(), options).expect("daemon starts");
     let mut a = Node::open(ip(2), ip(1), 0xa901, &config.iocs[0], Form::IbCm, false);
 
     // READ CAPACITY(16): the image's 16 MiB in 512-byte blocks.
@@ -261,6 +277,58 @@ fn an_rbd_lun_through_the_daemon() {
         &pattern(4096, 5),
         0,
     );
+
+    // Live reload adds an RBD LUN (opened) and removes it (closed: the image has no
+    // watcher left).
+    c.rbd(&["create", "--size", "8M", "rbd/lun1"]);
+    let lun1 = format!(
+        "[[lun]]\nname = \"rbd1\"\nrbd = \"rbd/lun1\"\nceph_conf = \"{}\"\n\
+         ceph_client = \"srp\"\nceph_keyring = \"{}\"\n\n",
+        c.conf().display(),
+        c.client_keyring().display()
+    );
+    let two = "{ 0 = \"rbd0\", 1 = \"rbd1\" }";
+    std::fs::write(
+        &file,
+        toml_with(&dir, &c, "lun0", &c.client_keyring(), &lun1, two),
+    )
+    .expect("write");
+    let report = daemon.reload().expect("reloaded");
+    assert!(
+        report
+            .changes
+            .iter()
+            .any(|l| l == "lun rbd1 added: rbd rbd/lun1"),
+        "{report:?}"
+    );
+    let _ = a.direct(0, &[0; 6], &[], 0); // REPORTED LUNS DATA HAS CHANGED
+    let d = pattern(8192, 0x66);
+    a.good(1, &write10(8, 16, false), &d, 0);
+    assert_eq!(a.good(1, &read10(8, 16), &[], 8192), d);
+    let watchers = || String::from_utf8_lossy(&c.rbd(&["status", "rbd/lun1"])).into_owned();
+    assert!(
+        watchers().contains("watcher="),
+        "open while exported: {}",
+        watchers()
+    );
+    std::fs::write(&file, toml_text(&dir, &c, "lun0", &c.client_keyring())).expect("write");
+    let report = daemon.reload().expect("reloaded");
+    assert!(
+        report
+            .changes
+            .iter()
+            .any(|l| l.starts_with("lun rbd1 removed")),
+        "{report:?}"
+    );
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while watchers().contains("watcher=") {
+        assert!(
+            std::time::Instant::now() < end,
+            "still open after its removal: {}",
+            watchers()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     drop(a);
     drop(daemon);
 
