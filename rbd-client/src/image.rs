@@ -5,7 +5,7 @@ use crate::buf::IoBuf;
 use crate::ffi::{self, AioOp, ImageHandle, IoCtxHandle, RadosHandle, WatchHandle};
 use std::ffi::CString;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 
 /// A completion routine: the operation's result (bytes moved, for reads and writes) and its
 /// buffer back. It runs on librbd's thread: it should hand the result on, not block.
@@ -48,9 +48,25 @@ impl Cluster {
         Ok(Cluster(Arc::new(h)))
     }
 
+    /// A handle that does not keep the connection open (for a registry of connections).
+    pub fn downgrade(&self) -> WeakCluster {
+        WeakCluster(Arc::downgrade(&self.0))
+    }
+
     /// The pool `name`.
     pub fn pool(&self, name: &str) -> Result<Pool, RbdError> {
         Ok(Pool(Arc::new(self.0.ioctx(&cstr("pool", name)?)?)))
+    }
+}
+
+/// A connection that may have closed (its last [`Cluster`], pool and image gone).
+#[derive(Debug, Clone)]
+pub struct WeakCluster(Weak<RadosHandle>);
+
+impl WeakCluster {
+    /// The connection, if it is still open.
+    pub fn upgrade(&self) -> Option<Cluster> {
+        self.0.upgrade().map(Cluster)
     }
 }
 

@@ -23,4 +23,4 @@ mod image;
 
 pub use buf::IoBuf;
 pub use error::RbdError;
-pub use image::{Cluster, Completion, Extent, Image, Pool};
+pub use image::{Cluster, Completion, Extent, Image, Pool, WeakCluster};

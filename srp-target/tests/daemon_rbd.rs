@@ -293,6 +293,7 @@ fn an_rbd_lun_through_the_daemon() {
         toml_with(&dir, &c, "lun0", &c.client_keyring(), &lun1, two),
     )
     .expect("write");
+    let msgr_before = messenger_threads();
     let report = daemon.reload().expect("reloaded");
     assert!(
         report
@@ -300,6 +301,12 @@ fn an_rbd_lun_through_the_daemon() {
             .iter()
             .any(|l| l == "lun rbd1 added: rbd rbd/lun1"),
         "{report:?}"
+    );
+    eprintln!("messenger threads {msgr_before} -> {}", messenger_threads());
+    assert_eq!(
+        messenger_threads(),
+        msgr_before,
+        "the second LUN of one cluster and client shares the first one's connection"
     );
     let _ = a.direct(0, &[0; 6], &[], 0); // REPORTED LUNS DATA HAS CHANGED
     let d = pattern(8192, 0x66);
@@ -354,4 +361,14 @@ fn an_rbd_lun_through_the_daemon() {
             "{msg}"
         );
     }
+}
+
+/// Threads of librados's messengers in this process (three per open cluster connection).
+fn messenger_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("tasks")
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .filter(|c| c.starts_with("msgr-worker"))
+        .count()
 }

@@ -59,6 +59,36 @@ impl RbdSpec {
 /// Seconds an OSD or monitor operation may take before it fails with ETIMEDOUT.
 const OP_TIMEOUT_SECS: &str = "30";
 
+/// The open cluster connections, by what names a client: LUNs of one cluster as one client
+/// share one connection (its threads and sockets), closed when the last of them goes.
+type ClientKey = (PathBuf, Option<String>, Option<PathBuf>);
+static CLIENTS: std::sync::LazyLock<
+    Mutex<std::collections::HashMap<ClientKey, rbd_client::WeakCluster>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// The connection to `spec`'s cluster as its client: an open one shared, else a new one.
+fn connect(spec: &RbdSpec) -> Result<Cluster, RbdError> {
+    let key = (spec.conf.clone(), spec.client.clone(), spec.keyring.clone());
+    let mut clients = CLIENTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(c) = clients.get(&key).and_then(rbd_client::WeakCluster::upgrade) {
+        return Ok(c);
+    }
+    clients.retain(|_, w| w.upgrade().is_some());
+    let c = Cluster::connect(
+        &spec.conf,
+        spec.client.as_deref(),
+        spec.keyring.as_deref(),
+        &[
+            ("rbd_cache", "false"),
+            ("rados_osd_op_timeout", OP_TIMEOUT_SECS),
+            ("rados_mon_op_timeout", OP_TIMEOUT_SECS),
+            ("client_mount_timeout", OP_TIMEOUT_SECS),
+        ],
+    )?;
+    clients.insert(key, c.downgrade());
+    Ok(c)
+}
+
 /// An open RBD image as a LUN.
 pub struct RbdBackend {
     spec: RbdSpec,
@@ -147,18 +177,7 @@ impl RbdBackend {
     pub fn open(spec: &RbdSpec, block_size: BlockSize) -> Result<RbdBackend, BackendError> {
         let path = PathBuf::from(format!("rbd:{}", spec.name()));
         let err = |e| io_error(Op::Open, &path, e);
-        let cluster = Cluster::connect(
-            &spec.conf,
-            spec.client.as_deref(),
-            spec.keyring.as_deref(),
-            &[
-                ("rbd_cache", "false"),
-                ("rados_osd_op_timeout", OP_TIMEOUT_SECS),
-                ("rados_mon_op_timeout", OP_TIMEOUT_SECS),
-                ("client_mount_timeout", OP_TIMEOUT_SECS),
-            ],
-        )
-        .map_err(err)?;
+        let cluster = connect(spec).map_err(err)?;
         let image = cluster
             .pool(&spec.pool)
             .and_then(|p| p.open(&spec.image))
