@@ -1,6 +1,5 @@
 //! INQUIRY (SPC-4 6.6): standard data and the VPD pages 00h, 80h, 83h, 8Fh, B0h, B1h, B2h.
 
-use super::io::MAX_COMPARE_AND_WRITE_BLOCKS;
 use super::provisioning::{MAX_UNMAP_BLOCKS, MAX_UNMAP_DESCRIPTORS, MAX_WRITE_SAME_BLOCKS};
 use super::{Exec, LogicalUnit, Nexus, Sense, good_data};
 use scsi::cdb::{Inquiry, VpdPage};
@@ -122,10 +121,7 @@ fn block_limits(lu: &LogicalUnit) -> Vec<u8> {
     let mut b = vec![0u8; 0x3c];
     // Offsets below are the page's byte numbers minus the 4-byte header.
     b[0] = 0x01; // WSNZ: WRITE SAME with 0 blocks is rejected
-    b[1] = lu
-        .backend()
-        .max_compare_and_write_blocks()
-        .min(MAX_COMPARE_AND_WRITE_BLOCKS);
+    b[1] = lu.backend().max_compare_and_write_blocks();
     // OPTIMAL TRANSFER LENGTH GRANULARITY: a physical block (at most 2^15 logical ones).
     let per_physical = lu.blocks_per_physical();
     b[2..4].copy_from_slice(&(per_physical as u16).to_be_bytes());
