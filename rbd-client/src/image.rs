@@ -143,7 +143,9 @@ impl Image {
         self.handle().aio(
             op,
             Box::new(move |r, buf| {
+                let outer = IN_COMPLETION.replace(true);
                 done(r, buf);
+                IN_COMPLETION.set(outer);
                 inflight.end();
             }),
         );
@@ -211,8 +213,22 @@ impl Image {
     }
 }
 
-impl Drop for Image {
-    fn drop(&mut self) {
+thread_local! {
+    /// Whether this thread is running a completion routine (librbd's thread, or the caller's
+    /// when librbd refused to start the operation).
+    static IN_COMPLETION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// What closing an image takes: its handle, its operations in flight, its watches.
+struct Closing {
+    handle: Option<Arc<ImageHandle>>,
+    inflight: Arc<InFlight>,
+    watches: Vec<WatchHandle>,
+}
+
+impl Closing {
+    /// Waits for the operations in flight, unregisters the watches, closes the image.
+    fn close(mut self) {
         let mut n = self
             .inflight
             .count
@@ -226,11 +242,49 @@ impl Drop for Image {
                 .unwrap_or_else(PoisonError::into_inner);
         }
         drop(n);
-        let watches =
-            std::mem::take(&mut *self.watches.lock().unwrap_or_else(PoisonError::into_inner));
-        for w in watches {
-            let _ = self.handle().unwatch(w);
+        if let Some(h) = self.handle.take() {
+            for w in std::mem::take(&mut self.watches) {
+                let _ = h.unwatch(w);
+            }
         }
-        self.handle.take();
+    }
+}
+
+impl Drop for Image {
+    /// Waits for the operations in flight, then closes the image. Dropped by a completion
+    /// routine (its owner's last reference gone there), the image is closed on a thread of
+    /// its own: that routine's operation counts as in flight until the routine returns, and
+    /// librbd must not be asked to close an image from its own completion thread.
+    fn drop(&mut self) {
+        let closing = Closing {
+            handle: self.handle.take(),
+            inflight: self.inflight.clone(),
+            watches: std::mem::take(
+                &mut *self.watches.lock().unwrap_or_else(PoisonError::into_inner),
+            ),
+        };
+        if !IN_COMPLETION.get() {
+            closing.close();
+            return;
+        }
+        let slot = Arc::new(Mutex::new(Some(closing)));
+        let theirs = slot.clone();
+        let spawned = std::thread::Builder::new()
+            .name("rbd-close".into())
+            .spawn(move || {
+                if let Some(c) = theirs.lock().unwrap_or_else(PoisonError::into_inner).take() {
+                    c.close();
+                }
+            });
+        if spawned.is_err() {
+            // No thread to close it on: the image stays open (its memory and its session
+            // with the cluster) rather than deadlock this completion thread.
+            let leaked = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+            tracing::error!(
+                "cannot start a thread to close an RBD image dropped in a completion routine: \
+                 it is left open"
+            );
+            std::mem::forget(leaked);
+        }
     }
 }

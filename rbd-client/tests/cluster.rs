@@ -3,7 +3,8 @@
 //! read across an object boundary from owned and registered memory, the allocated extents,
 //! discard, compare-and-write (match and mismatch), flush; every refusal a clear error
 //! (unknown image and pool, a wrong key); an image dropped with operations in flight runs
-//! every completion routine first.
+//! every completion routine first; one whose last owner is a completion routine is closed
+//! without deadlocking librbd's thread.
 
 use ib_verbs::mem::MemBlock;
 use rbd_client::{Cluster, IoBuf, RbdError};
@@ -193,6 +194,39 @@ fn an_image_through_librbd_against_a_real_cluster() {
         16,
         "every routine ran before the close"
     );
+
+    // The image's last owner is a completion routine (a LUN removed while its last write
+    // was in flight): the routine returns, and the image is closed on a thread of its own
+    // (closing it on librbd's completion thread, which waits for that very routine,
+    // deadlocks: without the hand-off this test times out).
+    let img = Arc::new(pool.open("t1").expect("open again"));
+    let (tx, rx) = channel();
+    let (dropped_tx, dropped) = channel::<()>();
+    let owner = img.clone();
+    img.write(
+        0,
+        IoBuf::vec(vec![7u8; 4096]),
+        Box::new(move |r, _| {
+            r.expect("the last write");
+            // The test's own reference is gone first: this one is the last.
+            let _ = dropped.recv_timeout(Duration::from_secs(30));
+            assert_eq!(
+                Arc::strong_count(&owner),
+                1,
+                "the routine holds the last owner"
+            );
+            drop(owner);
+            let _ = tx.send(());
+        }),
+    );
+    drop(img);
+    let _ = dropped_tx.send(());
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("a routine that dropped the image's last owner returned");
+    let again = pool.open("t1").expect("open after the hand-off close");
+    let mut back = vec![0u8; 4096];
+    again.read_blocking(0, &mut back).expect("read back");
+    assert_eq!(back, vec![7u8; 4096], "the last write landed");
 }
 
 fn libc_enoent() -> i32 {

@@ -15,9 +15,10 @@ mod common;
 mod host;
 
 use common::{TempDir, cdb16, compare_and_write, inquiry, pattern, read10, unmap_list, write10};
-use host::node::{Form, Node};
+use host::node::{Form, In, Node, Out};
 use scsi::{SenseCode, Status};
 use srp_target::config::TargetConfig;
+use srp_target::control::{ControlAnswer, ControlRequest};
 use srp_target::daemon::Daemon;
 use std::net::{IpAddr, Ipv4Addr};
 use testkit::ceph::CephCluster;
@@ -83,6 +84,8 @@ fn an_rbd_lun_through_the_daemon() {
     std::fs::write(&file, &text).expect("write the configuration");
     let mut options = common::daemon_options();
     options.config_path = Some(file.clone());
+    // One backend worker: the writes in flight together below are librbd's, not threads'.
+    options.workers = 1;
     let daemon = Daemon::start(config.clone(), options).expect("daemon starts");
     let mut a = Node::open(ip(2), ip(1), 0xa901, &config.iocs[0], Form::IbCm, false);
 
@@ -122,6 +125,51 @@ fn an_rbd_lun_through_the_daemon() {
             .expect("write behind the target");
     }
     assert_eq!(a.good(0, &read10(lba, 8), &[], 4096), other);
+
+    // Twelve 4 KiB WRITEs sent together, 256 KiB apart: the one worker starts
+    // each on librbd and goes on (exec/aio.rs); their completions answer them. The LU's
+    // counters show them in flight together. (Waiting on the worker, as the synchronous
+    // path does, runs them one by one: the peak stays 0 — `let started = None` in
+    // io/executor.rs fails this.)
+    let base = 9 * MIB / 512;
+    let ius: Vec<Vec<u8>> = (0..12u32)
+        .map(|k| {
+            let tag = a.next_tag();
+            let at = host::node::OUT + u64::from(k) * 8192;
+            let lba = (base + u64::from(k) * (MIB / 512) / 4) as u32;
+            let data = pattern(4096, 0x50 + k as u8);
+            a.cmd_at(
+                at,
+                tag,
+                0,
+                &write10(lba, 8, false),
+                Out::Direct(&data),
+                In::None,
+            )
+            .0
+        })
+        .collect();
+    a.send_all(&ius);
+    for _ in 0..12 {
+        let r = a.reply(&[]);
+        assert_eq!((r.status, r.sense.is_none()), (Status::Good, true), "{r:?}");
+    }
+    for k in 0..12u32 {
+        let lba = (base + u64::from(k) * (MIB / 512) / 4) as u32;
+        assert_eq!(
+            a.good(0, &read10(lba, 8), &[], 4096),
+            pattern(4096, 0x50 + k as u8)
+        );
+    }
+    let luns = match daemon.control().call(ControlRequest::ListLuns) {
+        Ok(ControlAnswer::Luns(l)) => l,
+        other => panic!("LUNs: {other:?}"),
+    };
+    let counters = luns[0].counters;
+    assert!(
+        counters.async_peak >= 2 && counters.async_commands >= 24,
+        "one worker, several librbd operations in flight: {counters:?}"
+    );
 
     // GET LBA STATUS: mapped at the written range, deallocated in the untouched last object.
     let status = |a: &mut Node, lba: u64| {

@@ -193,6 +193,35 @@ impl MemSpan<'_> {
     }
 }
 
+/// A span of registered memory owned by an operation in flight ([`AsyncIo`]): the command
+/// slot's buffer, kept alive until the store is done with it.
+#[derive(Clone, Debug)]
+pub struct OwnedSpan {
+    /// The memory.
+    pub block: std::sync::Arc<ib_verbs::mem::MemBlock>,
+    /// Offset of the first byte.
+    pub offset: usize,
+    /// Bytes.
+    pub len: usize,
+}
+
+/// What an [`AsyncIo`] operation calls when it ends, once, on the store's own thread (or
+/// on the caller's, at once, when the store refuses to start it).
+pub type IoDone = Box<dyn FnOnce(Result<(), BackendError>) + Send>;
+
+/// A store whose reads, writes and flushes complete asynchronously (a Ceph image through
+/// librbd): the target starts them from a worker and goes on; each completion finishes its
+/// command and wakes the loop that serves its channel (`exec/aio.rs`), so no thread waits
+/// for an operation in flight.
+pub trait AsyncIo: Send + Sync {
+    /// Reads `dst.len` bytes (whole blocks) at `lba` into `dst`.
+    fn read_into(&self, lba: Lba, dst: OwnedSpan, done: IoDone);
+    /// Writes `src` (whole blocks) at `lba`.
+    fn write_from(&self, lba: Lba, src: OwnedSpan, done: IoDone);
+    /// Makes every write completed before it durable.
+    fn flush(&self, done: IoDone);
+}
+
 /// Bytes moved per step by the default [`Backend::read_into`] / [`Backend::write_from`]
 /// (a whole number of either block size; on the stack, nothing allocated).
 const STEP_BYTES: usize = 16 << 10;
@@ -342,6 +371,11 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// LIO's rd_mcp ramdisk executes in the submitting context — no worker hop.
     fn never_blocks(&self) -> bool {
         false
+    }
+
+    /// The store's asynchronous reads, writes and flushes, if it has them ([`AsyncIo`]).
+    fn async_io(&self) -> Option<&dyn AsyncIo> {
+        None
     }
 }
 

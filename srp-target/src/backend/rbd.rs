@@ -5,16 +5,19 @@
 //! on the OSDs, and two appliances on one image never serve each other stale cached data)
 //! and with an operation timeout (`rados_osd_op_timeout`), so a cluster that stops
 //! answering fails commands instead of holding workers for ever. Its capacity is the
-//! image's size. This backend waits for each operation on the backend worker that runs it;
-//! FLUSH is `rbd_aio_flush`, UNMAP `rbd_aio_write_zeroes` (zeros, whole objects
+//! image's size. READ, WRITE and flush are asynchronous ([`AsyncIo`]: `rbd_aio_read` and
+//! `rbd_aio_write` straight into and out of the command slot's registered memory,
+//! `rbd_aio_flush`; `exec/aio.rs` runs them); the other operations wait on the backend
+//! worker that runs them: FLUSH is `rbd_aio_flush`, UNMAP `rbd_aio_write_zeroes` (zeros, whole objects
 //! deallocated: the LBPRZ the target reports holds — a plain discard may be skipped for a
 //! range smaller than librbd's discard granularity), GET LBA STATUS from the image's
 //! allocated extents
 //! (`rbd_diff_iterate2`). Every librbd error becomes an I/O error with its errno (the
 //! executor maps it to sense data and counts it).
 
-use super::{BackendError, BlockSize, CapacityListener, LbaExtent, Op, check_range};
-use rbd_client::{Cluster, Image, RbdError};
+use super::check_range;
+use super::{AsyncIo, BackendError, BlockSize, CapacityListener, IoDone, LbaExtent, Op, OwnedSpan};
+use rbd_client::{Cluster, Image, IoBuf, RbdError};
 use scsi::{BlockCount, Lba};
 use std::fmt;
 use std::path::PathBuf;
@@ -343,6 +346,10 @@ impl super::Backend for RbdBackend {
         )
     }
 
+    fn async_io(&self) -> Option<&dyn AsyncIo> {
+        Some(self)
+    }
+
     fn lba_status(&self, lba: Lba, max: u64) -> Result<LbaExtent, BackendError> {
         let bs = u64::from(self.block_size.bytes());
         let max = max.min(self.capacity().saturating_sub(lba.0)).max(1);
@@ -371,5 +378,55 @@ impl super::Backend for RbdBackend {
             blocks: run.blocks.min(max),
             ..run
         })
+    }
+}
+
+impl RbdBackend {
+    /// The span as librbd's buffer: the registered memory itself, no copy.
+    fn io_buf(&self, op: Op, span: &OwnedSpan) -> Result<IoBuf, BackendError> {
+        IoBuf::span(&span.block, span.offset, span.len).map_err(|e| io_error(op, &self.path, e))
+    }
+
+    /// `done` as librbd's completion routine, its error named for `op`.
+    fn routine(&self, op: Op, done: IoDone) -> rbd_client::Completion {
+        let path = self.path.clone();
+        Box::new(move |r, _buf| done(r.map(|_| ()).map_err(|e| io_error(op, &path, e))))
+    }
+
+    fn start(
+        &self,
+        op: Op,
+        lba: Lba,
+        span: &OwnedSpan,
+        done: IoDone,
+        go: impl FnOnce(&Image, u64, IoBuf, rbd_client::Completion),
+    ) {
+        let buf = self
+            .check(op, lba, span.len)
+            .and_then(|()| self.io_buf(op, span));
+        match buf {
+            Ok(buf) => go(&self.image, self.offset(lba), buf, self.routine(op, done)),
+            Err(e) => done(Err(e)),
+        }
+    }
+}
+
+/// librbd's `rbd_aio_read`/`rbd_aio_write` straight into and out of the command slot's
+/// registered memory, `rbd_aio_flush`; their completions run on librbd's thread.
+impl AsyncIo for RbdBackend {
+    fn read_into(&self, lba: Lba, dst: OwnedSpan, done: IoDone) {
+        self.start(Op::Read, lba, &dst, done, |img, off, buf, d| {
+            img.read(off, buf, d);
+        });
+    }
+
+    fn write_from(&self, lba: Lba, src: OwnedSpan, done: IoDone) {
+        self.start(Op::Write, lba, &src, done, |img, off, buf, d| {
+            img.write(off, buf, d);
+        });
+    }
+
+    fn flush(&self, done: IoDone) {
+        self.image.flush(self.routine(Op::Flush, done));
     }
 }

@@ -126,9 +126,20 @@ pub fn render(
                 "Copies that failed because another copy wrote their held source.",
                 c.copy_collisions,
             ),
+            (
+                "srp_target_lun_async_commands_total",
+                "Commands started asynchronously on a store with asynchronous I/O (RBD).",
+                c.async_commands,
+            ),
         ] {
             e.counter(name, help, labels, v);
         }
+        e.gauge(
+            "srp_target_lun_async_peak",
+            "The most asynchronous reads and writes in flight at once on the store.",
+            labels,
+            c.async_peak as f64,
+        );
         e.gauge(
             "srp_target_lun_size_bytes",
             "Capacity.",

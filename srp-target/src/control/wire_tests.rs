@@ -65,6 +65,8 @@ fn lun(i: u32) -> LunStatus {
             writes_held: 5,
             writes_busy_for_copies: 1,
             copy_collisions: 2,
+            async_commands: 6,
+            async_peak: 3,
         },
         latency: Default::default(),
     }

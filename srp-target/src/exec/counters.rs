@@ -81,6 +81,10 @@ pub struct LuCountersSnapshot {
     pub writes_busy_for_copies: u64,
     /// Held copies that failed because another copy wrote their source (COPY ABORTED).
     pub copy_collisions: u64,
+    /// Commands run asynchronously on a store with asynchronous I/O (`exec/aio.rs`).
+    pub async_commands: u64,
+    /// The most asynchronous reads and writes in flight at once.
+    pub async_peak: u64,
 }
 
 impl LuCounters {
@@ -147,6 +151,8 @@ impl LuCounters {
             writes_held: 0,
             writes_busy_for_copies: 0,
             copy_collisions: 0,
+            async_commands: 0,
+            async_peak: 0,
         }
     }
 }

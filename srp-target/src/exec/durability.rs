@@ -16,7 +16,7 @@ use super::{LogicalUnit, Stop, backend_sense};
 use crate::backend::{BackendError, Op};
 use scsi::{Lba, Sense, SenseCode};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A logical unit's flush state.
 #[derive(Debug, Default)]
@@ -71,6 +71,31 @@ impl LogicalUnit {
             })?;
         }
         Ok(())
+    }
+
+    /// [`LogicalUnit::flush`] on a store with asynchronous I/O (`aio.rs`): `done` gets the
+    /// result on the store's thread; a failure is latched as a synchronous one is. An LU
+    /// without asynchronous I/O, or with WRITE ATOMIC's intent log (retired under its lock),
+    /// flushes synchronously here.
+    pub(crate) fn flush_async(
+        self: Arc<Self>,
+        lba: Lba,
+        done: Box<dyn FnOnce(Result<(), Stop>) + Send>,
+    ) {
+        if let Err(s) = self.check_flushable() {
+            return done(Err(s));
+        }
+        let aio = match self.backend.async_io() {
+            Some(aio) if self.atomic_log.is_none() => aio,
+            _ => return done(self.flush(lba)),
+        };
+        let lu = self.clone();
+        aio.flush(Box::new(move |r| {
+            done(r.map_err(|e| {
+                lu.latch(&e);
+                backend_sense(&e, SenseCode::WRITE_ERROR, lba)
+            }));
+        }));
     }
 
     /// Fails as a flush would if one failed before (latched); for a durable write, before

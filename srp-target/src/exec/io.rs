@@ -54,7 +54,7 @@ impl LogicalUnit {
 }
 
 /// The CDB byte holding the TRANSFER LENGTH (its most-significant byte).
-fn length_byte(cdb: RwCdb) -> u16 {
+pub(crate) fn length_byte(cdb: RwCdb) -> u16 {
     match cdb {
         RwCdb::Six => 4,
         RwCdb::Ten => 7,

@@ -20,6 +20,7 @@
 //! IN/OUT and the reservation conflict check every command passes first), [`ua`] (unit
 //! attention conditions, checked before everything else).
 
+pub mod aio;
 pub mod commands;
 pub mod copy;
 pub mod counters;
@@ -267,6 +268,9 @@ pub struct LogicalUnit {
     /// WRITE ATOMIC take it exclusive, so that no write lands between their read and their
     /// write and no read sees half of them (SBC-4 4.29, 5.3).
     io_order: RwLock<()>,
+    /// Asynchronous reads and writes in flight, which exclusive ordering waits for
+    /// ([`aio`]).
+    gate: aio::Gate,
     /// Physical block size in bytes: a power-of-two multiple of the logical block size.
     physical_block_bytes: u32,
     /// Physical block and unmap unit alignment ([`geometry`]).
@@ -423,6 +427,7 @@ impl LogicalUnit {
             write_cache: AtomicBool::new(config.write_cache),
             product: config.product,
             io_order: RwLock::new(()),
+            gate: aio::Gate::default(),
             physical_block_bytes: config
                 .physical_block_bytes
                 .filter(|&p| p > backend_block && p % backend_block == 0 && p.is_power_of_two())
@@ -617,6 +622,8 @@ impl LogicalUnit {
             writes_held: self.writes_held(),
             writes_busy_for_copies: self.writes_refused_for_copies(),
             copy_collisions: self.copy_collisions(),
+            async_commands: self.gate.counts().0,
+            async_peak: self.gate.counts().1,
             ..self.counters.snapshot()
         }
     }
@@ -686,11 +693,15 @@ impl LogicalUnit {
         self.io_order.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Exclusive ordering for COMPARE AND WRITE.
+    /// Exclusive ordering for COMPARE AND WRITE: once no asynchronous read or write is in
+    /// flight either (`aio.rs`).
     pub(crate) fn atomic_order(&self) -> RwLockWriteGuard<'_, ()> {
-        self.io_order
+        let order = self
+            .io_order
             .write()
-            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner);
+        self.gate.wait_empty();
+        order
     }
 
     /// DATA PROTECT, WRITE PROTECTED on a read-only LUN.

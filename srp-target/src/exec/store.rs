@@ -6,10 +6,11 @@
 //! what was written when the rule asks for it. A forgotten `finish` still flushes on drop.
 
 use super::{LogicalUnit, Stop, backend_sense};
-use crate::backend::{Backend, BackendError, BlockSize, LbaExtent, MemSpan};
+use crate::backend::{AsyncIo, Backend, BackendError, BlockSize, LbaExtent, MemSpan, OwnedSpan};
 use crate::exec::rules::Durability;
 use scsi::{BlockCount, Lba, SenseCode};
 use std::cell::Cell;
+use std::sync::Arc;
 
 /// The backend without its writes.
 #[derive(Debug)]
@@ -73,6 +74,12 @@ impl Store {
     /// Whether every call returns without blocking.
     pub fn never_blocks(&self) -> bool {
         self.0.never_blocks()
+    }
+
+    /// The store's asynchronous I/O, if it has some (`aio.rs`). Its writes go through
+    /// [`AsyncWrite`] only.
+    pub(super) fn async_io(&self) -> Option<&dyn AsyncIo> {
+        self.0.async_io()
     }
 
     /// Calls `listener` when the store changes size by itself.
@@ -255,6 +262,72 @@ impl Drop for MediumWrites<'_> {
                 "durable writes ended without their flush (a target bug): flushed now");
             let _ = self.flush_now();
         }
+    }
+}
+
+/// The door for one asynchronous WRITE from registered memory (`aio.rs`): what
+/// [`MediumWrites`] does for a write, owned, so that it ends on the store's thread —
+/// admitted (write protect, a latched flush failure when durable) and noted to the copy
+/// watches before the write starts, and flushed after it when the rule asks for durability
+/// (after a failed write too, as `MediumWrites::finish` does; the write's failure stands).
+#[derive(Debug)]
+pub(crate) struct AsyncWrite {
+    lu: Arc<LogicalUnit>,
+    durable: bool,
+    lba: Lba,
+    src: OwnedSpan,
+}
+
+impl AsyncWrite {
+    /// Admits a write of `src` at `lba` under `durability` and notes it (call with the
+    /// LU's order held).
+    pub(super) fn admit(
+        lu: &Arc<LogicalUnit>,
+        durability: Durability,
+        lba: Lba,
+        src: OwnedSpan,
+    ) -> Result<AsyncWrite, Stop> {
+        let durable = durability.durable(lu.write_cache());
+        lu.check_writable()?;
+        if durable {
+            lu.check_flushable()?;
+        }
+        let blocks = (src.len / lu.block_bytes() as usize) as u64;
+        lu.note_write(lba, blocks);
+        Ok(AsyncWrite {
+            lu: lu.clone(),
+            durable,
+            lba,
+            src,
+        })
+    }
+
+    /// Bytes it writes.
+    pub(super) fn len(&self) -> usize {
+        self.src.len
+    }
+
+    /// Starts the write on `aio`; `done` gets its result once the flush the rule asks for
+    /// has ended.
+    pub(super) fn start(self, aio: &dyn AsyncIo, done: Box<dyn FnOnce(Result<(), Stop>) + Send>) {
+        let AsyncWrite {
+            lu,
+            durable,
+            lba,
+            src,
+        } = self;
+        aio.write_from(
+            lba,
+            src,
+            Box::new(move |r| {
+                let written = r.map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba));
+                if !durable {
+                    return done(written);
+                }
+                lu.clone()
+                    .flush_async(lba, Box::new(move |flushed| done(written.and(flushed))));
+            }),
+        );
     }
 }
 

@@ -3,7 +3,8 @@
 //! on a channel; it never waits for a backend. [`Inline`] runs the job on the caller's
 //! thread (tests, tiny setups); [`crate::io::Workers`] runs it on a bounded pool.
 
-use crate::backend::MemSpan;
+use crate::backend::{MemSpan, OwnedSpan};
+use crate::exec::aio::AsyncCmd;
 use crate::exec::{CmdOutput, DataOut, LogicalUnit, Nexus, TransportError};
 use crate::lu::{PortIdentity, TargetPortGroup};
 use access_layer::verbs::Doorbell;
@@ -151,6 +152,15 @@ impl Drop for JobRunning<'_> {
     }
 }
 
+/// [`JobRunning`] owned, for a job whose end comes from a store's completion.
+struct JobEnd(AbortFlag);
+
+impl Drop for JobEnd {
+    fn drop(&mut self) {
+        self.0.end_job();
+    }
+}
+
 /// The jobs of aborted tasks still running on workers, that an answer waits for (a task
 /// management function, a PREEMPT AND ABORT). Each stopped job counts down; the last rings
 /// the waiting loop's doorbell, so the answer goes out at once (no polling).
@@ -255,14 +265,86 @@ impl Job {
     }
 
     fn run_with(self, may_wait: bool) {
+        if !self.abort.start_job() {
+            let (reply, mut data_in) = (self.reply, self.data_in);
+            data_in.clear();
+            reply.send(Done {
+                token: self.token,
+                result: Ok(CmdOutput {
+                    status: Status::TaskAborted,
+                    ..CmdOutput::good(0)
+                }),
+                data_in,
+                data_out: self.data_out,
+            });
+            return;
+        }
+        // A worker starts a READ, WRITE or SYNCHRONIZE CACHE on a store with asynchronous
+        // I/O and goes on; the store's completion answers it (`exec/aio.rs`).
+        let started = if may_wait { self.async_command() } else { None };
+        match started {
+            Some(cmd) => self.run_async(cmd),
+            None => self.run_started(may_wait),
+        }
+    }
+
+    /// The job as an asynchronous command, if its LU and data allow one.
+    fn async_command(&self) -> Option<AsyncCmd> {
+        let st = self.staging.as_ref()?;
+        self.lu.async_command(&self.cdb, st.len, st.data_out_len)
+    }
+
+    /// Starts the job on its store; its [`Done`] is sent from the completion, and the job
+    /// counts as running (for an abort's wait) until then.
+    fn run_async(self, cmd: AsyncCmd) {
+        let Job {
+            token,
+            lu,
+            nexus,
+            cdb,
+            data_out,
+            staging,
+            mut data_in,
+            reply,
+            abort,
+        } = self;
+        data_in.clear();
+        let Some(st) = staging else {
+            unreachable!("an asynchronous command has its slot's memory (async_command)");
+        };
+        let span = OwnedSpan {
+            len: st.data_out_len.unwrap_or(st.len),
+            block: st.mem,
+            offset: st.offset,
+        };
+        let running = JobEnd(abort.clone());
+        let nx = Nexus {
+            abort: Some(abort.flag()),
+            may_wait: true,
+            ..nexus.nexus()
+        };
+        lu.start_async(
+            &nx,
+            &cdb,
+            cmd,
+            span,
+            Box::new(move |result| {
+                drop(running);
+                reply.send(Done {
+                    token,
+                    result,
+                    data_in,
+                    data_out,
+                });
+            }),
+        );
+    }
+
+    /// Runs the started job here and sends its [`Done`].
+    fn run_started(self, may_wait: bool) {
         let mut data_in = self.data_in;
         data_in.clear();
-        let result = if !self.abort.start_job() {
-            Ok(CmdOutput {
-                status: Status::TaskAborted,
-                ..CmdOutput::good(0)
-            })
-        } else {
+        let result = {
             let span = self.staging.as_ref().map(|s| MemSpan {
                 block: &s.mem,
                 offset: s.offset,
