@@ -137,6 +137,14 @@ impl Image {
         self.handle().size()
     }
 
+    /// Whether the image has the exclusive-lock feature (`RBD_FEATURE_EXCLUSIVE_LOCK`):
+    /// librbd then hands one lock between its writers, one write at a time each way.
+    pub fn has_exclusive_lock(&self) -> Result<bool, RbdError> {
+        /// `RBD_FEATURE_EXCLUSIVE_LOCK` (rbd/features.h).
+        const EXCLUSIVE_LOCK: u64 = 1 << 2;
+        Ok(self.handle().features()? & EXCLUSIVE_LOCK != 0)
+    }
+
     fn start(&self, op: AioOp, done: Completion) {
         self.inflight.start();
         let inflight = self.inflight.clone();

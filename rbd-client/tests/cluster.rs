@@ -52,6 +52,19 @@ fn an_image_through_librbd_against_a_real_cluster() {
     let pool = cluster.pool("rbd").expect("pool rbd");
     let img = pool.open("t1").expect("open t1");
     assert_eq!(img.size().expect("size"), 64 * MIB);
+    // Debian's default features include exclusive-lock; layering alone does not.
+    assert!(img.has_exclusive_lock().expect("features"));
+    c.rbd(&[
+        "create",
+        "--size",
+        "4M",
+        "--image-feature",
+        "layering",
+        "rbd/plain",
+    ]);
+    let plain = pool.open("plain").expect("open plain");
+    assert!(!plain.has_exclusive_lock().expect("features"));
+    drop(plain);
 
     // 8 KiB across the boundary of the first two 4 MiB objects.
     let at = 4 * MIB - 4096;

@@ -127,6 +127,7 @@ fn example_parses_to_expected_values() {
             control_group: None,
             state_dir: "/var/lib/srp-target/array-1".into(),
             guards: ChannelGuards::default(),
+            port_base: 1,
         },
         partitions: vec![PartitionConfig {
             name: "storage".into(),
@@ -235,6 +236,7 @@ fn example_parses_to_expected_values() {
                 record_writes: None,
             },
         ],
+        peers: Vec::new(),
     };
     assert_eq!(loaded.config, want);
     let b = &loaded.config.iocs[1];
@@ -285,7 +287,7 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &format!("bar = 1\n{BASE}"),
-        "target.toml: bar: unknown key; expected one of: target, partition, port, ioc, lun",
+        "target.toml: bar: unknown key; expected one of: target, partition, port, ioc, lun, peer",
     );
     fails(
         &edit("size = \"64MiB\"", "size = \"64MiB\"\nsise = 1"),
@@ -293,7 +295,7 @@ fn unknown_keys_are_rejected_everywhere() {
     );
     fails(
         &edit("[target]", "[target]\nnode = 1"),
-        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port, login_forms, control_socket, control_group, state_dir, idle_probe, max_channels, max_channels_per_address, max_half_open",
+        "target.toml: target.node: unknown key; expected one of: node_guid, oui, name, rdma_cm_port, login_forms, control_socket, control_group, state_dir, idle_probe, max_channels, max_channels_per_address, max_half_open, port_base",
     );
     fails(
         &edit(
@@ -1048,4 +1050,94 @@ fn rbd_luns_and_their_errors() {
     );
     let e = errors(&two);
     assert!(e.iter().any(|l| l.contains("rbd rbd/x")), "{e:?}");
+}
+
+#[test]
+fn peers_and_port_base_are_checked() {
+    let with = |target: &str, tail: &str| {
+        format!(
+            "{}\n{tail}",
+            BASE.replacen(
+                "node_guid = \"0x0002c90300a1b2c0\"",
+                &format!("node_guid = \"0x0002c90300a1b2c0\"\n{target}"),
+                1,
+            )
+        )
+    };
+    let c = TargetConfig::from_str(
+        &with(
+            "port_base = 3",
+            "[[peer]]\nname = \"array-1\"\nport_groups = [1, 2]\nalua = \"active/non-optimized\"\n",
+        ),
+        "target.toml",
+    )
+    .expect("valid")
+    .config;
+    assert_eq!(c.target.port_base, 3);
+    assert_eq!(
+        c.peers,
+        [srp_target::config::PeerConfig {
+            name: "array-1".into(),
+            port_groups: vec![1, 2],
+            alua: srp_target::lu::AluaState::ActiveNonOptimized,
+        }]
+    );
+    assert_eq!(
+        errors(&with("port_base = 0", "")),
+        [
+            "target.toml: target.port_base: 0 is not a relative target port identifier (1..=65535: 0 is reserved)"
+        ]
+    );
+    // This appliance's groups are 1.. (one per IOC): a peer may not name one of them.
+    let overlap = errors(&with("", "[[peer]]\nname = \"b\"\nport_groups = [1]\n"));
+    assert_eq!(overlap.len(), 1, "{overlap:?}");
+    assert!(
+        overlap[0].starts_with(
+            "target.toml: peer[0].port_groups: target port group 1 is one of this appliance's own"
+        ),
+        "{overlap:?}"
+    );
+    let twice = errors(&with(
+        "port_base = 10",
+        "[[peer]]\nname = \"b\"\nport_groups = [3]\n\n[[peer]]\nname = \"b\"\nport_groups = [3, 0]\nalua = \"sideways\"\n",
+    ));
+    assert_eq!(twice.len(), 4, "{twice:#?}");
+    assert!(
+        twice
+            .iter()
+            .any(|e| e.contains("peer[1].name: peer name \"b\" is already used by peer[0]")),
+        "{twice:#?}"
+    );
+    assert!(
+        twice.iter().any(|e| e.contains(
+            "peer[1].port_groups[0]: target port group 3 is already named at peer[0].port_groups[0]"
+        )),
+        "{twice:#?}"
+    );
+    assert!(
+        twice
+            .iter()
+            .any(|e| e.contains("peer[1].port_groups[1]: 0 is not a target port group")),
+        "{twice:#?}"
+    );
+    assert!(
+        twice.iter().any(|e| e.contains("peer[1].alua")),
+        "{twice:#?}"
+    );
+    assert_eq!(
+        errors(&with("", "[[peer]]\nname = \"b\"\n")),
+        [
+            "target.toml: peer[0].port_groups: missing; its target port groups, as port_groups = [3, 4] (its own port_base and IOCs)"
+        ]
+    );
+    // One IOC at 65535 fits; a second runs past the last identifier.
+    assert!(TargetConfig::from_str(&with("port_base = 65535", ""), "target.toml").is_ok());
+    let second = "[[ioc]]\nname = \"b\"\nguid = \"0x0002c90300000002\"\nports = [\"p1\"]\n\
+                  exports = { 0 = \"vol1\" }\nallow = [\"any\"]\n";
+    assert_eq!(
+        errors(&with("port_base = 65535", second)),
+        [
+            "target.toml: target.port_base: port_base 65535 with 2 IOCs runs past 65535, the last relative target port identifier"
+        ]
+    );
 }

@@ -62,6 +62,7 @@ library! {
     rbd rbd_open: fn(IoCtx, *const c_char, *mut RbdImage, *const c_char) -> c_int;
     rbd rbd_close: fn(RbdImage) -> c_int;
     rbd rbd_get_size: fn(RbdImage, *mut u64) -> c_int;
+    rbd rbd_get_features: fn(RbdImage, *mut u64) -> c_int;
     rbd rbd_aio_create_completion: fn(*mut c_void, RbdCallback, *mut RbdCompletion) -> c_int;
     rbd rbd_aio_get_return_value: fn(RbdCompletion) -> isize;
     rbd rbd_aio_release: fn(RbdCompletion) -> ();
@@ -341,6 +342,17 @@ impl ImageHandle {
             (l.rbd_get_size)(self.ptr.as_ptr(), &mut size)
         })?;
         Ok(size)
+    }
+
+    /// `rbd_get_features`: the image's feature bits (`RBD_FEATURE_*`).
+    pub(crate) fn features(&self) -> Result<u64, RbdError> {
+        let l = lib()?;
+        let mut features = 0u64;
+        // SAFETY: a live image; `features` a valid out-pointer.
+        check("rbd_get_features", unsafe {
+            (l.rbd_get_features)(self.ptr.as_ptr(), &mut features)
+        })?;
+        Ok(features)
     }
 
     /// Starts `op`; `done` runs on librbd's thread when it ends — or here, at once, with

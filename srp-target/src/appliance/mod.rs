@@ -22,7 +22,7 @@ use crate::backend::{Backend, FileBackend, RamBackend};
 use crate::config::{Backing, IocConfig, LunConfig, TargetConfig};
 use crate::exec::{LogicalUnit, LuConfig, Nexus};
 use crate::login::{ChannelId, LoginDecision, LoginPolicy, decide};
-use crate::lu::{LunIdentity, Oui, PortIdentity, TargetPortGroup};
+use crate::lu::{LunIdentity, PortIdentity, TargetPortGroup};
 use scsi::Lun;
 use srp::wire::PortId;
 use srp::wire::login::LoginReq;
@@ -87,6 +87,7 @@ pub struct Appliance {
 fn open_backend(
     l: &LunConfig,
     layer: Option<&MediumLayer>,
+    shared: bool,
 ) -> Result<Box<dyn Backend>, StartError> {
     let backend_err = |source| StartError::Backend {
         lun: l.name.clone(),
@@ -118,7 +119,10 @@ fn open_backend(
         }
         #[cfg(target_os = "linux")]
         Backing::Rbd(b) => {
-            let spec = crate::backend::RbdSpec::from(b);
+            let spec = crate::backend::RbdSpec {
+                shared,
+                ..crate::backend::RbdSpec::from(b)
+            };
             return Ok(Box::new(
                 crate::backend::RbdBackend::open(&spec, l.block_size).map_err(backend_err)?,
             ));
@@ -150,15 +154,16 @@ fn open_backend(
     Ok(Box::new(file))
 }
 
+/// LUN `l` of `config` opened (a LUN of an appliance with `[[peer]]`s is shared).
 fn open_lun(
     l: &LunConfig,
+    config: &TargetConfig,
     copy: &Arc<crate::exec::copy::CopyManager>,
-    oui: Oui,
     limits: &ChannelLimits,
-    state_dir: &std::path::Path,
     layer: Option<&MediumLayer>,
 ) -> Result<LogicalUnit, StartError> {
-    let backend = open_backend(l, layer)?;
+    let (oui, state_dir) = (config.target.oui, config.target.state_dir.as_path());
+    let backend = open_backend(l, layer, !config.peers.is_empty())?;
     // After the open: a file LUN's file exists then.
     let geometry = geometry::geometry(l)?;
     let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
@@ -282,14 +287,7 @@ impl Appliance {
         // One copy manager for every LU: EXTENDED COPY between them, ODX tokens valid on all.
         let copy = crate::exec::copy::CopyManager::new();
         for l in &config.luns {
-            match open_lun(
-                l,
-                &copy,
-                config.target.oui,
-                &limits,
-                &config.target.state_dir,
-                layer,
-            ) {
+            match open_lun(l, config, &copy, &limits, layer) {
                 Ok(lu) => {
                     luns.insert(l.name.clone(), lu.into_shared());
                 }
@@ -303,16 +301,13 @@ impl Appliance {
         if !errors.is_empty() {
             return Err(StartErrors(errors));
         }
-        let mut groups = TargetPortGroup::one_per_ioc(n_iocs);
+        let groups = reconfigure::port_groups(config);
         let iocs: Vec<Ioc> = config
             .iocs
             .iter()
-            .zip(0u16..)
+            .zip(0u16..n_iocs)
             .filter_map(|(c, i)| {
-                let port = PortIdentity::for_ioc(i)?;
-                if let Some(g) = groups.get_mut(usize::from(i)) {
-                    g.state = c.alua;
-                }
+                let port = PortIdentity::for_ioc_from(config.target.port_base, i)?;
                 Some(reconfigure::ioc(c, port, &luns, c.enabled))
             })
             .collect();

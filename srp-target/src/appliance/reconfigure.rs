@@ -26,14 +26,7 @@ impl Appliance {
         let mut opened = Vec::new();
         let mut errors = Vec::new();
         for l in config.luns.iter().filter(|l| names.contains(&l.name)) {
-            match open_lun(
-                l,
-                &self.copy,
-                config.target.oui,
-                &self.limits,
-                &config.target.state_dir,
-                layer,
-            ) {
+            match open_lun(l, config, &self.copy, &self.limits, layer) {
                 Ok(lu) => opened.push((l.name.clone(), lu.into_shared())),
                 Err(e) => errors.push(e),
             }
@@ -48,7 +41,7 @@ impl Appliance {
     /// Becomes `config`: LUNs it no longer names are dropped (channels still holding one
     /// keep it until they let go), `opened` ones join, and the IOCs are laid out again in
     /// its order with their exports, ACLs and ALUA states — IOC *i* stays relative port
-    /// *i* + 1. `enabled` says whether IOC *i* accepts logins (a reload keeps the state an
+    /// `port_base` + *i*. `enabled` says whether IOC *i* accepts logins (a reload keeps the state an
     /// operator set unless the file changed it).
     pub fn reconfigure(
         &mut self,
@@ -59,15 +52,12 @@ impl Appliance {
         self.luns.retain(|name, _| config.lun(name).is_some());
         self.luns.extend(opened);
         let n = u16::try_from(config.iocs.len()).unwrap_or(u16::MAX);
-        let mut groups = TargetPortGroup::one_per_ioc(n);
+        let groups = port_groups(config);
         let mut iocs = Vec::new();
         for (c, i) in config.iocs.iter().zip(0u16..n) {
-            let Some(port) = PortIdentity::for_ioc(i) else {
+            let Some(port) = PortIdentity::for_ioc_from(config.target.port_base, i) else {
                 continue;
             };
-            if let Some(g) = groups.get_mut(usize::from(i)) {
-                g.state = c.alua;
-            }
             iocs.push(ioc(c, port, &self.luns, enabled(usize::from(i), c)));
         }
         self.copy.set_exports(iocs.iter().flat_map(|i| {
@@ -126,4 +116,16 @@ pub(super) fn ioc(
         lun_list: exports.keys().copied().collect(),
         exports,
     }
+}
+
+/// Every target port group `config` describes: its IOCs' from `port_base`, in their ALUA
+/// states, and its peers' (`[[peer]]`), in identifier order.
+pub(super) fn port_groups(config: &TargetConfig) -> Vec<TargetPortGroup> {
+    let states: Vec<_> = config.iocs.iter().map(|c| c.alua).collect();
+    let peers: Vec<_> = config
+        .peers
+        .iter()
+        .flat_map(|p| p.port_groups.iter().map(move |&g| (g, p.alua)))
+        .collect();
+    TargetPortGroup::layout(config.target.port_base, &states, &peers)
 }

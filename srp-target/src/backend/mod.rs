@@ -144,6 +144,14 @@ pub enum BackendError {
         /// What the operator may do about it.
         hint: &'static str,
     },
+    /// The store cannot serve the LUN as configured, for a reason of its own.
+    #[error("{path}: {why}", path = path.display())]
+    Unsuited {
+        /// The backing store.
+        path: PathBuf,
+        /// Why, and what to do about it.
+        why: String,
+    },
     /// The size of the backing file or device is not usable as a LUN.
     #[error("{op} {path}: size {size_bytes} bytes: {why}", path = path.display())]
     BadSize {

@@ -38,6 +38,9 @@ pub struct RbdSpec {
     pub client: Option<String>,
     /// The client's keyring (cephx); `None`: the configuration's.
     pub keyring: Option<PathBuf>,
+    /// Other appliances serve the image too (`[[peer]]`): it must not have the
+    /// exclusive-lock feature (see [`RbdBackend::open`]).
+    pub shared: bool,
 }
 
 impl From<&crate::config::RbdBacking> for RbdSpec {
@@ -48,6 +51,7 @@ impl From<&crate::config::RbdBacking> for RbdSpec {
             conf: b.conf.clone(),
             client: b.client.clone(),
             keyring: b.keyring.clone(),
+            shared: false,
         }
     }
 }
@@ -176,7 +180,13 @@ fn io_error(op: Op, path: &std::path::Path, e: RbdError) -> BackendError {
 
 impl RbdBackend {
     /// Connects to the cluster, opens the image, and takes its size as the capacity (a
-    /// whole number of `block_size` blocks, at least one).
+    /// whole number of `block_size` blocks, at least one). An image other appliances serve
+    /// too (`spec.shared`) is refused if it has the exclusive-lock feature: with two active
+    /// writers librbd hands the lock back and forth on every write (each transfer a round
+    /// of notifications, tens of milliseconds), and the features it protects (object map,
+    /// journaling) are single-writer ones; without it each appliance writes the image
+    /// directly, RADOS orders writes per object, and the cache is off on both.
+    /// Fencing a dead or cut-off appliance is the cluster's blocklist.
     pub fn open(spec: &RbdSpec, block_size: BlockSize) -> Result<RbdBackend, BackendError> {
         let path = PathBuf::from(format!("rbd:{}", spec.name()));
         let err = |e| io_error(Op::Open, &path, e);
@@ -185,6 +195,16 @@ impl RbdBackend {
             .pool(&spec.pool)
             .and_then(|p| p.open(&spec.image))
             .map_err(err)?;
+        if spec.shared && image.has_exclusive_lock().map_err(err)? {
+            return Err(BackendError::Unsuited {
+                path,
+                why: "the image has the exclusive-lock feature, and other appliances serve it \
+                      too ([[peer]]): librbd would pass the lock between them on every write; \
+                      disable it (rbd feature disable POOL/IMAGE fast-diff object-map \
+                      exclusive-lock) or create the image with --image-feature layering"
+                    .into(),
+            });
+        }
         let size = image.size().map_err(err)?;
         let bs = u64::from(block_size.bytes());
         if size == 0 || size % bs != 0 {

@@ -46,6 +46,21 @@ pub fn to_toml(config: &TargetConfig) -> String {
             array(config.iocs.iter().map(|i| ioc(config, i))),
         );
     }
+    if !config.peers.is_empty() {
+        root.insert(
+            "peer".into(),
+            array(config.peers.iter().map(|p| {
+                table([
+                    ("name", text(&p.name)),
+                    (
+                        "port_groups",
+                        Value::Array(p.port_groups.iter().map(|&g| int(g)).collect()),
+                    ),
+                    ("alua", text(alua(p.alua))),
+                ])
+            })),
+        );
+    }
     let body = toml::to_string(&root).unwrap_or_else(|e| format!("# cannot be written: {e}\n"));
     format!(
         "# The running configuration, every default spelled out (srpctl target config).\n{body}"
@@ -101,6 +116,7 @@ fn target(c: &TargetConfig) -> Table {
             int(t.guards.max_channels_per_address),
         ),
         ("max_half_open", int(t.guards.max_half_open)),
+        ("port_base", int(t.port_base)),
     ]);
     if let Some(name) = &t.name {
         out.insert("name".into(), text(name));
@@ -251,6 +267,7 @@ state_dir = "/tmp/srp-emit"
 control_socket = "/tmp/srp-emit.sock"
 idle_probe = "0s"
 max_channels = 9
+port_base = 5
 
 [[partition]]
 name = "storage"
@@ -309,6 +326,15 @@ allow = ["0x11223344556677880002c90300010a2b", "guid:0x0002c90300010a2b", "addr:
          "guid:0x0002c90300010a2c@192.0.2.21", "0x11223344556677880002c90300010a2c@::1"]
 nexus_from_any_address = true
 partitions = ["storage"]
+
+[[peer]]
+name = "array-2"
+port_groups = [1, 3]
+alua = "active/non-optimized"
+
+[[peer]]
+name = "array-3"
+port_groups = [9]
 "#,
         );
     }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer};
 use std::collections::BTreeSet;
 use std::fmt;
 
-/// The top level: `[target]`, `[[partition]]`, `[[port]]`, `[[ioc]]`, `[[lun]]`.
+/// The top level: `[target]`, `[[partition]]`, `[[port]]`, `[[ioc]]`, `[[lun]]`, `[[peer]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawFile {
@@ -20,6 +20,7 @@ pub(super) struct RawFile {
     pub(super) port: Option<Vec<toml::Table>>,
     pub(super) ioc: Option<Vec<toml::Table>>,
     pub(super) lun: Option<Vec<toml::Table>>,
+    pub(super) peer: Option<Vec<toml::Table>>,
 }
 
 /// `[target]`.
@@ -38,6 +39,16 @@ pub(super) struct RawTarget {
     pub(super) max_channels: Option<i64>,
     pub(super) max_channels_per_address: Option<i64>,
     pub(super) max_half_open: Option<i64>,
+    pub(super) port_base: Option<i64>,
+}
+
+/// `[[peer]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPeer {
+    pub(super) name: Option<String>,
+    pub(super) port_groups: Option<Vec<i64>>,
+    pub(super) alua: Option<String>,
 }
 
 /// `[[port]]`.
@@ -270,8 +281,9 @@ mod tests {
         );
         assert_eq!(
             fields_of::<RawFile>(),
-            ["target", "partition", "port", "ioc", "lun"]
+            ["target", "partition", "port", "ioc", "lun", "peer"]
         );
+        assert_eq!(fields_of::<RawPeer>(), ["name", "port_groups", "alua"]);
         assert_eq!(fields_of::<RawLun>().len(), 16);
     }
 

@@ -32,6 +32,7 @@
 //! control_socket = "/run/srp-target/array-1.sock"  # default: from the name
 //! control_group = "srpadmin"   # optional: its members may use the socket (else root only)
 //! state_dir = "/var/lib/srp-target/array-1"         # default: from the name
+//! port_base = 1                # ALUA group and relative port of the first IOC (default 1)
 //!
 //! [[port]]
 //! name = "p0"
@@ -56,6 +57,11 @@
 //! alua = "active/optimized"
 //! exports = { 0 = "vol1" }           # or [{ lun = 0, name = "vol1" }]
 //! allow = ["any"]                    # required; or port IDs / "guid:..." entries
+//!
+//! [[peer]]                           # another appliance serving the same LUs (RBD)
+//! name = "array-2"
+//! port_groups = [3, 4]               # its groups; none may be this appliance's
+//! alua = "active/non-optimized"
 //! ```
 
 pub mod acl;
@@ -63,6 +69,7 @@ pub mod emit;
 pub mod error;
 pub mod file;
 pub mod partition;
+pub mod peer;
 pub mod values;
 
 mod unique;
@@ -71,6 +78,7 @@ mod validate;
 pub use acl::{Acl, AclEntry};
 pub use error::{ConfigError, ConfigErrorKind, ConfigErrors, ConfigWarning, Location, WarningKind};
 pub use partition::{DEFAULT_NAME as DEFAULT_PARTITION, PartitionConfig};
+pub use peer::{DEFAULT_PORT_BASE, PeerConfig};
 
 use crate::backend::BlockSize;
 use crate::lu::{AluaState, Oui};
@@ -95,10 +103,13 @@ pub struct TargetConfig {
     pub partitions: Vec<PartitionConfig>,
     /// `[[port]]`, in file order.
     pub ports: Vec<PortConfig>,
-    /// `[[ioc]]`, in file order (IOC `i` is DM slot `i + 1` and ALUA group `i + 1`).
+    /// `[[ioc]]`, in file order (IOC `i` is DM slot `i + 1`, ALUA group and relative port
+    /// `port_base + i`).
     pub iocs: Vec<IocConfig>,
     /// `[[lun]]`, in file order.
     pub luns: Vec<LunConfig>,
+    /// `[[peer]]`: other appliances serving the same LUs ([`peer`]).
+    pub peers: Vec<PeerConfig>,
 }
 
 /// A validated config and what was legal but suspicious in it.
@@ -136,6 +147,9 @@ pub struct TargetSettings {
     pub state_dir: PathBuf,
     /// Bounds on channels and the probing of idle ones.
     pub guards: ChannelGuards,
+    /// The ALUA target port group and relative target port of the first IOC; IOC `i` is
+    /// `port_base + i` ([`peer`]). Default [`DEFAULT_PORT_BASE`].
+    pub port_base: u16,
 }
 
 /// What keeps a flood of logins, or initiators that vanish without a word, from pinning

@@ -5,6 +5,7 @@
 use super::error::{ConfigErrorKind as E, ConfigErrors, KeyPath, Location, Sink, WarningKind};
 use super::file::{self, RawExport, RawFile, RawIoc, RawLun, RawPort, RawTarget};
 use super::partition::Partitions;
+use super::peer;
 use super::{
     Acl, Backing, ChannelGuards, DEFAULT_CONTROL_DIR, DEFAULT_OUI, DEFAULT_RDMA_CM_PORT,
     DEFAULT_STATE_DIR, IocConfig, Loaded, LoginForms, LunConfig, PortConfig, RbdBacking,
@@ -24,7 +25,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Loaded, ConfigErrors>
         return Err(ConfigErrors(sink.errors));
     };
     let top = KeyPath::default();
-    for key in ["port", "ioc", "lun", "partition"] {
+    for key in ["port", "ioc", "lun", "partition", "peer"] {
         if matches!(root.get(key), Some(toml::Value::Table(_))) {
             sink.key(&top.key(key), E::NotArrayOfTables(key));
             root.remove(key);
@@ -37,6 +38,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Loaded, ConfigErrors>
             port: None,
             ioc: None,
             lun: None,
+            peer: None,
         },
         |e| e.raw,
     );
@@ -87,12 +89,17 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Loaded, ConfigErrors>
     unique::unique_backings(&luns, &lun_names.paths, &mut sink);
     unique::unique_ioc_ids(&iocs, &ioc_names.paths, &mut sink);
     partitions_on_ports(&iocs, &ports, &ioc_names.paths, &partitions, &mut sink);
+    let peers = peer::declare(raw.peer.as_deref().unwrap_or_default(), &mut sink);
+    if let (Some(t), Some(p)) = (&target, &peers) {
+        peer::check_groups(t.port_base, ioc_tables.len(), p, &mut sink);
+    }
 
-    let (Some(target), Some(ports), Some(iocs), Some(luns)) = (
+    let (Some(target), Some(ports), Some(iocs), Some(luns), Some(peers)) = (
         target,
         ports.into_iter().collect::<Option<Vec<_>>>(),
         iocs.into_iter().collect::<Option<Vec<_>>>(),
         luns.into_iter().collect::<Option<Vec<_>>>(),
+        peers,
     ) else {
         return Err(ConfigErrors(sink.errors));
     };
@@ -114,6 +121,7 @@ pub(super) fn validate(text: &str, origin: &str) -> Result<Loaded, ConfigErrors>
             ports,
             iocs,
             luns,
+            peers,
         },
         warnings: sink.warnings,
     })
@@ -283,6 +291,10 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         None => None,
     };
     let guards = guards(&e.raw, &path, sink);
+    let port_base = match e.raw.port_base {
+        Some(b) => sink.check(&path.key("port_base"), peer::port_base(b))?,
+        None => peer::DEFAULT_PORT_BASE,
+    };
     (e.bad.is_empty()).then_some(())?;
     Some(TargetSettings {
         node_guid: node_guid?,
@@ -294,6 +306,7 @@ fn target(table: Option<&toml::Table>, sink: &mut Sink) -> Option<TargetSettings
         control_group,
         state_dir,
         guards: guards?,
+        port_base,
     })
 }
 

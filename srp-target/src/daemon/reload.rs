@@ -144,6 +144,7 @@ impl Loop {
             lu.unit_attention(To::All, SenseCode::CAPACITY_DATA_HAS_CHANGED);
         }
         let alua = plan.iocs_changed.iter().any(|c| c.alua.is_some())
+            || plan.peers
             || !plan.iocs_added.is_empty()
             || !plan.iocs_removed.is_empty();
         if alua {

@@ -24,6 +24,8 @@ pub struct Plan {
     pub iocs_changed: Vec<IocChange>,
     /// The new channel guards, if they changed.
     pub guards: Option<ChannelGuards>,
+    /// `[[peer]]` changed: the port groups REPORT TARGET PORT GROUPS lists.
+    pub peers: bool,
 }
 
 /// What changes in one IOC that stays.
@@ -92,7 +94,8 @@ impl Plan {
         }
         for name in &self.iocs_added {
             let i = new.iocs.iter().position(|i| &i.name == name).unwrap_or(0);
-            out.push(format!("ioc {name} added (relative target port {})", i + 1));
+            let port = usize::from(new.target.port_base) + i;
+            out.push(format!("ioc {name} added (relative target port {port})"));
         }
         for name in &self.iocs_removed {
             out.push(format!("ioc {name} removed: its sessions are logged out"));
@@ -144,6 +147,19 @@ impl Plan {
         if self.guards.is_some() {
             out.push("channel guards changed (idle_probe, max_channels…)".to_owned());
         }
+        if self.peers {
+            let peers: Vec<String> = new
+                .peers
+                .iter()
+                .map(|p| format!("{} {:?} {:?}", p.name, p.port_groups, p.alua))
+                .collect();
+            let peers = if peers.is_empty() {
+                "none".to_owned()
+            } else {
+                peers.join(", ")
+            };
+            out.push(format!("peer appliances' port groups: {peers}"));
+        }
         out
     }
 }
@@ -176,6 +192,7 @@ pub fn plan(running: &TargetConfig, new: &TargetConfig) -> Result<Plan, Vec<Refu
     if running.target.guards != new.target.guards {
         out.guards = Some(new.target.guards);
     }
+    out.peers = running.peers != new.peers;
     if refusals.is_empty() {
         Ok(out)
     } else {
@@ -228,6 +245,15 @@ fn target(running: &TargetConfig, new: &TargetConfig, refuse: &mut impl FnMut(St
         "control_group",
         r.control_group != n.control_group,
         "the control socket's group".into(),
+    );
+    check(
+        "port_base",
+        r.port_base != n.port_base,
+        format!(
+            "{} to {} (every IOC's relative target port and group, which sessions and \
+             reservations name)",
+            r.port_base, n.port_base
+        ),
     );
     check(
         "state_dir",

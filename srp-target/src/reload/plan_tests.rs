@@ -255,3 +255,22 @@ fn the_guards_change_live() {
     assert_eq!(p.guards, Some(new.target.guards));
     assert_eq!(p.guards.map(|g| g.max_channels), Some(8));
 }
+
+#[test]
+fn peers_change_live_and_port_base_takes_a_restart() {
+    let peered = config(&format!(
+        "{BASE}\n[[peer]]\nname = \"array-2\"\nport_groups = [3, 4]\nalua = \"standby\"\n"
+    ));
+    let p = plan(&config(BASE), &peered).expect("plan");
+    assert!(p.peers, "{p:?}");
+    assert_eq!(
+        p.describe(&peered),
+        ["peer appliances' port groups: array-2 [3, 4] Standby"]
+    );
+    assert!(plan(&peered, &config(BASE)).expect("plan").peers);
+    let moved = config(&BASE.replace("name = \"t\"\n", "name = \"t\"\nport_base = 5\n"));
+    let refusals = plan(&config(BASE), &moved).expect_err("refused");
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!(refusals[0].what, "target.port_base");
+    assert!(refusals[0].why.contains("1 to 5"), "{}", refusals[0]);
+}
