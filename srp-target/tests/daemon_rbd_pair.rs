@@ -137,8 +137,7 @@ fn two_appliances_serve_one_lu() {
     c.rbd(&["create", "--size", "8M", "rbd/locked"]);
     let locked = config(&dir, &c, 0, "locked", "active/optimized");
     let e = Daemon::start(locked, common::daemon_options())
-        .err()
-        .expect("an exclusive-lock image is refused")
+        .expect_err("an exclusive-lock image is refused")
         .to_string();
     assert!(
         e.contains("rbd:rbd/locked")
