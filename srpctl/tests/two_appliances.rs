@@ -11,6 +11,7 @@
 //!   once it returns (failback: A's READ count grows under new I/O, B's does not);
 //! - `--fault link`: A's link to the host is cut while A still reaches the cluster (a
 //!   partition), then restored: the same.
+//!
 //! Needs root, /dev/fuse, iproute2, nsenter and Ceph's packages (the script installs them).
 //! Everything it starts — the cluster, the daemons, the namespaces, the FUSE mount — goes
 //! on drop, even on failure; every step is bounded in time. With `SRP_DRILL_OUT=<dir>` the
