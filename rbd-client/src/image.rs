@@ -11,7 +11,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 /// buffer back. It runs on librbd's thread: it should hand the result on, not block.
 pub type Completion = Box<dyn FnOnce(Result<usize, RbdError>, Option<IoBuf>) + Send>;
 
-fn cstr(what: &str, s: &str) -> Result<CString, RbdError> {
+pub(crate) fn cstr(what: &str, s: &str) -> Result<CString, RbdError> {
     CString::new(s).map_err(|_| RbdError::Invalid(format!("{what} {s:?} holds a NUL byte")))
 }
 
@@ -73,6 +73,18 @@ impl WeakCluster {
 /// A pool of the cluster.
 #[derive(Debug, Clone)]
 pub struct Pool(Arc<IoCtxHandle>);
+
+impl Pool {
+    pub(crate) fn io(&self) -> &Arc<IoCtxHandle> {
+        &self.0
+    }
+}
+
+impl Cluster {
+    pub(crate) fn handle(&self) -> &RadosHandle {
+        &self.0
+    }
+}
 
 impl Pool {
     /// Opens image `name` (its head, writable).

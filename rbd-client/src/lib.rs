@@ -8,7 +8,9 @@
 //! vector or a span of a registered [`ib_verbs::mem::MemBlock`], whose bytes librbd reads
 //! or fills directly (no copy) — and give it back to a completion routine that librbd calls
 //! on its own thread when the operation ends; nothing waits. [`Image::allocated`] lists the
-//! extents that hold data (GET LBA STATUS).
+//! extents that hold data (GET LBA STATUS). [`Pool::object`] gives a RADOS object for state
+//! several clients share: compare-and-set replacement, watch, notify with acknowledgements,
+//! and [`Cluster::blocklist`] to fence a client.
 //!
 //! Every `unsafe` of the crate is in its one FFI module (`ffi`), each block with its SAFETY
 //! reasoning; the crate's tests run against a real cluster (`scripts/ceph-cluster.sh`).
@@ -20,7 +22,9 @@ mod buf;
 mod error;
 mod ffi;
 mod image;
+mod object;
 
 pub use buf::IoBuf;
 pub use error::RbdError;
 pub use image::{Cluster, Completion, Extent, Image, Pool, WeakCluster};
+pub use object::{Notification, NotifyReply, RadosObject, Watch};

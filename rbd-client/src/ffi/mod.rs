@@ -21,6 +21,12 @@ type RbdCompletion = *mut c_void;
 type RbdCallback = unsafe extern "C" fn(RbdCompletion, *mut c_void);
 type DiffCallback = unsafe extern "C" fn(u64, usize, c_int, *mut c_void) -> c_int;
 type UpdateCallback = unsafe extern "C" fn(*mut c_void);
+type WriteOp = *mut c_void;
+type WatchCallback = unsafe extern "C" fn(*mut c_void, u64, u64, u64, *mut c_void, usize);
+type WatchErrCallback = unsafe extern "C" fn(*mut c_void, u64, c_int);
+
+mod object;
+pub(crate) use object::{NotifyAck, ObjectWatch};
 
 macro_rules! library {
     ($($lib:ident $name:ident : fn($($arg:ty),*) -> $ret:ty;)*) => {
@@ -75,6 +81,24 @@ library! {
     rbd rbd_diff_iterate2: fn(RbdImage, *const c_char, u64, u64, u8, u8, DiffCallback, *mut c_void) -> c_int;
     rbd rbd_update_watch: fn(RbdImage, *mut u64, UpdateCallback, *mut c_void) -> c_int;
     rbd rbd_update_unwatch: fn(RbdImage, u64) -> c_int;
+    rados rados_get_instance_id: fn(Rados) -> u64;
+    rados rados_getaddrs: fn(Rados, *mut *mut c_char) -> c_int;
+    rados rados_blocklist_add: fn(Rados, *mut c_char, u32) -> c_int;
+    rados rados_buffer_free: fn(*mut c_char) -> ();
+    rados rados_read: fn(IoCtx, *const c_char, *mut c_char, usize, u64) -> c_int;
+    rados rados_getxattr: fn(IoCtx, *const c_char, *const c_char, *mut c_char, usize) -> c_int;
+    rados rados_create_write_op: fn() -> WriteOp;
+    rados rados_release_write_op: fn(WriteOp) -> ();
+    rados rados_write_op_create: fn(WriteOp, c_int, *const c_char) -> ();
+    rados rados_write_op_cmpxattr: fn(WriteOp, *const c_char, u8, *const c_char, usize) -> ();
+    rados rados_write_op_setxattr: fn(WriteOp, *const c_char, *const c_char, usize) -> ();
+    rados rados_write_op_write_full: fn(WriteOp, *const c_char, usize) -> ();
+    rados rados_write_op_operate: fn(WriteOp, IoCtx, *const c_char, *mut libc::time_t, c_int) -> c_int;
+    rados rados_watch2: fn(IoCtx, *const c_char, *mut u64, WatchCallback, WatchErrCallback, *mut c_void) -> c_int;
+    rados rados_unwatch2: fn(IoCtx, u64) -> c_int;
+    rados rados_watch_flush: fn(Rados) -> c_int;
+    rados rados_notify2: fn(IoCtx, *const c_char, *const c_char, c_int, u64, *mut *mut c_char, *mut usize) -> c_int;
+    rados rados_notify_ack: fn(IoCtx, *const c_char, u64, u64, *const c_char, c_int) -> c_int;
 }
 
 /// `dlopen`s `name` for the whole process (never closed: librados keeps threads).

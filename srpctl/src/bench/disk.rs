@@ -66,6 +66,9 @@ pub(crate) enum Driver {
 pub(crate) enum Workload {
     /// 4 KiB random read at `--depth` (IOPS).
     Randread4k,
+    /// 4 KiB random write at `--depth` (IOPS; needs a LUN the run may write: `--rbd`, or
+    /// the file made here).
+    Randwrite4k,
     /// 128 KiB sequential read at `--depth` (MiB/s).
     Seqread128k,
     /// 4 KiB random read at depth 1 (average latency).
@@ -76,6 +79,7 @@ impl Workload {
     fn name(self, depth: usize) -> String {
         match self {
             Workload::Randread4k => format!("4k randread QD{depth}"),
+            Workload::Randwrite4k => format!("4k randwrite QD{depth}"),
             Workload::Seqread128k => format!("128k seqread QD{depth}"),
             Workload::Lat4k => "4k randread QD1".to_owned(),
         }
@@ -84,6 +88,7 @@ impl Workload {
     fn key(self) -> &'static str {
         match self {
             Workload::Randread4k => "randread4k",
+            Workload::Randwrite4k => "randwrite4k",
             Workload::Seqread128k => "seqread128k",
             Workload::Lat4k => "lat4k",
         }
@@ -92,19 +97,23 @@ impl Workload {
     fn bytes(self) -> u32 {
         match self {
             Workload::Seqread128k => 128 << 10,
-            Workload::Randread4k | Workload::Lat4k => 4 << 10,
+            Workload::Randread4k | Workload::Randwrite4k | Workload::Lat4k => 4 << 10,
         }
     }
 
     fn depth(self, depth: usize) -> usize {
         match self {
             Workload::Lat4k => 1,
-            Workload::Randread4k | Workload::Seqread128k => depth,
+            Workload::Randread4k | Workload::Randwrite4k | Workload::Seqread128k => depth,
         }
     }
 
     fn sequential(self) -> bool {
         self == Workload::Seqread128k
+    }
+
+    fn writes(self) -> bool {
+        self == Workload::Randwrite4k
     }
 }
 
@@ -144,6 +153,19 @@ pub(crate) struct Options {
     /// Size of the file made when --file is not given, in MiB (1..1024).
     #[arg(long, default_value_t = 1024)]
     pub(crate) size_mib: u64,
+    /// Serve a Ceph RBD image (`pool/image`, written by the write points) instead of a
+    /// file: the data path fio's rbd engine is compared with (scripts/bench-rbd.sh).
+    #[arg(long, conflicts_with = "file")]
+    pub(crate) rbd: Option<String>,
+    /// The cluster's configuration file, with --rbd.
+    #[arg(long, requires = "rbd", default_value = "/etc/ceph/ceph.conf")]
+    pub(crate) ceph_conf: PathBuf,
+    /// The Ceph client id (without `client.`), with --rbd; default librados's.
+    #[arg(long, requires = "rbd")]
+    pub(crate) ceph_client: Option<String>,
+    /// The client's keyring, with --rbd; default the configuration's.
+    #[arg(long, requires = "rbd")]
+    pub(crate) ceph_keyring: Option<PathBuf>,
     /// The target port's address.
     #[arg(long, default_value = "127.0.201.1")]
     pub(crate) target: IpAddr,
@@ -222,7 +244,32 @@ fn make_backing(o: &Options) -> Result<Backing> {
     Ok(backing)
 }
 
-fn target_config(o: &Options, file: &Path) -> Result<TargetConfig> {
+fn target_config(o: &Options, file: Option<&Path>) -> Result<TargetConfig> {
+    let writes = o.workloads.iter().any(|w| w.writes());
+    let lun = match &o.rbd {
+        Some(image) => {
+            let mut t = format!(
+                "rbd = \"{image}\"\nceph_conf = \"{}\"\n",
+                o.ceph_conf.display()
+            );
+            if let Some(c) = &o.ceph_client {
+                t += &format!("ceph_client = \"{c}\"\n");
+            }
+            if let Some(k) = &o.ceph_keyring {
+                t += &format!("ceph_keyring = \"{}\"\n", k.display());
+            }
+            t
+        }
+        None => {
+            let file = file.ok_or_else(|| anyhow!("no backing file"))?;
+            ensure!(
+                !writes || o.file.is_none(),
+                "a write point would overwrite --file {}: give --rbd, or no --file",
+                file.display()
+            );
+            format!("file = \"{}\"\nread_only = {}\n", file.display(), !writes)
+        }
+    };
     let text = format!(
         r#"[target]
 name = "srpctl-bench-disk"
@@ -235,9 +282,7 @@ address = "{target}"
 
 [[lun]]
 name = "bench"
-file = "{file}"
-read_only = true
-
+{lun}
 [[ioc]]
 name = "ioc-bench"
 guid = "{IOC_GUID:#018x}"
@@ -247,7 +292,6 @@ allow = ["any"]
 "#,
         port = o.rdma_cm_port,
         target = o.target,
-        file = file.display(),
     );
     Ok(TargetConfig::from_str(&text, "bench-disk.toml")
         .map_err(|e| anyhow!("benchmark target configuration: {e}"))?
@@ -400,6 +444,56 @@ impl Session {
         }
     }
 
+    /// Reads a few places through the session and compares them with the image, read
+    /// straight through librbd (`--rbd`).
+    #[cfg(target_os = "linux")]
+    fn verify_rbd(&self, o: &Options) -> Result<()> {
+        let name = o.rbd.as_deref().unwrap_or_default();
+        let (pool, image) = name
+            .split_once('/')
+            .ok_or_else(|| anyhow!("--rbd {name}: write pool/image"))?;
+        let cluster = rbd_client::Cluster::connect(
+            &o.ceph_conf,
+            o.ceph_client.as_deref(),
+            o.ceph_keyring.as_deref(),
+            &[("rbd_cache", "false")],
+        )
+        .map_err(|e| {
+            anyhow!(
+                "connecting to the cluster of {}: {e}",
+                o.ceph_conf.display()
+            )
+        })?;
+        let img = cluster
+            .pool(pool)
+            .and_then(|p| p.open(image))
+            .map_err(|e| anyhow!("rbd:{name}: {e}"))?;
+        let bytes = self.blocks * u64::from(self.block_size);
+        for (off, len) in [
+            (0u64, 4096usize),
+            (bytes / 2, 128 << 10),
+            (bytes - 4096, 4096),
+        ] {
+            let bs = u64::from(self.block_size);
+            let r = execute(&self.port, &read16(off / bs, (len as u64 / bs) as u32), len)?;
+            ensure!(srb_ok(&r), "READ at {off}: {:?}", r.status);
+            let mut want = vec![0u8; len];
+            img.read_blocking(off, &mut want)
+                .map_err(|e| anyhow!("rbd:{name} at {off}: {e}"))?;
+            ensure!(
+                r.data == want,
+                "{}: the data read at byte {off} differs from the image's",
+                self.label()
+            );
+        }
+        Ok(())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn verify_rbd(&self, _o: &Options) -> Result<()> {
+        bail!("RBD images need Linux")
+    }
+
     /// Reads a few places through the session and compares them with the file.
     fn verify(&self, file: &Path) -> Result<()> {
         let f = std::fs::File::open(file)?;
@@ -428,6 +522,8 @@ impl Session {
 struct Job {
     port: Weak<HostAdapter>,
     blocks_per_io: u64,
+    /// WRITE(16) of the buffer rather than READ(16) into it.
+    write: bool,
     /// Slots of `blocks_per_io` in the LU.
     slots: u64,
     sequential: bool,
@@ -472,14 +568,20 @@ impl Job {
         } else {
             next_rand(&mut rng) % self.slots
         };
-        let cdb = read16(slot * self.blocks_per_io, self.blocks_per_io as u32);
+        let mut cdb = read16(slot * self.blocks_per_io, self.blocks_per_io as u32);
+        let dir = if self.write {
+            cdb[0] = 0x8a; // WRITE(16)
+            DataDirection::Out
+        } else {
+            DataDirection::In
+        };
         let started = Instant::now();
-        let submitted = port.submit(SrbRequest::scsi(LU, &cdb, DataDirection::In, buf));
+        let submitted = port.submit(SrbRequest::scsi(LU, &cdb, dir, buf));
         drop(port);
         let completion = match submitted {
             Ok(c) => c,
             Err(e) => {
-                self.fail(format!("the port refused a READ: {e}"));
+                self.fail(format!("the port refused a request: {e}"));
                 return self.retire();
             }
         };
@@ -498,13 +600,16 @@ impl Job {
                 }
                 Ok(r) => {
                     job.fail(format!(
-                        "READ failed: SRB status {:?}, SCSI status {:#04x}, sense {:02x?}",
-                        r.status, r.scsi_status, r.sense
+                        "{} failed: SRB status {:?}, SCSI status {:#04x}, sense {:02x?}",
+                        if job.write { "WRITE" } else { "READ" },
+                        r.status,
+                        r.scsi_status,
+                        r.sense
                     ));
                     job.retire();
                 }
                 Err(e) => {
-                    job.fail(format!("READ did not complete: {e}"));
+                    job.fail(format!("a request did not complete: {e}"));
                     job.retire();
                 }
             }
@@ -554,6 +659,7 @@ fn measure(s: &Session, w: Workload, depth: usize, secs: f64, seed: u64) -> Resu
     let job = Arc::new(Job {
         port: Arc::downgrade(&s.port),
         blocks_per_io,
+        write: w.writes(),
         slots: s.blocks / blocks_per_io,
         sequential: w.sequential(),
         next_slot: AtomicU64::new(0),
@@ -571,10 +677,16 @@ fn measure(s: &Session, w: Workload, depth: usize, secs: f64, seed: u64) -> Resu
     for i in 0..depth {
         let mut rng = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         next_rand(&mut rng);
-        let buf = s
-            .port
-            .read_buffer(bytes as usize)
-            .context("a read buffer")?;
+        let buf = if w.writes() {
+            let data: Vec<u8> = (0..bytes as usize / 8)
+                .flat_map(|_| next_rand(&mut rng).to_le_bytes())
+                .collect();
+            s.port.buffer_from(&data).context("a write buffer")?
+        } else {
+            s.port
+                .read_buffer(bytes as usize)
+                .context("a read buffer")?
+        };
         job.issue(buf, rng);
     }
     let deadline = start + Duration::from_secs_f64(secs);
@@ -651,7 +763,7 @@ impl Point {
     /// The headline number: IOPS, MiB/s or µs.
     fn headline(&self) -> (f64, &'static str) {
         match self.workload {
-            Workload::Randread4k => (self.med(|s| s.iops), "IOPS"),
+            Workload::Randread4k | Workload::Randwrite4k => (self.med(|s| s.iops), "IOPS"),
             Workload::Seqread128k => (self.med(|s| s.mib_s), "MiB/s"),
             Workload::Lat4k => (self.med(|s| s.lat_us), "µs avg"),
         }
@@ -664,8 +776,11 @@ pub(crate) fn run(o: &Options) -> Result<()> {
     ensure!(o.rounds >= 1, "--rounds must be at least 1");
     ensure!((1..=255).contains(&o.depth), "--depth: 1 to 255");
     ensure!(!o.workloads.is_empty(), "no workload");
-    let backing = make_backing(o)?;
-    let config = target_config(o, &backing.path)?;
+    let backing = match &o.rbd {
+        Some(_) => None,
+        None => Some(make_backing(o)?),
+    };
+    let config = target_config(o, backing.as_ref().map(|b| b.path.as_path()))?;
     let options = DaemonOptions {
         shutdown_step: Duration::from_millis(500),
         ..DaemonOptions::new(providers::system())
@@ -706,7 +821,10 @@ pub(crate) fn run(o: &Options) -> Result<()> {
         }
     }
     for s in &sessions {
-        s.verify(&backing.path)?;
+        match &backing {
+            Some(b) => s.verify(&b.path)?,
+            None => s.verify_rbd(o)?,
+        }
     }
     let size_mib = (sessions[0].blocks * u64::from(sessions[0].block_size)) >> 20;
     if !o.json {
@@ -714,7 +832,10 @@ pub(crate) fn run(o: &Options) -> Result<()> {
             "srpctl bench disk (library level: the miniport's port driven directly, in process): target {} <-> initiator {}, LUN {} ({size_mib} MiB, random data), {} round(s) of {:.1} s per point, interleaved",
             o.target,
             o.host,
-            backing.path.display(),
+            backing.as_ref().map_or_else(
+                || format!("rbd:{}", o.rbd.as_deref().unwrap_or_default()),
+                |b| b.path.display().to_string()
+            ),
             o.rounds,
             o.secs
         );
