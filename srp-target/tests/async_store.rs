@@ -515,3 +515,39 @@ fn a_completion_the_store_lost_is_still_answered() {
         .expect("ok");
     assert_eq!(out.status, Status::Good);
 }
+
+#[test]
+fn immediate_data_goes_the_asynchronous_way_too() {
+    let (lu, store) = rig();
+    let (reply, rx) = replies();
+    // The data-out came in the SRP_CMD itself: in `data_out`, none in the slot's memory.
+    let d = data(4096, 0x3c);
+    let mut c = cmd(
+        &lu,
+        INITIATOR_A,
+        1,
+        &write10(40, 8, false),
+        None,
+        4096,
+        &reply,
+    );
+    c.job.data_out = d.clone();
+    c.job.run();
+    assert_eq!(
+        store.pending(),
+        1,
+        "started on the store, not run on the worker"
+    );
+    store.complete_all();
+    let done = rx.recv_timeout(Duration::from_secs(5)).expect("answered");
+    assert_eq!(status(&done), (Status::Good, None));
+    assert_eq!(done.data_out, d, "the buffer comes back for reuse");
+    let r = cmd(&lu, INITIATOR_A, 2, &read10(40, 8), None, 4096, &reply);
+    let mem = r.mem.clone();
+    r.job.run();
+    store.complete_all();
+    rx.recv_timeout(Duration::from_secs(5)).expect("answered");
+    let mut back = vec![0u8; 4096];
+    mem.read(0, &mut back).expect("read");
+    assert_eq!(back, d, "the immediate data landed");
+}

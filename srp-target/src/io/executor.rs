@@ -288,10 +288,24 @@ impl Job {
         }
     }
 
-    /// The job as an asynchronous command, if its LU and data allow one.
+    /// The job as an asynchronous command, if its LU and data allow one. Immediate data
+    /// (in `data_out`, a few KiB) is copied into the slot's memory first, so that the store
+    /// writes from registered memory like any other data-out.
     fn async_command(&self) -> Option<AsyncCmd> {
         let st = self.staging.as_ref()?;
-        self.lu.async_command(&self.cdb, st.len, st.data_out_len)
+        let staged = match st.data_out_len {
+            Some(n) => Some(n),
+            None if self.data_out.is_empty() => None,
+            None => {
+                let n = self.data_out.len();
+                let cmd = self.lu.async_command(&self.cdb, st.len, Some(n))?;
+                if n > st.len || st.mem.write(st.offset, &self.data_out).is_err() {
+                    return None;
+                }
+                return Some(cmd);
+            }
+        };
+        self.lu.async_command(&self.cdb, st.len, staged)
     }
 
     /// Starts the job on its store; its [`Done`] is sent from the completion, and the job
@@ -312,8 +326,14 @@ impl Job {
         let Some(st) = staging else {
             unreachable!("an asynchronous command has its slot's memory (async_command)");
         };
+        // Immediate data was copied to the slot's memory by `async_command`.
+        let len = match (st.data_out_len, data_out.len()) {
+            (Some(n), _) => n,
+            (None, 0) => st.len,
+            (None, n) => n,
+        };
         let span = OwnedSpan {
-            len: st.data_out_len.unwrap_or(st.len),
+            len,
             block: st.mem,
             offset: st.offset,
         };
