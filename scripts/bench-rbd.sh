@@ -11,9 +11,13 @@
 #               path, fio libaio direct on its block file (FUSE): what a disk user gets
 #
 #   workloads: 4k randread QD32, 4k randwrite QD32 (IOPS), 128k seqread QD32 (MiB/s)
+#   CPU per I/O of each point: the client side (fio; our process, target and initiator
+#   together; fio and both daemons for the block file) and the cluster's OSD — on this
+#   machine they share its cores, so what one spends the other cannot
 #
 # Medians of the rounds, each with its ratio to librbd's (goal at library level: >= 0.9 on
-# every point). The image is written whole first, so reads find data, not holes.
+# every point). librbd runs with its cache off, as the target runs it. The image is written
+# whole first, so reads find data, not holes.
 #
 # Usage: scripts/bench-rbd.sh [--secs S] [--rounds N] [--size-mib M] [--no-user-level]
 #                             [--srpctl PATH]
@@ -59,6 +63,9 @@ trap cleanup EXIT
 
 bash "$ROOT/scripts/ceph-cluster.sh" start "$CLUSTER" --addr "$ADDR" --osd-size 8G >/dev/null
 export CEPH_CONF="$CLUSTER/ceph.conf"
+# librbd as the target runs it: its cache off (a write completes on the OSDs; with the
+# default writearound cache librbd acknowledges writes before they get there).
+export CEPH_ARGS="${CEPH_ARGS:-} --rbd_cache=false"
 rbd create --size "${SIZE_MIB}M" --image-feature layering rbd/bench
 echo "filling rbd/bench (${SIZE_MIB} MiB) ..." >&2
 fio --name=fill --ioengine=rbd --pool=rbd --rbdname=bench --clientname=admin --rw=write \
@@ -116,14 +123,32 @@ TOML
     fi
 }
 
-# fio_point RW BS QD ENGINE-ARGS... : prints "iops mib_s" of one job.
+OSD_PID=$(cat "$CLUSTER"/run/osd*.pid 2>/dev/null | head -1)
+
+# fio_point RW BS QD ENGINE-ARGS... : prints "iops mib_s client_cpu_us_per_io" of one job
+# (the whole fio process's CPU, librbd's threads included: its last reading from /proc
+# before it exits, taken every 0.1 s — under 0.1 s of CPU short of the whole).
 fio_point() {
-    local rw=$1 bs=$2 qd=$3 dir=read; shift 3
+    local rw=$1 bs=$2 qd=$3 dir=read pid ticks; shift 3
     [ "$rw" = randwrite ] && dir=write
+    rm -f "$WORK/fio.json"
     fio --name=p --rw="$rw" --bs="$bs" --iodepth="$qd" --time_based --runtime="$SECS" \
-        --numjobs=1 --norandommap --randrepeat=0 --output-format=json "$@" 2>/dev/null |
-        sed -n '/^{/,$p' | jq -r --arg d "$dir" '.jobs[0][$d] | "\(.iops) \(.bw_bytes / 1048576)"'
+        --numjobs=1 --norandommap --randrepeat=0 --output-format=json \
+        --output="$WORK/fio.json" "$@" >/dev/null 2>&1 &
+    pid=$!
+    ticks=0
+    while kill -0 "$pid" 2>/dev/null && [ "$(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$pid/stat" 2>/dev/null)" != Z ]; do
+        local t; t=$(cpu_ticks "$pid")
+        [ "${t:-0}" -gt "$ticks" ] && ticks=$t
+        sleep 0.1
+    done
+    wait "$pid" || return 0
+    sed -n '/^{/,$p' "$WORK/fio.json" | jq -r --arg d "$dir" --arg t "$ticks" --arg s "$SECS" \
+        '.jobs[0][$d] | "\(.iops) \(.bw_bytes / 1048576) \(if .iops > 0 then ($t | tonumber) * 10000 / (.iops * ($s | tonumber)) else 0 end)"'
 }
+
+# per_io TICKS IOPS : CPU µs per I/O of TICKS clock ticks (10 ms) over SECS at IOPS.
+per_io() { awk -v t="$1" -v i="$2" -v s="$SECS" 'BEGIN { if (i > 0) printf "%.1f", t * 10000 / (i * s); else print 0 }'; }
 
 # WORKLOADS: name | fio rw | bs | qd | field (1 IOPS, 2 MiB/s) | unit | srpctl workload
 WL=("4k randread QD32|randread|4k|32|1|IOPS|randread4k"
@@ -132,30 +157,48 @@ WL=("4k randread QD32|randread|4k|32|1|IOPS|randread4k"
 
 declare -A R   # R[row|workload-index] = space-separated round values
 add() { R["$1|$2"]="${R["$1|$2"]:-} $3"; }
+declare -A CC  # CC[row|workload-index]: client CPU µs per I/O, per round
+declare -A OC  # OC[row|workload-index]: OSD CPU µs per I/O, per round
+add_cpu() { CC["$1|$2"]="${CC["$1|$2"]:-} $3"; OC["$1|$2"]="${OC["$1|$2"]:-} $4"; }
 FAILED=()
 
 run_fio() { # row engine-args...
-    local row=$1 i=0 w name rw bs qd field unit key out; shift
+    local row=$1 i=0 w name rw bs qd field unit key out o0 d0 d1 p iops client; shift
     for w in "${WL[@]}"; do
         IFS='|' read -r name rw bs qd field unit key <<<"$w"
+        o0=$(cpu_ticks "$OSD_PID"); d0=0
+        for p in "${DAEMONS[@]}"; do d0=$((d0 + $(cpu_ticks "$p"))); done
         out=$(fio_point "$rw" "$bs" "$qd" "$@") || out=
-        [ -n "$out" ] && add "$row" "$i" "$(echo "$out" | cut -d' ' -f"$field")"
+        if [ -n "$out" ]; then
+            add "$row" "$i" "$(echo "$out" | cut -d' ' -f"$field")"
+            iops=$(echo "$out" | cut -d' ' -f1)
+            client=$(echo "$out" | cut -d' ' -f3)
+            if [ "$row" = "srpctl host (block file)" ]; then
+                d1=0
+                for p in "${DAEMONS[@]}"; do d1=$((d1 + $(cpu_ticks "$p"))); done
+                client=$(awk -v a="$client" -v b="$(per_io $((d1 - d0)) "$iops")" 'BEGIN { printf "%.1f", a + b }')
+            fi
+            add_cpu "$row" "$i" "$client" "$(per_io $(( $(cpu_ticks "$OSD_PID") - o0 )) "$iops")"
+        fi
         i=$((i + 1))
     done
 }
 
-run_ours() {
-    local json i w name rw bs qd field unit key v
-    json=$("$SRPCTL" bench disk --rbd rbd/bench --ceph-conf "$CEPH_CONF" --secs "$SECS" \
-        --rounds 1 --workloads randread4k,randwrite4k,seqread128k --json 2>"$WORK/srpctl.err") || {
-        FAILED+=("round $round: $(grep -m1 '^Error' "$WORK/srpctl.err" || tail -1 "$WORK/srpctl.err")")
-        return 0; }
-    i=0
+run_ours() { # one workload per run, so that the OSD's CPU is the point's
+    local json i=0 w name rw bs qd field unit key v iops o0 row="srpctl bench disk (library)"
     for w in "${WL[@]}"; do
         IFS='|' read -r name rw bs qd field unit key <<<"$w"
+        o0=$(cpu_ticks "$OSD_PID")
+        json=$("$SRPCTL" bench disk --rbd rbd/bench --ceph-conf "$CEPH_CONF" --secs "$SECS" \
+            --rounds 1 --workloads "$key" --json 2>"$WORK/srpctl.err") || {
+            FAILED+=("round $round $key: $(grep -m1 '^Error' "$WORK/srpctl.err" || tail -1 "$WORK/srpctl.err")")
+            i=$((i + 1)); continue; }
         v=$(echo "$json" | jq -r --arg k "$key" \
             '.results[] | select(.workload == $k) | if $k == "seqread128k" then .mib_s else .iops end')
-        [ -n "$v" ] && add "srpctl bench disk (library)" "$i" "$v"
+        iops=$(echo "$json" | jq -r '.results[0].iops')
+        [ -n "$v" ] && add "$row" "$i" "$v"
+        add_cpu "$row" "$i" "$(echo "$json" | jq -r '.results[0].cpu_us_per_io')" \
+            "$(per_io $(( $(cpu_ticks "$OSD_PID") - o0 )) "$iops")"
         i=$((i + 1))
     done
 }
@@ -173,7 +216,8 @@ med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR) prin
 
 echo
 echo "bench-rbd: one ${SIZE_MIB} MiB image of a one-OSD cluster on this machine, medians of $ROUNDS interleaved round(s), $SECS s per point, at $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo '+changes')"
-printf '%-20s  %-30s  %12s  %-6s  %10s\n' workload who median unit "/ librbd"
+printf '%-20s  %-30s  %12s  %-6s  %9s  %13s  %10s\n' workload who median unit "/ librbd" \
+    "client µs/IO" "OSD µs/IO"
 for i in 0 1 2; do
     IFS='|' read -r name rw bs qd field unit key <<<"${WL[$i]}"
     base=$(echo "${R["librbd (fio rbd engine)|$i"]:-}" | med)
@@ -181,8 +225,10 @@ for i in 0 1 2; do
         v=$(echo "${R["$row|$i"]:-}" | med)
         [ -z "$v" ] && continue
         ratio=$(awk -v v="$v" -v b="${base:-0}" 'BEGIN { if (b > 0) printf "%.2fx", v / b; else print "-" }')
-        printf '%-20s  %-30s  %12.1f  %-6s  %10s\n' "$name" "$row" "$v" "$unit" "$ratio"
+        printf '%-20s  %-30s  %12.1f  %-6s  %9s  %13.1f  %10.1f\n' "$name" "$row" "$v" "$unit" "$ratio" \
+            "$(echo "${CC["$row|$i"]:-}" | med)" "$(echo "${OC["$row|$i"]:-}" | med)"
     done
 done
+echo "client µs/IO: CPU per I/O of the fio process with librbd's threads (librbd row), of our process (target and initiator: library row), of fio and both daemons (block-file row); OSD µs/IO: the OSD's. $(nproc) CPUs shared by all, the cluster's daemons included."
 for f in "${FAILED[@]}"; do echo "failed: $f"; done
 [ ${#FAILED[@]} -eq 0 ]
