@@ -162,7 +162,13 @@ EOF
     ceph-mgr -i x
     local uuid id
     uuid=$(cat /proc/sys/kernel/random/uuid)
-    id=$(ceph $to osd new "$uuid")
+    # Retried: a command right after the monitor's first answer is sometimes refused
+    # ("problem getting command descriptions from mon", seen on this machine); `osd new`
+    # with the same uuid gives the same id.
+    until id=$(ceph $to osd new "$uuid" 2>"$dir/log/osd-new.err"); do
+        [ $SECONDS -lt $deadline ] || { cat "$dir/log/osd-new.err" >&2; false; }
+        sleep 0.5
+    done
     mkdir -p "$dir/osd/osd.$id"
     if [ $cephx = 1 ]; then
         ceph $to auth get-or-create "osd.$id" mon 'allow profile osd' mgr 'allow profile osd' \
