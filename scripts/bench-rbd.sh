@@ -20,7 +20,9 @@
 # whole first, so reads find data, not holes.
 #
 # Usage: scripts/bench-rbd.sh [--secs S] [--rounds N] [--size-mib M] [--no-user-level]
-#                             [--srpctl PATH]
+#                             [--profile] [--srpctl PATH]
+#   --profile  then `perf record` of our library-level process over the 4k randread point:
+#              its CPU by library (DSO) and its top functions (apt linux-perf)
 # Installs Ceph's packages (the cluster script), fio and jq when missing. Stops the cluster
 # and the daemons and removes its files on exit, also on failure.
 set -euo pipefail
@@ -29,6 +31,7 @@ SECS=10
 ROUNDS=3
 SIZE_MIB=1024
 USER_LEVEL=1
+PROFILE=0
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SRPCTL="$ROOT/target/release/srpctl"
 while [ $# -gt 0 ]; do
@@ -37,8 +40,9 @@ while [ $# -gt 0 ]; do
         --rounds) ROUNDS=$2; shift 2 ;;
         --size-mib) SIZE_MIB=$2; shift 2 ;;
         --no-user-level) USER_LEVEL=0; shift ;;
+        --profile) PROFILE=1; shift ;;
         --srpctl) SRPCTL=$2; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -230,5 +234,17 @@ for i in 0 1 2; do
     done
 done
 echo "client µs/IO: CPU per I/O of the fio process with librbd's threads (librbd row), of our process (target and initiator: library row), of fio and both daemons (block-file row); OSD µs/IO: the OSD's. $(nproc) CPUs shared by all, the cluster's daemons included."
+if [ "$PROFILE" = 1 ] && need perf:linux-perf; then
+    echo
+    echo "profile of srpctl bench disk --rbd, 4k randread QD32, $SECS s (perf record -g, 999 Hz):"
+    perf record -F 999 -g -o "$WORK/perf.data" -- "$SRPCTL" bench disk --rbd rbd/bench \
+        --ceph-conf "$CEPH_CONF" --secs "$SECS" --rounds 1 --workloads randread4k >/dev/null 2>"$WORK/perf.err" || true
+    echo "by library (share of the process's samples):"
+    perf report -i "$WORK/perf.data" --stdio --no-children --sort dso 2>/dev/null |
+        grep -E '^ +[0-9]' | head -12
+    echo "top functions:"
+    perf report -i "$WORK/perf.data" --stdio --no-children --sort dso,sym -g none 2>/dev/null |
+        grep -E '^ +[0-9]' | head -25
+fi
 for f in "${FAILED[@]}"; do echo "failed: $f"; done
 [ ${#FAILED[@]} -eq 0 ]
