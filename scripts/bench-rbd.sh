@@ -216,7 +216,7 @@ for round in $(seq "$ROUNDS"); do
     echo "round $round/$ROUNDS done" >&2
 done
 
-med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
+med() { tr ' ' '\n' | { grep -v '^$' || true; } | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
 
 echo
 echo "bench-rbd: one ${SIZE_MIB} MiB image of a one-OSD cluster on this machine, medians of $ROUNDS interleaved round(s), $SECS s per point, at $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo '+changes')"
