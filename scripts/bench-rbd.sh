@@ -240,11 +240,11 @@ if [ "$PROFILE" = 1 ] && need perf:linux-perf; then
     perf record -F 999 -g -o "$WORK/perf.data" -- "$SRPCTL" bench disk --rbd rbd/bench \
         --ceph-conf "$CEPH_CONF" --secs "$SECS" --rounds 1 --workloads randread4k >/dev/null 2>"$WORK/perf.err" || true
     echo "by library (share of the process's samples):"
-    perf report -i "$WORK/perf.data" --stdio --no-children --sort dso 2>/dev/null |
-        grep -E '^ +[0-9]' | head -12
+    { perf report -i "$WORK/perf.data" --stdio --no-children --sort dso 2>/dev/null |
+        grep -E '^ +[0-9]' | head -12; } || true
     echo "top functions:"
-    perf report -i "$WORK/perf.data" --stdio --no-children --sort dso,sym -g none 2>/dev/null |
-        grep -E '^ +[0-9]' | head -25
+    { perf report -i "$WORK/perf.data" --stdio --no-children --sort dso,sym -g none 2>/dev/null |
+        grep -E '^ +[0-9]' | head -25; } || true
 fi
 for f in "${FAILED[@]}"; do echo "failed: $f"; done
 [ ${#FAILED[@]} -eq 0 ]
