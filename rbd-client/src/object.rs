@@ -105,6 +105,12 @@ impl RadosObject {
         self.io.getxattr(&self.oid, &cstr("attribute", name)?, max)
     }
 
+    /// Sets attribute `name` to `value` (creating the object if it does not exist).
+    pub fn set_attr(&self, name: &str, value: &[u8]) -> Result<(), RbdError> {
+        self.io
+            .setxattr(&self.oid, &cstr("attribute", name)?, value)
+    }
+
     /// Atomically: if attribute `attr` is `expect` (`None`: the object does not exist),
     /// the data becomes `data` and the attribute `new`. `Ok(false)`: it was not (another
     /// client changed it first), and nothing changed.

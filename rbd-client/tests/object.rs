@@ -61,6 +61,12 @@ fn shared_state_in_a_rados_object() {
     assert_eq!(oa.read(4096).expect("read").as_deref(), Some(&b"two"[..]));
     assert_eq!(oa.attr("v", 64).expect("attr").as_deref(), Some(&b"2"[..]));
     assert_eq!(oa.attr("none", 64).expect("attr"), None);
+    ob.set_attr("member.b", addr_b.as_bytes())
+        .expect("set an attribute");
+    assert_eq!(
+        oa.attr("member.b", 256).expect("attr").as_deref(),
+        Some(addr_b.as_bytes())
+    );
 
     // Notify B; B acknowledges from another thread; A learns B answered.
     let (tx, rx) = channel::<Notification>();

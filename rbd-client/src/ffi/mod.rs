@@ -87,6 +87,7 @@ library! {
     rados rados_buffer_free: fn(*mut c_char) -> ();
     rados rados_read: fn(IoCtx, *const c_char, *mut c_char, usize, u64) -> c_int;
     rados rados_getxattr: fn(IoCtx, *const c_char, *const c_char, *mut c_char, usize) -> c_int;
+    rados rados_setxattr: fn(IoCtx, *const c_char, *const c_char, *const c_char, usize) -> c_int;
     rados rados_create_write_op: fn() -> WriteOp;
     rados rados_release_write_op: fn(WriteOp) -> ();
     rados rados_write_op_create: fn(WriteOp, c_int, *const c_char) -> ();

@@ -176,6 +176,22 @@ impl IoCtxHandle {
         Ok(Some(buf))
     }
 
+    /// `rados_setxattr` (the object is created if it does not exist).
+    pub(crate) fn setxattr(&self, oid: &CStr, name: &CStr, value: &[u8]) -> Result<(), RbdError> {
+        let l = lib()?;
+        // SAFETY: a live I/O context; both names NUL-terminated; `value` valid for its
+        // length during the synchronous call.
+        check("rados_setxattr", unsafe {
+            (l.rados_setxattr)(
+                self.ptr.as_ptr(),
+                oid.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+            )
+        })
+    }
+
     /// One atomic write operation: if attribute `attr` equals `expect` (`None`: the object
     /// does not exist yet), the object's data becomes `data` and the attribute `new`.
     /// `Ok(false)`: the attribute (or the object's existence) was otherwise, nothing

@@ -88,6 +88,7 @@ fn open_backend(
     l: &LunConfig,
     layer: Option<&MediumLayer>,
     shared: bool,
+    appliance: u64,
 ) -> Result<Box<dyn Backend>, StartError> {
     let backend_err = |source| StartError::Backend {
         lun: l.name.clone(),
@@ -121,6 +122,7 @@ fn open_backend(
         Backing::Rbd(b) => {
             let spec = crate::backend::RbdSpec {
                 shared,
+                appliance,
                 ..crate::backend::RbdSpec::from(b)
             };
             return Ok(Box::new(
@@ -129,6 +131,7 @@ fn open_backend(
         }
         #[cfg(not(target_os = "linux"))]
         Backing::Rbd(b) => {
+            let _ = (shared, appliance);
             return Err(backend_err(crate::backend::BackendError::Io {
                 op: crate::backend::Op::Open,
                 path: format!("rbd:{}", b.name()).into(),
@@ -163,7 +166,12 @@ fn open_lun(
     layer: Option<&MediumLayer>,
 ) -> Result<LogicalUnit, StartError> {
     let (oui, state_dir) = (config.target.oui, config.target.state_dir.as_path());
-    let backend = open_backend(l, layer, !config.peers.is_empty())?;
+    let backend = open_backend(
+        l,
+        layer,
+        !config.peers.is_empty(),
+        config.target.node_guid.0,
+    )?;
     // After the open: a file LUN's file exists then.
     let geometry = geometry::geometry(l)?;
     let mut lu = LuConfig::new(LunIdentity::derive(&l.name, oui));
@@ -181,6 +189,21 @@ fn open_lun(
             reason,
         })?;
     lu.pr_file = Some(pr_file);
+    // An image other appliances serve too: its reservations are kept in the cluster.
+    #[cfg(target_os = "linux")]
+    if let (Backing::Rbd(b), false) = (&l.backing, config.peers.is_empty()) {
+        let spec = crate::backend::RbdSpec {
+            appliance: config.target.node_guid.0,
+            ..crate::backend::RbdSpec::from(b)
+        };
+        let shared = crate::backend::rbd_pr::RbdSharedPr::open(&spec).map_err(|source| {
+            StartError::Backend {
+                lun: l.name.clone(),
+                source,
+            }
+        })?;
+        lu.shared_pr = Some(Arc::new(shared));
+    }
     if l.write_cache_changeable {
         // The caching page is savable: start from the saved one, if any.
         let saved = state_dir.join(format!("lun-{}.mode", l.name));
@@ -429,6 +452,7 @@ impl Appliance {
             groups: &self.groups,
             abort: None,
             may_wait: true,
+            pr_epoch: None,
         }
     }
 }

@@ -15,6 +15,8 @@ pub mod medium;
 pub mod ram;
 #[cfg(target_os = "linux")]
 pub mod rbd;
+#[cfg(target_os = "linux")]
+pub mod rbd_pr;
 
 pub use file::{FileBackend, OpenMode};
 pub use ram::RamBackend;

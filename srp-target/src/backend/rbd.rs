@@ -41,6 +41,10 @@ pub struct RbdSpec {
     /// Other appliances serve the image too (`[[peer]]`): it must not have the
     /// exclusive-lock feature (see [`RbdBackend::open`]).
     pub shared: bool,
+    /// The appliance (its node GUID; 0 when unknown): LUNs of one appliance share a
+    /// cluster connection, two appliances never do — even in one process, each must be a
+    /// client of its own to the others (their notifications, their fencing).
+    pub appliance: u64,
 }
 
 impl From<&crate::config::RbdBacking> for RbdSpec {
@@ -52,6 +56,7 @@ impl From<&crate::config::RbdBacking> for RbdSpec {
             client: b.client.clone(),
             keyring: b.keyring.clone(),
             shared: false,
+            appliance: 0,
         }
     }
 }
@@ -66,16 +71,22 @@ impl RbdSpec {
 /// Seconds an OSD or monitor operation may take before it fails with ETIMEDOUT.
 const OP_TIMEOUT_SECS: &str = "30";
 
-/// The open cluster connections, by what names a client: LUNs of one cluster as one client
-/// share one connection (its threads and sockets), closed when the last of them goes.
-type ClientKey = (PathBuf, Option<String>, Option<PathBuf>);
+/// The open cluster connections, by appliance and what names a client: LUNs of one
+/// appliance in one cluster as one client share one connection (its threads and sockets),
+/// closed when the last of them goes.
+type ClientKey = (u64, PathBuf, Option<String>, Option<PathBuf>);
 static CLIENTS: std::sync::LazyLock<
     Mutex<std::collections::HashMap<ClientKey, rbd_client::WeakCluster>>,
 > = std::sync::LazyLock::new(Default::default);
 
 /// The connection to `spec`'s cluster as its client: an open one shared, else a new one.
-fn connect(spec: &RbdSpec) -> Result<Cluster, RbdError> {
-    let key = (spec.conf.clone(), spec.client.clone(), spec.keyring.clone());
+pub(super) fn connect(spec: &RbdSpec) -> Result<Cluster, RbdError> {
+    let key = (
+        spec.appliance,
+        spec.conf.clone(),
+        spec.client.clone(),
+        spec.keyring.clone(),
+    );
     let mut clients = CLIENTS.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(c) = clients.get(&key).and_then(rbd_client::WeakCluster::upgrade) {
         return Ok(c);

@@ -235,6 +235,10 @@ impl LogicalUnit {
         if let Some(ua) = self.check_unit_attention(nexus, cdb, &mut Vec::new()) {
             return Err(ua);
         }
+        let nexus = &Nexus {
+            pr_epoch: Some(self.pr_epoch()),
+            ..*nexus
+        };
         let command = cmd.command();
         let rule = rules::rule(&command);
         if self

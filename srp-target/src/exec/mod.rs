@@ -177,6 +177,10 @@ pub struct Nexus<'a> {
     /// the daemon's loop (a backend that never blocks runs inline there): the loop must
     /// not wait for a copy, so such a writer is answered BUSY and the initiator retries.
     pub may_wait: bool,
+    /// The LU's PR epoch when the command passed its reservation check (set by the
+    /// engine): a command that takes the LU's order after a change from another appliance
+    /// is answered BUSY (`pr/shared.rs`).
+    pub pr_epoch: Option<u64>,
 }
 
 impl Nexus<'_> {
@@ -230,6 +234,9 @@ pub struct LuConfig {
     /// on a file or device (`crate::atomic`), already recovered; `None`: WRITE ATOMIC is
     /// limited to what the medium writes whole (one physical block).
     pub atomic_log: Option<std::sync::Arc<Mutex<crate::atomic::IntentLog>>>,
+    /// The reservation state kept with other appliances serving the same LU
+    /// ([`pr::shared`]); `None`: this appliance's alone.
+    pub shared_pr: Option<std::sync::Arc<dyn pr::shared::SharedPrStore>>,
 }
 
 impl LuConfig {
@@ -251,6 +258,7 @@ impl LuConfig {
             physical_block_bytes: None,
             alignment: Alignment::default(),
             atomic_log: None,
+            shared_pr: None,
         }
     }
 }
@@ -285,6 +293,12 @@ pub struct LogicalUnit {
     me: OnceLock<std::sync::Weak<LogicalUnit>>,
     /// Persistent reservations ([`pr`]).
     pr: RwLock<pr::PrState>,
+    /// Where the reservation state is shared with other appliances ([`pr::shared`]).
+    pr_shared: Option<std::sync::Arc<dyn pr::shared::SharedPrStore>>,
+    /// The shared state's version this appliance holds.
+    pr_version: pr::shared::PrVersion,
+    /// Moves on with each change taken from another appliance.
+    pr_epoch: std::sync::atomic::AtomicU64,
     /// Where the reservation state persists under APTPL ([`pr::persist`]); none: APTPL
     /// is not supported.
     pr_file: Option<std::path::PathBuf>,
@@ -438,6 +452,9 @@ impl LogicalUnit {
             watches: copy::watch::Watches::default(),
             me: OnceLock::new(),
             pr: RwLock::new(config.saved_pr.map(|s| s.0).unwrap_or_default()),
+            pr_shared: config.shared_pr,
+            pr_version: pr::shared::PrVersion::default(),
+            pr_epoch: std::sync::atomic::AtomicU64::new(0),
             pr_file: config.pr_file,
             counters: counters::LuCounters::default(),
             flush_latch: durability::FlushLatch::default(),
@@ -457,6 +474,8 @@ impl LogicalUnit {
     pub fn into_shared(self) -> std::sync::Arc<LogicalUnit> {
         let lu = std::sync::Arc::new(self);
         let _ = lu.me.set(std::sync::Arc::downgrade(&lu));
+        // Reservations shared with other appliances: their changes followed from now on.
+        lu.follow_shared_pr();
         // A store resized outside the target (an RBD image): every nexus is told.
         let weak = std::sync::Arc::downgrade(&lu);
         lu.backend.watch_capacity(Box::new(move |blocks| {
@@ -562,6 +581,12 @@ impl LogicalUnit {
         din: &mut Vec<u8>,
         staging: Option<MemSpan<'_>>,
     ) -> Exec {
+        // The epoch before the check: a change from another appliance after it makes the
+        // command BUSY once it has the LU's order (`pr/shared.rs`).
+        let nexus = &Nexus {
+            pr_epoch: Some(self.pr_epoch()),
+            ..*nexus
+        };
         let rule = rules::rule(&cmd);
         if self
             .pr_read()

@@ -37,6 +37,7 @@ impl NexusInfo {
             groups: &self.groups,
             abort: None,
             may_wait: true,
+            pr_epoch: None,
         }
     }
 }

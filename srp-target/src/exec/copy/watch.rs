@@ -131,6 +131,9 @@ impl LogicalUnit {
         };
         loop {
             let order = take();
+            if let Some(seen) = nexus.pr_epoch {
+                self.check_pr_epoch(seen)?;
+            }
             if self.watches.held.load(Ordering::Acquire) == 0 {
                 return Ok(order);
             }
@@ -360,6 +363,7 @@ pub(crate) mod tests {
             groups: &[],
             abort,
             may_wait,
+            pr_epoch: None,
         }
     }
 

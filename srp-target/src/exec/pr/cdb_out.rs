@@ -91,7 +91,7 @@ pub(crate) fn pr_out(lu: &LogicalUnit, nexus: &Nexus<'_>, p: &PrOut, dout: &[u8]
         return Err(SenseCode::PARAMETER_LIST_LENGTH_ERROR.into());
     }
     let registering = matches!(p.action, A::Register | A::RegisterAndIgnoreExistingKey);
-    if registering && params.aptpl && lu.pr_file.is_none() {
+    if registering && params.aptpl && lu.pr_file.is_none() && !lu.pr_is_shared() {
         // No state file to keep it in: not kept across power loss (PTPL_C=0).
         return Err(Sense::invalid_field_in_parameter_list(FLAGS_BYTE, Some(0)).into());
     }
@@ -100,55 +100,69 @@ pub(crate) fn pr_out(lu: &LogicalUnit, nexus: &Nexus<'_>, p: &PrOut, dout: &[u8]
         _ => None,
     };
     let me = nexus.it_nexus();
-    let mut st = lu.pr_write();
-    let before = st.clone();
-    let r = match (p.action, kind) {
-        (A::Register, _) => register(&mut st, nexus, &params, false),
-        (A::RegisterAndIgnoreExistingKey, _) => register(&mut st, nexus, &params, true),
-        (A::Reserve, Some(kind)) => reserve(&mut st, me, &params, kind),
-        (A::Release, _) => release(&mut st, me, &params, p),
-        (A::Clear, _) => clear(&mut st, me, &params),
-        (A::Preempt | A::PreemptAndAbort, Some(kind)) => preempt(&mut st, me, &params, kind),
-        // Not routed (see the module doc of `pr`); answered as the parser would.
-        (A::RegisterAndMove, _) | (A::Reserve | A::Preempt | A::PreemptAndAbort, None) => {
-            Err(Refuse::Check(Sense::invalid_field_in_cdb(1, Some(4))))
-        }
-    };
-    // The last successful REGISTER's APTPL decides whether the state persists.
-    let r = match r {
-        Ok(gone) if registering => {
-            st.ptpl = params.aptpl;
-            Ok(gone)
-        }
-        other => other,
-    };
-    // Persisted before GOOD (APTPL): a state that cannot be written is not acknowledged.
-    let r = match (r, &lu.pr_file) {
-        (Ok(gone), Some(path)) => match super::persist::store(path, &before, &st) {
-            Ok(()) => Ok(gone),
-            Err(e) => {
-                tracing::error!(
-                    lun = %lu.identity().unique_name(),
-                    file = %path.display(),
-                    error = %e,
-                    "PERSISTENT RESERVE OUT: the reservation state could not be saved; undone"
-                );
-                *st = before.clone();
-                Err(Refuse::Check(Sense::new(
-                    SenseCode::INTERNAL_TARGET_FAILURE,
-                )))
+    // Run (again, on a lost race with another appliance sharing the state) on the state
+    // under the PR lock; kept only when it succeeded (`shared.rs`).
+    let (mut st, before, r, published) = lu.pr_transact(
+        |st| {
+            let r = match (p.action, kind) {
+                (A::Register, _) => register(st, nexus, &params, false),
+                (A::RegisterAndIgnoreExistingKey, _) => register(st, nexus, &params, true),
+                (A::Reserve, Some(kind)) => reserve(st, me, &params, kind),
+                (A::Release, _) => release(st, me, &params, p),
+                (A::Clear, _) => clear(st, me, &params),
+                (A::Preempt | A::PreemptAndAbort, Some(kind)) => preempt(st, me, &params, kind),
+                // Not routed (see the module doc of `pr`); answered as the parser would.
+                (A::RegisterAndMove, _) | (A::Reserve | A::Preempt | A::PreemptAndAbort, None) => {
+                    Err(Refuse::Check(Sense::invalid_field_in_cdb(1, Some(4))))
+                }
+            };
+            // The last successful REGISTER's APTPL decides whether the state persists.
+            match r {
+                Ok(gone) if registering => {
+                    st.ptpl = params.aptpl;
+                    Ok(gone)
+                }
+                other => other,
             }
         },
+        Result::is_ok,
+    )?;
+    // Persisted before GOOD (APTPL): a state that cannot be written is not acknowledged.
+    // A shared state is as durable as the store that holds it.
+    let r = match (r, &lu.pr_file) {
+        (Ok(gone), Some(path)) if !lu.pr_is_shared() => {
+            match super::persist::store(path, &before, &st) {
+                Ok(()) => Ok(gone),
+                Err(e) => {
+                    tracing::error!(
+                        lun = %lu.identity().unique_name(),
+                        file = %path.display(),
+                        error = %e,
+                        "PERSISTENT RESERVE OUT: the reservation state could not be saved; undone"
+                    );
+                    *st = before.clone();
+                    Err(Refuse::Check(Sense::new(
+                        SenseCode::INTERNAL_TARGET_FAILURE,
+                    )))
+                }
+            }
+        }
         (r, _) => r,
     };
     // Established under the PR lock, so no command of a nexus told sees the new state
     // without its unit attention.
-    if let Ok(gone) = &r {
-        for (to, code) in super::attention::attentions(p.action, &before, &st, me, gone) {
-            lu.unit_attention(to, code);
-        }
+    let uas = match &r {
+        Ok(gone) => super::attention::attentions(p.action, &before, &st, me, gone),
+        Err(_) => Vec::new(),
+    };
+    for (to, code) in &uas {
+        lu.unit_attention(*to, *code);
     }
     drop(st);
+    // Every other appliance sharing the state has it (or is fenced) before GOOD.
+    if r.is_ok() {
+        lu.pr_publish(published, &uas)?;
+    }
     match r {
         Ok(gone) => Ok(CmdOutput {
             data_out_len: PARAM_LEN,

@@ -30,6 +30,7 @@ pub(crate) mod cdb_out;
 pub(crate) mod conflict;
 pub mod persist;
 pub(crate) mod scsi2;
+pub mod shared;
 
 use super::{CmdOutput, LogicalUnit, Nexus};
 use crate::lu::RelativePortId;
@@ -127,7 +128,7 @@ pub(crate) struct Reservation {
 }
 
 /// A LU's persistent reservation state.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct PrState {
     /// PRGENERATION (SPC-4 6.15.2): wraps.
     pub(crate) generation: u32,

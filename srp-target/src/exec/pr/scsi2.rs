@@ -113,7 +113,10 @@ fn answer(outcome: Outcome) -> Exec {
 /// RESERVE(6)/(10).
 pub(crate) fn reserve(lu: &LogicalUnit, nexus: &Nexus<'_>) -> Exec {
     let n = nexus.it_nexus();
-    let outcome = lu.pr_write().reserve(n);
+    let (st, _, outcome, published) =
+        lu.pr_transact(|st| st.reserve(n), |o| *o != Outcome::Conflict)?;
+    drop(st);
+    lu.pr_publish(published, &[])?;
     if outcome == Outcome::Changed {
         tracing::info!(lu = %lu.identity().unique_name(), initiator = %n.initiator, port = n.port.0, "SCSI-2 reservation taken");
     }
@@ -123,7 +126,10 @@ pub(crate) fn reserve(lu: &LogicalUnit, nexus: &Nexus<'_>) -> Exec {
 /// RELEASE(6)/(10).
 pub(crate) fn release(lu: &LogicalUnit, nexus: &Nexus<'_>) -> Exec {
     let n = nexus.it_nexus();
-    let outcome = lu.pr_write().release(n);
+    let (st, _, outcome, published) =
+        lu.pr_transact(|st| st.release(n), |o| *o != Outcome::Conflict)?;
+    drop(st);
+    lu.pr_publish(published, &[])?;
     if outcome == Outcome::Changed {
         tracing::info!(lu = %lu.identity().unique_name(), initiator = %n.initiator, port = n.port.0, "SCSI-2 reservation released");
     }
@@ -132,9 +138,58 @@ pub(crate) fn release(lu: &LogicalUnit, nexus: &Nexus<'_>) -> Exec {
 
 impl LogicalUnit {
     /// Ends the SCSI-2 reservation, if any (LOGICAL UNIT RESET).
-    pub(crate) fn release_scsi2(&self, why: &str) {
+    pub(crate) fn release_scsi2(&self, why: &'static str) {
+        if self.pr_is_shared() {
+            // Through the shared state, off the caller's thread (the serving loop).
+            // The other appliances' nexuses are told of the reset too.
+            let uas = [(
+                crate::exec::ua::To::All,
+                scsi::SenseCode::BUS_DEVICE_RESET_FUNCTION_OCCURRED,
+            )];
+            return self.in_background(why, move |lu| {
+                lu.change_scsi2(|st| st.scsi2.take().is_some(), why, &uas)
+            });
+        }
         if let Some(holder) = self.pr_write().scsi2.take() {
             tracing::info!(lu = %self.identity().unique_name(), initiator = %holder.initiator, port = holder.port.0, "SCSI-2 reservation released by {why}");
+        }
+    }
+
+    /// A SCSI-2 change to a shared state, published (logged either way).
+    fn change_scsi2(
+        &self,
+        change: impl FnMut(&mut super::PrState) -> bool,
+        why: &str,
+        uas: &[(crate::exec::ua::To, scsi::SenseCode)],
+    ) {
+        let lu = self.identity().unique_name();
+        match self.pr_transact(change, |changed| *changed) {
+            Ok((st, _, true, published)) => {
+                drop(st);
+                match self.pr_publish(published, uas) {
+                    Ok(()) => tracing::info!(lu = %lu, "SCSI-2 reservation released by {why}"),
+                    Err(_) => tracing::error!(lu = %lu,
+                        "SCSI-2 reservation released by {why}, but not every other appliance confirmed it"),
+                }
+            }
+            Ok(_) => {}
+            Err(_) => tracing::error!(lu = %lu,
+                "SCSI-2 reservation: its release by {why} could not be stored; it stands"),
+        }
+    }
+
+    /// Runs `work` on this LU on a thread of its own (a shared change must not hold up the
+    /// serving loop); logged if no thread can be had.
+    fn in_background(&self, what: &'static str, work: impl FnOnce(&LogicalUnit) + Send + 'static) {
+        let Some(me) = self.me.get().and_then(std::sync::Weak::upgrade) else {
+            return work(self);
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("pr-change".into())
+            .spawn(move || work(&me))
+        {
+            tracing::error!(lu = %self.identity().unique_name(), error = %e,
+                "no thread for a shared reservation change ({what}): not made");
         }
     }
 
@@ -142,6 +197,18 @@ impl LogicalUnit {
     /// held ends (SPC-2 5.5.1). Persistent reservations stay (that is what they are for).
     pub fn it_nexus_lost(&self, nexus: &Nexus<'_>) {
         let n = nexus.it_nexus();
+        if self.pr_is_shared() {
+            if self.pr_read().scsi2 == Some(n) {
+                self.in_background("its I_T nexus going", move |lu| {
+                    lu.change_scsi2(
+                        |st| st.scsi2 == Some(n) && st.scsi2.take().is_some(),
+                        "its I_T nexus going",
+                        &[],
+                    );
+                });
+            }
+            return;
+        }
         let mut st = self.pr_write();
         if st.scsi2 == Some(n) {
             st.scsi2 = None;
