@@ -416,8 +416,8 @@ impl LogicalUnit {
     }
 }
 
-/// The version of the shared state this appliance holds, under the PR lock's protection
-/// (read and written with the lock held; atomics only to keep `&self`).
+/// The version of the shared state this appliance holds (read and written with the PR
+/// lock held; its own small lock only to keep `&self`).
 #[derive(Debug, Default)]
 pub(crate) struct PrVersion(std::sync::Mutex<Option<u64>>);
 
