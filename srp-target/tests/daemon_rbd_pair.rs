@@ -12,7 +12,8 @@
 //! the very next write through A meets REGISTRATIONS PREEMPTED and then RESERVATION
 //! CONFLICT; and the two-node cluster challenge with SCSI-2 reservations, one host through
 //! each appliance: RESERVE through A, refused through B, a LOGICAL UNIT RESET through B
-//! breaks it, B's RESERVE then holds, and A's next write is a conflict. An appliance that
+//! breaks it, B's RESERVE then holds, and A's next write is a conflict; a reset through B
+//! reaches A's nexus as a unit attention, reservation or not. An appliance that
 //! does not acknowledge a change (a third client watching the state, silent) is fenced by
 //! the cluster's blocklist before the change answers GOOD.
 //! An appliance with peers refuses an image that has the exclusive-lock feature, naming
@@ -260,6 +261,32 @@ fn reservations_across(a: &mut Node, b: &mut Node) {
         "the holder through A sees the conflict: {seen:?}"
     );
     assert_eq!(b.direct(0, &release6, &[], 0).status, Status::Good);
+    assert!(
+        seen.iter()
+            .any(|s| s.1 == Some(SenseCode::BUS_DEVICE_RESET_FUNCTION_OCCURRED)),
+        "A's nexus was told of the reset through B: {seen:?}"
+    );
+
+    // A LOGICAL UNIT RESET through B with nothing reserved: A's nexus is told all the same
+    // (SAM-5: every I_T nexus of the LU), a moment after the reset is answered.
+    let _ = b.direct(0, &[0; 6], &[], 0);
+    let _ = a.direct(0, &[0; 6], &[], 0);
+    let r = b.tmf(0, TaskMgmtFunction::LogicalUnitReset, 0);
+    assert_eq!(r.status, Status::Good, "{r:?}");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let r = a.direct(0, &[0; 6], &[], 0);
+        if r.code() == Some(SenseCode::BUS_DEVICE_RESET_FUNCTION_OCCURRED) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "A was not told of B's reset: {r:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // B's own nexus has the reset's unit attention too: taken.
+    let _ = b.direct(0, &[0; 6], &[], 0);
 }
 
 /// A third "appliance" that watches the shared state and never acknowledges: a change

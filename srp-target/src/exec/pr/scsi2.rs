@@ -147,7 +147,10 @@ impl LogicalUnit {
                 scsi::SenseCode::BUS_DEVICE_RESET_FUNCTION_OCCURRED,
             )];
             return self.in_background(why, move |lu| {
-                lu.change_scsi2(|st| st.scsi2.take().is_some(), why, &uas)
+                if !lu.change_scsi2(|st| st.scsi2.take().is_some(), why, &uas) {
+                    // Nothing held: the reset's unit attention is told all the same.
+                    lu.pr_tell(&uas);
+                }
             });
         }
         if let Some(holder) = self.pr_write().scsi2.take() {
@@ -156,12 +159,13 @@ impl LogicalUnit {
     }
 
     /// A SCSI-2 change to a shared state, published (logged either way).
+    /// Whether there was something to release.
     fn change_scsi2(
         &self,
         change: impl FnMut(&mut super::PrState) -> bool,
         why: &str,
         uas: &[(crate::exec::ua::To, scsi::SenseCode)],
-    ) {
+    ) -> bool {
         let lu = self.identity().unique_name();
         match self.pr_transact(change, |changed| *changed) {
             Ok((st, _, true, published)) => {
@@ -172,10 +176,11 @@ impl LogicalUnit {
                         "SCSI-2 reservation released by {why}, but not every other appliance confirmed it"),
                 }
             }
-            Ok(_) => {}
+            Ok(_) => return false,
             Err(_) => tracing::error!(lu = %lu,
                 "SCSI-2 reservation: its release by {why} could not be stored; it stands"),
         }
+        true
     }
 
     /// Runs `work` on this LU on a thread of its own (a shared change must not hold up the
@@ -200,7 +205,7 @@ impl LogicalUnit {
         if self.pr_is_shared() {
             if self.pr_read().scsi2 == Some(n) {
                 self.in_background("its I_T nexus going", move |lu| {
-                    lu.change_scsi2(
+                    let _ = lu.change_scsi2(
                         |st| st.scsi2 == Some(n) && st.scsi2.take().is_some(),
                         "its I_T nexus going",
                         &[],

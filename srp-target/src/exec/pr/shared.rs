@@ -297,6 +297,19 @@ impl LogicalUnit {
             .map_err(|e| internal("telling the other appliances", &e, self))
     }
 
+    /// Tells the other appliances of unit attentions for their nexuses without a change of
+    /// state (a LOGICAL UNIT RESET here), waiting as [`LogicalUnit::pr_publish`] does;
+    /// logged if it fails.
+    pub(crate) fn pr_tell(&self, uas: &[(To, SenseCode)]) {
+        let (Some(store), Some(version)) = (&self.pr_shared, self.pr_version.load()) else {
+            return;
+        };
+        if let Err(e) = store.publish(version, &encode_message(uas)) {
+            tracing::error!(lu = %self.identity().unique_name(), error = %e,
+                "telling the other appliances of a unit attention failed");
+        }
+    }
+
     /// Whether the state is shared with other appliances.
     pub(crate) fn pr_is_shared(&self) -> bool {
         self.pr_shared.is_some()
@@ -311,27 +324,31 @@ impl LogicalUnit {
         let lu = self.identity().unique_name();
         {
             let mut st = self.pr_write();
-            match store.load().and_then(|b| match b {
+            let loaded = store.load().and_then(|b| match b {
                 Some(b) => decode_state(&b).map(Some),
                 None => Ok(None),
-            }) {
+            });
+            // The unit attentions the publisher established (with a change of state, or
+            // alone: a LOGICAL UNIT RESET there) reach this appliance's nexuses too.
+            let tell = || match decode_message(&notice.message) {
+                Ok(uas) => {
+                    for (to, code) in uas {
+                        self.unit_attention(to, code);
+                    }
+                }
+                Err(e) => tracing::warn!(lu = %lu, error = %e,
+                    "shared reservation state: a notice's unit attentions could not be read"),
+            };
+            match loaded {
                 Ok(Some((v, fresh))) if Some(v) != self.pr_version.load() => {
                     *st = fresh;
                     self.pr_version.store(Some(v));
-                    match decode_message(&notice.message) {
-                        Ok(uas) => {
-                            for (to, code) in uas {
-                                self.unit_attention(to, code);
-                            }
-                        }
-                        Err(e) => tracing::warn!(lu = %lu, error = %e,
-                            "shared reservation state: a change's unit attentions could not be read; the state is taken without them"),
-                    }
+                    tell();
                     self.pr_epoch.fetch_add(1, Ordering::AcqRel);
                     tracing::info!(lu = %lu, version = v,
                         "shared reservation state: taken from another appliance");
                 }
-                Ok(_) => {}
+                Ok(_) => tell(),
                 Err(e) => {
                     // Not acknowledged: the publisher fences this appliance rather than
                     // answer GOOD while it may still enforce the old state.
