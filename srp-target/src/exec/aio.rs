@@ -12,7 +12,7 @@
 //! Ordering: an asynchronous read or write enters the LU's gate while it holds the LU's
 //! order shared, and leaves it when the store is done with it; a command that takes the
 //! order exclusive (COMPARE AND WRITE, ORWRITE, WRITE ATOMIC, a copy's hold) then waits
-//! until the gate is empty ([`LogicalUnit::atomic_order`]), so it sees every asynchronous
+//! until the gate is empty (`LogicalUnit::atomic_order`), so it sees every asynchronous
 //! write that started before it whole, and none starts while it runs. A command whose rule
 //! or data the asynchronous path does not cover runs the ordinary way.
 

@@ -4,23 +4,23 @@
 //! `backend/rbd_pr.rs`), so a registration or reservation made through one appliance is
 //! enforced at every other.
 //!
-//! A change ([`LogicalUnit::pr_transact`]), under the LU's PR lock: the state is read back
+//! A change (`LogicalUnit::pr_transact`), under the LU's PR lock: the state is read back
 //! from the store when another appliance moved it on, the service action runs on it, and
 //! the result is stored only if the stored version is still the one read (compare-and-set;
 //! on a lost race the action runs again on the newer state). The unit attentions it owes
 //! are established here under the lock, as for an unshared LU. Then, with the lock
-//! released, [`LogicalUnit::pr_publish`] tells the other appliances and returns only once
+//! released, `LogicalUnit::pr_publish` tells the other appliances and returns only once
 //! each has applied the new state — or, if one does not answer, once the store has fenced
 //! it from the cluster — so that, when the service action answers GOOD, no command checked
 //! against the old state can still reach the medium anywhere.
 //!
-//! An appliance told of a change ([`LogicalUnit::apply_shared_pr`], on a thread of its
+//! An appliance told of a change (`LogicalUnit::apply_shared_pr`, on a thread of its
 //! own): reads the state, takes it under the PR lock with the unit attentions the message
 //! names, moves the LU's PR epoch on, waits until every I/O in flight has ended (the LU's
 //! exclusive order), and acknowledges. A command that passed its reservation check before
 //! the change and takes the LU's order after it sees the epoch moved and is answered BUSY
 //! (its initiator sends it again and meets the new state): see
-//! [`LogicalUnit::check_pr_epoch`].
+//! `LogicalUnit::check_pr_epoch`.
 
 use super::{ItNexus, PrState};
 use crate::exec::ua::To;
@@ -49,7 +49,7 @@ pub trait SharedPrStore: Send + Sync + fmt::Debug {
 
 /// A change another appliance published: its message, and what acknowledges it.
 pub struct SharedNotice {
-    /// The unit attentions it established, encoded ([`encode_message`]).
+    /// The unit attentions it established, encoded (`encode_message`).
     pub message: Vec<u8>,
     /// Tells the publisher this appliance has applied it.
     pub done: Box<dyn FnOnce() + Send>,
@@ -166,7 +166,7 @@ pub(crate) fn encode_message(uas: &[(To, SenseCode)]) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// [`encode_message`]'s lines back; a malformed one is skipped (and logged by the caller).
+/// `encode_message`'s lines back; a malformed one is skipped (and logged by the caller).
 pub(crate) fn decode_message(bytes: &[u8]) -> Result<Vec<(To, SenseCode)>, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned())?;
     let mut out = Vec::new();
@@ -200,7 +200,7 @@ pub(crate) fn decode_message(bytes: &[u8]) -> Result<Vec<(To, SenseCode)>, Strin
     Ok(out)
 }
 
-/// A change made ([`LogicalUnit::pr_transact`]): the new version to publish, if the state
+/// A change made (`LogicalUnit::pr_transact`): the new version to publish, if the state
 /// is shared and moved on.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Published(Option<u64>);
@@ -218,7 +218,7 @@ impl LogicalUnit {
     /// Runs `change` on the reservation state under the PR lock — against the shared state
     /// when the LU has one (module doc) — and, when `ok` says it succeeded, keeps it (stored
     /// first when shared). Hands back the locked state, as it was before, and what to
-    /// publish once the lock is released ([`LogicalUnit::pr_publish`]).
+    /// publish once the lock is released (`LogicalUnit::pr_publish`).
     pub(crate) fn pr_transact<R>(
         &self,
         mut change: impl FnMut(&mut PrState) -> R,
@@ -285,7 +285,7 @@ impl LogicalUnit {
         ))
     }
 
-    /// Tells the other appliances of a change [`LogicalUnit::pr_transact`] made, with the
+    /// Tells the other appliances of a change `LogicalUnit::pr_transact` made, with the
     /// unit attentions it established; returns once each has applied it or been fenced.
     /// Call with the PR lock released.
     pub(crate) fn pr_publish(&self, p: Published, uas: &[(To, SenseCode)]) -> Result<(), Stop> {
@@ -298,7 +298,7 @@ impl LogicalUnit {
     }
 
     /// Tells the other appliances of unit attentions for their nexuses without a change of
-    /// state (a LOGICAL UNIT RESET here), waiting as [`LogicalUnit::pr_publish`] does;
+    /// state (a LOGICAL UNIT RESET here), waiting as `LogicalUnit::pr_publish` does;
     /// logged if it fails.
     pub(crate) fn pr_tell(&self, uas: &[(To, SenseCode)]) {
         let (Some(store), Some(version)) = (&self.pr_shared, self.pr_version.load()) else {
