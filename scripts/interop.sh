@@ -11,18 +11,23 @@
 #      AddressSanitizer (nightly, installed here if missing).
 #   C  libiscsi's iscsi-test-cu (an independent SCSI conformance battery) through ib_srp,
 #      against LIO and against ours: no test LIO passes and we fail.
+#   pair  two of our appliances serving one Ceph RBD LU (a cluster in the namespace), ib_srp
+#      logged in to both: one identity, reservations enforced across them (sg_persist,
+#      libiscsi's PR suites).
 # One line per check as it ends, then a summary (also written to OUT/summary.txt) that
 # names every check LIO passes and we fail. Exits non-zero if a check of ours fails (the
 # checks against LIO are the bar, shown for comparison).
 # Root only. About an hour on a 2-core machine (4 475 s from a clone of d314ae8, a fuzz run beside it).
 #
-#   scripts/interop.sh [OUT] [--only a-lio|a-ours|a-rdma-core|a-jumbo|b|b-rdma-core|provider|conformance]...
+#   scripts/interop.sh [OUT] [--only a-lio|a-ours|a-rdma-core|a-jumbo|b|b-rdma-core|provider|pair|conformance]...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-interop-out}
 [[ $# -gt 0 ]] && shift
 [[ $(id -u) -eq 0 ]] || { echo "scripts/interop.sh: run as root (namespaces, taps, apt)" >&2; exit 2; }
 bash scripts/interop-setup.sh
+# The pair's Ceph cluster (Debian's packages).
+bash scripts/ceph-cluster.sh install
 # The provider's AddressSanitizer build (matrix part P) needs nightly.
 if ! rustup toolchain list | grep -q '^nightly'; then
     rustup toolchain install nightly --profile minimal

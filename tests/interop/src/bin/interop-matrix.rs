@@ -4,10 +4,12 @@
 //! non-zero if a check of ours failed (those against LIO are the bar, shown for comparison)
 //! or a part could not be set up.
 //!
-//! Usage: `interop-matrix [--only a-ours|a-lio|a-rdma-core|a-jumbo|b|b-rdma-core|provider|conformance]... [--summary FILE]`.
+//! Usage: `interop-matrix [--only a-ours|a-lio|a-rdma-core|a-jumbo|b|b-rdma-core|provider|pair|conformance]... [--summary FILE]`.
 
 use srp_interop::matrix::direction_a::{self, Against};
-use srp_interop::matrix::{Matrix, conformance, direction_b, direction_b_rdma_core, provider};
+use srp_interop::matrix::{
+    Matrix, conformance, direction_b, direction_b_rdma_core, pair, provider,
+};
 use srp_interop::{Watchdog, skip_reason};
 use std::time::{Duration, Instant};
 
@@ -22,7 +24,7 @@ fn main() {
             "--summary" => summary_file = it.next().cloned(),
             "-h" | "--help" => {
                 println!(
-                    "interop-matrix [--only a-ours|a-lio|a-rdma-core|a-jumbo|b|b-rdma-core|provider|conformance]... [--summary FILE]"
+                    "interop-matrix [--only a-ours|a-lio|a-rdma-core|a-jumbo|b|b-rdma-core|provider|pair|conformance]... [--summary FILE]"
                 );
                 return;
             }
@@ -92,6 +94,9 @@ fn main() {
             "B over rdma-core",
             direction_b_rdma_core::run(&mut m, &direction_b::driver()),
         );
+    }
+    if wanted("pair") {
+        pair::run(&mut m);
     }
     if wanted("conformance") {
         let filter = std::env::var("SRP_INTEROP_CONFORMANCE_FILTER").ok();

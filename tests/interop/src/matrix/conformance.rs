@@ -100,7 +100,7 @@ pub fn run(against: Against, filter: Option<&str>) -> Result<Vec<(&'static str, 
 /// printed `[SKIPPED]` before its `passed` (libiscsi's skip of a test the target does not
 /// support prints as passed: LIO 6.1 "passes" GetLBAStatus that way, never having been
 /// asked).
-fn parse(text: &str) -> BTreeMap<String, Verdict> {
+pub(crate) fn parse(text: &str) -> BTreeMap<String, Verdict> {
     let mut out = BTreeMap::new();
     let mut suite = String::new();
     let mut pending: Option<String> = None;

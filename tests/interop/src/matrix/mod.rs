@@ -14,11 +14,14 @@
 //! - [`provider`]: the rdma-core provider's device test in the guest, plain and under
 //!   AddressSanitizer.
 //! - [`conformance`]: libiscsi's iscsi-test-cu through ib_srp against ours and LIO.
+//! - [`pair`]: two of our appliances serving one RBD LU, through ib_srp: one identity,
+//!   reservations enforced across them (sg_persist, libiscsi's PR suites).
 
 pub mod conformance;
 pub mod direction_a;
 pub mod direction_b;
 pub mod direction_b_rdma_core;
+pub mod pair;
 pub mod provider;
 pub mod side;
 
