@@ -105,6 +105,7 @@ fn config(
     conf: &Path,
     allow: &str,
 ) -> String {
+    let node = format!("{}00", &ioc[..14]);
     format!(
         "[target]\nnode_guid = \"0x{node}\"\nname = \"{name}\"\n\
          control_socket = \"{sock}\"\nrdma_cm_port = {cm_port}\nstate_dir = \"{state}\"\n\
@@ -114,7 +115,6 @@ fn config(
          [[ioc]]\nname = \"ioc\"\nguid = \"0x{ioc}\"\nports = [\"p0\"]\n\
          exports = {{ 0 = \"shared\" }}\nallow = [{allow}]\n\n\
          [[peer]]\nname = \"peer\"\nport_groups = [{peer}]\n",
-        node = format!("{}00", &ioc[..14]),
         sock = work.join(format!("{name}.sock")).display(),
         state = work.join(format!("state-{name}")).display(),
         conf = conf.display(),
