@@ -121,10 +121,12 @@ fn config(
     )
 }
 
-/// The pair, logged in from the guest: (A's device, B's device) as (sg, block).
+/// The pair, logged in from the guest: (A's device, B's device) as (sg, block), and the
+/// sessions (logged out at the end).
 struct Pair {
     a: (String, String),
     b: (String, String),
+    sessions: Vec<crate::linux::SrpSession>,
 }
 
 fn log_in(guest: &Guest, rxe: &[RxeDevice]) -> Result<Pair> {
@@ -150,24 +152,33 @@ fn log_in(guest: &Guest, rxe: &[RxeDevice]) -> Result<Pair> {
     Ok(Pair {
         a: first(&a)?,
         b: first(&b)?,
+        sessions: vec![a, b],
     })
 }
 
-/// VPD 83h through `sg`: (NAA designator, relative target port), by sg_vpd.
-fn identity(guest: &Guest, sg: &str) -> Result<(String, String)> {
-    let out = guest.run_ok(&format!("sg_vpd --page=di {sg}"), Duration::from_secs(30))?;
-    let naa = out
-        .lines()
-        .skip_while(|l| !l.contains("NAA 6"))
-        .nth(1)
-        .map(|l| l.trim().to_owned())
-        .unwrap_or_default();
-    let rel = out
-        .lines()
-        .find(|l| l.contains("Relative target port"))
-        .and_then(|l| l.split(':').nth(1))
-        .map(|v| v.trim().to_owned())
-        .unwrap_or_default();
+/// VPD 83h through `sg` (sg_vpd's raw page): (the NAA designator in hex, the relative
+/// target port).
+fn identity(guest: &Guest, sg: &str) -> Result<(String, u16)> {
+    let out = guest.run_ok(
+        &format!("sg_vpd --page=di --raw {sg} | od -An -tx1 -v | tr -d ' \\n'"),
+        Duration::from_secs(30),
+    )?;
+    let hex = out.trim();
+    let page: Vec<u8> = (0..hex.len() / 2)
+        .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+        .collect();
+    let (mut naa, mut rel) = (String::new(), 0u16);
+    let mut at = 4;
+    while at + 4 <= page.len() {
+        let len = usize::from(page[at + 3]);
+        let v = page.get(at + 4..at + 4 + len).unwrap_or_default();
+        match page[at + 1] & 0x3f {
+            0x03 => naa = v.iter().map(|b| format!("{b:02x}")).collect(),
+            0x14 if v.len() >= 4 => rel = u16::from_be_bytes([v[2], v[3]]),
+            _ => {}
+        }
+        at += 4 + len;
+    }
     Ok((naa, rel))
 }
 
@@ -179,7 +190,7 @@ fn reservations(guest: &Guest, p: &Pair) -> Result<String> {
 w() {{ dd if=/dev/zero of=$1 bs=4096 count=1 oflag=direct 2>/dev/null && echo ok || echo refused; }}
 sg_persist --out --register --param-sark=0xa {a} >/dev/null; echo reg-a=$?
 sg_persist --out --register --param-sark=0xb {b} >/dev/null; echo reg-b=$?
-echo keys-via-a=$(sg_persist --in --read-keys {a} | grep -o '0x[0-9a-f]*' | sort | tr '\n' ' ')
+echo keys-via-a=$(sg_persist --in --read-keys {a} | grep -E '^ +0x' | tr -d ' ' | sort | tr '\n' ' ')
 sg_persist --out --reserve --param-rk=0xa --prout-type=1 {a} >/dev/null; echo reserve-a=$?
 echo write-b-under-a=$(w {db})
 echo write-a-under-a=$(w {da})
@@ -310,10 +321,10 @@ pub fn run(m: &mut Matrix) {
                 ia.0, ib.0
             )));
         }
-        if ia.1 == ib.1 {
+        if (ia.1, ib.1) != (1, 2) {
             return Err(Error::Guest(format!(
-                "one relative port {:?} on both",
-                ia.1
+                "relative ports {} and {}: expected 1 (A) and 2 (B)",
+                ia.1, ib.1
             )));
         }
         Ok(format!(
@@ -326,6 +337,9 @@ pub fn run(m: &mut Matrix) {
         m.check("ours", "P.pair-iscsi-test-cu-pr", || {
             pr_battery(&guest, &p.a.0)
         });
+        for s in &p.sessions {
+            let _ = crate::linux::srp_logout(&guest, s);
+        }
     }
     for mut d in daemons {
         d.stop();
