@@ -167,6 +167,8 @@ fn world() -> &'static World {
                         writes_held: i * 3,
                         writes_busy_for_copies: i % 3,
                         copy_collisions: i % 2,
+                        async_commands: i * 900_000,
+                        async_peak: i % 64,
                     },
                     latency,
                 }
