@@ -90,7 +90,7 @@ state_dir = "$WORK/state"
 
 [[port]]
 name = "p0"
-address = "127.0.205.1"
+address = "127.0.209.1"
 
 [[lun]]
 name = "bench-rbd"
@@ -112,8 +112,8 @@ disks_dir = "$WORK/disks"
 control_socket = "$WORK/host.sock"
 
 [[portal]]
-address = "127.0.205.1"
-local = ["127.0.205.2"]
+address = "127.0.209.1"
+local = ["127.0.209.2"]
 TOML
     "$SRPCTL" target run -c "$WORK/target.toml" >"$WORK/target.log" 2>&1 &
     DAEMONS+=($!)

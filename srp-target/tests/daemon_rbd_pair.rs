@@ -17,7 +17,7 @@
 //! does not acknowledge a change (a third client watching the state, silent) is fenced by
 //! the cluster's blocklist before the change answers GOOD.
 //! An appliance with peers refuses an image that has the exclusive-lock feature, naming
-//! the image and what to do. Loopback 127.0.141.x for the SRP ports.
+//! the image and what to do. Loopback 127.0.145.x for the SRP ports.
 
 mod common;
 mod host;
@@ -33,7 +33,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use testkit::ceph::CephCluster;
 
 fn ip(host: u8) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(127, 0, 141, host))
+    IpAddr::V4(Ipv4Addr::new(127, 0, 145, host))
 }
 
 /// Appliance `which` (0: A, 1: B) of the pair, exporting `image` as LUN "shared".
