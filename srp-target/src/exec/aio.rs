@@ -60,6 +60,9 @@ pub(crate) struct Gate {
     started: AtomicU64,
     /// The most reads and writes in flight at once.
     peak: AtomicU64,
+    /// Failed operations, logged at most once per kind per interval with the count since
+    /// (a dead cluster fails every command: counted each, one line per 10 s).
+    errors: Mutex<Option<opskit::ratelog::RateLog<&'static str>>>,
 }
 
 impl Gate {
@@ -87,6 +90,22 @@ impl Gate {
         let mut n = self.lock();
         while *n > 0 {
             n = self.empty.wait(n).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Logs a failed operation of kind `what` on `lu` (rate-limited; every one is counted
+    /// by the LU's counters as a CHECK CONDITION).
+    fn failed(&self, lu: &LogicalUnit, what: &'static str, e: &crate::backend::BackendError) {
+        let mut g = self.errors.lock().unwrap_or_else(PoisonError::into_inner);
+        let log = g.get_or_insert_with(|| {
+            opskit::ratelog::RateLog::new(
+                opskit::ratelog::DEFAULT_INTERVAL,
+                opskit::ratelog::DEFAULT_CAPACITY,
+            )
+        });
+        if let Some(line) = log.event(Instant::now(), what) {
+            tracing::warn!(lu = %lu.identity().unique_name(), op = what, error = %e,
+                failed = line.count, "the store failed commands (answered with sense data, counted)");
         }
     }
 
@@ -170,6 +189,11 @@ impl Drop for Ending {
 }
 
 impl LogicalUnit {
+    /// [`Gate::failed`] for the write door (`store.rs`).
+    pub(super) fn gate_failed(&self, what: &'static str, e: &crate::backend::BackendError) {
+        self.gate.failed(self, what, e);
+    }
+
     /// `cdb` as an asynchronous command, when this LU's store has asynchronous I/O and it is
     /// a READ whose data fits the slot's `staged_len` bytes, a WRITE whose `data_out_len`
     /// bytes are in the slot, or a SYNCHRONIZE CACHE; `None`: run it the ordinary way
@@ -343,6 +367,9 @@ impl LogicalUnit {
                     dst,
                     Box::new(move |r| {
                         drop(_in);
+                        if let Err(e) = &r {
+                            ending.lu.gate.failed(&ending.lu, "read", e);
+                        }
                         ending.end(
                             r.map(|()| CmdOutput {
                                 data_in_staged: true,

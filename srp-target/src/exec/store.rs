@@ -320,6 +320,9 @@ impl AsyncWrite {
             lba,
             src,
             Box::new(move |r| {
+                if let Err(e) = &r {
+                    lu.gate_failed("write", e);
+                }
                 let written = r.map_err(|e| backend_sense(&e, SenseCode::WRITE_ERROR, lba));
                 if !durable {
                     return done(written);
