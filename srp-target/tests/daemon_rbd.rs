@@ -4,7 +4,7 @@
 //! through the target is in the image (read back with `rbd export`, not through the
 //! target), and read back through the target after it was changed in the cluster;
 //! SYNCHRONIZE CACHE and a FUA write GOOD; UNMAP of a whole object deallocates it (GET LBA
-//! STATUS says so, mapped where data was written); COMPARE AND WRITE by librbd in the
+//! STATUS says so, mapped where data was written), and so does WRITE SAME with UNMAP; COMPARE AND WRITE by librbd in the
 //! cluster (one block, miscompare offset); the configuration check opens the
 //! image; a resize by another client tells every initiator CAPACITY DATA HAS CHANGED and
 //! the capacity follows; a wrong key or a missing image refuses the start naming the image
@@ -205,6 +205,25 @@ fn an_rbd_lun_through_the_daemon() {
     );
     let (_, _, prov) = status(&mut a, obj);
     assert_eq!(prov, 1, "the unmapped object is deallocated");
+    // WRITE SAME with UNMAP over a whole object that holds data: deallocated too, zeros.
+    let last = 12 * MIB / 512;
+    a.good(0, &write10(last as u32, 8, false), &pattern(4096, 0x19), 0);
+    assert_eq!(status(&mut a, last).2, 0, "mapped once written");
+    a.good(
+        0,
+        &cdb16(0x93, 0x08, last, (4 * MIB / 512) as u32),
+        &[0u8; 512],
+        0,
+    );
+    assert_eq!(
+        status(&mut a, last).2,
+        1,
+        "WRITE SAME with UNMAP deallocated the object"
+    );
+    assert_eq!(
+        a.good(0, &read10(last as u32, 8), &[], 4096),
+        vec![0u8; 4096]
+    );
     // UNMAP of a few blocks inside an object: they read as zeros (LBPRZ), however small.
     let list = unmap_list(&[(u64::from(lba) + 8, 8)]);
     a.good(
