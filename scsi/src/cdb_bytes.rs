@@ -2,6 +2,7 @@
 //! [`CdbBytes::INLINE`] bytes (the 16 of every common command, with room for a short
 //! additional CDB), so passing a command on allocates nothing; longer ones on the heap.
 
+use alloc::vec::Vec;
 use core::fmt;
 use core::ops::Deref;
 

@@ -5,6 +5,8 @@
 //! Each is a zerocopy layout with a validated value type. [`CopyParamError::sense`] names the
 //! answer for each rejection; the copy manager adds the field pointer.
 
+use alloc::vec;
+use alloc::vec::Vec;
 use wirekit::WireRepr;
 use zerocopy::network_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

@@ -17,6 +17,11 @@
 //!   sense to return, and REPORT SUPPORTED OPERATION CODES parameter data;
 //! - [`copy`]: third-party copy parameter data (EXTENDED COPY descriptors, ODX ranges).
 #![deny(unsafe_code)]
+// A Windows kernel driver has no `std`: this crate needs only `core` and `alloc` (its
+// tests use `std`). `x86_64-unknown-none`, a target without `std`, builds it in the test run.
+#![cfg_attr(not(test), no_std)]
+
+extern crate alloc;
 
 /// The four wire tests of STYLE.md for one known vector: `name: Type, BYTES, value`.
 #[cfg(test)]

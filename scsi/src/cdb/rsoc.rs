@@ -5,6 +5,8 @@
 //! command ([`no_timeouts`]: zeros, which SPC-4 defines as "no timeout information").
 
 use super::{CdbError, OpcodeInfo, ReportSupportedOpcodes, ReportingOptions};
+use alloc::vec;
+use alloc::vec::Vec;
 use zerocopy::network_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 

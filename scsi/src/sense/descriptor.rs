@@ -6,6 +6,7 @@
 //! or a cleared VALID/SKSV bit, is kept as raw bytes so it survives a round trip.
 
 use super::{SenseCode, SenseError, SenseKey, SenseKeySpecific};
+use alloc::vec::Vec;
 use wirekit::WireRepr;
 use zerocopy::network_endian::U64;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

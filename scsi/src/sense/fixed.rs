@@ -1,6 +1,7 @@
 //! Fixed-format sense data, response codes 70h (current) and 71h (deferred) (SPC-4).
 
 use super::{SenseCode, SenseError, SenseKeySpecific};
+use alloc::vec::Vec;
 use wirekit::WireRepr;
 use zerocopy::network_endian::U32;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

@@ -6,6 +6,8 @@
 //! - [`Sense`]: either format; [`Sense::parse`] lets the response code decide, and the
 //!   constructors build fixed format, which every initiator reads (Linux, Windows, ESXi).
 
+use alloc::vec;
+use alloc::vec::Vec;
 pub mod code;
 pub mod descriptor;
 pub mod fixed;
