@@ -30,42 +30,6 @@ const DOWN_S: u64 = 3;
 const REGION_MB: u64 = 8;
 const IO_SIZE: usize = 4096;
 
-/// Kills, on drop, the process whose pid is in a file (the target the drill's restart
-/// command started), if it is still the target started from this test's config.
-struct PidFileGuard {
-    pid_file: PathBuf,
-    config: PathBuf,
-}
-
-impl Drop for PidFileGuard {
-    fn drop(&mut self) {
-        let Some(pid) = std::fs::read_to_string(&self.pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-        else {
-            return;
-        };
-        let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains(&*self.config.to_string_lossy()))
-            .unwrap_or(false);
-        if ours {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            // Not our child: wait for it to be gone (or a zombie) rather than reap it.
-            for _ in 0..100 {
-                let state =
-                    std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                if state.is_empty() || state.contains(") Z ") {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-}
-
 fn write_configs(dir: &Path) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
     let target = dir.join("target.toml");
     std::fs::write(
@@ -180,7 +144,7 @@ fn acknowledged_writes_survive_killing_and_restarting_the_target() {
     let pid_file = dir.path().join("target.pid");
     let log = dir.path().join("target-restarted.log");
     // Declared before the processes: dropped after them (the restarted target last).
-    let _restarted = PidFileGuard {
+    let _restarted = process::PidFileGuard {
         pid_file: pid_file.clone(),
         config: target_cfg.clone(),
     };

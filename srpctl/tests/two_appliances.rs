@@ -43,41 +43,6 @@ const DOWN_S: u64 = 3;
 /// Seconds the host link of A stays cut.
 const CUT_S: u64 = 4;
 
-/// Kills, on drop, the process whose pid is in a file (the appliance the drill's restart
-/// command started), if it is still the one started from `config`.
-struct PidFileGuard {
-    pid_file: PathBuf,
-    config: PathBuf,
-}
-
-impl Drop for PidFileGuard {
-    fn drop(&mut self) {
-        let Some(pid) = std::fs::read_to_string(&self.pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-        else {
-            return;
-        };
-        let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains(&*self.config.to_string_lossy()))
-            .unwrap_or(false);
-        if ours {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            for _ in 0..100 {
-                let state =
-                    std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                if state.is_empty() || state.contains(") Z ") {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-}
-
 /// Appliance `name`'s configuration in `dir`: its port at `addr`, its IOC's groups from
 /// `base` in state `alua`, its peer's group `peer_group` in state `peer_alua`.
 fn appliance_config(
@@ -231,7 +196,7 @@ fn failover_and_failback_across_two_appliances() {
     let pid_file = dir.path().join("a.pid");
     let log = dir.path().join("a-restarted.log");
     // Declared before the processes: dropped after them (the restarted appliance last).
-    let _restarted = PidFileGuard {
+    let _restarted = process::PidFileGuard {
         pid_file: pid_file.clone(),
         config: a_cfg.clone(),
     };

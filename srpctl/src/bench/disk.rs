@@ -468,25 +468,10 @@ impl Session {
             .pool(pool)
             .and_then(|p| p.open(image))
             .map_err(|e| anyhow!("rbd:{name}: {e}"))?;
-        let bytes = self.blocks * u64::from(self.block_size);
-        for (off, len) in [
-            (0u64, 4096usize),
-            (bytes / 2, 128 << 10),
-            (bytes - 4096, 4096),
-        ] {
-            let bs = u64::from(self.block_size);
-            let r = execute(&self.port, &read16(off / bs, (len as u64 / bs) as u32), len)?;
-            ensure!(srb_ok(&r), "READ at {off}: {:?}", r.status);
-            let mut want = vec![0u8; len];
-            img.read_blocking(off, &mut want)
-                .map_err(|e| anyhow!("rbd:{name} at {off}: {e}"))?;
-            ensure!(
-                r.data == want,
-                "{}: the data read at byte {off} differs from the image's",
-                self.label()
-            );
-        }
-        Ok(())
+        self.verify_against("the image's", |off, want| {
+            img.read_blocking(off, want)
+                .map_err(|e| anyhow!("rbd:{name} at {off}: {e}"))
+        })
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -497,6 +482,16 @@ impl Session {
     /// Reads a few places through the session and compares them with the file.
     fn verify(&self, file: &Path) -> Result<()> {
         let f = std::fs::File::open(file)?;
+        self.verify_against("the file", |off, want| Ok(f.read_exact_at(want, off)?))
+    }
+
+    /// Reads a few places (the start, the middle, the end) through the session and compares
+    /// them with what `truth` reads at the same byte offsets (`whose` names it).
+    fn verify_against(
+        &self,
+        whose: &str,
+        mut truth: impl FnMut(u64, &mut [u8]) -> Result<()>,
+    ) -> Result<()> {
         let bytes = self.blocks * u64::from(self.block_size);
         for (off, len) in [
             (0u64, 4096usize),
@@ -507,10 +502,10 @@ impl Session {
             let r = execute(&self.port, &read16(off / bs, (len as u64 / bs) as u32), len)?;
             ensure!(srb_ok(&r), "READ at {off}: {:?}", r.status);
             let mut want = vec![0u8; len];
-            f.read_exact_at(&mut want, off)?;
+            truth(off, &mut want)?;
             ensure!(
                 r.data == want,
-                "{}: the data read at byte {off} differs from the file",
+                "{}: the data read at byte {off} differs from {whose}",
                 self.label()
             );
         }

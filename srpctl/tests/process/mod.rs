@@ -259,3 +259,42 @@ pub fn output_within(mut cmd: Command, secs: u64) -> std::process::Output {
         stderr: collect(err),
     }
 }
+
+/// Kills, on drop, the process whose pid is in `pid_file` — a daemon a drill's restart
+/// command started, not this test's child — if it is still the one started from `config`
+/// (its command line names it); then waits (bounded) for it to be gone or a zombie rather
+/// than reap it.
+pub struct PidFileGuard {
+    /// Where the restart command wrote the pid.
+    pub pid_file: std::path::PathBuf,
+    /// The configuration file the process must have been started with.
+    pub config: std::path::PathBuf,
+}
+
+impl Drop for PidFileGuard {
+    fn drop(&mut self) {
+        let Some(pid) = std::fs::read_to_string(&self.pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        else {
+            return;
+        };
+        let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(&*self.config.to_string_lossy()))
+            .unwrap_or(false);
+        if ours {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            for _ in 0..100 {
+                let state =
+                    std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                if state.is_empty() || state.contains(") Z ") {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
