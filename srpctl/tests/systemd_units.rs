@@ -92,10 +92,9 @@ impl Booted {
             "[Unit]\nDescription=The test's boot target: nothing else\nDefaultDependencies=no\n",
         )
         .expect("target");
-        let mut script = String::from(
-            "set -e\nmount -t tmpfs tmpfs /run\nmount -t tmpfs tmpfs /tmp\n\
-             mount -t tmpfs tmpfs /var/tmp\n",
-        );
+        // The binds first: their sources may live under /tmp (a clone made with mktemp),
+        // which the namespace's own /tmp then hides — a bind already made stays.
+        let mut script = String::from("set -e\n");
         for (i, at) in BOUND.iter().enumerate() {
             let src = dir.join(format!("bound{i}"));
             std::fs::create_dir_all(&src).expect("bound source");
@@ -106,6 +105,21 @@ impl Booted {
             }
             script.push_str(&format!("mount --bind {} {at}\n", src.display()));
         }
+        // Fresh /run, /tmp and /var/tmp; the build's directory (the srpctl under test, the
+        // test's files) kept visible at its own path when it lies under /tmp or /var/tmp (a
+        // clone made with mktemp): held at /run/build across the new /tmp, bound back.
+        let build = Path::new(SRPCTL)
+            .ancestors()
+            .nth(2)
+            .unwrap_or(Path::new("/"))
+            .display()
+            .to_string();
+        script.push_str(&format!(
+            "mount -t tmpfs tmpfs /run\nmkdir /run/build\nmount --bind {build} /run/build\n\
+             mount -t tmpfs tmpfs /tmp\nmount -t tmpfs tmpfs /var/tmp\n\
+             case {build} in /tmp/*|/var/tmp/*) mkdir -p {build}; mount --bind /run/build {build} ;; esac\n\
+             umount /run/build\n"
+        ));
         script.push_str(&format!(
             "exec {SYSTEMD} --system --unit=srp-test.target --log-target=console\n"
         ));
@@ -317,7 +331,7 @@ fn the_operators_guide_under_systemd() {
         Path::new(SYSTEMD).exists(),
         "{SYSTEMD} is needed (scripts/test.sh installs systemd)"
     );
-    // Not under /tmp: the namespace has a /tmp of its own.
+    // The bound directories' sources (under target/, wherever the clone is: /tmp too).
     let dir =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("systemd-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
