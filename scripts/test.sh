@@ -69,8 +69,19 @@ if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-pc-windows-msv
     rustup target add x86_64-pc-windows-msvc
 fi
 cargo check --locked --quiet --target x86_64-pc-windows-msvc \
-    -p wirekit -p ib-verbs -p opskit -p scsi -p hca -p srp -p access-layer -p srp-initiator-storport \
-    -p srp-initiator-iscsi-model -p srp-host -p mpio
+    -p wirekit -p ib-verbs -p opskit -p scsi -p hca -p srp -p access-layer -p win-port \
+    -p srp-initiator -p srp-initiator-storport -p srp-initiator-iscsi-model -p srp-host -p mpio
+
+# The two Windows driver models are siblings over the shared transport (srp-initiator) and
+# port primitives (win-port): neither depends on the other, tests included (issue #31).
+echo "== the driver models do not import each other"
+for pair in "srp-initiator-iscsi-model srp-initiator-storport" "srp-initiator-storport srp-initiator-iscsi-model"; do
+    set -- $pair
+    if cargo tree --locked -q -p "$1" -e normal,dev,build --prefix none | grep -q "^$2 "; then
+        echo "$1 depends on its sibling $2: share through srp-initiator or win-port" >&2
+        exit 1
+    fi
+done
 
 # The crates a Windows kernel driver would contain build with no `std` (issue #31): a target
 # that has no `std` at all proves nothing in their dependency graph links it. Only

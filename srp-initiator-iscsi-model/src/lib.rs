@@ -12,7 +12,7 @@
 //! its verifier bugchecks the port on a break without hanging any submitter.
 //!
 //! [`srp`] is the SRP initiator in that shape: the same SRP transport the StorPort miniport
-//! runs (`srp_initiator_storport::srp::SrpTransport`, over the `srp::initiator` channel
+//! runs (`srp_initiator::SrpTransport`, over the `srp::initiator` channel
 //! core and the access layer's verbs), owned by the driver's worker thread; its power in
 //! its HCA's power domain ([`srp::power`]). The host daemon (`srp-hostd`) runs it under
 //! `driver = "iscsi-model"`, feeds IOC removal to it from the access layer's PnP, and keeps

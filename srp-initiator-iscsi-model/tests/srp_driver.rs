@@ -7,7 +7,7 @@
 //! IOC, no acknowledged write lost); orderly removal and unload. Every wait is bounded;
 //! ports drop before the daemon, even when an assertion fails.
 
-#[path = "../../srp-initiator-storport/tests/common/srp_adapter.rs"]
+#[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
 mod srp_adapter;
 
 use srp_adapter::{Adapter, timers};

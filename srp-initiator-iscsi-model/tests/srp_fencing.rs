@@ -9,9 +9,9 @@
 //! the trust-the-target mode is exempt by design). Loopback 127.0.162.x; every wait is
 //! bounded; the port drops before the target.
 
-#[path = "../../srp-initiator-storport/tests/common/hostile_target.rs"]
+#[path = "../../srp-initiator/tests/common/hostile_target.rs"]
 mod hostile_target;
-#[path = "../../srp-initiator-storport/tests/common/srp_adapter.rs"]
+#[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
 mod srp_adapter;
 
 use access_layer::mad::ServiceId;

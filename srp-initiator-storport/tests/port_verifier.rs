@@ -224,7 +224,7 @@ fn a_ke_wait_in_start_io_is_trapped_at_once() {
     assert!(took < Duration::from_millis(1500), "{took:?}");
     let want = Violation::BlockingAtDispatch {
         routine: Routine::StartIo,
-        call: "KeWaitForSingleObject",
+        call: "KeWaitForSingleObject".into(),
     };
     assert_trapped(&port, &r, &want);
 }
@@ -237,7 +237,7 @@ fn a_ke_receive_in_build_io_is_trapped_at_once() {
     assert!(took < Duration::from_millis(1500), "{took:?}");
     let want = Violation::BlockingAtDispatch {
         routine: Routine::BuildIo,
-        call: "KeWaitForSingleObject",
+        call: "KeWaitForSingleObject".into(),
     };
     assert_trapped(&port, &r, &want);
 }
@@ -303,7 +303,7 @@ fn a_ke_wait_in_the_dpc_routine_is_trapped_at_once() {
     assert!(took < Duration::from_millis(1500), "{took:?}");
     let want = Violation::BlockingAtDispatch {
         routine: Routine::Dpc,
-        call: "KeWaitForSingleObject",
+        call: "KeWaitForSingleObject".into(),
     };
     assert_trapped(&port, &r, &want);
 }

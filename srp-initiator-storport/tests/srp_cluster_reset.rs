@@ -7,7 +7,7 @@
 //! ports drop before the daemon, both even when an assertion fails.
 
 mod common;
-#[path = "common/srp_adapter.rs"]
+#[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
 mod srp_adapter;
 
 use common::{DEADLINE, lu, read10, tur, wait, wait_until, write10};

@@ -6,7 +6,7 @@
 //! drops before the daemon, both even when an assertion fails.
 
 mod common;
-#[path = "common/srp_adapter.rs"]
+#[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
 mod srp_adapter;
 
 use srp_adapter::{Adapter, Backing, OneLunTarget, daemon_options, timers};

@@ -13,7 +13,7 @@
 //! fails. A hostile target sending malformed SRP_RSPs is not covered here.
 
 mod common;
-#[path = "common/srp_adapter.rs"]
+#[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
 mod srp_adapter;
 
 use srp_adapter::{Adapter, Backing, OneLunTarget, daemon_options, timers};

@@ -11,9 +11,9 @@
 //! (`RegistrationMode::TrustTarget`). Loopback 127.0.161.x; every wait is bounded.
 
 mod common;
-#[path = "common/hostile_target.rs"]
+#[path = "../../srp-initiator/tests/common/hostile_target.rs"]
 mod hostile_target;
-#[path = "common/srp_adapter.rs"]
+#[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
 mod srp_adapter;
 
 use access_layer::mad::ServiceId;

@@ -1,6 +1,6 @@
 //! A hostile target under the SRP miniport (issue #6: "a target that answers with a bad
 //! rkey/descriptor or a malformed RSP gets the channel reset, not a crash"). The target
-//! (tests/common/hostile_target.rs) is a soft HCA at 127.0.132.(2k+1) built from hca verbs,
+//! (srp-initiator/tests/common/hostile_target.rs) is a soft HCA at 127.0.132.(2k+1) built from hca verbs,
 //! access-layer GSI/CM and srp-target's login helpers; the miniport's adapter sits at
 //! 127.0.132.(2k+2), with short transport timers (reconnect_delay 1 s, fast_io_fail 3 s).
 //! - A truncated SRP_RSP, or one with a tag the initiator never used, for the first
@@ -19,11 +19,11 @@
 //! back to idle. Every wait is bounded; the port drops before the target, also on panic.
 
 mod common;
-#[path = "common/srp_adapter.rs"]
+#[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
 mod srp_adapter;
 
 use srp_adapter::{Adapter, timers};
-#[path = "common/hostile_target.rs"]
+#[path = "../../srp-initiator/tests/common/hostile_target.rs"]
 mod hostile_target;
 
 use access_layer::mad::ServiceId;

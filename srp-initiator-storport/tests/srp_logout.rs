@@ -6,7 +6,7 @@
 //! bounded; the port drops before the daemon.
 
 mod common;
-#[path = "common/srp_adapter.rs"]
+#[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
 mod srp_adapter;
 
 use common::{lu, read10, tur, wait, wait_until, write10};

@@ -10,9 +10,9 @@
 //! 127.0.135.x; every wait is bounded.
 
 mod common;
-#[path = "common/hostile_target.rs"]
+#[path = "../../srp-initiator/tests/common/hostile_target.rs"]
 mod hostile_target;
-#[path = "common/srp_adapter.rs"]
+#[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
 mod srp_adapter;
 
 use access_layer::mad::ServiceId;

@@ -11,7 +11,7 @@
 //! fails.
 
 mod common;
-#[path = "common/srp_adapter.rs"]
+#[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
 mod srp_adapter;
 
 use srp_adapter::{Adapter, Backing, OneLunTarget, daemon_options, timers};

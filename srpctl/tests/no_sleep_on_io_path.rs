@@ -1,6 +1,7 @@
 //! No sleep on the I/O path (issue #13): every file one I/O passes through — the soft HCA,
 //! the access layer's verbs and GSI, the SRP core, the target's loop, channels, executor and
-//! backends, the emulated port drivers' request paths, the SRP miniport and the iSCSI-model
+//! backends, the emulated port drivers' request paths and their shared primitives, the SRP
+//! transport, the SRP miniport and the iSCSI-model
 //! SRP driver, the multipath
 //! disk, the host's disk and block files — waits only for an event (a condition variable,
 //! epoll, a doorbell), never for a timer it set itself to look again. A `sleep(` there
@@ -25,6 +26,8 @@ const IO_PATH: &[&str] = &[
     "srp-target/src/daemon",
     "srp-target/src/exec",
     "srp-target/src/backend",
+    "srp-initiator/src",
+    "win-port/src",
     "srp-initiator-storport/src/srp",
     "srp-initiator-storport/src/port",
     "srp-initiator-iscsi-model/src/port",
@@ -49,7 +52,7 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "Port::stop draining the adapter before StopAdapter: administration, not I/O",
     ),
     (
-        "srp-initiator-storport/src/port/ke.rs",
+        "win-port/src/ke.rs",
         "std::thread::sleep(d);",
         "KeStallExecutionProcessor's model, offered to miniports and trapped by the verifier \
          at dispatch level; the SRP miniport never calls it",

@@ -1,6 +1,7 @@
 //! The emulated SCSIport-era port of the Windows XP iSCSI driver model (windows.md §3).
 //!
-//! Contract — how this model differs from StorPort (`srp_initiator_storport::port`):
+//! Contract — how this model differs from StorPort (crate `srp-initiator-storport`, its
+//! sibling over the shared port primitives of `win-port`):
 //! - The driver is **not a miniport called at dispatch level for every step**. The port
 //!   hands it each request through one StartIo-like entry,
 //!   [`Driver::start_request`], at dispatch level: it must not block, and a correct driver
@@ -79,11 +80,11 @@ pub use handle::PortHandle;
 pub use lifecycle::{LifeEvent, Lifecycle};
 pub use owner::{LuStats, Port};
 pub use request::{FlushCause, QueueTag, Request, RequestState};
-pub use srp_initiator_storport::port::{
+pub use verifier::{EntryPoint, Violation};
+pub use win_port::{
     DataBuffer, DataDirection, LuAddress, MemoryError, Srb, SrbData, SrbFunction, SrbId, SrbOwner,
     SrbRequest, SrbResult, SrbStatus, SystemMemory,
 };
-pub use verifier::{EntryPoint, Violation};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,16 +8,15 @@ use super::handle::PortHandle;
 use super::lifecycle::{LifeEvent, Lifecycle};
 use super::queue::{Queued, Queues};
 use super::request::{End, FlushCause, QueueTag, Request, RequestState};
-use super::verifier::{self, EntryPoint, Violation};
+use super::verifier::{EntryPoint, Violation};
 use super::{LuAddress, PortConfig, PortError, PortEvent, SrbId, SrbResult, SrbStatus};
-use access_layer::verbs::{Completer, DispatchGuard, verifier as al_verifier};
-use srp_initiator_storport::port::SystemMemory;
-use std::any::Any;
+use access_layer::verbs::Completer;
 use std::collections::BTreeMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
+use win_port::SystemMemory;
+use win_port::entry::{DispatchCalls, EntryFault, run_entry};
 
 /// Pages of a port's own memory when none is given (16 MiB).
 const DEFAULT_PAGES: usize = 4096;
@@ -47,8 +46,7 @@ pub(crate) struct State<X> {
     pub(crate) events: Vec<PortEvent>,
     pub(crate) violations: Vec<Violation>,
     /// Entries running at dispatch level, for the watchdog.
-    pub(crate) calls: BTreeMap<u64, (EntryPoint, Instant)>,
-    next_call: u64,
+    pub(crate) calls: DispatchCalls<EntryPoint>,
     pub(crate) info: DriverInfo,
     /// Resets running (they hold the queue).
     pub(crate) resetting: u32,
@@ -81,15 +79,6 @@ pub(crate) struct Shared<D: Driver> {
     me: Weak<Shared<D>>,
 }
 
-/// The text of a panic payload.
-fn panic_text(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
-
 impl<D: Driver> Shared<D> {
     pub(crate) fn new(driver: D, config: PortConfig, me: Weak<Self>) -> Self {
         let memory = config
@@ -107,8 +96,7 @@ impl<D: Driver> Shared<D> {
                 done: Vec::new(),
                 events: Vec::new(),
                 violations: Vec::new(),
-                calls: BTreeMap::new(),
-                next_call: 0,
+                calls: DispatchCalls::default(),
                 info,
                 resetting: 0,
                 pumping: false,
@@ -219,38 +207,21 @@ impl<D: Driver> Shared<D> {
     /// panics and blocking calls at dispatch level as violations.
     pub(crate) fn call<R>(&self, entry: EntryPoint, f: impl FnOnce() -> R) -> Result<R, Violation> {
         let dispatch = entry.level() == Level::Dispatch;
-        let call_id = dispatch.then(|| {
+        let ticket = dispatch.then(|| {
             let mut s = self.lock();
-            s.next_call += 1;
-            let id = s.next_call;
-            s.calls.insert(id, (entry, self.now()));
+            let now = self.now();
+            let ticket = s.calls.enter(entry, now);
             self.wake_timer(&mut s);
-            id
+            ticket
         });
-        let trips = al_verifier::trips();
-        let guard = dispatch.then(DispatchGuard::enter);
-        let r = catch_unwind(AssertUnwindSafe(f));
-        drop(guard);
-        if let Some(id) = call_id {
-            self.lock().calls.remove(&id);
+        let r = run_entry(dispatch, f);
+        if let Some(t) = ticket {
+            self.lock().calls.leave(t);
         }
-        // Release builds: the verifier refused a blocking call (and counted it) instead of
-        // panicking. The count is process-wide; a trip anywhere is a bug all the same.
-        let refused = !cfg!(debug_assertions) && al_verifier::trips() > trips;
-        match r {
-            Ok(_) if dispatch && refused => Err(Violation::BlockingAtDispatch {
-                entry,
-                call: "a call the dispatch verifier refused".into(),
-            }),
-            Ok(v) => Ok(v),
-            Err(payload) => {
-                let message = panic_text(payload.as_ref());
-                match verifier::blocking_call_in(&message) {
-                    Some(call) if dispatch => Err(Violation::BlockingAtDispatch { entry, call }),
-                    _ => Err(Violation::DriverPanic { entry, message }),
-                }
-            }
-        }
+        r.map_err(|fault| match fault {
+            EntryFault::BlockingAtDispatch(call) => Violation::BlockingAtDispatch { entry, call },
+            EntryFault::Panic(message) => Violation::DriverPanic { entry, message },
+        })
     }
 
     /// Bugchecks with `v` and returns the error for the owner.

@@ -83,11 +83,7 @@ impl<D: Driver> Shared<D> {
             return Vec::new();
         }
         let limit = self.config.dispatch_watchdog;
-        let stuck = s
-            .calls
-            .values()
-            .find(|(_, since)| now.saturating_duration_since(*since) > limit)
-            .map(|(e, _)| *e);
+        let stuck = s.calls.overdue(now, limit);
         if let Some(entry) = stuck {
             drop(s);
             self.bugcheck(Violation::DispatchWatchdog {

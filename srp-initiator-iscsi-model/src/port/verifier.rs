@@ -1,14 +1,10 @@
 //! The port's verifier (Driver Verifier for this model, in miniature): the entry points it
-//! watches, what counts as a rule violation, and how a blocking call at dispatch level is
-//! recognised.
+//! watches and what counts as a rule violation.
 //!
-//! Every violation bugchecks the port (see the module doc of [`super`]). A blocking call at
-//! dispatch level is seen through access-layer's verifier, which every blocking primitive
-//! of the workspace asks first: in builds with debug assertions it panics with
-//! "blocking call \`NAME\` at dispatch level", which the port catches and reads; in release
-//! builds it refuses the call and counts it
-//! ([`trips`](access_layer::verbs::verifier::trips), process-wide), and the port reports a
-//! rise of the count during a dispatch-level entry.
+//! Every violation bugchecks the port (see the module doc of [`super`]). How a blocking
+//! call at dispatch level is recognised (the `ke` primitives' note, access-layer's
+//! verifier panicking in debug builds or counting its refusals in release builds) is
+//! `win_port::entry`, shared with the StorPort port.
 
 use super::driver::Level;
 use super::request::{FlushCause, QueueTag};
@@ -134,26 +130,12 @@ pub enum Violation {
     },
 }
 
-/// The blocking call named in a panic message of access-layer's verifier, if it is one.
-pub(crate) fn blocking_call_in(message: &str) -> Option<String> {
-    let rest = message.strip_prefix("blocking call `")?;
-    let (call, tail) = rest.split_once('`')?;
-    (tail == " at dispatch level").then(|| call.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use access_layer::verbs::VerbsError;
 
     #[test]
-    fn reads_the_access_layer_verifier_message() {
-        let msg = VerbsError::BlockingAtDispatch {
-            call: "Completion::wait",
-        }
-        .to_string();
-        assert_eq!(blocking_call_in(&msg).as_deref(), Some("Completion::wait"));
-        assert_eq!(blocking_call_in("index out of bounds"), None);
+    fn entries_have_their_levels() {
         assert_eq!(EntryPoint::Reset.level(), Level::Dispatch);
         assert_eq!(EntryPoint::Remove.level(), Level::Passive);
     }

@@ -40,7 +40,7 @@ use crate::port::{
     Driver, DriverInfo, InitializeError, PortHandle, PowerState, REMOVAL_STATUS, Request,
 };
 use side::Side;
-use srp_initiator_storport::srp::{AdapterStatus, SrbExt, SrpAdapterConfig, SrpTransport};
+use srp_initiator::{AdapterStatus, SrbExt, SrpAdapterConfig, SrpTransport};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;

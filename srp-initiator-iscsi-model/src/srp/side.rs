@@ -10,12 +10,12 @@
 //! afterwards is dropped here, counted.
 
 use crate::port::{PortHandle, Request, SrbId, SrbStatus, SystemMemory};
-use srp_initiator_storport::port::Srb;
-use srp_initiator_storport::srp::{PortSide, SrbExt};
+use srp_initiator::{PortSide, SrbExt};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+use win_port::Srb;
 
 use super::SrpDriver;
 

@@ -12,7 +12,7 @@
 
 use super::side::Side;
 use crate::port::SrbStatus;
-use srp_initiator_storport::srp::SrpTransport;
+use srp_initiator::SrpTransport;
 use std::sync::Arc;
 use std::time::Duration;
 

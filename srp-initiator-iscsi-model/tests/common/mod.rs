@@ -12,12 +12,12 @@ use srp_initiator_iscsi_model::port::{
     DataDirection, Driver, DriverInfo, InitializeError, LuAddress, Port, PortConfig, PortHandle,
     PowerState, Request, SrbId, SrbRequest, SrbResult, SrbStatus,
 };
-use srp_initiator_storport::port::ke::KeEvent;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use win_port::ke::KeEvent;
 use wirekit::WireRepr;
 
 pub const BLOCK: usize = 512;

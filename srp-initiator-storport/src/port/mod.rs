@@ -33,17 +33,13 @@
 //! same calls at the same clock values give the same miniport calls.
 
 mod driver;
-pub mod ke;
-pub mod memory;
+pub use win_port::{ke, memory, sgl, srb, status};
 pub mod miniport;
 mod pump;
 mod queue;
 mod reset;
 pub mod services;
-pub mod sgl;
 mod shared;
-pub mod srb;
-pub mod status;
 pub mod verifier;
 mod worker;
 

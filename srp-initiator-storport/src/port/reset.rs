@@ -72,11 +72,7 @@ impl<M: Miniport> Shared<M> {
     pub(crate) fn tick(&self, now: Instant) -> Vec<u8> {
         let mut s = self.lock();
         let limit = self.config.dpc_watchdog;
-        let stuck = s
-            .calls
-            .values()
-            .find(|(_, since)| now.duration_since(*since) > limit)
-            .map(|(r, _)| *r);
+        let stuck = s.calls.overdue(now, limit);
         if let Some(routine) = stuck.filter(|_| s.run != RunState::BugChecked) {
             drop(s);
             self.bugcheck(Violation::DpcWatchdog {

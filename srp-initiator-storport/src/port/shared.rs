@@ -13,15 +13,14 @@ use super::queue::Queues;
 use super::services::PortServices;
 use super::srb::{LuAddress, Srb, SrbId, SrbResult};
 use super::status::SrbStatus;
-use super::verifier::{self, Routine, Violation};
+use super::verifier::{Routine, Violation};
 use super::{PortConfig, PortEvent};
-use access_layer::verbs::{Completer, DispatchGuard};
-use std::any::Any;
+use access_layer::verbs::Completer;
 use std::collections::BTreeMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
+use win_port::entry::{DispatchCalls, EntryFault, run_entry};
 
 /// The adapter's life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +55,7 @@ pub(crate) struct State<X> {
     pub(crate) events: Vec<PortEvent>,
     pub(crate) violations: Vec<Violation>,
     /// Routines running at dispatch level, for the DPC watchdog.
-    pub(crate) calls: BTreeMap<u64, (Routine, Instant)>,
-    pub(crate) next_call: u64,
+    pub(crate) calls: DispatchCalls<Routine>,
     pub(crate) info: PortConfigurationInfo,
     pub(crate) supported: SupportedControlTypes,
     pub(crate) shutdown: bool,
@@ -110,15 +108,6 @@ impl Drop for StartIoLock<'_> {
     }
 }
 
-/// The text of a panic payload.
-fn panic_text(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_default()
-}
-
 impl<M: Miniport> Shared<M> {
     pub(crate) fn new(
         miniport: M,
@@ -144,8 +133,7 @@ impl<M: Miniport> Shared<M> {
                 done: Vec::new(),
                 events: Vec::new(),
                 violations: Vec::new(),
-                calls: BTreeMap::new(),
-                next_call: 0,
+                calls: DispatchCalls::default(),
                 info: PortConfigurationInfo::default(),
                 supported: SupportedControlTypes::default(),
                 shutdown: false,
@@ -238,34 +226,25 @@ impl<M: Miniport> Shared<M> {
         dispatch: bool,
         f: impl FnOnce() -> R,
     ) -> Result<R, Violation> {
-        let id = {
+        let ticket = dispatch.then(|| {
             let mut s = self.lock();
-            s.next_call += 1;
-            let id = s.next_call;
-            if dispatch {
-                let now = self.now();
-                s.calls.insert(id, (routine, now));
-                // The DPC watchdog watches it.
-                if s.timer_idle {
-                    s.timer_idle = false;
-                    self.timer_wake.notify_all();
-                }
+            let now = self.now();
+            // The DPC watchdog watches it.
+            let ticket = s.calls.enter(routine, now);
+            if s.timer_idle {
+                s.timer_idle = false;
+                self.timer_wake.notify_all();
             }
-            id
-        };
-        let _ = verifier::take_blocking();
-        let guard = dispatch.then(DispatchGuard::enter);
-        let r = catch_unwind(AssertUnwindSafe(f));
-        drop(guard);
-        self.lock().calls.remove(&id);
-        match (r, verifier::take_blocking()) {
-            (_, Some(call)) => Err(Violation::BlockingAtDispatch { routine, call }),
-            (Ok(v), None) => Ok(v),
-            (Err(p), None) => Err(Violation::MiniportPanic {
-                routine,
-                message: panic_text(p.as_ref()),
-            }),
+            ticket
+        });
+        let r = run_entry(dispatch, f);
+        if let Some(t) = ticket {
+            self.lock().calls.leave(t);
         }
+        r.map_err(|fault| match fault {
+            EntryFault::BlockingAtDispatch(call) => Violation::BlockingAtDispatch { routine, call },
+            EntryFault::Panic(message) => Violation::MiniportPanic { routine, message },
+        })
     }
 
     /// RequestComplete: hands the SRB back to its submitter (through the worker).

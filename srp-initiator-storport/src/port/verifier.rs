@@ -1,6 +1,7 @@
-//! The port's verifier (Driver Verifier for StorPort miniports, in miniature): what counts
-//! as a rule violation, and the per-thread note by which a blocking primitive tells the
-//! port that a routine blocked at dispatch level.
+//! The port's verifier (Driver Verifier for StorPort miniports, in miniature): the routines
+//! it watches and what counts as a rule violation. How a routine is run under it — at
+//! dispatch level, panics caught, a blocking call recognised — is `win_port::entry`,
+//! shared with the iSCSI-model port.
 //!
 //! Every violation bugchecks the port (see [`super::Port`]): it is recorded, every request
 //! still queued or held is completed with `SRB_STATUS_INTERNAL_ERROR`, and no request is
@@ -8,7 +9,6 @@
 
 use super::srb::SrbId;
 use super::status::SrbStatus;
-use std::cell::Cell;
 use std::fmt;
 
 /// A miniport routine, as the port calls it.
@@ -56,8 +56,8 @@ pub enum Violation {
     BlockingAtDispatch {
         /// The routine running.
         routine: Routine,
-        /// The blocking call.
-        call: &'static str,
+        /// The blocking call (as the verifier named it).
+        call: String,
     },
     /// A routine ran at dispatch level longer than the DPC watchdog allows (bugcheck 0x133).
     #[error("{routine} ran over {limit_ms} ms at dispatch level (DPC watchdog)")]
@@ -109,23 +109,4 @@ pub enum Violation {
         /// The SRBs left (the port completed them with BUS_RESET).
         ids: Vec<SrbId>,
     },
-}
-
-thread_local! {
-    /// The first blocking call made at dispatch level on this thread since the last take.
-    static BLOCKED: Cell<Option<&'static str>> = const { Cell::new(None) };
-}
-
-/// Notes that `call` blocked (or tried to) at dispatch level on this thread.
-pub(crate) fn note_blocking(call: &'static str) {
-    BLOCKED.with(|b| {
-        if b.get().is_none() {
-            b.set(Some(call));
-        }
-    });
-}
-
-/// Takes the note.
-pub(crate) fn take_blocking() -> Option<&'static str> {
-    BLOCKED.with(Cell::take)
 }

@@ -38,179 +38,22 @@
 //!   is ERROR + AUTOSENSE_VALID, tags are the core's O(1) slab, the reset completes each
 //!   SRB by RequestComplete and reports success, not StorPortCompleteRequest(SP_UNTAGGED).
 //!
-//! Files: `adapter` (resources and locks), `verbs` (QP and CM verbs),
-//! `dpc` (the completion context), `io` (BuildIo, StartIo), `reset` (HwResetBus and
-//! RESET_DEVICE as LUN resets, the channel reset), `control` (management SRBs,
-//! StopAdapter, RestartAdapter), `outcome` (SRB status mapping),
-//! `status` (what [`SrpMiniport::status`] reports).
+//! The transport itself (resources, verbs, the completion rounds, resets, logout: files
+//! `adapter`, `verbs`, `dpc`, `io`, `reset`, `control`, `outcome`, `status`) is the crate
+//! `srp-initiator`, which the iSCSI-model driver shares; this module is the miniport's
+//! face of it: [`SrpMiniport`] and the port's services as the transport's [`PortSide`].
 
-mod adapter;
-mod control;
-mod dpc;
-mod io;
-mod outcome;
-mod pending;
-mod reset;
-mod side;
-mod status;
-mod transport;
-mod verbs;
-mod watch;
-
-pub use adapter::OpenError;
-pub use reset::ResetCounts;
-pub use side::PortSide;
-pub use status::{AdapterStatus, LoginFailure};
-pub use transport::SrpTransport;
+pub use srp_initiator::{
+    AdapterStatus, LoginFailure, LoginVia, OpenError, PortSide, RegistrationMode, ResetCounts,
+    SrbExt, SrpAdapterConfig, SrpTransport,
+};
 
 use crate::port::{
     AdapterControl, AdapterControlStatus, FindAdapterStatus, Miniport, PortConfigurationInfo,
-    PortServices, Srb, SynchronizationModel,
+    PortServices, Srb, SynchronizationModel, SystemMemory,
 };
-use access_layer::mad::ServiceId;
-use access_layer::verbs::{DeviceSpec, Fabric, ProviderKind};
-use adapter::Adapter;
-use ib_verbs::Guid;
-use srp::initiator::TransportTimers;
-use srp::wire::PortId;
-use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-
-/// How data buffers are described to the target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RegistrationMode {
-    /// Per-I/O fast registration (FRMR) with direction-narrowed rights and remote
-    /// invalidation; small writes as immediate data.
-    #[default]
-    PerIo,
-    /// One region over all of the machine's memory with remote read and write, registered
-    /// once at HwFindAdapter (the 2005 miniport's model): nothing registered or invalidated
-    /// per I/O, but the target can reach every page of the host at any time. Logged with a warning; small
-    /// writes still go as immediate data. Exempt by design from fencing: an I/O given up
-    /// (timeout, abort, reset) keeps no key of its own to invalidate, so a late RDMA access
-    /// of the target lands in whatever the buffer holds by then (`tests/srp_fencing.rs`
-    /// proves the fence for `PerIo`).
-    TrustTarget,
-}
-
-/// Which form of login the adapter sends (architecture decision 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LoginVia {
-    /// The native IB CM form: a REQ to the IOC's service ID (from Device Management)
-    /// carrying the 64-byte SRP_LOGIN_REQ.
-    #[default]
-    IbCm,
-    /// The RDMA-CM form, as Linux ib_srp's `dest=ip:port`: a REQ to service ID
-    /// `0x0000000001060000 | port` (TCP port space) whose private data is the cma header
-    /// (our address and a source port, the target's address) and the 56-byte login. Linux
-    /// ib_srpt on a RoCE port accepts only this form.
-    RdmaCm {
-        /// The target's RDMA-CM port (ib_srpt's `rdma_cm_port`; 5555 by custom).
-        port: u16,
-    },
-}
-
-impl LoginVia {
-    /// The core's name for the form.
-    pub fn form(self) -> srp::initiator::LoginForm {
-        match self {
-            LoginVia::IbCm => srp::initiator::LoginForm::IbCm,
-            LoginVia::RdmaCm { .. } => srp::initiator::LoginForm::RdmaCm,
-        }
-    }
-
-    /// Its name in configuration and listings: `ib-cm` or `rdma-cm`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LoginVia::IbCm => "ib-cm",
-            LoginVia::RdmaCm { .. } => "rdma-cm",
-        }
-    }
-}
-
-/// What HwFindAdapter is given: the IOC to log in to, who we are, and where the adapter's
-/// channel adapter comes from.
-#[derive(Debug, Clone)]
-pub struct SrpAdapterConfig {
-    /// The local port address (the software HCA binds it; under rdma-core the address
-    /// whose GID the RDMA device's port carries).
-    pub local: IpAddr,
-    /// The target portal address.
-    pub target: IpAddr,
-    /// The local HCA's node GUID (the low half of the initiator port ID).
-    pub node_guid: Guid,
-    /// The first QPN of the adapter's software HCA: adapters that share `node_guid` are
-    /// ports of one CA to a peer and need QPN ranges of their own (0: the HCA's default).
-    pub first_qpn: u32,
-    /// The verbs provider, and under rdma-core the device, port and GID index (`None`:
-    /// the device and GID holding `local`).
-    pub provider: ProviderKind,
-    /// See `provider`.
-    pub device: Option<String>,
-    /// See `provider`.
-    pub device_port: Option<u8>,
-    /// See `provider`.
-    pub gid_index: Option<u8>,
-    /// INITIATOR PORT IDENTIFIER.
-    pub initiator_port_id: PortId,
-    /// TARGET PORT IDENTIFIER (IOC GUID and id_ext).
-    pub target_port_id: PortId,
-    /// The IOC's service ID (the IB CM form's REQ).
-    pub service_id: ServiceId,
-    /// Which login form to send.
-    pub login_via: LoginVia,
-    /// MaximumTransferLength.
-    pub max_transfer: u32,
-    /// LUNs exposed (MaximumNumberOfLogicalUnits).
-    pub max_luns: u8,
-    /// Per-LU queue depth set at HwInitialize.
-    pub queue_depth: u32,
-    /// reconnect_delay, fast_io_fail_tmo, dev_loss_tmo.
-    pub timers: TransportTimers,
-    /// The core's per-command timeout (abort escalation).
-    pub cmd_timeout: Duration,
-    /// How long a login may take (also the Pause length while logging in).
-    pub login_timeout: Duration,
-    /// The longest the adapter's DPC leaves its timer unset (CQ notifications and queued
-    /// work queue the DPC; this only bounds how late a lost notification is noticed).
-    pub max_wait: Duration,
-    /// How data buffers are registered.
-    pub registration: RegistrationMode,
-    /// The partition to log in on (its P_Key; the default partition, 0xFFFF, unless the
-    /// target exports the IOC on another). The adapter's port has this one partition.
-    pub partition: ib_verbs::PKey,
-    /// Watch the IOC through Device Management on the adapter's own GSI port, sweeping the
-    /// target's I/O unit this often (`None`: not watched — StorPort hides device removal
-    /// from a miniport). What the sweeps find (the IOC leaving the unit, coming back) comes
-    /// out of [`SrpTransport::take_ioc_events`], for a PnP manager.
-    pub ioc_watch: Option<Duration>,
-    /// Where the adapter's device comes from (the product's fabric, or the whole-stack
-    /// simulator's net), and the CM's first communication ID.
-    pub fabric: Arc<dyn Fabric>,
-}
-
-impl SrpAdapterConfig {
-    /// The device HwFindAdapter opens.
-    pub fn device_spec(&self) -> DeviceSpec {
-        DeviceSpec {
-            provider: self.provider,
-            address: std::net::SocketAddr::new(self.local, 4791),
-            node_guid: self.node_guid,
-            device: self.device.clone(),
-            port: self.device_port,
-            gid_index: self.gid_index,
-            first_qpn: self.first_qpn,
-            gso: true,
-        }
-    }
-}
-
-/// The SRB extension: what BuildIo prepared for StartIo.
-#[derive(Debug, Default)]
-pub struct SrbExt {
-    prepared: Option<io::Prepared>,
-}
 
 /// The device extension.
 #[derive(Default)]
@@ -227,10 +70,6 @@ impl std::fmt::Debug for SrpMiniport {
 }
 
 impl SrpMiniport {
-    fn adapter(&self) -> Option<&Arc<Adapter>> {
-        self.adapter.get().map(|t| &t.a)
-    }
-
     /// The adapter's transport, once HwFindAdapter opened it.
     pub fn transport(&self) -> Option<&SrpTransport> {
         self.adapter.get()
@@ -299,14 +138,14 @@ impl SrpMiniport {
     /// with none left, the CQs armed, a timer call at the next core or CM timer (at most
     /// `max_wait`, a guard against a lost notification).
     fn run_dpc(&self, port: &PortServices<Self>) {
-        let Some(a) = self.adapter() else {
+        let Some(t) = self.transport() else {
             return;
         };
         for _ in 0..DPC_ROUNDS {
-            if a.round(port) > 0 {
+            if t.round() > 0 {
                 continue;
             }
-            if let Some(wait) = a.idle(port, a.cfg.max_wait) {
+            if let Some(wait) = t.idle(t.config().max_wait) {
                 port.request_timer_call(wait.max(Duration::from_micros(1)));
                 return;
             }
@@ -332,14 +171,14 @@ impl Miniport for SrpMiniport {
         if self.adapter.get().is_some() {
             return FindAdapterStatus::Found;
         }
-        let a = match Adapter::open(context.clone(), Arc::new(port.clone())) {
-            Ok(a) => a,
+        let t = match SrpTransport::open(context.clone(), Arc::new(port.clone())) {
+            Ok(t) => t,
             Err(e) => {
                 tracing::error!(%e, local = %context.local, "the adapter could not be opened");
                 return FindAdapterStatus::Error;
             }
         };
-        if self.adapter.set(SrpTransport { a: Arc::new(a) }).is_err() {
+        if self.adapter.set(t).is_err() {
             return FindAdapterStatus::Error;
         }
         FindAdapterStatus::Found
@@ -361,8 +200,8 @@ impl Miniport for SrpMiniport {
     }
 
     fn build_io(&self, port: &PortServices<Self>, srb: &Srb<SrbExt>) -> bool {
-        match self.adapter() {
-            Some(a) => a.build_io(port, srb),
+        match self.transport() {
+            Some(t) => t.build_io(srb),
             None => {
                 srb.set_status(crate::port::SrbStatus::NO_HBA);
                 port.request_complete(srb);
@@ -372,8 +211,8 @@ impl Miniport for SrpMiniport {
     }
 
     fn start_io(&self, port: &PortServices<Self>, srb: Srb<SrbExt>) -> bool {
-        match self.adapter() {
-            Some(a) => a.start_io(port, srb),
+        match self.transport() {
+            Some(t) => t.start_io(srb),
             None => {
                 srb.set_status(crate::port::SrbStatus::NO_HBA);
                 port.request_complete(&srb);
@@ -382,27 +221,27 @@ impl Miniport for SrpMiniport {
         }
     }
 
-    fn reset_bus(&self, port: &PortServices<Self>, _path_id: u8) -> bool {
-        self.adapter().is_some_and(|a| a.reset_bus(port))
+    fn reset_bus(&self, _port: &PortServices<Self>, _path_id: u8) -> bool {
+        self.transport().is_some_and(SrpTransport::reset_bus)
     }
 
     fn adapter_control(
         &self,
-        port: &PortServices<Self>,
+        _port: &PortServices<Self>,
         control: AdapterControl<'_>,
     ) -> AdapterControlStatus {
-        match (control, self.adapter()) {
+        match (control, self.transport()) {
             (AdapterControl::QuerySupportedControlTypes(t), _) => {
                 t.stop_adapter = true;
                 t.restart_adapter = true;
                 AdapterControlStatus::Success
             }
-            (AdapterControl::StopAdapter, Some(a)) => {
-                a.stop(port);
+            (AdapterControl::StopAdapter, Some(t)) => {
+                t.stop();
                 AdapterControlStatus::Success
             }
-            (AdapterControl::RestartAdapter, Some(a)) => {
-                a.restart(port);
+            (AdapterControl::RestartAdapter, Some(t)) => {
+                t.restart();
                 AdapterControlStatus::Success
             }
             _ => AdapterControlStatus::Unsuccessful,
@@ -415,5 +254,27 @@ impl Miniport for SrpMiniport {
 
     fn timer(&self, port: &PortServices<Self>) {
         self.run_dpc(port);
+    }
+}
+
+impl PortSide for PortServices<SrpMiniport> {
+    fn complete(&self, srb: &Srb<SrbExt>) {
+        self.request_complete(srb);
+    }
+
+    fn wake(&self) {
+        self.issue_dpc();
+    }
+
+    fn hold(&self, timeout_secs: u32) {
+        self.pause(timeout_secs);
+    }
+
+    fn release(&self) {
+        self.resume();
+    }
+
+    fn system_memory(&self) -> Option<Arc<SystemMemory>> {
+        PortServices::system_memory(self)
     }
 }

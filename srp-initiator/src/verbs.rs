@@ -32,9 +32,9 @@ impl Adapter {
     /// REQ carrying `private_data` ([`Adapter::send_req`]).
     pub(crate) fn start_connect(&self, s: &mut Inner, private_data: Vec<u8>) {
         self.teardown(s);
-        s.creating = Some(private_data);
-        let attempt = s.attempt;
-        let init = QpInit::rc(self.pd, s.cq, self.sq_depth, RECV_SLOTS);
+        s.link.creating = Some(private_data);
+        let attempt = s.link.attempt;
+        let init = QpInit::rc(self.pd, s.post.cq, self.sq_depth, RECV_SLOTS);
         self.ca.create_qp(init).on_complete(
             self.pending
                 .routine(move |result| VerbDone::QpCreated { attempt, result }),
@@ -48,36 +48,36 @@ impl Adapter {
         for d in done {
             match d {
                 VerbDone::QpCreated { attempt, result } => {
-                    let current = attempt == s.attempt && s.creating.is_some();
+                    let current = attempt == s.link.attempt && s.link.creating.is_some();
                     match result {
                         Ok(qp) if current => {
-                            let private_data = s.creating.take().unwrap_or_default();
+                            let private_data = s.link.creating.take().unwrap_or_default();
                             self.send_req(s, qp, private_data);
                         }
                         // A login given up meanwhile: its QP goes at once.
                         Ok(qp) => self.destroy_qp(qp),
                         Err(e) if current => {
                             tracing::warn!(%e, "the login's QP could not be created");
-                            s.creating = None;
+                            s.link.creating = None;
                             self.connect_failed(s);
                         }
                         Err(_) => {}
                     }
                 }
                 VerbDone::Connected { attempt, result } => {
-                    let Some(rep) = s.rep.take().filter(|_| attempt == s.attempt) else {
+                    let Some(rep) = s.link.rep.take().filter(|_| attempt == s.link.attempt) else {
                         // Stale: the QP was torn down meanwhile.
                         continue;
                     };
                     let now = self.now();
                     match result {
                         Ok(()) if self.connected(s) => {
-                            s.channel.handle_login_rsp(now, &rep);
+                            s.ch.channel.handle_login_rsp(now, &rep);
                         }
-                        Ok(()) => s.channel.handle_disconnect(now),
+                        Ok(()) => s.ch.channel.handle_disconnect(now),
                         Err(e) => {
                             tracing::warn!(%e, "the login's QP could not be connected");
-                            s.channel.handle_disconnect(now);
+                            s.ch.channel.handle_disconnect(now);
                         }
                     }
                 }
@@ -107,7 +107,7 @@ impl Adapter {
         let QpId::Qp(qpn) = qp else {
             return self.connect_failed(s);
         };
-        s.qp = Some((qp, qpn));
+        s.link.qp = Some((qp, qpn));
         let service_id = match self.cfg.login_via {
             LoginVia::IbCm => self.cfg.service_id,
             LoginVia::RdmaCm { port } => ServiceId::rdma_ip(RdmaPortSpace::Tcp, port),
@@ -128,8 +128,8 @@ impl Adapter {
             rnr_retry_count: 7,
             private_data,
         };
-        match s.cm.connect(&req) {
-            Ok(conn) => s.conn = Some(conn),
+        match s.link.cm.connect(&req) {
+            Ok(conn) => s.link.conn = Some(conn),
             Err(e) => {
                 tracing::warn!(%e, "the login's connection request could not be sent");
                 self.connect_failed(s);
@@ -139,7 +139,7 @@ impl Adapter {
 
     fn connect_failed(&self, s: &mut Inner) {
         let now = self.now();
-        s.channel.handle_disconnect(now);
+        s.ch.channel.handle_disconnect(now);
     }
 
     /// The reply arrived (its private data the SRP_LOGIN_RSP): the QP goes to RTS
@@ -148,8 +148,10 @@ impl Adapter {
     /// connection (RTU) and hands the login response to the core ([`Adapter::verbs_done`]).
     /// False if there is no QP to connect.
     pub(crate) fn accept_rep(&self, s: &mut Inner, conn: ConnId, rep: Vec<u8>) -> bool {
-        let Some((qp, _)) = s.qp else { return false };
-        let base = match s.cm.qp_attrs(conn) {
+        let Some((qp, _)) = s.link.qp else {
+            return false;
+        };
+        let base = match s.link.cm.qp_attrs(conn) {
             Ok(rc) => rc,
             Err(e) => {
                 tracing::warn!(%e, "no QP attributes for the login's connection");
@@ -171,8 +173,8 @@ impl Adapter {
             max_dest_rd_atomic: 4,
             ..base
         };
-        s.rep = Some(rep);
-        let attempt = s.attempt;
+        s.link.rep = Some(rep);
+        let attempt = s.link.attempt;
         self.ca.connect_rc(qp, peer).on_complete(
             self.pending
                 .routine(move |result| VerbDone::Connected { attempt, result }),
@@ -187,15 +189,17 @@ impl Adapter {
                 return false;
             }
         }
-        if let Some(conn) = s.conn {
-            let _ = s.cm.establish(conn);
+        if let Some(conn) = s.link.conn {
+            let _ = s.link.cm.establish(conn);
         }
         true
     }
 
     /// Posts receive buffer `i`.
     pub(crate) fn post_recv(&self, s: &Inner, i: usize) -> bool {
-        let Some((qp, _)) = s.qp else { return false };
+        let Some((qp, _)) = s.link.qp else {
+            return false;
+        };
         let wr = RecvWr {
             wr_id: RECV_WR | i as u64,
             sg_list: [self.sge(Self::recv_offset(i), SLOT as u32)].into(),
@@ -210,19 +214,19 @@ impl Adapter {
 
     /// `Action::Send`: the IU in a send slot, after the REG_MRs of its command `cmd`.
     pub(crate) fn post_iu(&self, s: &mut Inner, iu: &[u8], cmd: Option<CmdId>) {
-        let (Some((qp, _)), Some(slot)) = (s.qp, s.send_free.pop()) else {
-            s.qp_failed = true;
+        let (Some((qp, _)), Some(slot)) = (s.link.qp, s.post.send_free.pop()) else {
+            s.link.qp_failed = true;
             return;
         };
         let off = slot as u64 * SLOT;
         if iu.len() as u64 > SLOT || self.ctrl.write(off as usize, iu).is_err() {
-            s.send_free.push(slot);
-            s.qp_failed = true;
+            s.post.send_free.push(slot);
+            s.link.qp_failed = true;
             return;
         }
-        let mut chain = std::mem::take(&mut s.chain);
+        let mut chain = std::mem::take(&mut s.post.chain);
         chain.clear();
-        if let Some(regs) = cmd.and_then(|id| s.pending_reg.remove(&id)) {
+        if let Some(regs) = cmd.and_then(|id| s.post.pending_reg.remove(&id)) {
             chain.extend(regs);
         }
         chain.push(SendWr {
@@ -233,30 +237,30 @@ impl Adapter {
             ud: None,
         });
         if self.ca.post_send_list(qp, &mut chain).is_err() {
-            s.qp_failed = true;
+            s.link.qp_failed = true;
         }
-        s.chain = chain;
+        s.post.chain = chain;
     }
 
     /// Posts work requests of the registration (LOCAL_INVs); without a QP they count as
     /// flushed, so the pool retries them on the next connection.
     pub(crate) fn post_reg(&self, s: &mut Inner, wrs: impl IntoIterator<Item = SendWr>) {
-        let mut chain = std::mem::take(&mut s.chain);
+        let mut chain = std::mem::take(&mut s.post.chain);
         chain.clear();
         chain.extend(wrs);
         if chain.is_empty() {
-            s.chain = chain;
+            s.post.chain = chain;
             return;
         }
-        let mut ids = std::mem::take(&mut s.chain_ids);
+        let mut ids = std::mem::take(&mut s.post.chain_ids);
         ids.clear();
         ids.extend(chain.iter().map(|w| w.wr_id));
-        let posted = match s.qp {
-            Some((qp, _)) if !s.qp_failed => self.ca.post_send_list(qp, &mut chain).is_ok(),
+        let posted = match s.link.qp {
+            Some((qp, _)) if !s.link.qp_failed => self.ca.post_send_list(qp, &mut chain).is_ok(),
             _ => false,
         };
         if posted {
-            s.inflight_inv.extend(ids.iter().copied());
+            s.post.inflight_inv.extend(ids.iter().copied());
         } else {
             let mut reg = self.reg();
             for &id in &ids {
@@ -264,8 +268,8 @@ impl Adapter {
             }
         }
         chain.clear();
-        s.chain = chain;
-        s.chain_ids = ids;
+        s.post.chain = chain;
+        s.post.chain_ids = ids;
     }
 
     /// `Action::Disconnect` (and before a new login): DREQ, destroy the QP (its flushed
@@ -273,19 +277,19 @@ impl Adapter {
     /// that were in flight are reported flushed to the pool. A QP being created or
     /// connected for this attempt is released when its verb completes (stale by then).
     pub(crate) fn teardown(&self, s: &mut Inner) {
-        s.attempt += 1;
-        s.creating = None;
-        s.rep = None;
-        if let Some(conn) = s.conn.take() {
-            let _ = s.cm.disconnect(conn);
+        s.link.attempt += 1;
+        s.link.creating = None;
+        s.link.rep = None;
+        if let Some(conn) = s.link.conn.take() {
+            let _ = s.link.cm.disconnect(conn);
         }
-        if let Some((qp, _)) = s.qp.take() {
+        if let Some((qp, _)) = s.link.qp.take() {
             self.destroy_qp(qp);
         }
-        s.send_free = (0..super::adapter::SEND_SLOTS).rev().collect();
-        s.qp_failed = false;
+        s.post.send_free = (0..super::adapter::SEND_SLOTS).rev().collect();
+        s.link.qp_failed = false;
         let mut reg = self.reg();
-        for id in s.inflight_inv.drain() {
+        for id in s.post.inflight_inv.drain() {
             let _ = reg.handle_send_done(id, WcStatus::WrFlushErr);
         }
     }

@@ -6,9 +6,9 @@
 //! ABORT after a timeout and a channel reset → TIMEOUT; LUN reset → BUS_RESET;
 //! fast_io_fail → SELECTION_TIMEOUT (a path failure to MPIO); the port lost → NO_DEVICE.
 
-use crate::port::{Srb, SrbStatus};
 use srp::initiator::Outcome;
 use srp::wire::rsp::Residual;
+use win_port::{Srb, SrbStatus};
 
 /// Sets the SRB's status, SCSI status, sense and transfer length from `outcome`.
 pub(crate) fn apply<X>(srb: &Srb<X>, outcome: &Outcome) {
@@ -20,9 +20,9 @@ pub(crate) fn apply<X>(srb: &Srb<X>, outcome: &Outcome) {
         Outcome::NoConnect => return srb.set_status(SrbStatus::NO_DEVICE),
     };
     let residual = match srb.direction() {
-        crate::port::DataDirection::In => r.data_in_residual,
-        crate::port::DataDirection::Out => r.data_out_residual,
-        crate::port::DataDirection::None => Residual::None,
+        win_port::DataDirection::In => r.data_in_residual,
+        win_port::DataDirection::Out => r.data_out_residual,
+        win_port::DataDirection::None => Residual::None,
     };
     let short = match residual {
         Residual::Underflow(n) => {

@@ -8,11 +8,11 @@
 use super::adapter::{Adapter, Inner, RECV_WR, SEND_WR, SLOT};
 use super::side::PortSide;
 use super::{SrbExt, outcome};
-use crate::port::{Srb, SrbStatus};
 use access_layer::cm::ConnEvent;
 use access_layer::mad::cm::CmRejReason;
 use ib_verbs::wr::{ArmMode, Wc, WcOpcode, WcStatus};
 use srp::initiator::{Action, Completion, Event};
+use win_port::{Srb, SrbStatus};
 
 /// SRBs to complete once the adapter lock is dropped.
 pub(crate) type Done = Vec<Srb<SrbExt>>;
@@ -40,8 +40,8 @@ impl Adapter {
             n += self.pump_cm(&mut s);
             n += self.pump_cq(&mut s);
             let now = self.now();
-            if s.channel.poll_timeout().is_some_and(|t| t <= now) {
-                s.channel.handle_timeout(now);
+            if s.ch.channel.poll_timeout().is_some_and(|t| t <= now) {
+                s.ch.channel.handle_timeout(now);
                 n += 1;
             }
             n += self.run_actions(&mut s, port, &mut done);
@@ -62,8 +62,8 @@ impl Adapter {
     ) -> Option<std::time::Duration> {
         {
             let mut s = self.lock();
-            let _ = self.ca.req_notify_cq(s.cq, ArmMode::NextCompletion);
-            s.cm.arm();
+            let _ = self.ca.req_notify_cq(s.post.cq, ArmMode::NextCompletion);
+            s.link.cm.arm();
         }
         if self.round(port) > 0 {
             return None;
@@ -73,10 +73,13 @@ impl Adapter {
         let until = |t: Option<ib_verbs::time::Time>| {
             t.map(|t| std::time::Duration::from_nanos(t.0.saturating_sub(now.0)))
         };
-        let wait = [until(s.channel.poll_timeout()), until(s.cm.poll_timeout())]
-            .into_iter()
-            .flatten()
-            .fold(max, std::cmp::Ord::min);
+        let wait = [
+            until(s.ch.channel.poll_timeout()),
+            until(s.link.cm.poll_timeout()),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(max, std::cmp::Ord::min);
         Some(wait)
     }
 
@@ -84,11 +87,11 @@ impl Adapter {
     /// sweeps among them), its events to the core; returns what it did and the events.
     fn pump_cm(&self, s: &mut Inner) -> usize {
         let now = self.now();
-        let mut n = s.cm.poll(now);
-        if let Some(w) = &mut s.watch {
-            n += w.collect(&mut *s.cm);
+        let mut n = s.link.cm.poll(now);
+        if let Some(w) = &mut s.link.watch {
+            n += w.collect(&mut *s.link.cm);
         }
-        let events: Vec<ConnEvent> = std::iter::from_fn(|| s.cm.poll_event()).collect();
+        let events: Vec<ConnEvent> = std::iter::from_fn(|| s.link.cm.poll_event()).collect();
         n += events.len();
         for ev in events {
             tracing::debug!(?ev, "cm event");
@@ -98,14 +101,14 @@ impl Adapter {
     }
 
     fn cm_event(&self, s: &mut Inner, ev: ConnEvent) {
-        let ours = |c| s.conn == Some(c);
+        let ours = |c| s.link.conn == Some(c);
         let now = self.now();
         match ev {
             ConnEvent::Response { conn, private_data } if ours(conn) => {
                 // The login response goes to the core once the QP is connected.
                 let connecting = self.accept_rep(s, conn, private_data);
                 if !connecting {
-                    s.channel.handle_disconnect(now);
+                    s.ch.channel.handle_disconnect(now);
                 }
             }
             ConnEvent::Rejected {
@@ -113,15 +116,15 @@ impl Adapter {
                 reason,
                 private_data,
             } if ours(conn) => {
-                s.conn = None;
+                s.link.conn = None;
                 // Only a consumer-defined REJ carries an SRP_LOGIN_REJ (as ib_srp's
                 // srp_cm_rej_handler); any other (an unknown service ID, no QP, a timeout)
                 // is a connection-layer failure, whose zero-filled private data is no IU.
                 if reason == CmRejReason::ConsumerDefined {
-                    s.channel.handle_login_rej(now, &private_data);
+                    s.ch.channel.handle_login_rej(now, &private_data);
                 } else {
                     self.status().note_cm_reject(reason);
-                    s.channel.handle_disconnect(now);
+                    s.ch.channel.handle_disconnect(now);
                 }
             }
             ConnEvent::TimedOut { conn }
@@ -133,10 +136,10 @@ impl Adapter {
                     self.status().note_cm_timeout();
                 }
                 if matches!(ev, ConnEvent::DisconnectRequested { .. }) {
-                    let _ = s.cm.disconnect(conn);
+                    let _ = s.link.cm.disconnect(conn);
                 }
-                s.conn = None;
-                s.channel.handle_disconnect(now);
+                s.link.conn = None;
+                s.ch.channel.handle_disconnect(now);
             }
             _ => {}
         }
@@ -145,13 +148,13 @@ impl Adapter {
     /// Completions: receives to the core, SENDs to the core, registration requests to the
     /// pool; a failed completion on the live QP is a channel loss. Returns how many.
     fn pump_cq(&self, s: &mut Inner) -> usize {
-        let cq = s.cq;
+        let cq = s.post.cq;
         // The adapter's completion array, reused round after round.
-        let mut wcs: Vec<Wc> = std::mem::take(&mut s.wcs);
+        let mut wcs: Vec<Wc> = std::mem::take(&mut s.post.wcs);
         wcs.clear();
         let _ = self.ca.poll_cq(cq, 256, &mut wcs);
         let polled = wcs.len();
-        let live = s.qp.map(|(_, qpn)| qpn);
+        let live = s.link.qp.map(|(_, qpn)| qpn);
         for wc in wcs.drain(..) {
             let current = Some(wc.qpn) == live;
             if self
@@ -159,7 +162,7 @@ impl Adapter {
                 .handle_send_done(wc.wr_id, wc.status)
                 .unwrap_or(true)
             {
-                s.inflight_inv.remove(&wc.wr_id);
+                s.post.inflight_inv.remove(&wc.wr_id);
                 if current && !matches!(wc.status, WcStatus::Success | WcStatus::WrFlushErr) {
                     // A bind, REG_MR or LOCAL_INV the device refused: the QP is in error
                     // now (its command fails with the channel).
@@ -167,13 +170,13 @@ impl Adapter {
                         ?wc,
                         "a registration work request failed: the channel is lost"
                     );
-                    s.qp_failed = true;
+                    s.link.qp_failed = true;
                 }
             } else if !current {
                 // A flushed request of a QP already destroyed: forgotten with it.
             } else if wc.status != WcStatus::Success {
                 tracing::warn!(?wc, "failed completion: the channel is lost");
-                s.qp_failed = true;
+                s.link.qp_failed = true;
             } else if wc.opcode == WcOpcode::Recv && wc.wr_id & RECV_WR != 0 {
                 let i = (wc.wr_id & 0xffff_ffff) as usize;
                 // Copied out of the receive slot through the stack (a slot's size).
@@ -182,20 +185,20 @@ impl Adapter {
                 let at = Self::recv_offset(i) as usize;
                 if self.ctrl.read(at, iu).is_ok() {
                     let now = self.now();
-                    s.channel.handle_recv(now, iu, wc.invalidated);
+                    s.ch.channel.handle_recv(now, iu, wc.invalidated);
                 }
                 if !self.post_recv(s, i) {
-                    s.qp_failed = true;
+                    s.link.qp_failed = true;
                 }
             } else if wc.wr_id & SEND_WR != 0 {
-                s.send_free.push((wc.wr_id & 0xffff_ffff) as usize);
+                s.post.send_free.push((wc.wr_id & 0xffff_ffff) as usize);
                 let now = self.now();
-                if s.channel.handle_send_done(now).is_err() {
-                    s.qp_failed = true;
+                if s.ch.channel.handle_send_done(now).is_err() {
+                    s.link.qp_failed = true;
                 }
             }
         }
-        s.wcs = wcs;
+        s.post.wcs = wcs;
         polled
     }
 
@@ -203,12 +206,12 @@ impl Adapter {
     pub(crate) fn run_actions(&self, s: &mut Inner, port: &dyn PortSide, done: &mut Done) -> usize {
         let mut n = 0;
         loop {
-            if s.qp_failed {
-                s.qp_failed = false;
+            if s.link.qp_failed {
+                s.link.qp_failed = false;
                 let now = self.now();
-                s.channel.handle_disconnect(now);
+                s.ch.channel.handle_disconnect(now);
             }
-            let Some(a) = s.channel.poll_action() else {
+            let Some(a) = s.ch.channel.poll_action() else {
                 break;
             };
             n += 1;
@@ -216,7 +219,7 @@ impl Adapter {
                 Action::Connect { private_data, .. } => self.start_connect(s, private_data),
                 Action::Send { iu, cmd } => {
                     self.post_iu(s, &iu, cmd);
-                    s.channel.recycle_iu(iu);
+                    s.ch.channel.recycle_iu(iu);
                 }
                 Action::Remap(id) => self.remap(s, id),
                 Action::Disconnect => self.teardown(s),
@@ -224,7 +227,7 @@ impl Adapter {
                 Action::TmfDone(c) => self.tmf_done(s, port, c, done),
             }
         }
-        while let Some(ev) = s.channel.poll_event() {
+        while let Some(ev) = s.ch.channel.poll_event() {
             n += 1;
             tracing::debug!(?ev, "srp channel event");
             self.status().record(&ev);
@@ -238,8 +241,8 @@ impl Adapter {
                 if self.resume_sequence(s, port, done) {
                     // A bus or device reset goes on on the new channel, paused until done.
                     n += self.run_actions(s, port, done);
-                } else if s.paused {
-                    s.paused = false;
+                } else if s.ch.paused {
+                    s.ch.paused = false;
                     port.release();
                 }
             }
@@ -253,27 +256,27 @@ impl Adapter {
     fn remap(&self, s: &mut Inner, id: srp::initiator::CmdId) {
         use srp::initiator::Remapped;
         let now = self.now();
-        let Some(a) = s.cmds.get_mut(&id) else {
-            s.channel.handle_remapped(now, id, Remapped::Failed);
+        let Some(a) = s.ch.cmds.get_mut(&id) else {
+            s.ch.channel.handle_remapped(now, id, Remapped::Failed);
             return;
         };
         if a.handle.keys().is_empty() {
             // No per-command regions (the all-memory region of TrustTarget): the region
             // belongs to the PD, not the lost QP, so the descriptors stay valid.
-            s.channel.handle_remapped(now, id, Remapped::Unchanged);
+            s.ch.channel.handle_remapped(now, id, Remapped::Unchanged);
             return;
         }
         let mapped = self.map_srb(&a.srb, a.dir);
         let Ok(m) = mapped else {
             // finish() discards the old mapping when the core reports the reset.
-            s.channel.handle_remapped(now, id, Remapped::Failed);
+            s.ch.channel.handle_remapped(now, id, Remapped::Failed);
             return;
         };
         let old = std::mem::replace(&mut a.handle, m.handle);
-        s.pending_reg.remove(&id);
+        s.post.pending_reg.remove(&id);
         self.discard(old);
         if !m.pre_wrs.is_empty() {
-            s.pending_reg.insert(id, m.pre_wrs);
+            s.post.pending_reg.insert(id, m.pre_wrs);
         }
         self.remapped
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -282,14 +285,14 @@ impl Adapter {
             imm_data: m.imm_data,
             remote_invalidate: m.remote_invalidate,
         };
-        s.channel.handle_remapped(now, id, answer);
+        s.ch.channel.handle_remapped(now, id, answer);
     }
 
     /// A command ended: unmap (LOCAL_INV unless the target invalidated) after a response,
     /// discard its regions otherwise (their REG_MRs may not have run), set the SRB's
     /// status. A read's data is already in the SRB's pages: the HCA wrote it there.
     fn finish(&self, s: &mut Inner, c: Completion, done: &mut Done) {
-        let Some(a) = s.cmds.remove(&c.id) else {
+        let Some(a) = s.ch.cmds.remove(&c.id) else {
             return; // Its SRB was already completed by a bus reset.
         };
         let invalidated = match &c.outcome {
@@ -299,7 +302,7 @@ impl Adapter {
             }
             _ => None,
         };
-        let never_posted = s.pending_reg.remove(&c.id).is_some();
+        let never_posted = s.post.pending_reg.remove(&c.id).is_some();
         if matches!(c.outcome, srp::initiator::Outcome::Done(_)) && !never_posted {
             // The target answered: its REG_MRs ran on the live QP.
             let invs = self.reg().unmap(a.handle, invalidated).unwrap_or_default();
@@ -308,7 +311,7 @@ impl Adapter {
             self.discard(a.handle);
         }
         let aborted_by_request = c.outcome == srp::initiator::Outcome::Aborted
-            && s.mgmt.values().any(|m| m.abort_of == Some(c.id));
+            && s.ch.mgmt.values().any(|m| m.abort_of == Some(c.id));
         if aborted_by_request {
             // ABORT_COMMAND worked: the SRB it named completes ABORTED (a timeout's abort
             // stays TIMEOUT).
@@ -331,10 +334,10 @@ impl Adapter {
         done: &mut Done,
     ) {
         use srp::initiator::TmfResult;
-        if s.target_reset.as_ref().is_some_and(|r| r.owns(c.id)) {
+        if s.ch.target_reset.as_ref().is_some_and(|r| r.owns(c.id)) {
             return self.lun_reset_done(s, port, c.result, done);
         }
-        let Some(m) = s.mgmt.remove(&c.id) else {
+        let Some(m) = s.ch.mgmt.remove(&c.id) else {
             return; // Already completed by a bus reset.
         };
         let status = match (c.result, m.abort_of) {

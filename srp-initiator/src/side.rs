@@ -1,15 +1,15 @@
 //! [`PortSide`]: what the SRP channel adapter needs from the port it runs under — the one
 //! seam between the model-independent adapter (resources, verbs, CM, the completion rounds
 //! over the `srp::initiator` core) and a driver model. The StorPort miniport's side is the
-//! port's own services ([`PortServices`]); the iSCSI-model driver's is its worker thread
+//! port's own services (`PortServices`, crate `srp-initiator-storport`); the iSCSI-model driver's is its worker thread
 //! and the held-request table behind `PortHandle` (crate `srp-initiator-iscsi-model`).
 //!
 //! Every method is callable at dispatch level from any thread, under the adapter lock or
 //! not: none blocks and none calls back into the adapter.
 
-use super::{SrbExt, SrpMiniport};
-use crate::port::{PortServices, Srb, SystemMemory};
+use super::SrbExt;
 use std::sync::Arc;
+use win_port::{Srb, SystemMemory};
 
 /// The port as the SRP channel adapter sees it.
 pub trait PortSide: Send + Sync + 'static {
@@ -28,26 +28,4 @@ pub trait PortSide: Send + Sync + 'static {
     fn release(&self);
     /// The machine's memory SRB buffers live in.
     fn system_memory(&self) -> Option<Arc<SystemMemory>>;
-}
-
-impl PortSide for PortServices<SrpMiniport> {
-    fn complete(&self, srb: &Srb<SrbExt>) {
-        self.request_complete(srb);
-    }
-
-    fn wake(&self) {
-        self.issue_dpc();
-    }
-
-    fn hold(&self, timeout_secs: u32) {
-        self.pause(timeout_secs);
-    }
-
-    fn release(&self) {
-        self.resume();
-    }
-
-    fn system_memory(&self) -> Option<Arc<SystemMemory>> {
-        PortServices::system_memory(self)
-    }
 }

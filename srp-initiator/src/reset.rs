@@ -45,10 +45,10 @@ use super::SrbExt;
 use super::adapter::{Adapter, Inner};
 use super::dpc::{self, Done};
 use super::side::PortSide;
-use crate::port::{DataDirection, Srb, SrbStatus};
 use srp::initiator::{PortState, TmfId, TmfResult};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use win_port::{DataDirection, Srb, SrbStatus};
 
 /// The margin over the core's TMF timeout in the pause per LUN ([`Adapter::pause_for`]).
 const PAUSE_MARGIN_SECS: u64 = 1;
@@ -135,7 +135,7 @@ impl Adapter {
                 let luns = self.reset_luns(&s);
                 let (exposed, live) = self.hand_back_for_reset(&mut s, &mut done);
                 let secs = self.pause_for(luns.len());
-                s.paused = true;
+                s.ch.paused = true;
                 port.hold(secs);
                 if exposed {
                     // Only a teardown stops the target writing into pages the port owns
@@ -145,7 +145,7 @@ impl Adapter {
                     self.escalate_within(&mut s, port, &mut done);
                 } else {
                     self.begin_sequence(&mut s, "bus reset", luns, None);
-                    if let Some(r) = s.target_reset.as_mut() {
+                    if let Some(r) = s.ch.target_reset.as_mut() {
                         r.live = live;
                     }
                     self.next_lun_reset(&mut s, port, &mut done);
@@ -203,9 +203,9 @@ impl Adapter {
 
     /// Why a reset cannot be a sequence of LUN resets now, if it cannot.
     fn cannot_sequence(&self, s: &Inner) -> Option<&'static str> {
-        if s.target_reset.is_some() {
+        if s.ch.target_reset.is_some() {
             Some("a reset is already running")
-        } else if s.channel.state() != PortState::Running {
+        } else if s.ch.channel.state() != PortState::Running {
             Some("the channel is not logged in")
         } else {
             None
@@ -214,8 +214,8 @@ impl Adapter {
 
     /// The LUNs to reset: known ones and those of the commands held, in order.
     fn reset_luns(&self, s: &Inner) -> VecDeque<u8> {
-        let mut luns = s.known_luns.clone();
-        luns.extend(s.cmds.values().map(|a| a.srb.address().lun));
+        let mut luns = s.ch.known_luns.clone();
+        luns.extend(s.ch.cmds.values().map(|a| a.srb.address().lun));
         luns.into_iter().collect()
     }
 
@@ -227,10 +227,10 @@ impl Adapter {
     /// back that the target may still run (their LUN's reset ends them).
     fn hand_back_for_reset(&self, s: &mut Inner, done: &mut Done) -> (bool, Vec<u8>) {
         let (mut exposed, mut live) = (false, Vec::new());
-        let active: Vec<_> = s.cmds.drain().collect();
+        let active: Vec<_> = s.ch.cmds.drain().collect();
         for (id, a) in active {
-            let withdrawn = s.channel.withdraw(id);
-            let never_posted = s.pending_reg.remove(&id).is_some();
+            let withdrawn = s.ch.channel.withdraw(id);
+            let never_posted = s.post.pending_reg.remove(&id).is_some();
             if withdrawn || never_posted {
                 self.discard(a.handle);
             } else {
@@ -248,7 +248,7 @@ impl Adapter {
             a.srb.set_status(SrbStatus::BUS_RESET);
             done.push(a.srb);
         }
-        for (_, m) in s.mgmt.drain() {
+        for (_, m) in s.ch.mgmt.drain() {
             m.srb.set_status(SrbStatus::BUS_RESET);
             done.push(m.srb);
         }
@@ -278,7 +278,7 @@ impl Adapter {
     ) {
         self.resets.sequences.fetch_add(1, Relaxed);
         tracing::info!(target = %self.cfg.target, why, ?luns, "LOGICAL UNIT RESET of each known LUN");
-        s.target_reset = Some(TargetReset {
+        s.ch.target_reset = Some(TargetReset {
             why,
             luns,
             current: None,
@@ -291,7 +291,7 @@ impl Adapter {
 
     /// Sends the next LUN's reset, or ends the sequence when none is left.
     fn next_lun_reset(&self, s: &mut Inner, port: &dyn PortSide, done: &mut Done) {
-        let Some(r) = s.target_reset.as_mut() else {
+        let Some(r) = s.ch.target_reset.as_mut() else {
             return;
         };
         let Some(lun) = r.luns.pop_front() else {
@@ -303,8 +303,8 @@ impl Adapter {
             return self.next_lun_reset(s, port, done);
         };
         let now = self.now();
-        let id = s.channel.reset_lun(now, l);
-        if let Some(r) = s.target_reset.as_mut() {
+        let id = s.ch.channel.reset_lun(now, l);
+        if let Some(r) = s.ch.target_reset.as_mut() {
             r.current = Some((id, lun));
         }
     }
@@ -317,7 +317,7 @@ impl Adapter {
         result: TmfResult,
         done: &mut Done,
     ) {
-        let Some(r) = s.target_reset.as_mut() else {
+        let Some(r) = s.ch.target_reset.as_mut() else {
             return;
         };
         let Some((_, lun)) = r.current.take() else {
@@ -365,7 +365,7 @@ impl Adapter {
         port: &dyn PortSide,
         done: &mut Done,
     ) -> bool {
-        let Some(left) = (s.target_reset.as_ref())
+        let Some(left) = (s.ch.target_reset.as_ref())
             .filter(|r| r.current.is_none())
             .map(|r| r.luns.len())
         else {
@@ -379,7 +379,7 @@ impl Adapter {
 
     /// The last LUN's reset ended: the RESET_DEVICE SRB completes, the adapter resumes.
     fn end_sequence(&self, s: &mut Inner, port: &dyn PortSide, done: &mut Done) {
-        let Some(r) = s.target_reset.take() else {
+        let Some(r) = s.ch.target_reset.take() else {
             return;
         };
         tracing::info!(target = %self.cfg.target, why = r.why, refused = ?r.refused, "reset sequence done");
@@ -391,8 +391,8 @@ impl Adapter {
             });
             done.push(srb);
         }
-        if s.paused {
-            s.paused = false;
+        if s.ch.paused {
+            s.ch.paused = false;
             port.release();
         }
     }
@@ -400,9 +400,9 @@ impl Adapter {
     /// The channel reset inside a running sequence: it goes on from its next LUN once the
     /// new login is in (`resume_sequence`).
     fn escalate_within(&self, s: &mut Inner, port: &dyn PortSide, done: &mut Done) {
-        let sequence = s.target_reset.take();
+        let sequence = s.ch.target_reset.take();
         self.escalate(s, port, done);
-        s.target_reset = sequence;
+        s.ch.target_reset = sequence;
     }
 
     /// The channel reset (the escalation): teardown, everything held BUS_RESET, a fresh
@@ -411,7 +411,7 @@ impl Adapter {
     /// caller runs the core's actions.
     pub(crate) fn escalate(&self, s: &mut Inner, port: &dyn PortSide, done: &mut Done) {
         self.resets.escalated.fetch_add(1, Relaxed);
-        if let Some(srb) = s.target_reset.take().and_then(|r| r.srb) {
+        if let Some(srb) = s.ch.target_reset.take().and_then(|r| r.srb) {
             srb.set_status(SrbStatus::SUCCESS);
             done.push(srb);
         }
@@ -434,9 +434,9 @@ impl Adapter {
         let no_lu = inquiry && srb.read_data(0, &mut pq).is_ok() && pq[0] >> 5 == 3;
         let lun = srb.address().lun;
         if unsupported || no_lu {
-            s.known_luns.remove(&lun);
+            s.ch.known_luns.remove(&lun);
         } else {
-            s.known_luns.insert(lun);
+            s.ch.known_luns.insert(lun);
         }
     }
 }

@@ -76,7 +76,7 @@ const FALLBACK_MTU: PathMtu = PathMtu::Mtu1024;
 /// A command the channel core holds for an SRB.
 #[derive(Debug)]
 pub(crate) struct Active {
-    pub(crate) srb: crate::port::Srb<super::SrbExt>,
+    pub(crate) srb: win_port::Srb<super::SrbExt>,
     pub(crate) handle: MapHandle,
     /// Direction, to register the SRB's pages again after a reconnect.
     pub(crate) dir: DataDir,
@@ -85,17 +85,26 @@ pub(crate) struct Active {
 /// A management SRB (ABORT_COMMAND, RESET_LOGICAL_UNIT) waiting for its TMF's answer.
 #[derive(Debug)]
 pub(crate) struct Mgmt {
-    pub(crate) srb: crate::port::Srb<super::SrbExt>,
+    pub(crate) srb: win_port::Srb<super::SrbExt>,
     /// The command an ABORT_COMMAND is for (it completes ABORTED when the abort works).
     pub(crate) abort_of: Option<CmdId>,
 }
 
-/// State under the adapter lock.
+/// State under the adapter lock, in three parts: the connection to the IOC, the channel
+/// core with what it holds, and the work requests being posted.
 pub(crate) struct Inner {
+    /// The CM connection, the QP and the login attempt.
+    pub(crate) link: Link,
+    /// The SRP channel core and the requests it holds.
+    pub(crate) ch: ChannelState,
+    /// Registration and posting: REG_MR and LOCAL_INV chains, send slots, the CQ.
+    pub(crate) post: Posting,
+}
+
+/// The connection to the IOC: what a login creates and a loss tears down.
+pub(crate) struct Link {
     /// The connection manager (with the IOC watch's Device Management client, if any).
     pub(crate) cm: Box<dyn ConnectionManager>,
-    pub(crate) channel: InitiatorChannel,
-    pub(crate) cq: CqId,
     pub(crate) qp: Option<(QpId, Qpn)>,
     pub(crate) conn: Option<ConnId>,
     /// The current connection attempt: a verb's completion for an older one is stale.
@@ -104,9 +113,30 @@ pub(crate) struct Inner {
     pub(crate) creating: Option<Vec<u8>>,
     /// The REP's private data (the SRP_LOGIN_RSP), while the QP is being connected.
     pub(crate) rep: Option<Vec<u8>>,
+    /// The QP failed: report a disconnect to the core on this round.
+    pub(crate) qp_failed: bool,
+    /// The IOC's Device Management watch, if configured: what its sweeps reported
+    /// (the client itself sweeps inside the connection manager's MAD service).
+    pub(crate) watch: Option<super::watch::IocWatch>,
+}
+
+/// The channel core and the SRBs it holds for the port.
+pub(crate) struct ChannelState {
+    pub(crate) channel: InitiatorChannel,
     pub(crate) cmds: HashMap<CmdId, Active>,
     /// Management SRBs by the core's TMF id.
     pub(crate) mgmt: HashMap<TmfId, Mgmt>,
+    /// LUNs the target answered commands for: what a bus reset resets.
+    pub(crate) known_luns: std::collections::BTreeSet<u8>,
+    /// The bus or device reset running, if one is ([`super::reset`]).
+    pub(crate) target_reset: Option<super::reset::TargetReset>,
+    /// The port was paused until the first login.
+    pub(crate) paused: bool,
+}
+
+/// Registration and posting state: what the send queue is given and in what chains.
+pub(crate) struct Posting {
+    pub(crate) cq: CqId,
     /// REG_MRs of mapped commands not sent yet, by command.
     pub(crate) pending_reg: HashMap<CmdId, InlineOne<SendWr>>,
     /// The send chain being built (REG_MRs, then the SEND; or LOCAL_INVs), kept between
@@ -117,19 +147,8 @@ pub(crate) struct Inner {
     pub(crate) send_free: Vec<usize>,
     /// LOCAL_INVs posted and not completed (reported flushed if the QP goes).
     pub(crate) inflight_inv: HashSet<u64>,
-    /// The port was paused until the first login.
-    pub(crate) paused: bool,
-    /// The QP failed: report a disconnect to the core on this round.
-    pub(crate) qp_failed: bool,
     /// The DPC's completion array, kept between rounds.
     pub(crate) wcs: Vec<ib_verbs::wr::Wc>,
-    /// The IOC's Device Management watch, if configured: what its sweeps reported
-    /// (the client itself sweeps inside the connection manager's MAD service).
-    pub(crate) watch: Option<super::watch::IocWatch>,
-    /// The bus or device reset running, if one is ([`super::reset`]).
-    pub(crate) target_reset: Option<super::reset::TargetReset>,
-    /// LUNs the target answered commands for: what a bus reset resets.
-    pub(crate) known_luns: std::collections::BTreeSet<u8>,
 }
 
 /// The adapter.
@@ -147,7 +166,7 @@ pub(crate) struct Adapter {
     pub(crate) ctrl: Arc<MemBlock>,
     pub(crate) ctrl_mr: MrKeys,
     /// The machine's memory (the port's): SRB buffers' pages, registered where they are.
-    pub(crate) memory: Arc<crate::port::SystemMemory>,
+    pub(crate) memory: Arc<win_port::SystemMemory>,
     pub(crate) reg: Mutex<Registration>,
     pub(crate) inner: Mutex<Inner>,
     /// The RC QP's send queue depth (the registration strategy's need).
@@ -158,7 +177,7 @@ pub(crate) struct Adapter {
     pub(crate) mapped_all_memory: AtomicU64,
     /// Held commands registered again after a reconnect.
     pub(crate) remapped: AtomicU64,
-    /// Logins, losses and the last failure, for [`super::SrpMiniport::status`].
+    /// Logins, losses and the last failure, for [`crate::SrpTransport::status`].
     pub(crate) status: Mutex<StatusLog>,
     /// What bus and device resets did.
     pub(crate) resets: super::reset::ResetCounters,
@@ -291,27 +310,33 @@ impl Adapter {
             .create_cq((sq_depth + RECV_SLOTS).max(8192))
             .map_err(setup("create_cq"))?;
         let inner = Inner {
-            cm,
-            channel: InitiatorChannel::new(Self::channel_config(&cfg)),
-            cq,
-            qp: None,
-            conn: None,
-            attempt: 0,
-            creating: None,
-            rep: None,
-            cmds: HashMap::new(),
-            mgmt: HashMap::new(),
-            pending_reg: HashMap::new(),
-            chain: Vec::new(),
-            chain_ids: Vec::new(),
-            send_free: (0..SEND_SLOTS).rev().collect(),
-            inflight_inv: HashSet::new(),
-            paused: false,
-            qp_failed: false,
-            wcs: Vec::with_capacity(256),
-            target_reset: None,
-            known_luns: std::collections::BTreeSet::new(),
-            watch,
+            link: Link {
+                cm,
+                qp: None,
+                conn: None,
+                attempt: 0,
+                creating: None,
+                rep: None,
+                qp_failed: false,
+                watch,
+            },
+            ch: ChannelState {
+                channel: InitiatorChannel::new(Self::channel_config(&cfg)),
+                cmds: HashMap::new(),
+                mgmt: HashMap::new(),
+                known_luns: std::collections::BTreeSet::new(),
+                target_reset: None,
+                paused: false,
+            },
+            post: Posting {
+                cq,
+                pending_reg: HashMap::new(),
+                chain: Vec::new(),
+                chain_ids: Vec::new(),
+                send_free: (0..SEND_SLOTS).rev().collect(),
+                inflight_inv: HashSet::new(),
+                wcs: Vec::with_capacity(256),
+            },
         };
         let target = format!(
             "IOC {:#018x} at {} ({})",
@@ -359,7 +384,7 @@ impl Adapter {
         caps: CaCaps,
         block: &Arc<MemBlock>,
     ) -> Result<Strategy, OpenError> {
-        let per_transfer = (cfg.max_transfer as usize).div_ceil(crate::port::PAGE_SIZE) + 1;
+        let per_transfer = (cfg.max_transfer as usize).div_ceil(win_port::PAGE_SIZE) + 1;
         match cfg.registration {
             RegistrationMode::PerIo if !caps.fast_reg && caps.mem_windows => {
                 let keys = Self::register_memory(sync, pd, block, WindowStrategy::REGION_ACCESS)
@@ -502,7 +527,7 @@ impl Adapter {
 impl Drop for Adapter {
     fn drop(&mut self) {
         let mut s = self.lock();
-        if s.conn.is_some() || s.qp.is_some() {
+        if s.link.conn.is_some() || s.link.qp.is_some() {
             self.teardown(&mut s);
         }
     }

@@ -15,10 +15,10 @@ use super::adapter::Adapter;
 use super::side::PortSide;
 use super::status::AdapterStatus;
 use super::{OpenError, SrbExt, SrpAdapterConfig, dpc};
-use crate::port::{Srb, SrbStatus};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
+use win_port::{Srb, SrbStatus};
 
 /// One SRP login's transport (see the module doc).
 pub struct SrpTransport {
@@ -55,10 +55,10 @@ impl SrpTransport {
         let mut done = dpc::done_list();
         {
             let mut s = a.lock();
-            s.paused = true;
+            s.ch.paused = true;
             a.port.hold(a.cfg.login_timeout.as_secs().max(1) as u32);
             let now = a.now();
-            s.channel.connect(now);
+            s.ch.channel.connect(now);
             a.run_actions(&mut s, &*a.port, &mut done);
         }
         dpc::complete_all(&*a.port, done);
@@ -69,6 +69,26 @@ impl SrpTransport {
     /// when it cannot go (BUSY: no region free now, try after a completion).
     pub fn prepare(&self, srb: &Srb<SrbExt>) -> Result<(), SrbStatus> {
         self.a.prepare(srb)
+    }
+
+    /// HwBuildIo: maps the SRB's buffer and leaves the command ready in its extension, or
+    /// completes it (BUSY when no region is free now); true if it is to go to
+    /// [`SrpTransport::start_io`].
+    pub fn build_io(&self, srb: &Srb<SrbExt>) -> bool {
+        self.a.build_io(&*self.a.port, srb)
+    }
+
+    /// HwStartIo: starts the SRB — a command, or a management SRB (ABORT_COMMAND,
+    /// RESET_LOGICAL_UNIT, RESET_DEVICE) — or completes it (BUSY when the channel cannot
+    /// take it now). Always true, as a StartIo returns.
+    pub fn start_io(&self, srb: Srb<SrbExt>) -> bool {
+        self.a.start_io(&*self.a.port, srb)
+    }
+
+    /// HwResetBus: every held SRB completes BUS_RESET now and a LOGICAL UNIT RESET goes to
+    /// each known LUN (a channel reset only as the escalation); see `reset`.
+    pub fn reset_bus(&self) -> bool {
+        self.a.reset_bus(&*self.a.port)
     }
 
     /// Starts a prepared SRB; gives it back (unprepared, not completed) when the channel
@@ -108,11 +128,11 @@ impl SrpTransport {
             a.flush_held(&mut s, status, &mut done);
             // The core learns the channel is gone, then that it is not to come back.
             let now = a.now();
-            s.channel.handle_disconnect(now);
-            s.channel.logout(now, Duration::ZERO);
+            s.ch.channel.handle_disconnect(now);
+            s.ch.channel.logout(now, Duration::ZERO);
             a.run_actions(&mut s, &*a.port, &mut done);
-            if s.paused {
-                s.paused = false;
+            if s.ch.paused {
+                s.ch.paused = false;
                 a.port.release();
             }
         }
@@ -137,6 +157,7 @@ impl SrpTransport {
     pub fn take_ioc_events(&self) -> Vec<access_layer::dm::DmEvent> {
         self.a
             .lock()
+            .link
             .watch
             .as_mut()
             .map(|w| std::mem::take(&mut w.events))
@@ -163,18 +184,18 @@ impl SrpTransport {
     /// Requests it holds (commands and task management).
     pub fn held(&self) -> usize {
         let s = self.a.lock();
-        s.cmds.len() + s.mgmt.len()
+        s.ch.cmds.len() + s.ch.mgmt.len()
     }
 
     /// Whether nothing of the channel is left (no CM connection, no QP): a logout finished.
     pub fn closed(&self) -> bool {
         let s = self.a.lock();
-        s.conn.is_none() && s.qp.is_none()
+        s.link.conn.is_none() && s.link.qp.is_none()
     }
 
     /// The channel core's port state.
     pub fn channel_state(&self) -> srp::initiator::PortState {
-        self.a.lock().channel.state()
+        self.a.lock().ch.channel.state()
     }
 
     /// Buffers mapped so far: (as immediate data, through fast registration).
@@ -192,7 +213,7 @@ impl SrpTransport {
     pub fn status(&self) -> AdapterStatus {
         let a = &self.a;
         // Not nested: the adapter lock is dropped before the status lock is taken.
-        let state = a.lock().channel.state();
+        let state = a.lock().ch.channel.state();
         let hca = a.device.counters();
         let device = a.device.identity().to_string();
         let fencing = a.reg().fencing().as_str();
@@ -206,7 +227,7 @@ impl SrpTransport {
     /// Reconnects go on.
     pub fn fail_fast_now(&self) {
         let now = self.a.now();
-        self.a.lock().channel.fail_fast_now(now);
+        self.a.lock().ch.channel.fail_fast_now(now);
         self.a.port.wake();
     }
 

@@ -9,9 +9,9 @@
 //! `SRB_STATUS_AUTOSENSE_VALID`), and keeps its per-request state in the SRB extension.
 //! Closures given to [`Srb::with_extension`] must not complete the SRB.
 
-use super::memory::DataBuffer;
-use super::sgl::{ScatterGatherList, SglError};
-use super::status::SrbStatus;
+use crate::memory::DataBuffer;
+use crate::sgl::{ScatterGatherList, SglError};
+use crate::status::SrbStatus;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -306,7 +306,7 @@ impl<X: Default> Inner<X> {
 /// SRBs the port completed, kept for new requests (StorPort draws SRBs and IRPs from
 /// lookaside lists likewise): one is reused once nothing else holds it — the miniport let
 /// go of its handles — so a request allocates no SRB in the steady state.
-pub(crate) struct Lookaside<X> {
+pub struct Lookaside<X> {
     retired: Mutex<Vec<Arc<Inner<X>>>>,
 }
 
@@ -324,8 +324,8 @@ impl<X> Default for Lookaside<X> {
 }
 
 impl<X: Default> Lookaside<X> {
-    /// Keeps a completed SRB's memory for a later request.
-    pub(crate) fn retire(&self, srb: Srb<X>) {
+    /// Keeps a completed SRB's memory for a later request (the port's, not a driver's).
+    pub fn retire(&self, srb: Srb<X>) {
         let mut r = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
         if r.len() < LOOKASIDE_DEPTH {
             r.push(srb.inner);
@@ -346,8 +346,8 @@ impl<X: Default> Lookaside<X> {
 impl<X: Default> Srb<X> {
     /// The SRB for `request` with its buffer `data` (the request's own, placed in system
     /// memory), mapped by the buffer's scatter-gather list; from `lookaside` when it holds
-    /// a free one.
-    pub(crate) fn new(
+    /// a free one. The port's, not a driver's.
+    pub fn new(
         lookaside: &Lookaside<X>,
         id: SrbId,
         request: SrbRequest,
@@ -414,8 +414,9 @@ impl<X> SrbOwner<X> {
 
 impl<X: Default> Srb<X> {
     /// A fresh SRB for the same request (same id, same buffer, zeroed extension): how the
-    /// port re-issues a request the miniport completed with `SRB_STATUS_BUSY`.
-    pub(crate) fn reissue(&self, lookaside: &Lookaside<X>) -> Srb<X> {
+    /// port re-issues a request the miniport completed with `SRB_STATUS_BUSY`. The
+    /// port's, not a driver's.
+    pub fn reissue(&self, lookaside: &Lookaside<X>) -> Srb<X> {
         let data = std::mem::take(&mut self.io().data);
         Srb::new(lookaside, self.inner.id, self.inner.request.again(), data)
     }
@@ -535,8 +536,9 @@ impl<X> Srb<X> {
         f(&mut self.io().extension)
     }
 
-    /// Marks the SRB completed; false if it already was (a double completion).
-    pub(crate) fn mark_completed(&self) -> bool {
+    /// Marks the SRB completed; false if it already was (a double completion). The port's
+    /// (its completion path), not a driver's.
+    pub fn mark_completed(&self) -> bool {
         !self.inner.completed.swap(true, Ordering::AcqRel)
     }
 
@@ -548,7 +550,7 @@ impl<X> Srb<X> {
     /// The result for the submitter, taking the data buffer; `status` overrides the
     /// miniport's (the port completing on its own). Never waits on a miniport holding
     /// the SRB when `forced` (the port completing on its own): then the data stays behind.
-    pub(crate) fn take_result(&self, status: Option<SrbStatus>, forced: bool) -> SrbResult {
+    pub fn take_result(&self, status: Option<SrbStatus>, forced: bool) -> SrbResult {
         let mut r = SrbResult {
             id: self.inner.id,
             status: status.unwrap_or(SrbStatus::INTERNAL_ERROR),

@@ -3,17 +3,17 @@
 //! and [`delay_execution`] are bugs (KeWaitForSingleObject / KeDelayExecutionThread at
 //! DISPATCH_LEVEL bugcheck): the call is noted for the port, then `access-layer`'s verifier
 //! trips (a panic in debug builds, an error in release), so the routine's caller — the
-//! port — reports [`super::Violation::BlockingAtDispatch`]. [`stall_execution`]
+//! port — reports a blocking call at dispatch level ([`crate::entry`]). [`stall_execution`]
 //! (KeStallExecutionProcessor) spins and is allowed anywhere.
 //!
 //! These are free functions with no port, so no port's clock: they measure real time
 //! (a stall is the processor kept busy, a wait a thread blocked — both real), and each
 //! returns after at most its real duration, whatever any virtual clock does. The SRP
 //! miniport calls none of them; a miniport that must stall under a manual-mode port (the
-//! simulator's virtual time) calls [`PortServices::stall_execution`](super::PortServices::stall_execution),
+//! simulator's virtual time) calls its port's own stall (StorPort: `PortServices::stall_execution`),
 //! which follows the port.
 
-use super::verifier;
+use crate::entry;
 use access_layer::verbs::{in_dispatch, verifier as al_verifier};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Condvar, Mutex, PoisonError};
@@ -39,7 +39,7 @@ pub enum KeError {
 /// Checks that the caller may block before `call` does.
 fn may_block(call: &'static str) -> Result<(), KeError> {
     if in_dispatch() {
-        verifier::note_blocking(call);
+        entry::note_blocking(call);
     }
     al_verifier::may_block(call).map_err(|_| KeError::BlockingAtDispatch { call })
 }
@@ -117,15 +117,15 @@ mod tests {
         assert_eq!(ev.wait(Duration::from_millis(1)), Err(KeError::TimedOut));
         ev.set();
         assert_eq!(ev.wait(Duration::from_secs(1)), Ok(()));
-        assert_eq!(verifier::take_blocking(), None);
+        assert_eq!(entry::take_blocking(), None);
         let r = catch_unwind(AssertUnwindSafe(|| at_dispatch(|| ev.wait(Duration::ZERO))));
         if cfg!(debug_assertions) {
             assert!(r.is_err(), "debug builds panic");
         } else {
             assert!(matches!(r, Ok(Err(KeError::BlockingAtDispatch { .. }))));
         }
-        assert_eq!(verifier::take_blocking(), Some("KeWaitForSingleObject"));
+        assert_eq!(entry::take_blocking(), Some("KeWaitForSingleObject"));
         at_dispatch(|| stall_execution(Duration::from_micros(10)));
-        assert_eq!(verifier::take_blocking(), None, "stalling is allowed");
+        assert_eq!(entry::take_blocking(), None, "stalling is allowed");
     }
 }

@@ -21,11 +21,11 @@
 use super::adapter::{Active, Adapter, Inner};
 use super::side::PortSide;
 use super::{SrbExt, dpc};
-use crate::port::{DataDirection, Srb, SrbFunction, SrbStatus};
 use srp::initiator::registration::{Mapping, MappingKind, RegError, Segment};
 use srp::initiator::{Command, DataDescriptors, DataDir, InitiatorChannel, InitiatorError};
 use srp::wire::cmd::TaskAttr;
 use std::sync::atomic::Ordering;
+use win_port::{DataDirection, Srb, SrbFunction, SrbStatus};
 
 /// What BuildIo prepared for StartIo.
 #[derive(Debug)]
@@ -165,12 +165,12 @@ impl Adapter {
         {
             let mut s = self.lock();
             let now = self.now();
-            match s.channel.submit(now, p.cmd) {
+            match s.ch.channel.submit(now, p.cmd) {
                 Ok(id) => {
                     if !p.pre_wrs.is_empty() {
-                        s.pending_reg.insert(id, p.pre_wrs);
+                        s.post.pending_reg.insert(id, p.pre_wrs);
                     }
-                    s.cmds.insert(
+                    s.ch.cmds.insert(
                         id,
                         Active {
                             srb,
@@ -204,19 +204,19 @@ impl Adapter {
     /// Completes every SRB the adapter holds with `status` (its regions discarded: posted on
     /// a QP just destroyed, or never), management SRBs included.
     pub(crate) fn flush_held(&self, s: &mut Inner, status: SrbStatus, done: &mut dpc::Done) {
-        let active: Vec<Active> = s.cmds.drain().map(|(_, a)| a).collect();
+        let active: Vec<Active> = s.ch.cmds.drain().map(|(_, a)| a).collect();
         for a in active {
             self.discard(a.handle);
             a.srb.set_status(status);
             done.push(a.srb);
         }
-        s.pending_reg.clear();
-        for (_, m) in s.mgmt.drain() {
+        s.post.pending_reg.clear();
+        for (_, m) in s.ch.mgmt.drain() {
             m.srb.set_status(status);
             done.push(m.srb);
         }
         // A bus or device reset running ends with the channel it ran on.
-        if let Some(srb) = s.target_reset.take().and_then(|r| r.into_srb()) {
+        if let Some(srb) = s.ch.target_reset.take().and_then(|r| r.into_srb()) {
             srb.set_status(status);
             done.push(srb);
         }
@@ -233,9 +233,9 @@ impl Adapter {
     /// the DPC's action loop, which runs them next).
     pub(crate) fn start_login(&self, s: &mut Inner, port: &dyn PortSide) {
         let now = self.now();
-        s.channel = InitiatorChannel::new(Adapter::channel_config(&self.cfg));
-        s.channel.connect(now);
-        s.paused = true;
+        s.ch.channel = InitiatorChannel::new(Adapter::channel_config(&self.cfg));
+        s.ch.channel.connect(now);
+        s.ch.paused = true;
         port.hold(self.cfg.login_timeout.as_secs().max(1) as u32);
     }
 }

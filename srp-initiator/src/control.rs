@@ -26,8 +26,8 @@
 use super::adapter::{Adapter, Mgmt};
 use super::side::PortSide;
 use super::{SrbExt, dpc};
-use crate::port::{Srb, SrbFunction, SrbStatus};
 use std::time::Duration;
+use win_port::{Srb, SrbFunction, SrbStatus};
 
 /// How long a logout waits for the target to close the channel before sending the DREQ.
 pub(crate) const LOGOUT_LINGER: Duration = Duration::from_secs(1);
@@ -42,14 +42,14 @@ impl Adapter {
             match srb.function() {
                 SrbFunction::AbortCommand => {
                     let named = srb.abort_target();
-                    let cmd = s
-                        .cmds
-                        .iter()
-                        .find(|(_, a)| Some(a.srb.id()) == named)
-                        .map(|(id, _)| *id);
+                    let cmd =
+                        s.ch.cmds
+                            .iter()
+                            .find(|(_, a)| Some(a.srb.id()) == named)
+                            .map(|(id, _)| *id);
                     if let Some(id) = cmd {
-                        let tmf = s.channel.abort_task(now, id);
-                        s.mgmt.insert(
+                        let tmf = s.ch.channel.abort_task(now, id);
+                        s.ch.mgmt.insert(
                             tmf,
                             Mgmt {
                                 srb,
@@ -64,8 +64,8 @@ impl Adapter {
                 SrbFunction::ResetLogicalUnit => {
                     match scsi::Lun::from_number(u32::from(srb.address().lun)) {
                         Ok(lun) => {
-                            let tmf = s.channel.reset_lun(now, lun);
-                            s.mgmt.insert(
+                            let tmf = s.ch.channel.reset_lun(now, lun);
+                            s.ch.mgmt.insert(
                                 tmf,
                                 Mgmt {
                                     srb,
@@ -99,11 +99,11 @@ impl Adapter {
             let mut s = self.lock();
             self.flush_held(&mut s, SrbStatus::REQUEST_FLUSHED, &mut done);
             let now = self.now();
-            s.channel.logout(now, LOGOUT_LINGER);
+            s.ch.channel.logout(now, LOGOUT_LINGER);
             self.run_actions(&mut s, port, &mut done);
-            if s.paused {
+            if s.ch.paused {
                 // Stopped while logging in: the port holds nothing for the login now.
-                s.paused = false;
+                s.ch.paused = false;
                 port.release();
             }
         }

@@ -7,7 +7,7 @@
 use ib_verbs::Guid;
 use srp::initiator::TransportTimers;
 use srp::wire::{IoClass, PortId};
-use srp_initiator_storport::srp::{RegistrationMode, SrpAdapterConfig};
+use srp_initiator::{RegistrationMode, SrpAdapterConfig};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -43,7 +43,7 @@ impl Adapter {
             initiator_port_id: PortId::new(0, Guid(self.guid), IoClass::SrpR16a),
             target_port_id: self.target_port_id,
             service_id: self.service_id,
-            login_via: srp_initiator_storport::srp::LoginVia::IbCm,
+            login_via: srp_initiator::LoginVia::IbCm,
             max_transfer: 256 << 10,
             max_luns: 1,
             queue_depth: self.queue_depth,

@@ -1,12 +1,12 @@
 //! The scatter-gather list the port builds for an SRB's data buffer (as
 //! `StorPortGetScatterGatherList`): one element per page of the buffer, at the physical
-//! addresses of its pages in system memory ([`super::memory`]), which descend — so a
+//! addresses of its pages in system memory ([`crate::memory`]), which descend — so a
 //! miniport that assumes one flat buffer is caught. The list is computed from the buffer's
 //! page run (nothing is allocated per request). The miniport moves data only through
 //! [`ScatterGatherList`] lookups (the one checked access path): an address range must lie
 //! inside one element.
 
-pub use super::memory::PAGE_SIZE;
+pub use crate::memory::PAGE_SIZE;
 
 /// Why a data access through the scatter-gather list failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,7 +53,7 @@ pub struct ScatterGatherList {
 
 impl ScatterGatherList {
     /// The list of a buffer of `total` bytes on the `pages` frames from `first`.
-    pub(crate) fn new(first: usize, pages: usize, total: usize) -> ScatterGatherList {
+    pub fn new(first: usize, pages: usize, total: usize) -> ScatterGatherList {
         debug_assert_eq!(pages, total.div_ceil(PAGE_SIZE));
         ScatterGatherList {
             first,

@@ -20,7 +20,7 @@
 //!   let go, so a late DMA can never land in someone else's buffer.
 //! - Nothing here allocates per buffer: a buffer is a page run, its element list computed.
 
-use super::sgl::ScatterGatherList;
+use crate::sgl::ScatterGatherList;
 use ib_verbs::mem::MemBlock;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
