@@ -84,14 +84,14 @@ for pair in "srp-initiator-iscsi-model srp-initiator-storport" "srp-initiator-st
 done
 
 # The crates a Windows kernel driver would contain build with no `std` (issue #31): a target
-# that has no `std` at all proves nothing in their dependency graph links it. Only
-# `wirekit` and `scsi` so far; docs/architecture.md, "Windows portability", lists the rest.
-# A few seconds.
-echo "== no_std: wirekit, scsi for x86_64-unknown-none (no std exists there)"
+# that has no `std` at all proves nothing in their dependency graph links it. `wirekit`,
+# `scsi`, `srp` and (as srp's dependency, without its `std` feature) `ib-verbs` so far;
+# docs/architecture.md, "Windows portability", lists the rest. A few seconds.
+echo "== no_std: wirekit, scsi, srp (+ ib-verbs) for x86_64-unknown-none (no std exists there)"
 if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-none; then
     rustup target add x86_64-unknown-none
 fi
-cargo build --locked --quiet --target x86_64-unknown-none -p wirekit -p scsi
+cargo build --locked --quiet --target x86_64-unknown-none -p wirekit -p scsi -p srp
 
 echo "== cargo doc -D warnings (intra-doc links)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet

@@ -17,6 +17,11 @@
 //!
 //! Layering: `wirekit <- ib-verbs <- srp <- {srp-target, srp-initiator-*}` (and `scsi`).
 #![deny(unsafe_code)]
+// A Windows kernel driver has no `std`: this crate needs only `core` and `alloc` (its tests
+// use `std`); `scripts/test.sh` builds it for a target with no `std` at all.
+#![cfg_attr(not(test), no_std)]
+
+extern crate alloc;
 
 pub mod channel;
 pub mod initiator;

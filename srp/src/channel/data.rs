@@ -13,6 +13,7 @@ use crate::wire::cmd::Cmd;
 use crate::wire::desc::{DataDesc, DirectBuf};
 use crate::wire::login::BufFormats;
 use crate::wire::rsp::Residual;
+use alloc::vec::Vec;
 use ib_verbs::ids::Rkey;
 use ib_verbs::inline_one::InlineOne;
 use zerocopy::FromBytes;
@@ -195,7 +196,7 @@ pub fn rdma_ops(segs: &[DirectBuf], len: u64, max_op: u32) -> impl Iterator<Item
     let mut done: u64 = 0;
     let mut i = 0;
     let mut at: u32 = 0;
-    std::iter::from_fn(move || {
+    core::iter::from_fn(move || {
         while done < len {
             let seg = segs.get(i)?;
             if at >= seg.len() {

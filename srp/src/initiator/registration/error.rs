@@ -77,5 +77,5 @@ pub enum RegError {
     BadConfig(&'static str),
     /// The caller's allocation of a region failed while a pool was built.
     #[error("allocating a memory region: {0}")]
-    Allocation(String),
+    Allocation(alloc::string::String),
 }

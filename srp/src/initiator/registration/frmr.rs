@@ -155,7 +155,7 @@ impl FrmrStrategy {
         let keys = (0..n)
             .map(|_| alloc(config.max_pages))
             .collect::<Result<Vec<_>, E>>()
-            .map_err(|e| RegError::Allocation(e.to_string()))?;
+            .map_err(|e| RegError::Allocation(alloc::string::ToString::to_string(&e)))?;
         Self::new(config, keys)
     }
 

@@ -8,9 +8,10 @@
 
 use super::super::alloc::sync::Arc;
 use super::RegError;
+use alloc::borrow::Cow;
+use alloc::vec::Vec;
 use ib_verbs::inline_one::InlineOne;
 use ib_verbs::mem::MemBlock;
-use std::borrow::Cow;
 
 /// One piece of an I/O buffer: `len` bytes at `offset` of `block` (a StorPort SG element).
 #[derive(Clone, Debug)]

@@ -106,7 +106,7 @@ impl WindowStrategy {
         let keys = (0..n)
             .map(|_| alloc())
             .collect::<Result<Vec<_>, E>>()
-            .map_err(|e| RegError::Allocation(e.to_string()))?;
+            .map_err(|e| RegError::Allocation(alloc::string::ToString::to_string(&e)))?;
         Self::new(config, block, region, iova, keys)
     }
 
