@@ -7,6 +7,8 @@
 //! The other user is `nobody` (65534): the test re-runs its own binary as that user
 //! (`helper_connect_as_another_user`, ignored unless asked for), copied where that user can
 //! execute it. Needs root to switch users; without root those checks print SKIP.
+// Unix sockets, SO_PEERCRED and file modes: Linux only (not in the Wine test run).
+#![cfg(unix)]
 
 use access_layer::ctl::wire::{CtlStatus, ErrorReply};
 use access_layer::ctl::{CtlAccess, CtlClient, CtlError, CtlServer, CtlService, Reply, Request};

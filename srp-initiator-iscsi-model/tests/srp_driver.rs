@@ -6,6 +6,8 @@
 //! verifying workload (no hang, every request answered, the failed ones go to the other
 //! IOC, no acknowledged write lost); orderly removal and unload. Every wait is bounded;
 //! ports drop before the daemon, even when an assertion fails.
+// Against the real target daemon over the soft HCA's UDP sockets: Linux only.
+#![cfg(target_os = "linux")]
 
 #[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
 mod srp_adapter;

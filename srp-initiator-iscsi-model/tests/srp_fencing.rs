@@ -8,6 +8,8 @@
 //! initiator's HCA with a remote access error. Per-I/O FRMR registration (the default;
 //! the trust-the-target mode is exempt by design). Loopback 127.0.162.x; every wait is
 //! bounded; the port drops before the target.
+// Against the real target daemon over the soft HCA's UDP sockets: Linux only.
+#![cfg(target_os = "linux")]
 
 #[path = "../../srp-initiator/tests/common/hostile_target.rs"]
 mod hostile_target;

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use hca::time::Clock;
+use ib_verbs::time::Clock;
 use srp_initiator_storport::port::{
     AdapterControl, AdapterControlStatus, FindAdapterStatus, Miniport, Port, PortConfig,
     PortConfigurationInfo, PortError, PortEvent, PortMode, PortServices, ResetCause, Srb,

@@ -5,6 +5,8 @@
 //! reservation on it. Two ports (two cluster nodes, two initiator port IDs) log in to a
 //! real srp-target daemon (one RAM LUN) on loopback 127.0.157.x. Every wait is bounded; the
 //! ports drop before the daemon, both even when an assertion fails.
+// Against the real target daemon over the soft HCA's UDP sockets: Linux only.
+#![cfg(target_os = "linux")]
 
 mod common;
 #[path = "../../srp-initiator/tests/common/srp_adapter.rs"]

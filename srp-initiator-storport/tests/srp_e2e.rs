@@ -4,6 +4,8 @@
 //! (per-I/O FRMR) and immediate data; a 10-second random I/O run from several submitters
 //! against a shadow copy; CHECK CONDITION with autosense. Every wait is bounded; the port
 //! drops before the daemon, both even when an assertion fails.
+// Against the real target daemon over the soft HCA's UDP sockets: Linux only.
+#![cfg(target_os = "linux")]
 
 mod common;
 #[path = "../../srp-initiator/tests/common/srp_adapter.rs"]

@@ -9,6 +9,8 @@
 //! a remote access error. An RDMA WRITE into a READ's data-in, an RDMA READ of a WRITE's
 //! data-out. Per-I/O FRMR registration; the trust-the-target mode is exempt by design
 //! (`RegistrationMode::TrustTarget`). Loopback 127.0.161.x; every wait is bounded.
+// Against the real target daemon over the soft HCA's UDP sockets: Linux only.
+#![cfg(target_os = "linux")]
 
 mod common;
 #[path = "../../srp-initiator/tests/common/hostile_target.rs"]

@@ -17,6 +17,8 @@
 //!
 //! After each case: no verifier violation, no bugcheck, every page of system memory and the FRMR pool
 //! back to idle. Every wait is bounded; the port drops before the target, also on panic.
+// Against the real target daemon over the soft HCA's UDP sockets: Linux only.
+#![cfg(target_os = "linux")]
 
 mod common;
 #[path = "../../srp-initiator/tests/common/srp_adapter.rs"]

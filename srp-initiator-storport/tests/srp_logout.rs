@@ -4,6 +4,8 @@
 //! a silently dropped channel would need); nothing reconnects while stopped; RestartAdapter
 //! logs in again and I/O works; dropping the port after a stop is clean. Every wait is
 //! bounded; the port drops before the daemon.
+// Against the real target daemon over the soft HCA's UDP sockets: Linux only.
+#![cfg(target_os = "linux")]
 
 mod common;
 #[path = "../../srp-initiator/tests/common/srp_adapter.rs"]

@@ -8,6 +8,8 @@
 //! Also: a LUN reset the target refuses (counted, RESET_DEVICE ERROR) and one it never
 //! answers (a channel reset, then the LUN reset again on the new login). Loopback
 //! 127.0.135.x; every wait is bounded.
+// Against the real target daemon over the soft HCA's UDP sockets: Linux only.
+#![cfg(target_os = "linux")]
 
 mod common;
 #[path = "../../srp-initiator/tests/common/hostile_target.rs"]

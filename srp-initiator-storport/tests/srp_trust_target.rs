@@ -9,6 +9,8 @@
 //!
 //! Every wait is bounded; the port drops before the daemon, both even when an assertion
 //! fails.
+// Against the real target daemon over the soft HCA's UDP sockets: Linux only.
+#![cfg(target_os = "linux")]
 
 mod common;
 #[path = "../../srp-initiator/tests/common/srp_adapter.rs"]
