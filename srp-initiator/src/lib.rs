@@ -19,7 +19,7 @@
 //! device reset as LUN resets, the channel reset), `control` (management SRBs, logout,
 //! restart), `outcome` (SRB status mapping), `pending` (asynchronous verbs' completions),
 //! `status` (what [`SrpTransport::status`] reports), `watch` (the IOC's Device Management
-//! watch). The StorPort-specific contract (which routine calls what at which level) is in
+//! watch), [`power`] (the transport's HCA in a power domain, and the power IRP's work item). The StorPort-specific contract (which routine calls what at which level) is in
 //! `srp-initiator-storport::srp`.
 //!
 //! Not copied from 2005 (windows.md §1.9): no login inside HwFindAdapter, no whole-memory
@@ -35,6 +35,7 @@ mod dpc;
 mod io;
 mod outcome;
 mod pending;
+pub mod power;
 mod reset;
 mod side;
 mod status;

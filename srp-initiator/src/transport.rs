@@ -20,7 +20,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use win_port::{Srb, SrbStatus};
 
-/// One SRP login's transport (see the module doc).
+/// One SRP login's transport (see the module doc). A clone is another handle on the same
+/// login (what a power domain's HCA device keeps).
+#[derive(Clone)]
 pub struct SrpTransport {
     pub(crate) a: Arc<Adapter>,
 }

@@ -43,6 +43,8 @@
 //! `srp-initiator`, which the iSCSI-model driver shares; this module is the miniport's
 //! face of it: [`SrpMiniport`] and the port's services as the transport's [`PortSide`].
 
+pub mod power;
+
 pub use srp_initiator::{
     AdapterStatus, LoginFailure, LoginVia, OpenError, PortSide, RegistrationMode, ResetCounts,
     SrbExt, SrpAdapterConfig, SrpTransport,
