@@ -9,8 +9,16 @@
 //! order (StorPort: StopAdapter after a bounded drain; iSCSI model: orderly removal and
 //! unload); [`HostAdapter::surprise_remove`] is the IOC disappearing (iSCSI model only:
 //! the driver fails what it holds with NO_DEVICE at once; StorPort sees no removal).
+//!
+//! Power: each adapter is a power domain of its own — its transport's HCA the root, the
+//! driver its child (StorPort: the port's StopAdapter and RestartAdapter; the iSCSI model:
+//! the port's power IRP) — so [`HostAdapter::suspend`] takes the driver down (drained,
+//! logged out) before its HCA and [`HostAdapter::resume`] brings the HCA up before the
+//! driver (a fresh login). Requests submitted while suspended are held by the port and
+//! run after the resume; while suspended (or between), [`HostAdapter::is_suspended`].
 
 use crate::config::DriverModel;
+use access_layer::power::{PowerDomain, PowerState};
 use access_layer::verbs::Completion;
 use srp_initiator_iscsi_model::port as iscsi;
 use srp_initiator_iscsi_model::srp::SrpDriver;
@@ -21,13 +29,22 @@ use srp_initiator_storport::srp::{AdapterStatus, SrpAdapterConfig, SrpMiniport, 
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A login's adapter under one of the two driver models.
-pub enum HostAdapter {
-    /// The StorPort miniport.
-    StorPort(Port<SrpMiniport>),
-    /// The iSCSI-model driver.
-    IscsiModel(iscsi::Port<SrpDriver>),
+/// A login's adapter under one of the two driver models, in its power domain.
+pub struct HostAdapter {
+    driver: Driver,
+    power: PowerDomain,
 }
+
+/// The port and driver of one model.
+enum Driver {
+    /// The StorPort miniport.
+    StorPort(Arc<Port<SrpMiniport>>),
+    /// The iSCSI-model driver.
+    IscsiModel(Arc<iscsi::Port<SrpDriver>>),
+}
+
+/// How long a suspend waits for the driver to finish what it holds before it logs out.
+const SUSPEND_DRAIN: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for HostAdapter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -41,7 +58,7 @@ impl std::fmt::Debug for HostAdapter {
 /// skips the orderly logout): the driver's worker stops and the soft HCA port is released.
 impl Drop for HostAdapter {
     fn drop(&mut self) {
-        if let HostAdapter::IscsiModel(p) = self
+        if let Driver::IscsiModel(p) = &self.driver
             && !matches!(
                 p.state(),
                 iscsi::Lifecycle::Unloaded | iscsi::Lifecycle::BugChecked
@@ -61,15 +78,15 @@ impl HostAdapter {
         cfg: SrpAdapterConfig,
         memory: &Arc<SystemMemory>,
     ) -> Result<HostAdapter, String> {
-        match model {
+        let driver = match model {
             DriverModel::StorPort => {
                 let config = PortConfig {
                     memory: Some(memory.clone()),
                     ..PortConfig::default()
                 };
                 Port::<SrpMiniport>::start(cfg, config)
-                    .map(HostAdapter::StorPort)
-                    .map_err(|e| e.to_string())
+                    .map(|p| Driver::StorPort(Arc::new(p)))
+                    .map_err(|e| e.to_string())?
             }
             DriverModel::IscsiModel => {
                 let config = iscsi::PortConfig {
@@ -77,69 +94,108 @@ impl HostAdapter {
                     ..iscsi::PortConfig::default()
                 };
                 iscsi::Port::start(SrpDriver::new(cfg), config)
-                    .map(HostAdapter::IscsiModel)
-                    .map_err(|e| e.to_string())
+                    .map(|p| Driver::IscsiModel(Arc::new(p)))
+                    .map_err(|e| e.to_string())?
             }
-        }
+        };
+        let power = match &driver {
+            Driver::StorPort(p) => {
+                srp_initiator_storport::srp::power::power_domain(p, SUSPEND_DRAIN)
+            }
+            Driver::IscsiModel(p) => {
+                srp_initiator_iscsi_model::srp::power::power_domain(p, SUSPEND_DRAIN)
+            }
+        };
+        Ok(HostAdapter { driver, power })
+    }
+
+    /// Takes the adapter down in its power domain — the driver drained and logged out,
+    /// then its HCA's ports inactive — waiting at most `within`. Requests submitted from
+    /// now on are held by the port until [`HostAdapter::resume`].
+    pub fn suspend(&self, within: Duration) -> Result<(), String> {
+        self.transition(PowerState::D3, within)
+    }
+
+    /// Brings the adapter up — its HCA, then the driver, which logs in again — waiting at
+    /// most `within` for the transition (not for the login); held requests then run.
+    pub fn resume(&self, within: Duration) -> Result<(), String> {
+        self.transition(PowerState::D0, within)
+    }
+
+    fn transition(&self, to: PowerState, within: Duration) -> Result<(), String> {
+        let started = match to {
+            PowerState::D3 => self.power.power_down(),
+            PowerState::D0 => self.power.power_up(),
+        };
+        started
+            .map_err(|e| e.to_string())?
+            .wait_timeout(within)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether the adapter is powered down or on its way down or up: its channel's state
+    /// says nothing of the path then (a suspended path is not a lost one).
+    pub fn is_suspended(&self) -> bool {
+        self.power.is_busy() || self.power.state() == PowerState::D3
     }
 
     /// Its driver model.
     pub fn model(&self) -> DriverModel {
-        match self {
-            HostAdapter::StorPort(_) => DriverModel::StorPort,
-            HostAdapter::IscsiModel(_) => DriverModel::IscsiModel,
+        match &self.driver {
+            Driver::StorPort(_) => DriverModel::StorPort,
+            Driver::IscsiModel(_) => DriverModel::IscsiModel,
         }
     }
 
     /// The SRP transport (once the adapter opened it).
     pub fn transport(&self) -> Option<&SrpTransport> {
-        match self {
-            HostAdapter::StorPort(p) => p.miniport().transport(),
-            HostAdapter::IscsiModel(p) => p.driver().transport(),
+        match &self.driver {
+            Driver::StorPort(p) => p.miniport().transport(),
+            Driver::IscsiModel(p) => p.driver().transport(),
         }
     }
 
     /// Hands `req` to the port.
     pub fn submit(&self, req: SrbRequest) -> Result<Completion<SrbResult>, String> {
-        match self {
-            HostAdapter::StorPort(p) => p.submit(req).map_err(|e| e.to_string()),
-            HostAdapter::IscsiModel(p) => p.submit(req).map_err(|e| e.to_string()),
+        match &self.driver {
+            Driver::StorPort(p) => p.submit(req).map_err(|e| e.to_string()),
+            Driver::IscsiModel(p) => p.submit(req).map_err(|e| e.to_string()),
         }
     }
 
     /// Port state, logins, losses, the last failure, the HCA port's counters.
     pub fn status(&self) -> AdapterStatus {
-        match self {
-            HostAdapter::StorPort(p) => p.miniport().status(),
-            HostAdapter::IscsiModel(p) => p.driver().status(),
+        match &self.driver {
+            Driver::StorPort(p) => p.miniport().status(),
+            Driver::IscsiModel(p) => p.driver().status(),
         }
     }
 
     /// For multipath with another path: fail what the channel holds now while it is down.
     pub fn fail_fast_now(&self) {
-        match self {
-            HostAdapter::StorPort(p) => p.miniport().fail_fast_now(),
-            HostAdapter::IscsiModel(p) => p.driver().fail_fast_now(),
+        match &self.driver {
+            Driver::StorPort(p) => p.miniport().fail_fast_now(),
+            Driver::IscsiModel(p) => p.driver().fail_fast_now(),
         }
     }
 
     /// Requests the port has handed to the driver and not had back.
     pub fn outstanding(&self) -> u32 {
-        match self {
-            HostAdapter::StorPort(p) => p.outstanding(),
-            HostAdapter::IscsiModel(p) => u32::try_from(p.outstanding()).unwrap_or(u32::MAX),
+        match &self.driver {
+            Driver::StorPort(p) => p.outstanding(),
+            Driver::IscsiModel(p) => u32::try_from(p.outstanding()).unwrap_or(u32::MAX),
         }
     }
 
     /// Whether the driver reported a change of its devices since the last call (a
     /// rescan is due).
     pub fn bus_changed(&self) -> bool {
-        match self {
-            HostAdapter::StorPort(p) => p
+        match &self.driver {
+            Driver::StorPort(p) => p
                 .take_events()
                 .iter()
                 .any(|e| matches!(e, PortEvent::BusChangeDetected { .. })),
-            HostAdapter::IscsiModel(p) => p.take_events().iter().any(|e| {
+            Driver::IscsiModel(p) => p.take_events().iter().any(|e| {
                 matches!(
                     e,
                     iscsi::PortEvent::DeviceArrived(_) | iscsi::PortEvent::DeviceRemoved(_)
@@ -150,25 +206,25 @@ impl HostAdapter {
 
     /// A buffer for a read of `len` bytes in the port's memory.
     pub fn read_buffer(&self, len: usize) -> Result<DataBuffer, MemoryError> {
-        match self {
-            HostAdapter::StorPort(p) => p.read_buffer(len),
-            HostAdapter::IscsiModel(p) => p.read_buffer(len),
+        match &self.driver {
+            Driver::StorPort(p) => p.read_buffer(len),
+            Driver::IscsiModel(p) => p.read_buffer(len),
         }
     }
 
     /// A buffer holding `bytes` in the port's memory.
     pub fn buffer_from(&self, bytes: &[u8]) -> Result<DataBuffer, MemoryError> {
-        match self {
-            HostAdapter::StorPort(p) => p.buffer_from(bytes),
-            HostAdapter::IscsiModel(p) => p.buffer_from(bytes),
+        match &self.driver {
+            Driver::StorPort(p) => p.buffer_from(bytes),
+            Driver::IscsiModel(p) => p.buffer_from(bytes),
         }
     }
 
     /// Logs out in order after at most `drain` for what is outstanding.
     pub fn stop(&self, drain: Duration) -> Result<(), String> {
-        match self {
-            HostAdapter::StorPort(p) => p.stop_adapter(drain).map_err(|e| e.to_string()),
-            HostAdapter::IscsiModel(p) => p.unload().map_err(|e| e.to_string()),
+        match &self.driver {
+            Driver::StorPort(p) => p.stop_adapter(drain).map_err(|e| e.to_string()),
+            Driver::IscsiModel(p) => p.unload().map_err(|e| e.to_string()),
         }
     }
 
@@ -177,11 +233,11 @@ impl HostAdapter {
     /// abandoned without a logout. The StorPort miniport sees no device removal (StorPort
     /// hides it): refused, its transport timers decide.
     pub fn surprise_remove(&self) -> Result<(), String> {
-        match self {
-            HostAdapter::StorPort(_) => Err("the StorPort miniport sees no device removal; \
+        match &self.driver {
+            Driver::StorPort(_) => Err("the StorPort miniport sees no device removal; \
                  its transport timers decide"
                 .into()),
-            HostAdapter::IscsiModel(p) => p.surprise_remove().map_err(|e| e.to_string()),
+            Driver::IscsiModel(p) => p.surprise_remove().map_err(|e| e.to_string()),
         }
     }
 }

@@ -226,6 +226,11 @@ impl PathDevice for SrpDisk {
         let Ok(port) = self.port() else {
             return Transport::Gone;
         };
+        // Powered down on purpose: the path is not failed — the port holds what arrives
+        // and runs it after the resume, so multipath keeps sending (docs/host.md, "Power").
+        if port.is_suspended() {
+            return Transport::Up;
+        }
         match port.status().state {
             Some(PortState::Running) => Transport::Up,
             Some(PortState::Lost) => Transport::Gone,

@@ -47,6 +47,9 @@ pub enum SessionState {
     Lost,
     /// Not logged in yet.
     LoggingIn,
+    /// Powered down on purpose (`srpctl host power suspend`): logged out, its I/O held
+    /// until the resume; neither lost nor failed.
+    Suspended,
 }
 
 impl SessionState {
@@ -58,6 +61,7 @@ impl SessionState {
             SessionState::FailFast => "fail-fast",
             SessionState::Lost => "lost",
             SessionState::LoggingIn => "logging-in",
+            SessionState::Suspended => "suspended",
         }
     }
 }
@@ -318,6 +322,9 @@ impl Session {
 
     /// Where it stands.
     pub fn state(&self) -> SessionState {
+        if self.port.is_suspended() {
+            return SessionState::Suspended;
+        }
         match self.port.status().state {
             Some(PortState::Running) => SessionState::Running,
             Some(PortState::Blocked) => SessionState::Blocked,
@@ -359,6 +366,29 @@ impl Session {
                 .transport()
                 .map(|t| t.resets().into())
                 .unwrap_or_default(),
+        }
+    }
+
+    /// A session about to go (logout, shutdown) while suspended is resumed first and given
+    /// up to `login_timeout` to log in again: what its port held then runs before the
+    /// orderly stop that follows, instead of waiting for a resume that will never come.
+    pub fn leave_suspend(&self, login_timeout: Duration) {
+        if !self.port.is_suspended() {
+            return;
+        }
+        tracing::info!(
+            session = self.id,
+            "resuming a suspended session before it goes"
+        );
+        if let Err(e) = self.port.resume(Duration::from_secs(30)) {
+            tracing::warn!(session = self.id, %e, "resuming a suspended session before it goes");
+            return;
+        }
+        // An administrative path, not the I/O path: a bounded look every 5 ms, as the
+        // login at open waits.
+        let end = Instant::now() + login_timeout;
+        while self.port.status().state != Some(PortState::Running) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 

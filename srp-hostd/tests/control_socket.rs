@@ -167,6 +167,19 @@ impl HostControl for FakeHost {
             HostRequest::RemovePersistent { index } => {
                 Err(HostControlError::NoSuchPersistent(index))
             }
+            // The socket layer only: the real daemon's power is tests/power.rs.
+            HostRequest::Power { suspend } => Ok(HostAnswer::Powered {
+                sessions: sessions
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "session {}: {}",
+                            s.id,
+                            if suspend { "suspended" } else { "resumed" }
+                        )
+                    })
+                    .collect(),
+            }),
             HostRequest::Logout { session } => {
                 let Some(i) = sessions.iter().position(|s| s.id == session) else {
                     return Err(HostControlError::NoSuchSession(session));

@@ -13,16 +13,15 @@
 mod common;
 
 use common::TempDir;
+use common::verify::{Workload, wait_for};
 
 use srp_hostd::{HostConfig, HostDaemon};
 use srp_target::config::TargetConfig;
 use srp_target::daemon::{Daemon, DaemonOptions};
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const TARGET: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 141, 1));
@@ -59,71 +58,6 @@ fn host_config(dir: &Path, driver: &str) -> HostConfig {
     HostConfig::from_str(&text, "host.toml").expect("host config valid")
 }
 
-/// Slot `slot`'s content for generation `generation`.
-fn block(slot: u64, generation: u64) -> Vec<u8> {
-    let mut b = vec![0u8; 4096];
-    for (i, x) in b.iter_mut().enumerate() {
-        *x = (slot as usize * 31 + i * 7 + generation as usize * 13) as u8;
-    }
-    b[..8].copy_from_slice(&slot.to_be_bytes());
-    b[8..16].copy_from_slice(&generation.to_be_bytes());
-    b
-}
-
-/// What the workload saw.
-#[derive(Default)]
-struct Seen {
-    ops: AtomicU64,
-    errors: Mutex<Vec<String>>,
-    mismatches: Mutex<Vec<String>>,
-}
-
-/// Writes a slot, reads it back, and checks, round after round, until `stop`; each
-/// slot's generation in `generations`.
-fn workload(file: File, stop: Arc<AtomicBool>, seen: Arc<Seen>, generations: Arc<Mutex<Vec<u64>>>) {
-    let mut slot = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        let generation = {
-            let mut g = generations.lock().expect("generations");
-            g[slot as usize] += 1;
-            g[slot as usize]
-        };
-        let data = block(slot, generation);
-        if let Err(e) = file.write_all_at(&data, slot * 4096) {
-            seen.errors
-                .lock()
-                .expect("errors")
-                .push(format!("write slot {slot}: {e}"));
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        }
-        let mut back = vec![0u8; 4096];
-        match file.read_exact_at(&mut back, slot * 4096) {
-            Ok(()) if back == data => {}
-            Ok(()) => seen
-                .mismatches
-                .lock()
-                .expect("mismatches")
-                .push(format!("slot {slot} generation {generation}")),
-            Err(e) => seen
-                .errors
-                .lock()
-                .expect("errors")
-                .push(format!("read slot {slot}: {e}")),
-        }
-        seen.ops.fetch_add(1, Ordering::Relaxed);
-        slot = (slot + 1) % SLOTS;
-    }
-}
-
-fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn the_disk(host: &HostDaemon) -> PathBuf {
     let disks = host.disks();
     assert_eq!(disks.len(), 1, "{disks:?}");
@@ -150,60 +84,21 @@ fn restarted_then_lost(driver: &str) {
         .write(true)
         .open(&path)
         .expect("open the block file");
-    let stop = Arc::new(AtomicBool::new(false));
-    let seen = Arc::new(Seen::default());
-    let generations = Arc::new(Mutex::new(vec![0u64; SLOTS as usize]));
-    let worker = {
-        let (f, s, n, g) = (
-            file.try_clone().expect("dup"),
-            stop.clone(),
-            seen.clone(),
-            generations.clone(),
-        );
-        std::thread::spawn(move || workload(f, s, n, g))
-    };
-    // Stop the workload whatever happens below.
-    struct StopOnDrop(Arc<AtomicBool>);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    let _stop_guard = StopOnDrop(stop.clone());
-
-    wait_for("I/O flowing", Duration::from_secs(20), || {
-        seen.ops.load(Ordering::Relaxed) > 200
-    });
+    let work = Workload::start(&file, SLOTS);
+    wait_for("I/O flowing", Duration::from_secs(20), || work.ops() > 200);
     // The target goes away mid-I/O and comes back 1.5 s later (fast_io_fail is 4 s).
     drop(target.shutdown());
-    let before = seen.ops.load(Ordering::Relaxed);
+    let before = work.ops();
     std::thread::sleep(Duration::from_millis(1500));
     let target = start_target(dir.path());
     wait_for("I/O resuming", Duration::from_secs(20), || {
-        seen.ops.load(Ordering::Relaxed) > before + 200
+        work.ops() > before + 200
     });
     let sessions = host.sessions();
     assert_eq!(sessions.len(), 1);
     assert!(sessions[0].logins >= 2, "it logged in again: {sessions:?}");
-    assert!(
-        seen.errors.lock().expect("errors").is_empty(),
-        "the disk user saw errors: {:?}",
-        seen.errors.lock().expect("errors")
-    );
-    assert!(seen.mismatches.lock().expect("m").is_empty());
-
     // Every slot holds its last generation (read through the disk after stopping).
-    stop.store(true, Ordering::Relaxed);
-    worker.join().expect("workload");
-    for slot in 0..SLOTS {
-        let mut back = vec![0u8; 4096];
-        file.read_exact_at(&mut back, slot * 4096).expect("read");
-        let g = generations.lock().expect("g")[slot as usize];
-        assert!(
-            back == block(slot, g),
-            "slot {slot} does not hold generation {g}"
-        );
-    }
+    work.stop_and_check(&file);
 
     // Now the target goes for good: I/O fails at fast_io_fail, the disk goes at dev_loss.
     drop(target.shutdown());

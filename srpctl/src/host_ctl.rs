@@ -159,6 +159,30 @@ pub(crate) fn reload(at: &HostCtlArgs) -> Result<()> {
     Ok(())
 }
 
+/// Which way `srpctl host power` goes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PowerArg {
+    /// Down: drivers drained and logged out, then their HCAs.
+    Suspend,
+    /// Up: HCAs, then their drivers (a fresh login each).
+    Resume,
+}
+
+/// `srpctl host power suspend|resume`: each session's transition (or `--json` the list).
+pub(crate) fn power(state: PowerArg, at: &HostCtlArgs) -> Result<()> {
+    let lines = at.connect()?.power(state == PowerArg::Suspend)?;
+    if at.json {
+        println!("{}", serde_json::to_string_pretty(&lines)?);
+    } else if lines.is_empty() {
+        println!("no session to power");
+    } else {
+        for l in lines {
+            println!("{l}");
+        }
+    }
+    Ok(())
+}
+
 /// `srpctl host metrics`: the daemon's lists over its socket, as Prometheus text (or JSON
 /// samples).
 pub(crate) fn metrics(at: &HostCtlArgs) -> Result<()> {

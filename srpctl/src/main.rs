@@ -219,6 +219,17 @@ enum HostWhat {
     /// A running host daemon's metrics in the Prometheus text format (or JSON samples with
     /// --json), read over its control socket: disks, paths, sessions, HCA counters.
     Metrics(host_ctl::HostCtlArgs),
+    /// Power a running host daemon's SRP stack down or up, in the original stack's order:
+    /// `suspend` drains every session's driver (StorPort: StopAdapter; iSCSI model: its
+    /// power IRP) and logs it out, then takes its HCA down; `resume` brings each HCA up,
+    /// then its driver, which logs in again. I/O that arrives while suspended is held and
+    /// completes after the resume; no login, sweep or failover happens in between.
+    Power {
+        /// `suspend` or `resume`.
+        state: host_ctl::PowerArg,
+        #[command(flatten)]
+        at: host_ctl::HostCtlArgs,
+    },
     /// Validate a host configuration and show what it would run.
     Check {
         /// The host configuration (host.toml).
@@ -513,6 +524,7 @@ fn main() -> Result<()> {
             HostWhat::Check { config, json } => host::check(&config, json),
             HostWhat::Metrics(at) => host_ctl::metrics(&at),
             HostWhat::Reload(at) => host_ctl::reload(&at),
+            HostWhat::Power { state, at } => host_ctl::power(state, &at),
         },
         Command::Target { what } => target_command(what),
         Command::HostCtl(cmd) => host_ctl::run(cmd),

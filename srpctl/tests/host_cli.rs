@@ -3,7 +3,8 @@
 //! logs in to the configured portal at start; `sessions`/`disks` (tables and `--json`)
 //! describe it; `login` reaches a second IOC from a second address (a second path of the
 //! same multipath disk), `logout` takes paths away and the disk with its last one;
-//! refusals name the reason and exit non-zero. Needs root and /dev/fuse.
+//! `host power suspend|resume` takes both sessions down and up again; refusals name the
+//! reason and exit non-zero. Needs root and /dev/fuse.
 
 #[path = "../../srp-target/tests/common/mod.rs"]
 mod common;
@@ -171,6 +172,31 @@ fn operators_log_in_list_and_log_out_through_the_host_daemon() {
     );
 
     // Logging out of a session takes its path away; the disk stays on the other one.
+    // Power: both sessions down (driver, then HCA) and up again, as the operator runs it.
+    let out = srpctl(&socket, &["host", "power", "suspend"]).expect("suspend");
+    assert_eq!(out.matches(": suspended").count(), 2, "{out}");
+    let sessions = json(&socket, "sessions");
+    for s in sessions.as_array().expect("list") {
+        assert_eq!(s["state"], "suspended", "{sessions}");
+    }
+    let err = srpctl(&socket, &["host", "power", "suspend"]).expect_err("suspended already");
+    assert!(err.contains("suspended already"), "{err}");
+    let out = srpctl(&socket, &["host", "power", "resume"]).expect("resume");
+    assert_eq!(out.matches(": resumed").count(), 2, "{out}");
+    let start = std::time::Instant::now();
+    while json(&socket, "sessions")
+        .as_array()
+        .expect("list")
+        .iter()
+        .any(|s| s["state"] != "running")
+    {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "logged in again after the resume"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
     let out = srpctl(&socket, &["logout", "2"]).expect("logout");
     assert!(out.contains("session 2: logged out"), "{out}");
     assert!(disks.join(&first).exists(), "the disk keeps its other path");

@@ -190,6 +190,15 @@ impl HostClient {
         }
     }
 
+    /// Suspends (`suspend`) or resumes the host's SRP stack; each session's transition,
+    /// one line each. Waits up to [`SLOW_REPLY`] (a suspend drains what each driver holds).
+    pub fn power(&mut self, suspend: bool) -> Result<Vec<String>, ClientError> {
+        match self.call(&HostRequest::Power { suspend }, 0, SLOW_REPLY)? {
+            HostAnswer::Powered { sessions } => Ok(sessions),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// Forgets persistent login `index` (its sessions stay until logged out); returns it.
     pub fn forget_persistent(&mut self, index: u32) -> Result<LoginSpec, ClientError> {
         match self.call(&HostRequest::RemovePersistent { index }, 0, REPLY)? {
@@ -211,6 +220,7 @@ fn unexpected(answer: &HostAnswer) -> ClientError {
         HostAnswer::Targets(_) => "Targets",
         HostAnswer::Portals(_) => "Portals",
         HostAnswer::Reloaded { .. } => "Reloaded",
+        HostAnswer::Powered { .. } => "Powered",
     };
     ClientError::BadReply(format!("a {kind} answer to another request"))
 }

@@ -324,6 +324,13 @@ pub enum HostRequest {
     Portals,
     /// Re-read the configuration file and take it (`daemon/reload.rs`).
     Reload,
+    /// Power the host's SRP stack down (`suspend`: every session's driver drained and
+    /// logged out, then its HCA) or up (`!suspend`: each HCA, then its driver, which logs in
+    /// again); I/O that arrives while down is held and runs after the resume.
+    Power {
+        /// Down (`true`) or up.
+        suspend: bool,
+    },
 }
 
 /// The daemon's answer.
@@ -357,6 +364,11 @@ pub enum HostAnswer {
     Reloaded {
         /// The changes.
         changes: Vec<String>,
+    },
+    /// For [`HostRequest::Power`]: each session's transition, one line each.
+    Powered {
+        /// The lines.
+        sessions: Vec<String>,
     },
 }
 
@@ -392,6 +404,12 @@ pub enum HostControlError {
     /// The daemon is stopping.
     #[error("the host daemon is stopping")]
     Stopping,
+    /// The host's SRP stack is powered down: no login until it resumes.
+    #[error("the host is suspended: `srpctl host power resume` first")]
+    Suspended,
+    /// A power request that asks for the state the host is in already.
+    #[error("the host is {0} already")]
+    AlreadyPowered(String),
 }
 
 /// What the control service calls: the running daemon (or anything answering as one).

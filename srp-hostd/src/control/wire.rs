@@ -16,6 +16,7 @@
 //! | `0x0309` TARGETS    | [`ListPage`] `{"start":0}`                             | `{"Ok":{"Targets":[…]}}`      |
 //! | `0x030a` PORTALS    | [`ListPage`] `{"start":0}`                             | `{"Ok":{"Portals":[…]}}`      |
 //! | `0x030b` RELOAD     | `{}`                                                   | `{"Ok":{"Reloaded":{…}}}`     |
+//! | `0x030c` POWER      | [`Power`] `{"suspend":true}`                           | `{"Ok":{"Powered":{…}}}`      |
 //!
 //! - A request body is the JSON of the request's parameters (the opcode says which request):
 //!   the payload of the [`HostRequest`] variant, plus the page start for the lists.
@@ -63,6 +64,15 @@ pub const TARGETS: u16 = 0x0309;
 pub const PORTALS: u16 = 0x030a;
 /// Re-read the configuration file and take it (`{}` → `HostAnswer::Reloaded`).
 pub const RELOAD: u16 = 0x030b;
+/// Suspend or resume the host's SRP stack ([`Power`] → `HostAnswer::Powered`).
+pub const POWER: u16 = 0x030c;
+
+/// The body of a POWER request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Power {
+    /// Down (`true`) or up.
+    pub suspend: bool,
+}
 
 /// The body of a FORGET request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,6 +138,7 @@ pub fn encode_request(
         HostRequest::Targets => (TARGETS, body(&ListPage { start })?),
         HostRequest::Portals => (PORTALS, body(&ListPage { start })?),
         HostRequest::Reload => (RELOAD, b"{}".to_vec()),
+        HostRequest::Power { suspend } => (POWER, body(&Power { suspend: *suspend })?),
     })
 }
 
@@ -167,6 +178,10 @@ pub fn decode_request(opcode: u16, body: &[u8]) -> Result<(HostRequest, u32), Ct
                 return Err(CtlStatus::Malformed);
             }
             (HostRequest::Reload, 0)
+        }
+        POWER => {
+            let Power { suspend } = json(body)?;
+            (HostRequest::Power { suspend }, 0)
         }
         _ => return Err(CtlStatus::UnknownOpcode),
     })
@@ -299,7 +314,7 @@ mod tests {
             persistent: true,
             driver: Some("iscsi-model".into()),
         };
-        let cases: [(HostRequest, u32, u16, &str); 11] = [
+        let cases: [(HostRequest, u32, u16, &str); 13] = [
             (HostRequest::Targets, 1, TARGETS, r#"{"start":1}"#),
             (HostRequest::Portals, 0, PORTALS, r#"{"start":0}"#),
             (HostRequest::Sessions, 5, SESSIONS, r#"{"start":5}"#),
@@ -355,6 +370,18 @@ mod tests {
                 SET_PATH,
                 r#"{"session":9,"enabled":true}"#,
             ),
+            (
+                HostRequest::Power { suspend: true },
+                0,
+                POWER,
+                r#"{"suspend":true}"#,
+            ),
+            (
+                HostRequest::Power { suspend: false },
+                0,
+                POWER,
+                r#"{"suspend":false}"#,
+            ),
         ];
         for (request, start, opcode, text) in cases {
             let (op, body) = encode_request(&request, start).expect("encode");
@@ -406,8 +433,14 @@ mod tests {
             decode_request(SET_PATH, br#"{"session":1}"#),
             Err(CtlStatus::Malformed)
         );
+        // A power request without its direction, or with a word for it.
+        assert_eq!(decode_request(POWER, br#"{}"#), Err(CtlStatus::Malformed));
         assert_eq!(
-            decode_request(0x030c, br#"{"start":0}"#),
+            decode_request(POWER, br#"{"suspend":"yes"}"#),
+            Err(CtlStatus::Malformed)
+        );
+        assert_eq!(
+            decode_request(0x030d, br#"{"start":0}"#),
             Err(CtlStatus::UnknownOpcode)
         );
         assert_eq!(

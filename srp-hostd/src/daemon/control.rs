@@ -183,6 +183,10 @@ impl HostControl for Shared {
         match request {
             HostRequest::Sessions => Ok(HostAnswer::Sessions(self.sessions())),
             HostRequest::Disks => Ok(HostAnswer::Disks(self.disks())),
+            HostRequest::Power { suspend } => self.power(suspend),
+            HostRequest::Login(_) if lock(&self.state).suspended => {
+                Err(HostControlError::Suspended)
+            }
             HostRequest::Login(spec) => {
                 let created = self.login(&spec, &self.portal_iocs(&spec))?;
                 if spec.persistent {

@@ -38,6 +38,7 @@ mod bus;
 mod control;
 mod login;
 mod paths;
+mod power;
 mod reload;
 mod rules;
 mod threads;
@@ -90,6 +91,8 @@ struct State {
     disks: BTreeMap<String, Arc<MultipathDisk>>,
     next_id: u32,
     stopping: bool,
+    /// The SRP stack is powered down (`power.rs`): logins are refused.
+    suspended: bool,
     /// The login form each IOC (portal, IOC GUID) last logged in with: tried first next time.
     learned_login: BTreeMap<(std::net::IpAddr, u64), srp_initiator_storport::srp::LoginVia>,
     /// The last sweep failure logged per portal (a failure is logged once per change).
@@ -332,6 +335,7 @@ impl HostDaemon {
             std::mem::take(&mut st.sessions).into_values().collect()
         };
         for s in sessions {
+            s.leave_suspend(self.shared.config().login_timeout);
             self.shared.remove_disks(&s);
             s.close();
             self.shared.bus.remove(s.id());

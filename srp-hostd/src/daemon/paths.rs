@@ -14,6 +14,7 @@ impl Shared {
     /// Removes session `id` and its disks; the block files it had.
     pub(super) fn drop_session(&self, id: u32) -> Option<Vec<String>> {
         let s = lock(&self.state).sessions.remove(&id)?;
+        s.leave_suspend(self.config().login_timeout);
         let removed = self.remove_disks(&s);
         s.close();
         self.bus.remove(id);

@@ -1,5 +1,7 @@
 //! What the host daemon's test files share.
 
+pub(crate) mod verify;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
