@@ -7,8 +7,9 @@
 //! for it (the caller reads [`HostAdapter::status`]); [`HostAdapter::submit`] hands an SRB
 //! to the port, whose completion comes exactly once; [`HostAdapter::stop`] logs out in
 //! order (StorPort: StopAdapter after a bounded drain; iSCSI model: orderly removal and
-//! unload); [`HostAdapter::surprise_remove`] is the IOC disappearing (iSCSI model only:
-//! the driver fails what it holds with NO_DEVICE at once; StorPort sees no removal).
+//! unload); [`HostAdapter::ioc_removed`] is the IOC disappearing as each model sees it
+//! (iSCSI model: surprise removal; StorPort: a bus change whose re-enumeration removes
+//! the IOC's LUs).
 //!
 //! Power: each adapter is a power domain of its own — its transport's HCA the root, the
 //! driver its child (StorPort: the port's StopAdapter and RestartAdapter; the iSCSI model:
@@ -228,16 +229,30 @@ impl HostAdapter {
         }
     }
 
-    /// The IOC is gone (it left its unit): under the iSCSI model the port's surprise
-    /// removal — everything the driver holds fails NO_DEVICE now and the channel is
-    /// abandoned without a logout. The StorPort miniport sees no device removal (StorPort
-    /// hides it): refused, its transport timers decide.
-    pub fn surprise_remove(&self) -> Result<(), String> {
+    /// The IOC is gone (it left its unit), as each model's port sees it. The iSCSI model:
+    /// the port's surprise removal — everything the driver holds fails NO_DEVICE now and
+    /// the channel is abandoned without a logout. StorPort hides device removal from a
+    /// miniport; it sees a bus change: the miniport's BusChangeDetected, and the
+    /// re-enumeration that follows finds none of `luns` behind the IOC any more, so the
+    /// port removes each (its queued requests complete NO_DEVICE) and what the miniport
+    /// still holds fails as a path failure (fast_io_fail now), for multipath to move.
+    pub fn ioc_removed(&self, luns: &[srp_initiator_storport::port::LuAddress]) {
         match &self.driver {
-            Driver::StorPort(_) => Err("the StorPort miniport sees no device removal; \
-                 its transport timers decide"
-                .into()),
-            Driver::IscsiModel(p) => p.surprise_remove().map_err(|e| e.to_string()),
+            Driver::StorPort(p) => {
+                p.services().bus_change_detected(0);
+                // The rescan this asks for is the next `bus_changed`'s; the IOC is known
+                // gone, so its result is known too.
+                let _ = p.take_events();
+                for lu in luns {
+                    p.remove_lu(*lu);
+                }
+                p.miniport().fail_fast_now();
+            }
+            Driver::IscsiModel(p) => {
+                if let Err(e) = p.surprise_remove() {
+                    tracing::warn!(%e, "surprise removal");
+                }
+            }
         }
     }
 }

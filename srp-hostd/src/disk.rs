@@ -76,6 +76,11 @@ impl SrpDisk {
         self.gone.load(Ordering::Acquire)
     }
 
+    /// The LU's address at the port.
+    pub fn lu(&self) -> LuAddress {
+        self.address()
+    }
+
     fn address(&self) -> LuAddress {
         self.info.address
     }

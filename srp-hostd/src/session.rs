@@ -98,6 +98,14 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// How often a session's adapter sweeps its target's I/O unit (the IOC watch): a quarter
+/// of `sweep_interval`, at least 250 ms, so an IOC arriving or leaving is seen well before
+/// the next portal sweep (a DM sweep is a few MADs: IOUnitInfo, then each IOC's profile
+/// and service entries).
+pub fn ioc_watch_period(sweep_interval: Duration) -> Duration {
+    (sweep_interval / 4).max(Duration::from_millis(250))
+}
+
 /// Where session `id`'s adapter starts numbering QPs. Every adapter of the daemon has the
 /// node GUID, so to a target they are ports of one CA and must not reuse each other's
 /// QPNs (Linux's CM rejects a REQ whose CA GUID and QPN match a live connection as stale
@@ -231,10 +239,10 @@ impl Session {
         memory: &Arc<SystemMemory>,
     ) -> Result<HostAdapter, (String, bool)> {
         let local = hw.local;
-        if model == DriverModel::IscsiModel {
-            // The iSCSI model sees its device's life: the IOC is watched for removal.
-            hw.ioc_watch = Some(config.sweep_interval);
-        }
+        // The IOC is watched for removal under both models (the IOC bus, `daemon/bus.rs`):
+        // the iSCSI model sees it as its device's surprise removal, StorPort as a bus
+        // change whose re-enumeration finds the IOC's LUs gone.
+        hw.ioc_watch = Some(ioc_watch_period(config.sweep_interval));
         // The previous attempt's adapter (another login form) is gone: dropping its port
         // joined the port's threads and closed its HCA, UDP socket included.
         let provider = hw.provider;
@@ -296,7 +304,9 @@ impl Session {
     /// Whether its adapter watches the IOC through Device Management (the iSCSI model: it
     /// sees its device's removal; StorPort hides it).
     pub fn watched(&self) -> bool {
-        self.port.model() == DriverModel::IscsiModel
+        self.port
+            .transport()
+            .is_some_and(|t| t.config().ioc_watch.is_some())
     }
 
     /// What the adapter's IOC watch found since the last call.

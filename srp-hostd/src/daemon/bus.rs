@@ -2,13 +2,19 @@
 //! manager holds the I/O units and controllers each watched session's adapter found through
 //! Device Management (the adapter's own DM client on its GSI port, `ioc_watch`), and the
 //! bus, registered with it for IOU and IOC events, acts on an IOC leaving a unit that still
-//! answers: the sessions to it that run the iSCSI-model driver are surprise-removed (the
-//! driver fails what it holds NO_DEVICE at once, so multipath moves the I/O to another
-//! path) and dropped; the next sweep logs in again when the IOC comes back. A unit that
-//! stops answering (a cut link, a target down) takes its IOCs out of the tree too, but
-//! that is not acted on: a silent portal is a path problem, for the transport timers and
-//! multipath (`no_path_retry`), as under StorPort. StorPort sessions are not watched: StorPort
-//! hides device removal from a miniport, and their transport timers decide.
+//! answers: the sessions to it lose their device as their model's port sees it — the
+//! iSCSI-model driver is surprise-removed (it fails what it holds NO_DEVICE at once), the
+//! StorPort miniport sees a bus change whose re-enumeration finds the IOC's LUs gone (the
+//! port removes them; what the miniport holds fails as a path failure) — so multipath
+//! moves the I/O to another path, and the session is dropped; the next sweep logs in again
+//! when the IOC comes back. A unit that stops answering (a cut link, a target down) takes
+//! its IOCs out of the tree too, but that is not acted on: a silent portal is a path
+//! problem, for the transport timers and multipath (`no_path_retry`).
+//!
+//! An IOC arriving in a unit (a watched session's sweep finds an IOC it did not list
+//! before) drives its login: when no session serves it, the sweeper sweeps that portal at
+//! once, logging in as a sweep does (rules, configured IOC lists); the periodic portal
+//! sweep stays the fallback.
 //!
 //! Each watched session's adapter is a CA of its own in the PnP tree (on the wire they
 //! share the host's node GUID): [`ca_of`] names it by session. PnP callbacks run at
@@ -31,6 +37,8 @@ pub(super) fn ca_of(id: u32) -> Guid {
 #[derive(Default)]
 struct Inbox {
     removed: Mutex<Vec<(Guid, Gid, Guid)>>,
+    /// IOC arrivals: (the adapter's CA, the IOC's GUID).
+    arrived: Mutex<Vec<(Guid, Guid)>>,
 }
 
 /// The bus (see the module doc).
@@ -66,8 +74,13 @@ impl IocBus {
                     tracing::info!(portal = ?addr.gid, "PnP: the I/O unit stopped answering; its IOCs are not removed (the transport timers decide)");
                 }
             }
-            PnpEvent::IocArrived { record, .. } => {
+            PnpEvent::IocArrived { ca, record, .. } => {
                 tracing::debug!(ioc = %format!("{:#018x}", record.profile.guid.0), "PnP: IOC arrived");
+                inbox
+                    .arrived
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push((*ca, record.profile.guid));
             }
             _ => {}
         });
@@ -122,6 +135,21 @@ impl IocBus {
         )
         .into_iter()
         .map(|(ca, _, ioc)| ((ca.0 & 0xffff_ffff) as u32, ioc))
+        .collect()
+    }
+
+    /// The IOC arrivals queued since the last call: (the session whose watch saw it, IOC
+    /// GUID).
+    pub(super) fn take_arrived(&self) -> Vec<(u32, Guid)> {
+        std::mem::take(
+            &mut *self
+                .inbox
+                .arrived
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+        .into_iter()
+        .map(|(ca, ioc)| ((ca.0 & 0xffff_ffff) as u32, ioc))
         .collect()
     }
 

@@ -59,14 +59,27 @@ impl Shared {
     /// login was, with its own IOC, local address and driver model), logging in where
     /// needed.
     pub(super) fn sweep_all(&self) {
+        self.sweep_where(|_| true);
+    }
+
+    /// A sweep of one portal (configured, or of a persistent login): what an IOC arriving
+    /// there drives (`daemon/bus.rs`).
+    pub(super) fn sweep_portal(&self, portal: IpAddr) {
+        self.sweep_where(|p| p == portal);
+    }
+
+    /// A sweep of the portals `wanted` picks.
+    fn sweep_where(&self, wanted: impl Fn(IpAddr) -> bool) {
         let config = self.config();
         let configured = config
             .portals
             .iter()
+            .filter(|p| wanted(p.address))
             .map(|p| (LoginSpec::to(p.address), p.iocs.clone()));
         let persistent: Vec<(LoginSpec, Vec<Guid>)> = lock(&self.persistent)
             .list()
             .iter()
+            .filter(|spec| wanted(spec.portal))
             .map(|spec| (spec.clone(), self.portal_iocs(spec)))
             .collect();
         let configured = configured.map(|(s, i)| (s, i, true));

@@ -82,9 +82,11 @@ impl Shared {
     }
 
     /// Feeds every watched session's Device Management findings to the IOC bus, then acts
-    /// on the IOCs it reports removed: each session to such an IOC is surprise-removed
-    /// (what it holds fails NO_DEVICE at once; multipath moves it to another path) and
-    /// dropped. The IOC's return is the next sweep's to log in to.
+    /// on the IOCs it reports removed: each session to such an IOC loses its device as its
+    /// model's port sees it (`HostAdapter::ioc_removed`: the iSCSI model's surprise removal,
+    /// StorPort's bus change and re-enumeration) — what it holds fails at once, multipath
+    /// moves it to another path — and is dropped. The IOC's return is the next sweep's to
+    /// log in to.
     fn ioc_removals(&self) {
         let watched: Vec<Arc<Session>> = lock(&self.state)
             .sessions
@@ -105,17 +107,51 @@ impl Shared {
             if s.service().ioc_guid != ioc {
                 continue;
             }
+            let how = match s.port().model() {
+                crate::config::DriverModel::IscsiModel => "surprise removal of the session",
+                crate::config::DriverModel::StorPort => {
+                    "bus change: the re-enumeration finds its LUs gone"
+                }
+            };
             tracing::warn!(
                 session = id,
                 ioc = %format!("{:#018x}", ioc.0),
                 portal = %s.service().portal,
-                "the IOC left its I/O unit: surprise removal of the session"
+                "the IOC left its I/O unit: {how}"
             );
-            if let Err(e) = s.port().surprise_remove() {
-                tracing::warn!(session = id, %e, "surprise removal");
-            }
+            let luns: Vec<_> = s.disks().iter().map(|d| d.disk.lu()).collect();
+            s.port().ioc_removed(&luns);
             let _serial = lock(&self.logins);
             self.drop_session(id);
+        }
+        self.ioc_arrivals();
+    }
+
+    /// IOCs the watches saw arrive that no session serves: their portal is swept now (a
+    /// login where the rules and the configuration allow one), not at the next sweep.
+    fn ioc_arrivals(&self) {
+        let mut portals = std::collections::BTreeSet::new();
+        for (id, ioc) in self.bus.take_arrived() {
+            let st = lock(&self.state);
+            let Some(portal) = st.sessions.get(&id).map(|s| s.service().portal) else {
+                continue;
+            };
+            let served = st
+                .sessions
+                .values()
+                .any(|o| o.service().portal == portal && o.service().ioc_guid == ioc);
+            if !served && !st.suspended {
+                tracing::info!(
+                    %portal,
+                    ioc = %format!("{:#018x}", ioc.0),
+                    "PnP: an IOC arrived in the unit: sweeping its portal now"
+                );
+                portals.insert(portal);
+            }
+        }
+        // Each login of the sweep takes the logins lock itself.
+        for portal in portals {
+            self.sweep_portal(portal);
         }
     }
 }
