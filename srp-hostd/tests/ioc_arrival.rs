@@ -88,9 +88,13 @@ fn arrival(driver: &str) {
          ({:?} after the start)",
         started.elapsed()
     );
-    let disks = host.disks();
-    assert_eq!(disks.len(), 1, "{disks:?}");
-    assert_eq!(disks[0].paths.len(), 2, "ioc-b is the disk's second path");
+    // The new session's LUN scan follows its login: its path joins the disk then.
+    wait_for(
+        "ioc-b as the disk's second path",
+        Duration::from_secs(10),
+        || host.disks().first().is_some_and(|d| d.paths.len() == 2),
+    );
+    assert_eq!(host.disks().len(), 1, "one disk, two paths");
     host.shutdown();
     drop(target.shutdown());
 }
