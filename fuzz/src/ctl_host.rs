@@ -15,7 +15,7 @@ use crate::input::Input;
 use access_layer::ctl::wire::{CtlStatus, MAX_BODY, REPLY_BIT};
 use access_layer::ctl::{Reply, Request};
 use srp_hostd::control::wire::{
-    self, DISKS, FORGET, LOGIN, LOGOUT, PERSISTENT, PORTALS, RELOAD, SESSIONS, SET_PATH,
+    self, DISKS, FORGET, LOGIN, LOGOUT, PERSISTENT, PORTALS, POWER, RELOAD, SESSIONS, SET_PATH,
     SET_POLICY, TARGETS, decode_answer, decode_request, encode_answer, encode_request,
 };
 use srp_hostd::control::{
@@ -25,9 +25,9 @@ use srp_hostd::control::{
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-const OPCODES: [u16; 12] = [
+const OPCODES: [u16; 13] = [
     SESSIONS, DISKS, LOGIN, LOGOUT, SET_POLICY, SET_PATH, PERSISTENT, FORGET, TARGETS, PORTALS,
-    RELOAD, 0x030c,
+    RELOAD, POWER, 0x030d,
 ];
 const POLICIES: [&str; 3] = ["round-robin", "failover-only", "least-queue-depth"];
 
@@ -195,6 +195,16 @@ fn answer(request: &HostRequest) -> Result<HostAnswer, HostControlError> {
             }),
             None => Err(HostControlError::NoSuchSession(*id)),
         },
+        HostRequest::Power { suspend } => Ok(HostAnswer::Powered {
+            sessions: w
+                .sessions
+                .iter()
+                .map(|s| {
+                    let done = if *suspend { "suspended" } else { "resumed" };
+                    format!("session {}: {done}", s.id)
+                })
+                .collect(),
+        }),
         HostRequest::PersistentLogins => Ok(HostAnswer::Persistent(w.persistent.clone())),
         HostRequest::Targets => Ok(HostAnswer::Targets(w.targets.clone())),
         HostRequest::Portals => Ok(HostAnswer::Portals(w.portals.clone())),
@@ -271,6 +281,9 @@ fn body(input: &mut Input<'_>, opcode: u16) -> Vec<u8> {
         TARGETS => HostRequest::Targets,
         PORTALS => HostRequest::Portals,
         RELOAD => HostRequest::Reload,
+        POWER => HostRequest::Power {
+            suspend: input.bool(),
+        },
         FORGET => HostRequest::RemovePersistent { index: session },
         LOGOUT => HostRequest::Logout { session },
         SET_POLICY => HostRequest::SetPolicy {
