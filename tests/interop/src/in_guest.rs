@@ -23,7 +23,17 @@ pub const GUEST_SRPCTL: &str = "/run/srpctl";
 pub fn guest_srpctl(guest: &Guest) -> Result<&'static str> {
     // The guest's commands run in its /tmp: the host's path, made absolute.
     let bin = srpctl_bin()?;
-    let bin = std::fs::canonicalize(&bin).map_err(Error::io(format!("{}", bin.display())))?;
+    let mut bin = std::fs::canonicalize(&bin).map_err(Error::io(format!("{}", bin.display())))?;
+    // The guest mounts its own tmpfs on /tmp and /run, hiding the host's: a binary built in
+    // a checkout under /tmp (CI's `mktemp -d` clone) reaches the guest through the share.
+    if bin.starts_with("/tmp") || bin.starts_with("/run") {
+        let shared = guest.share_dir().join("srpctl.bin");
+        if !shared.exists() {
+            std::fs::copy(&bin, &shared)
+                .map_err(Error::io(format!("copy {} into the share", bin.display())))?;
+        }
+        bin = PathBuf::from(crate::guest::GUEST_SHARE).join("srpctl.bin");
+    }
     guest.run_ok(
         &format!(
             "[ -x {GUEST_SRPCTL} ] || {{ cp {} {GUEST_SRPCTL}.tmp && mv {GUEST_SRPCTL}.tmp {GUEST_SRPCTL}; }}",
