@@ -224,7 +224,17 @@ impl HostAdapter {
     /// Logs out in order after at most `drain` for what is outstanding.
     pub fn stop(&self, drain: Duration) -> Result<(), String> {
         match &self.driver {
-            Driver::StorPort(p) => p.stop_adapter(drain).map_err(|e| e.to_string()),
+            Driver::StorPort(p) => {
+                let r = p.stop_adapter(drain).map_err(|e| e.to_string());
+                // The adapter goes for good: what waits in the port's queues, or reaches
+                // them from now on, ends NO_DEVICE as at a device's removal, instead of
+                // waiting for a RestartAdapter that will not come.
+                let luns = p.miniport().transport().map_or(0, |t| t.config().max_luns);
+                for lun in 0..luns {
+                    p.remove_lu(srp_initiator_storport::port::LuAddress::new(0, 0, lun));
+                }
+                r
+            }
             Driver::IscsiModel(p) => p.unload().map_err(|e| e.to_string()),
         }
     }

@@ -4,6 +4,8 @@
 //! a bus change whose re-enumeration finds the IOC's LUs gone, so the port removes them.
 //! Either way a request to the LU afterwards ends at once with NO_DEVICE (or is refused)
 //! and never reaches the target, which is still there (loopback 127.0.156.x, a RAM LUN).
+//! Likewise a request that reaches an adapter the daemon stopped (a logout, a shutdown)
+//! ends at once instead of waiting in the port for a restart that will not come.
 
 use srp_hostd::HostConfig;
 use srp_hostd::adapter::HostAdapter;
@@ -57,7 +59,7 @@ fn run(port: &HostAdapter, req: SrbRequest) -> Option<SrbStatus> {
 }
 
 #[test]
-fn an_ioc_that_left_takes_its_lus_away_under_both_models() {
+fn an_ioc_that_left_takes_its_lus_away_and_a_stopped_adapter_ends_what_arrives() {
     let (daemon, config) = target();
     for (i, model) in [DriverModel::StorPort, DriverModel::IscsiModel]
         .into_iter()
@@ -104,5 +106,55 @@ fn an_ioc_that_left_takes_its_lus_away_under_both_models() {
         );
         drop(port);
     }
+    a_request_that_reaches_a_stopped_adapter_ends_at_once(&config);
     drop(daemon);
+}
+
+/// A request that reaches an adapter the daemon stopped ends at once (one target for both
+/// checks: it binds one address).
+fn a_request_that_reaches_a_stopped_adapter_ends_at_once(config: &TargetConfig) {
+    for (i, model) in [DriverModel::StorPort, DriverModel::IscsiModel]
+        .into_iter()
+        .enumerate()
+    {
+        let local = IpAddr::V4(Ipv4Addr::new(127, 0, 156, 4 + i as u8));
+        let ioc = &config.iocs[0];
+        let service = SrpService {
+            portal: TARGET,
+            ioc_guid: ioc.guid,
+            ioc_name: ioc.name.clone(),
+            id_ext: ioc.id_ext,
+            service_id: ioc.service_id,
+        };
+        let mut host = HostConfig::with_portals("ioc-removed", Vec::new());
+        host.node_guid = ib_verbs::Guid(0x0002_c903_00f6_f200 + i as u64);
+        let hw = srp_hostd::session::adapter_config(
+            &host,
+            &service,
+            local,
+            LoginVia::IbCm,
+            0,
+            &providers::system(),
+        );
+        let memory = SystemMemory::new(1024);
+        let port = HostAdapter::start(model, hw, &memory).expect("adapter starts");
+        let end = Instant::now() + Duration::from_secs(10);
+        while port.status().state != Some(srp::initiator::PortState::Running) {
+            assert!(Instant::now() < end, "{model:?}: no login");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(run(&port, read10(0)), Some(SrbStatus::SUCCESS), "{model:?}");
+        port.stop(Duration::from_secs(2)).expect("stopped");
+        let started = Instant::now();
+        match run(&port, read10(1)) {
+            None => {}
+            Some(s) => assert_eq!(s.code(), SrbStatus::NO_DEVICE, "{model:?}: {s}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{model:?}: ended at once ({:?})",
+            started.elapsed()
+        );
+        drop(port);
+    }
 }
