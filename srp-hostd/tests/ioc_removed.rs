@@ -58,6 +58,54 @@ fn run(port: &HostAdapter, req: SrbRequest) -> Option<SrbStatus> {
     Some(r.status)
 }
 
+/// An adapter of `model` from 127.0.156.`last`, logged in to the target's IOC and
+/// reading back.
+fn logged_in(config: &TargetConfig, model: DriverModel, last: u8) -> HostAdapter {
+    let ioc = &config.iocs[0];
+    let service = SrpService {
+        portal: TARGET,
+        ioc_guid: ioc.guid,
+        ioc_name: ioc.name.clone(),
+        id_ext: ioc.id_ext,
+        service_id: ioc.service_id,
+    };
+    let mut host = HostConfig::with_portals("ioc-removed", Vec::new());
+    host.node_guid = ib_verbs::Guid(0x0002_c903_00f6_f100 + u64::from(last));
+    let local = IpAddr::V4(Ipv4Addr::new(127, 0, 156, last));
+    let hw = srp_hostd::session::adapter_config(
+        &host,
+        &service,
+        local,
+        LoginVia::IbCm,
+        0,
+        &providers::system(),
+    );
+    let memory = SystemMemory::new(1024);
+    let port = HostAdapter::start(model, hw, &memory).expect("adapter starts");
+    let end = Instant::now() + Duration::from_secs(10);
+    while port.status().state != Some(srp::initiator::PortState::Running) {
+        assert!(Instant::now() < end, "{model:?}: no login");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(run(&port, read10(0)), Some(SrbStatus::SUCCESS), "{model:?}");
+    port
+}
+
+/// A read now is refused or ends NO_DEVICE, at once (not by a timeout).
+fn ends_at_once_with_no_device(port: &HostAdapter, model: DriverModel) {
+    let started = Instant::now();
+    match run(port, read10(1)) {
+        None => {}
+        Some(s) => assert_eq!(s.code(), SrbStatus::NO_DEVICE, "{model:?}: {s}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{model:?}: ended at once, not by a timeout ({:?})",
+        started.elapsed()
+    );
+}
+
+/// One target for both checks (it binds one address).
 #[test]
 fn an_ioc_that_left_takes_its_lus_away_and_a_stopped_adapter_ends_what_arrives() {
     let (daemon, config) = target();
@@ -65,96 +113,16 @@ fn an_ioc_that_left_takes_its_lus_away_and_a_stopped_adapter_ends_what_arrives()
         .into_iter()
         .enumerate()
     {
-        let local = IpAddr::V4(Ipv4Addr::new(127, 0, 156, 2 + i as u8));
-        let ioc = &config.iocs[0];
-        let service = SrpService {
-            portal: TARGET,
-            ioc_guid: ioc.guid,
-            ioc_name: ioc.name.clone(),
-            id_ext: ioc.id_ext,
-            service_id: ioc.service_id,
-        };
-        let mut host = HostConfig::with_portals("ioc-removed", Vec::new());
-        host.node_guid = ib_verbs::Guid(0x0002_c903_00f6_f100 + i as u64);
-        let hw = srp_hostd::session::adapter_config(
-            &host,
-            &service,
-            local,
-            LoginVia::IbCm,
-            0,
-            &providers::system(),
-        );
-        let memory = SystemMemory::new(1024);
-        let port = HostAdapter::start(model, hw, &memory).expect("adapter starts");
-        let end = Instant::now() + Duration::from_secs(10);
-        while port.status().state != Some(srp::initiator::PortState::Running) {
-            assert!(Instant::now() < end, "{model:?}: no login");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert_eq!(run(&port, read10(0)), Some(SrbStatus::SUCCESS), "{model:?}");
-
+        // The IOC left its unit, as the model's port sees it.
+        let port = logged_in(&config, model, 2 + i as u8);
         port.ioc_removed(&[LuAddress::new(0, 0, 0)]);
-        let started = Instant::now();
-        match run(&port, read10(1)) {
-            None => {}
-            Some(s) => assert_eq!(s.code(), SrbStatus::NO_DEVICE, "{model:?}: {s}"),
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "{model:?}: ended at once, not by a timeout ({:?})",
-            started.elapsed()
-        );
+        ends_at_once_with_no_device(&port, model);
         drop(port);
-    }
-    a_request_that_reaches_a_stopped_adapter_ends_at_once(&config);
-    drop(daemon);
-}
-
-/// A request that reaches an adapter the daemon stopped ends at once (one target for both
-/// checks: it binds one address).
-fn a_request_that_reaches_a_stopped_adapter_ends_at_once(config: &TargetConfig) {
-    for (i, model) in [DriverModel::StorPort, DriverModel::IscsiModel]
-        .into_iter()
-        .enumerate()
-    {
-        let local = IpAddr::V4(Ipv4Addr::new(127, 0, 156, 4 + i as u8));
-        let ioc = &config.iocs[0];
-        let service = SrpService {
-            portal: TARGET,
-            ioc_guid: ioc.guid,
-            ioc_name: ioc.name.clone(),
-            id_ext: ioc.id_ext,
-            service_id: ioc.service_id,
-        };
-        let mut host = HostConfig::with_portals("ioc-removed", Vec::new());
-        host.node_guid = ib_verbs::Guid(0x0002_c903_00f6_f200 + i as u64);
-        let hw = srp_hostd::session::adapter_config(
-            &host,
-            &service,
-            local,
-            LoginVia::IbCm,
-            0,
-            &providers::system(),
-        );
-        let memory = SystemMemory::new(1024);
-        let port = HostAdapter::start(model, hw, &memory).expect("adapter starts");
-        let end = Instant::now() + Duration::from_secs(10);
-        while port.status().state != Some(srp::initiator::PortState::Running) {
-            assert!(Instant::now() < end, "{model:?}: no login");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert_eq!(run(&port, read10(0)), Some(SrbStatus::SUCCESS), "{model:?}");
+        // The daemon stopped the adapter (a logout, a shutdown).
+        let port = logged_in(&config, model, 4 + i as u8);
         port.stop(Duration::from_secs(2)).expect("stopped");
-        let started = Instant::now();
-        match run(&port, read10(1)) {
-            None => {}
-            Some(s) => assert_eq!(s.code(), SrbStatus::NO_DEVICE, "{model:?}: {s}"),
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "{model:?}: ended at once ({:?})",
-            started.elapsed()
-        );
+        ends_at_once_with_no_device(&port, model);
         drop(port);
     }
+    drop(daemon);
 }
