@@ -14,9 +14,29 @@
 //!
 //! It sits on `ib-verbs` (the vocabulary) and `wirekit`; no provider. Providers (`hca`, the
 //! rdma-core provider, the simulator's net) depend on it.
+//!
+//! With no `std` (default feature off: a Windows kernel driver) the crate is `core` +
+//! `alloc`: the MAD formats, the GSI, CM and DM state machines, the verbs interfaces and
+//! completions (routines and `.await`, no blocking wait), PnP events and topology and the
+//! power domain. What needs threads, a blocking wait or the OS — the control socket, the
+//! PnP delivery thread, the powered-down request queue, the doorbell, the synchronous CA
+//! wrapper — is behind `std`; docs/architecture.md gives each piece's reason.
 #![deny(unsafe_code)]
+#![no_std]
+#[allow(unused_imports)]
+use crate::prelude::*;
+
+extern crate alloc;
+#[cfg(any(feature = "std", test))]
+#[macro_use]
+extern crate std;
+
+/// The `alloc` names a `std` crate has in its prelude (`use crate::prelude::*`).
+#[allow(unused_imports)]
+use ib_verbs::prelude;
 
 pub mod cm;
+#[cfg(feature = "std")]
 pub mod ctl;
 pub mod dm;
 pub mod gsi;

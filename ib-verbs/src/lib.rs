@@ -32,7 +32,18 @@ pub mod mem;
 pub mod mr;
 pub mod mtu;
 pub mod port;
+/// The `alloc` names the Rust prelude gives a `std` crate, for the `no_std` crates of the
+/// stack (`use ib_verbs::prelude::*`): `Box`, `String`, `ToString`, `ToOwned`, `Vec`,
+/// `format!`, `vec!`.
+pub mod prelude {
+    pub use alloc::borrow::ToOwned;
+    pub use alloc::boxed::Box;
+    pub use alloc::string::{String, ToString};
+    pub use alloc::vec::Vec;
+    pub use alloc::{format, vec};
+}
 pub mod qp;
+pub mod sync;
 pub mod time;
 pub mod wr;
 

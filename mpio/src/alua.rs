@@ -1,6 +1,8 @@
 //! Asymmetric logical unit access (SPC-4 5.15): the TPGS field of standard INQUIRY data
 //! and REPORT TARGET PORT GROUPS parameter data, and the state of the group a path's
 //! target port belongs to.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 /// An asymmetric access state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

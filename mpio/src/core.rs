@@ -29,6 +29,8 @@
 //! - Counters: a command ends once — [`Completion::Done`] counts a read, write or flush;
 //!   [`Completion::Failed`], [`Acquire::Gone`] and an expired [`MpCore::no_path_wait`]
 //!   count an error.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 mod io;
 mod maintenance;
@@ -41,12 +43,12 @@ pub use types::{
 };
 
 use crate::alua::AluaState;
+use crate::clock::Instant;
 use crate::dsm::{Dsm, DsmIdentifier};
 use crate::path::{Path, PathEvent};
 use crate::policy::{Candidate, Policy, Selector};
+use alloc::sync::Arc;
 use srp_host::DeviceError;
-use std::sync::Arc;
-use std::time::Instant;
 
 /// One path with its state and counters.
 struct MpPath<D> {
@@ -99,8 +101,8 @@ pub struct MpCore<D> {
     counters: Counters,
 }
 
-impl<D> std::fmt::Debug for MpCore<D> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<D> core::fmt::Debug for MpCore<D> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("MpCore")
             .field("identity", &self.identity.identity)
             .field("paths", &self.paths.len())
@@ -244,7 +246,7 @@ impl<D: Clone> MpCore<D> {
 
     /// The policy's pick among the active paths.
     fn pick(&mut self) -> Option<usize> {
-        let mut candidates = std::mem::take(&mut self.candidates);
+        let mut candidates = core::mem::take(&mut self.candidates);
         candidates.clear();
         candidates.extend(self.paths.iter().map(|p| Candidate {
             usable: self.active(p),

@@ -1,12 +1,14 @@
 //! [`MpCore`] driven directly, as the whole-stack simulator drives it: a `u32` device
 //! handle (the path's key), explicit instants, outcomes made by hand and judged by
 //! [`SrpDsm`].
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use crate::core::{Acquire, Completion, IoKind, Issued, MpCore, PathSpec, Transport};
 use crate::{DiskIdentity, DsmIdentifier, MpConfig, Outcome, PathLabel, PathState, Policy};
 use crate::{SrpDsm, TransportKind};
+use alloc::sync::Arc;
 use srp_host::DeviceError;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SECOND: Duration = Duration::from_secs(1);

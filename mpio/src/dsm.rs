@@ -3,11 +3,13 @@
 //! claim path devices, to tell whether two are the same logical unit, whether a path may
 //! carry I/O, what to do with an error, which path the next I/O takes, and how to verify a
 //! path. [`crate::SrpDsm`] is the implementation for SRP logical units.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use crate::alua::AluaState;
 use crate::outcome::Outcome;
 use crate::policy::{Candidate, Selector};
-use std::time::Duration;
+use core::time::Duration;
 
 /// What a DSM claims a path device as (`DsmInquire`'s DsmIdentifier).
 #[derive(Debug, Clone, PartialEq, Eq)]

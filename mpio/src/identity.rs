@@ -6,6 +6,8 @@
 //! not a logical unit, and is passed over: two such LUs must not become one disk. Named as
 //! Linux names WWIDs, so the name is also a safe file name: `naa.` + hex, `eui.` + hex,
 //! `t10.` + text, `name.` + text, `vs.` + hex.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 /// One designator of VPD page 0x83.
 #[derive(Debug, Clone, PartialEq, Eq)]

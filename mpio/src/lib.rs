@@ -14,14 +14,26 @@
 //!   the whole-stack simulator share.
 //! - [`mpdisk`]: [`MultipathDisk`], the blocking block device over the paths: the core
 //!   behind a mutex, commands waiting for a path, path verifies on their own threads.
+//!
+//! With no `std` (the default feature off: a kernel driver's build) the sans-IO core, policies, path states, ALUA, identities and the DSM remain (`core` + `alloc`, time as `ib_verbs::Time`); [`mpdisk`] (threads, blocking waits) is `std`.
+#![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
+
+/// The `alloc` names a `std` crate has in its prelude (`use crate::prelude::*`).
+#[allow(unused_imports)]
+use ib_verbs::prelude;
 
 pub mod alua;
+pub mod clock;
 pub mod core;
 pub mod dsm;
 pub mod identity;
+#[cfg(feature = "std")]
 pub mod mpdisk;
 pub mod outcome;
 pub mod path;
+pub mod path_device;
 pub mod policy;
 pub mod srp_dsm;
 
@@ -30,9 +42,11 @@ pub use crate::core::{
     PathSnapshot, PathSpec, RTPG_ALLOCATION, RTPG_CDB, TickPlan, Transport, VerifyJob,
 };
 pub use dsm::{Decline, Dsm, DsmIdentifier, Verdict};
-pub use mpdisk::{MultipathDisk, PathDevice};
+#[cfg(feature = "std")]
+pub use mpdisk::MultipathDisk;
 pub use outcome::{Outcome, TransportKind};
 pub use path::{Damping, PathState};
+pub use path_device::PathDevice;
 pub use policy::{Policy, Selector};
 pub use srp_dsm::SrpDsm;
 

@@ -8,7 +8,6 @@ use crate::core::{
     Acquire, Completion, IoKind, Issued, MpCore, RTPG_ALLOCATION, RTPG_CDB, VerifyJob,
 };
 use crate::dsm::Dsm;
-use crate::outcome::Outcome;
 use crate::policy::Policy;
 use scsi::Lba;
 use srp_host::{BlockDevice, DeviceError};
@@ -26,23 +25,7 @@ pub const VERIFY_WAIT: Duration = Duration::from_secs(1);
 /// at the deadline again (a path's return wakes it at once).
 const WAIT_SLICE: Duration = Duration::from_millis(100);
 
-/// One path's device: the LU through one I_T nexus. Calls block until the command
-/// completed on this path (bounded by the transport's timers).
-pub trait PathDevice: Send + Sync {
-    /// READ of whole blocks into `buf`.
-    fn read(&self, lba: Lba, buf: &mut [u8]) -> Outcome;
-    /// WRITE of whole blocks.
-    fn write(&self, lba: Lba, data: &[u8], fua: bool) -> Outcome;
-    /// SYNCHRONIZE CACHE of the whole LU.
-    fn flush(&self) -> Outcome;
-    /// Any command without data-out, with `data_in` bytes of data-in (path verify, RTPG).
-    fn execute(&self, cdb: &[u8], data_in: usize) -> Outcome;
-    /// The transport's state.
-    fn transport(&self) -> Transport;
-    /// Fail the I/O the transport holds for a reconnect now, as if fast I/O fail expired
-    /// (another path will carry it). Never resent on this path afterwards.
-    fn fail_fast(&self);
-}
+pub use crate::path_device::PathDevice;
 
 /// The core with the blocking disk's device handle.
 type Core = MpCore<Arc<dyn PathDevice>>;

@@ -1,8 +1,10 @@
 //! What became of one SCSI command on one path, as the path reports it: the device's
 //! answer (GOOD, CHECK CONDITION with its sense, BUSY, RESERVATION CONFLICT, another
 //! status), a transport failure of the path, or the path's device gone for good.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
-use std::fmt;
+use core::fmt;
 
 /// How the transport failed a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -14,8 +14,9 @@
 //! path stays up for a whole window. A Failed path returns only through a successful path
 //! verify; an administratively restored one too.
 
-use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use crate::clock::Instant;
+use alloc::collections::VecDeque;
+use core::time::Duration;
 
 /// A path's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -154,7 +155,7 @@ impl Path {
         if self.state == PathState::Active
             && self
                 .up_since
-                .is_some_and(|t| now.duration_since(t) >= self.damping.window)
+                .is_some_and(|t| crate::clock::since(now, t) >= self.damping.window)
         {
             self.next_hold = self.damping.hold;
             self.failures.clear();
@@ -171,7 +172,7 @@ impl Path {
             while self
                 .failures
                 .front()
-                .is_some_and(|&t| now.duration_since(t) > self.damping.window)
+                .is_some_and(|&t| crate::clock::since(now, t) > self.damping.window)
             {
                 self.failures.pop_front();
             }

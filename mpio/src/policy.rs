@@ -17,8 +17,10 @@
 //! - service time: least (in flight + 1) × the path's recent service time.
 //!
 //! Ties go round robin, so a deterministic workload spreads evenly across equal paths.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
-use std::fmt;
+use core::fmt;
 
 /// A load-balance policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -149,7 +151,7 @@ impl Selector {
     /// The path for the next I/O of `blocks` blocks (see the module contract).
     pub fn select(&mut self, paths: &[Candidate]) -> Option<usize> {
         let best_tier = paths.iter().filter(|c| c.usable).map(|c| c.tier).min()?;
-        let mut eligible = std::mem::take(&mut self.eligible);
+        let mut eligible = core::mem::take(&mut self.eligible);
         eligible.clear();
         eligible
             .extend((0..paths.len()).filter(|&i| paths[i].usable && paths[i].tier == best_tier));
@@ -164,7 +166,7 @@ impl Selector {
             Policy::FailoverOnly => self.failover_only(paths, eligible),
             Policy::RoundRobin => self.rotate(eligible),
             Policy::RoundRobinSubset => {
-                let mut preferred = std::mem::take(&mut self.preferred);
+                let mut preferred = core::mem::take(&mut self.preferred);
                 preferred.clear();
                 preferred.extend(eligible.iter().copied().filter(|&i| paths[i].preferred));
                 let pick = if preferred.is_empty() {

@@ -9,12 +9,14 @@
 //!   recovery (bounded by [`SrpDsm::retries`]);
 //! - surface: every other answer of the device (medium error, illegal request, data
 //!   protect, reservation conflict, …): another path would get the same answer.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use crate::alua::{AluaState, supports_alua};
 use crate::dsm::{Decline, Dsm, DsmIdentifier, Verdict};
 use crate::identity::{identity, port_and_group};
 use crate::outcome::{Outcome, TransportKind};
-use std::time::Duration;
+use core::time::Duration;
 
 /// The SRP DSM.
 #[derive(Debug, Clone)]

@@ -6,9 +6,15 @@
 //!
 //! Transport-free: no layer of the stack below the daemons needs it, and it needs none of
 //! them (`mpio`'s core records its path latencies in a [`metrics::Histogram`]).
+//!
+//! With no `std` (the default feature off: a kernel driver's build) [`metrics`] and [`units`] remain (`core` + `alloc`); [`ratelog`] keeps a clock and a hash map (`std`).
 #![deny(unsafe_code)]
+#![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
 
 pub mod metrics;
+#[cfg(feature = "std")]
 pub mod ratelog;
 pub mod units;
 

@@ -6,10 +6,14 @@
 //! Here rather than in a metrics crate: the exposition format is a few lines of text and
 //! the daemons serve it on a plain socket.
 
+use alloc::borrow::ToOwned;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt::Write as _;
+use core::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Upper bounds of the latency buckets, in microseconds (50 µs to 5 s); a last bucket
 /// holds what is slower.
@@ -185,7 +189,8 @@ impl Exposition {
 
 /// A number as the format writes it (integers without a fraction).
 fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
+    // No `fract` in `core`: a value under 1e15 that survives the round trip is whole.
+    if v.abs() < 1e15 && (v as i64) as f64 == v {
         format!("{}", v as i64)
     } else {
         format!("{v}")

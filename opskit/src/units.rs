@@ -1,6 +1,9 @@
 //! Sizes and durations as operators write them in configuration files — one parser for
 //! the target's and the host's.
 
+use alloc::borrow::ToOwned;
+use alloc::format;
+use alloc::string::String;
 use core::time::Duration;
 
 /// Why a size did not parse.

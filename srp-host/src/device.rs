@@ -6,6 +6,7 @@
 //! before calling. An implementation must return (with an error if need be) in bounded time:
 //! the SRP disk fails I/O once its device-loss timer fires, so a lost LUN never hangs a reader.
 
+use alloc::string::String;
 use scsi::Lba;
 
 /// Why a device call failed; the FUSE layer turns every variant into an errno.

@@ -22,26 +22,31 @@
 //! - `disks`: the set of disks, inode numbers, open handles, removal.
 //! - `fs`: the `fuser::Filesystem` (errno mapping, `direct_io`, FUSE limits).
 //! - [`mount`]: [`BlockFiles::mount`], the [`Mounted`] guard, adding and removing disks.
+//!
+//! With no `std` (the default feature off) only [`device`] remains: the block-device interface the multipath core names; the block files are Linux and `std`.
+#![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
 
 pub mod device;
 // The FUSE file system, its mount and what only they use (the disk set, byte I/O over
 // blocks, the range lock): Linux only (`/dev/fuse` and the kernel's mount call). The device
 // trait is portable, so `mpio` builds for any target.
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "std", target_os = "linux"))]
 mod disks;
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "std", target_os = "linux"))]
 mod fs;
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "std", target_os = "linux"))]
 mod io;
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "std", target_os = "linux"))]
 pub mod mount;
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "std", target_os = "linux"))]
 mod range_lock;
 
 pub use device::{BlockDevice, DeviceError};
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "std", target_os = "linux"))]
 pub use disks::DiskError;
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "std", target_os = "linux"))]
 pub use io::IoError;
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "std", target_os = "linux"))]
 pub use mount::{BlockFiles, MountError, MountOptions, Mounted};

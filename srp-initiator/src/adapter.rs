@@ -19,6 +19,8 @@
 //! (channel core, CM, queue pair, outstanding commands) before `reg` (registration pool)
 //! before the system memory's; `status` and the pending completions are leaves; a
 //! provider's own locks are only ever entered innermost.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::pending::{Pending, VerbDone};
 use super::side::PortSide;
@@ -28,10 +30,15 @@ use access_layer::cm::{CmSetup, ConnId, ConnectionManager, DeviceManagement};
 use access_layer::dm::{DmClient, DmClientConfig};
 use access_layer::mad::MadAddress;
 use access_layer::verbs::{CaCaps, ChannelInterface, Device, MrSpec, PortInterface, SyncCa};
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::sync::Arc;
+use core::sync::atomic::AtomicU64;
+use core::time::Duration;
 use ib_verbs::PathMtu;
 use ib_verbs::inline_one::InlineOne;
 use ib_verbs::mem::MemBlock;
 use ib_verbs::mr::{Access, MrKey, MrKeys, PdId};
+use ib_verbs::sync::{Lock, LockGuard};
 use ib_verbs::wr::SendWr;
 use ib_verbs::{CqId, Gid, Lkey, QpId, Qpn};
 use srp::initiator::registration::{
@@ -40,10 +47,6 @@ use srp::initiator::registration::{
 };
 use srp::initiator::{CmdId, DataDir, InitiatorChannel, InitiatorConfig, LoginParams, TmfId};
 use srp::wire::IoClass;
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 /// Bytes per IU slot (send and receive): 68 + 8192 immediate bytes fit.
 pub(crate) const SLOT: u64 = 9 << 10;
@@ -123,11 +126,11 @@ pub(crate) struct Link {
 /// The channel core and the SRBs it holds for the port.
 pub(crate) struct ChannelState {
     pub(crate) channel: InitiatorChannel,
-    pub(crate) cmds: HashMap<CmdId, Active>,
+    pub(crate) cmds: BTreeMap<CmdId, Active>,
     /// Management SRBs by the core's TMF id.
-    pub(crate) mgmt: HashMap<TmfId, Mgmt>,
+    pub(crate) mgmt: BTreeMap<TmfId, Mgmt>,
     /// LUNs the target answered commands for: what a bus reset resets.
-    pub(crate) known_luns: std::collections::BTreeSet<u8>,
+    pub(crate) known_luns: alloc::collections::BTreeSet<u8>,
     /// The bus or device reset running, if one is ([`super::reset`]).
     pub(crate) target_reset: Option<super::reset::TargetReset>,
     /// The port was paused until the first login.
@@ -138,7 +141,7 @@ pub(crate) struct ChannelState {
 pub(crate) struct Posting {
     pub(crate) cq: CqId,
     /// REG_MRs of mapped commands not sent yet, by command.
-    pub(crate) pending_reg: HashMap<CmdId, InlineOne<SendWr>>,
+    pub(crate) pending_reg: BTreeMap<CmdId, InlineOne<SendWr>>,
     /// The send chain being built (REG_MRs, then the SEND; or LOCAL_INVs), kept between
     /// posts so that posting allocates nothing.
     pub(crate) chain: Vec<SendWr>,
@@ -146,7 +149,7 @@ pub(crate) struct Posting {
     pub(crate) chain_ids: Vec<u64>,
     pub(crate) send_free: Vec<usize>,
     /// LOCAL_INVs posted and not completed (reported flushed if the QP goes).
-    pub(crate) inflight_inv: HashSet<u64>,
+    pub(crate) inflight_inv: BTreeSet<u64>,
     /// The DPC's completion array, kept between rounds.
     pub(crate) wcs: Vec<ib_verbs::wr::Wc>,
 }
@@ -167,8 +170,8 @@ pub(crate) struct Adapter {
     pub(crate) ctrl_mr: MrKeys,
     /// The machine's memory (the port's): SRB buffers' pages, registered where they are.
     pub(crate) memory: Arc<win_port::SystemMemory>,
-    pub(crate) reg: Mutex<Registration>,
-    pub(crate) inner: Mutex<Inner>,
+    pub(crate) reg: Lock<Registration>,
+    pub(crate) inner: Lock<Inner>,
     /// The RC QP's send queue depth (the registration strategy's need).
     pub(crate) sq_depth: usize,
     /// How BuildIo mapped buffers: (immediate, fast-registered or windowed).
@@ -178,7 +181,7 @@ pub(crate) struct Adapter {
     /// Held commands registered again after a reconnect.
     pub(crate) remapped: AtomicU64,
     /// Logins, losses and the last failure, for [`crate::SrpTransport::status`].
-    pub(crate) status: Mutex<StatusLog>,
+    pub(crate) status: Lock<StatusLog>,
     /// What bus and device resets did.
     pub(crate) resets: super::reset::ResetCounters,
     /// The port: its DPC runs the adapter's (queued by the device's CQ notifications and
@@ -322,19 +325,19 @@ impl Adapter {
             },
             ch: ChannelState {
                 channel: InitiatorChannel::new(Self::channel_config(&cfg)),
-                cmds: HashMap::new(),
-                mgmt: HashMap::new(),
-                known_luns: std::collections::BTreeSet::new(),
+                cmds: BTreeMap::new(),
+                mgmt: BTreeMap::new(),
+                known_luns: alloc::collections::BTreeSet::new(),
                 target_reset: None,
                 paused: false,
             },
             post: Posting {
                 cq,
-                pending_reg: HashMap::new(),
+                pending_reg: BTreeMap::new(),
                 chain: Vec::new(),
                 chain_ids: Vec::new(),
                 send_free: (0..SEND_SLOTS).rev().collect(),
-                inflight_inv: HashSet::new(),
+                inflight_inv: BTreeSet::new(),
                 wcs: Vec::with_capacity(256),
             },
         };
@@ -354,13 +357,13 @@ impl Adapter {
             pd,
             ctrl,
             ctrl_mr,
-            reg: Mutex::new(Registration::new(strategy)),
+            reg: Lock::new(Registration::new(strategy)),
             sq_depth,
-            inner: Mutex::new(inner),
+            inner: Lock::new(inner),
             mapped: (AtomicU64::new(0), AtomicU64::new(0)),
             mapped_all_memory: AtomicU64::new(0),
             remapped: AtomicU64::new(0),
-            status: Mutex::new(StatusLog::new(target)),
+            status: Lock::new(StatusLog::new(target)),
             resets: super::reset::ResetCounters::default(),
             port,
         })
@@ -456,18 +459,18 @@ impl Adapter {
     }
 
     /// The adapter lock.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn lock(&self) -> LockGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     /// The registration lock.
-    pub(crate) fn reg(&self) -> MutexGuard<'_, Registration> {
-        self.reg.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn reg(&self) -> LockGuard<'_, Registration> {
+        self.reg.lock()
     }
 
     /// The status lock (a leaf: taken under the adapter lock or alone).
-    pub(crate) fn status(&self) -> MutexGuard<'_, StatusLog> {
-        self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn status(&self) -> LockGuard<'_, StatusLog> {
+        self.status.lock()
     }
 
     /// Gives up a mapping whose REG_MRs may not have run (never posted, or posted on a QP

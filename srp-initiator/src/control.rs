@@ -26,7 +26,7 @@
 use super::adapter::{Adapter, Mgmt};
 use super::side::PortSide;
 use super::{SrbExt, dpc};
-use std::time::Duration;
+use core::time::Duration;
 use win_port::{Srb, SrbFunction, SrbStatus};
 
 /// How long a logout waits for the target to close the channel before sending the DREQ.

@@ -4,6 +4,8 @@
 //! miniport's DPC routine (on the port's DPC, queued by the device's CQ notifications)
 //! runs rounds, and HwStartIo / HwInitialize execute the actions they cause with the same
 //! code.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::adapter::{Adapter, Inner, RECV_WR, SEND_WR, SLOT};
 use super::side::PortSide;
@@ -17,15 +19,27 @@ use win_port::{Srb, SrbStatus};
 /// SRBs to complete once the adapter lock is dropped.
 pub(crate) type Done = Vec<Srb<SrbExt>>;
 
-thread_local! {
+#[cfg(feature = "std")]
+std::thread_local! {
     /// This thread's list of SRBs to complete, kept between rounds (taken while in use: a
     /// completion routine that re-enters the miniport gets a list of its own).
-    static DONE_SPARE: std::cell::RefCell<Done> = const { std::cell::RefCell::new(Vec::new()) };
+    static DONE_SPARE: core::cell::RefCell<Done> = const { core::cell::RefCell::new(Vec::new()) };
 }
+
+/// Spare lists of SRBs to complete (no `std`: no thread-locals in a kernel).
+#[cfg(not(feature = "std"))]
+static DONE_SPARE: crate::scratch::Stash<Srb<SrbExt>> = crate::scratch::Stash::new();
 
 /// An empty list of SRBs to complete, with memory from an earlier round.
 pub(crate) fn done_list() -> Done {
-    DONE_SPARE.with_borrow_mut(std::mem::take)
+    #[cfg(feature = "std")]
+    {
+        DONE_SPARE.with_borrow_mut(core::mem::take)
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        DONE_SPARE.take()
+    }
 }
 
 impl Adapter {
@@ -58,8 +72,8 @@ impl Adapter {
     pub(crate) fn idle(
         &self,
         port: &dyn PortSide,
-        max: std::time::Duration,
-    ) -> Option<std::time::Duration> {
+        max: core::time::Duration,
+    ) -> Option<core::time::Duration> {
         {
             let mut s = self.lock();
             let _ = self.ca.req_notify_cq(s.post.cq, ArmMode::NextCompletion);
@@ -71,7 +85,7 @@ impl Adapter {
         let s = self.lock();
         let now = self.now();
         let until = |t: Option<ib_verbs::time::Time>| {
-            t.map(|t| std::time::Duration::from_nanos(t.0.saturating_sub(now.0)))
+            t.map(|t| core::time::Duration::from_nanos(t.0.saturating_sub(now.0)))
         };
         let wait = [
             until(s.ch.channel.poll_timeout()),
@@ -79,7 +93,7 @@ impl Adapter {
         ]
         .into_iter()
         .flatten()
-        .fold(max, std::cmp::Ord::min);
+        .fold(max, core::cmp::Ord::min);
         Some(wait)
     }
 
@@ -91,7 +105,7 @@ impl Adapter {
         if let Some(w) = &mut s.link.watch {
             n += w.collect(&mut *s.link.cm);
         }
-        let events: Vec<ConnEvent> = std::iter::from_fn(|| s.link.cm.poll_event()).collect();
+        let events: Vec<ConnEvent> = core::iter::from_fn(|| s.link.cm.poll_event()).collect();
         n += events.len();
         for ev in events {
             tracing::debug!(?ev, "cm event");
@@ -150,7 +164,7 @@ impl Adapter {
     fn pump_cq(&self, s: &mut Inner) -> usize {
         let cq = s.post.cq;
         // The adapter's completion array, reused round after round.
-        let mut wcs: Vec<Wc> = std::mem::take(&mut s.post.wcs);
+        let mut wcs: Vec<Wc> = core::mem::take(&mut s.post.wcs);
         wcs.clear();
         let _ = self.ca.poll_cq(cq, 256, &mut wcs);
         let polled = wcs.len();
@@ -272,14 +286,14 @@ impl Adapter {
             s.ch.channel.handle_remapped(now, id, Remapped::Failed);
             return;
         };
-        let old = std::mem::replace(&mut a.handle, m.handle);
+        let old = core::mem::replace(&mut a.handle, m.handle);
         s.post.pending_reg.remove(&id);
         self.discard(old);
         if !m.pre_wrs.is_empty() {
             s.post.pending_reg.insert(id, m.pre_wrs);
         }
         self.remapped
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         let answer = Remapped::New {
             data: m.data,
             imm_data: m.imm_data,
@@ -356,9 +370,12 @@ pub(crate) fn complete_all(port: &dyn PortSide, mut done: Done) {
     for srb in done.drain(..) {
         port.complete(&srb);
     }
+    #[cfg(feature = "std")]
     DONE_SPARE.with_borrow_mut(|spare| {
         if spare.capacity() < done.capacity() {
             *spare = done;
         }
     });
+    #[cfg(not(feature = "std"))]
+    DONE_SPARE.give(done);
 }

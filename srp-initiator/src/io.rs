@@ -17,14 +17,16 @@
 //!   adapter holds completes through RequestComplete (its regions discarded and
 //!   recreated), the old QP and CM connection are torn down and a fresh core logs in again
 //!   (SINGLE, so the target drops the old one).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::adapter::{Active, Adapter, Inner};
 use super::side::PortSide;
 use super::{SrbExt, dpc};
+use core::sync::atomic::Ordering;
 use srp::initiator::registration::{Mapping, MappingKind, RegError, Segment};
 use srp::initiator::{Command, DataDescriptors, DataDir, InitiatorChannel, InitiatorError};
 use srp::wire::cmd::TaskAttr;
-use std::sync::atomic::Ordering;
 use win_port::{DataDirection, Srb, SrbFunction, SrbStatus};
 
 /// What BuildIo prepared for StartIo.
@@ -42,10 +44,30 @@ fn finish_now(port: &dyn PortSide, srb: &Srb<SrbExt>, status: SrbStatus) -> bool
     false
 }
 
-thread_local! {
+#[cfg(feature = "std")]
+std::thread_local! {
     /// This thread's segment list for mapping an SRB (BuildIo runs on many threads at
     /// once), kept between calls: mapping allocates no list.
-    static SEGMENTS: std::cell::RefCell<Vec<Segment>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SEGMENTS: core::cell::RefCell<Vec<Segment>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// Spare segment lists (no `std`: no thread-locals in a kernel).
+#[cfg(not(feature = "std"))]
+static SEGMENTS: crate::scratch::Stash<Segment> = crate::scratch::Stash::new();
+
+/// Runs `f` with a segment list kept between calls.
+fn with_segments<R>(f: impl FnOnce(&mut Vec<Segment>) -> R) -> R {
+    #[cfg(feature = "std")]
+    {
+        SEGMENTS.with_borrow_mut(f)
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        let mut segments = SEGMENTS.take();
+        let r = f(&mut segments);
+        SEGMENTS.give(segments);
+        r
+    }
 }
 
 impl Adapter {
@@ -53,7 +75,7 @@ impl Adapter {
     /// system memory — through the registration for `dir`.
     pub(crate) fn map_srb(&self, srb: &Srb<SrbExt>, dir: DataDir) -> Result<Mapping, RegError> {
         let block = self.memory.block();
-        SEGMENTS.with_borrow_mut(|segments| {
+        with_segments(|segments| {
             segments.clear();
             segments.extend(
                 (srb.scatter_gather_list().elements())
@@ -204,14 +226,14 @@ impl Adapter {
     /// Completes every SRB the adapter holds with `status` (its regions discarded: posted on
     /// a QP just destroyed, or never), management SRBs included.
     pub(crate) fn flush_held(&self, s: &mut Inner, status: SrbStatus, done: &mut dpc::Done) {
-        let active: Vec<Active> = s.ch.cmds.drain().map(|(_, a)| a).collect();
+        let active: Vec<Active> = core::mem::take(&mut s.ch.cmds).into_values().collect();
         for a in active {
             self.discard(a.handle);
             a.srb.set_status(status);
             done.push(a.srb);
         }
         s.post.pending_reg.clear();
-        for (_, m) in s.ch.mgmt.drain() {
+        for (_, m) in core::mem::take(&mut s.ch.mgmt).into_iter() {
             m.srb.set_status(status);
             done.push(m.srb);
         }

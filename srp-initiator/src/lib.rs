@@ -27,7 +27,22 @@
 //! region only as the explicit `TrustTarget` mode), non-GOOD status is ERROR +
 //! AUTOSENSE_VALID, tags are the core's O(1) slab, a reset completes each SRB and reports
 //! success.
+//!
+//! With no `std` (the default feature off: a kernel driver's build) the crate is `core` +
+//! `alloc`: locks are spin locks, the data path's spare lists sit in a shared stash, a
+//! passive-level wait sleeps on the kernel event the access layer's glue provides, and the
+//! power work item (a thread) is left out.
 #![deny(unsafe_code)]
+#![no_std]
+
+extern crate alloc;
+#[cfg(any(feature = "std", test))]
+#[macro_use]
+extern crate std;
+
+/// The `alloc` names a `std` crate has in its prelude (`use crate::prelude::*`).
+#[allow(unused_imports)]
+use ib_verbs::prelude;
 
 mod adapter;
 mod control;
@@ -37,6 +52,7 @@ mod outcome;
 mod pending;
 pub mod power;
 mod reset;
+mod scratch;
 mod side;
 mod status;
 mod transport;
@@ -49,14 +65,15 @@ pub use side::PortSide;
 pub use status::{AdapterStatus, LoginFailure};
 pub use transport::SrpTransport;
 
+use crate::prelude::*;
 use access_layer::mad::ServiceId;
 use access_layer::verbs::{DeviceSpec, Fabric, ProviderKind};
+use alloc::sync::Arc;
+use core::net::IpAddr;
+use core::time::Duration;
 use ib_verbs::Guid;
 use srp::initiator::TransportTimers;
 use srp::wire::PortId;
-use std::net::IpAddr;
-use std::sync::Arc;
-use std::time::Duration;
 
 /// How data buffers are described to the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -176,7 +193,7 @@ impl SrpAdapterConfig {
     pub fn device_spec(&self) -> DeviceSpec {
         DeviceSpec {
             provider: self.provider,
-            address: std::net::SocketAddr::new(self.local, 4791),
+            address: core::net::SocketAddr::new(self.local, 4791),
             node_guid: self.node_guid,
             device: self.device.clone(),
             port: self.device_port,

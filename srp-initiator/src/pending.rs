@@ -10,12 +10,15 @@
 //! login timed out, the target disconnected meanwhile) and only its QP is released.
 //!
 //! [`Adapter::verbs_done`]: super::adapter::Adapter
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::side::PortSide;
 use access_layer::verbs::VerbsError;
+use alloc::sync::Arc;
 use ib_verbs::QpId;
 use ib_verbs::mr::MrKey;
-use std::sync::{Arc, Mutex, PoisonError};
+use ib_verbs::sync::Lock;
 
 /// One completed asynchronous verb.
 #[derive(Debug)]
@@ -44,14 +47,14 @@ pub(crate) enum VerbDone {
 
 /// The completions waiting for the DPC (a leaf lock).
 pub(crate) struct Pending {
-    done: Mutex<Vec<VerbDone>>,
+    done: Lock<Vec<VerbDone>>,
     port: Arc<dyn PortSide>,
 }
 
 impl Pending {
     pub(crate) fn new(port: Arc<dyn PortSide>) -> Pending {
         Pending {
-            done: Mutex::new(Vec::new()),
+            done: Lock::new(Vec::new()),
             port,
         }
     }
@@ -63,16 +66,13 @@ impl Pending {
     ) -> impl FnOnce(Result<T, VerbsError>) + Send + 'static {
         let me = self.clone();
         move |result| {
-            me.done
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(f(result));
+            me.done.lock().push(f(result));
             me.port.wake();
         }
     }
 
     /// Takes every queued completion, oldest first.
     pub(crate) fn take(&self) -> Vec<VerbDone> {
-        std::mem::take(&mut *self.done.lock().unwrap_or_else(PoisonError::into_inner))
+        core::mem::take(&mut *self.done.lock())
     }
 }

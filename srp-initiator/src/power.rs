@@ -7,6 +7,8 @@
 //! driver at passive level and may wait while the domain's callbacks return at once:
 //! [`work_item`] runs a transition on a thread of its own (an IoQueueWorkItem) and
 //! completes the domain's [`Completion`] from there.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use crate::SrpTransport;
 use access_layer::power::{PowerDevice, PowerState};
@@ -52,7 +54,9 @@ impl PowerDevice for HcaPower {
 
 /// Runs `transition` (a device's power IRP, which may wait) on a work-item thread named
 /// `thread` and completes the returned completion with its outcome; `device` names the
-/// device in the error. A transition that fails is logged at warning level.
+/// device in the error. A transition that fails is logged at warning level. (`std`: a
+/// kernel driver queues an `IoQueueWorkItem` instead.)
+#[cfg(feature = "std")]
 pub fn work_item(
     device: String,
     thread: &str,

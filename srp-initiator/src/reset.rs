@@ -40,14 +40,16 @@
 //!
 //! Which LUNs: those a target answered a command for (a LOGICAL UNIT NOT SUPPORTED answer
 //! excepted) and those of the commands held at the reset. Counters: [`ResetCounts`].
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::SrbExt;
 use super::adapter::{Adapter, Inner};
 use super::dpc::{self, Done};
 use super::side::PortSide;
+use alloc::collections::VecDeque;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use srp::initiator::{PortState, TmfId, TmfResult};
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use win_port::{DataDirection, Srb, SrbStatus};
 
 /// The margin over the core's TMF timeout in the pause per LUN ([`Adapter::pause_for`]).
@@ -227,7 +229,7 @@ impl Adapter {
     /// back that the target may still run (their LUN's reset ends them).
     fn hand_back_for_reset(&self, s: &mut Inner, done: &mut Done) -> (bool, Vec<u8>) {
         let (mut exposed, mut live) = (false, Vec::new());
-        let active: Vec<_> = s.ch.cmds.drain().collect();
+        let active: Vec<_> = core::mem::take(&mut s.ch.cmds).into_iter().collect();
         for (id, a) in active {
             let withdrawn = s.ch.channel.withdraw(id);
             let never_posted = s.post.pending_reg.remove(&id).is_some();
@@ -248,7 +250,7 @@ impl Adapter {
             a.srb.set_status(SrbStatus::BUS_RESET);
             done.push(a.srb);
         }
-        for (_, m) in s.ch.mgmt.drain() {
+        for (_, m) in core::mem::take(&mut s.ch.mgmt).into_iter() {
             m.srb.set_status(SrbStatus::BUS_RESET);
             done.push(m.srb);
         }

@@ -8,7 +8,7 @@
 //! not: none blocks and none calls back into the adapter.
 
 use super::SrbExt;
-use std::sync::Arc;
+use alloc::sync::Arc;
 use win_port::{Srb, SystemMemory};
 
 /// The port as the SRP channel adapter sees it.

@@ -8,6 +8,8 @@
 //! Contract: [`StatusLog::record`] runs at dispatch level under the adapter lock and only
 //! takes the status lock (innermost, held for a few assignments); the reader takes the
 //! status lock alone.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use access_layer::mad::cm::CmRejReason;
 use ib_verbs::PortCounters;
@@ -110,7 +112,7 @@ impl StatusLog {
             Event::LoginFailed { error, advice } => {
                 let mut text = format!("login failed: {error}");
                 let cm = self.cm_reject.take();
-                if std::mem::take(&mut self.cm_timeout) {
+                if core::mem::take(&mut self.cm_timeout) {
                     text.push_str(" (no answer to the CM REQ)");
                 }
                 if let Some(r) = cm {

@@ -10,14 +10,16 @@
 //! come back through [`PortSide::complete`], exactly once, outside its locks; the
 //! completion context ([`SrpTransport::round`], [`SrpTransport::idle`]) must run after
 //! every [`PortSide::wake`].
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::adapter::Adapter;
 use super::side::PortSide;
 use super::status::AdapterStatus;
 use super::{OpenError, SrbExt, SrpAdapterConfig, dpc};
-use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use alloc::sync::Arc;
+use core::sync::atomic::Ordering::Relaxed;
+use core::time::Duration;
 use win_port::{Srb, SrbStatus};
 
 /// One SRP login's transport (see the module doc). A clone is another handle on the same
@@ -27,8 +29,8 @@ pub struct SrpTransport {
     pub(crate) a: Arc<Adapter>,
 }
 
-impl std::fmt::Debug for SrpTransport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for SrpTransport {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SrpTransport")
             .field("local", &self.a.cfg.local)
             .field("target", &self.a.cfg.target)
@@ -162,7 +164,7 @@ impl SrpTransport {
             .link
             .watch
             .as_mut()
-            .map(|w| std::mem::take(&mut w.events))
+            .map(|w| core::mem::take(&mut w.events))
             .unwrap_or_default()
     }
 

@@ -5,6 +5,8 @@
 //! posting an IU with the REG_MRs of its command chained in front, and destroying the QP.
 //! The QP's creation and connection are asynchronous verbs; the DPC continues the login
 //! from their completions ([`Adapter::verbs_done`]).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::LoginVia;
 use super::adapter::{Adapter, CTRL_IOVA, Inner, RECV_SLOTS, RECV_WR, SEND_WR, SLOT};
@@ -224,7 +226,7 @@ impl Adapter {
             s.link.qp_failed = true;
             return;
         }
-        let mut chain = std::mem::take(&mut s.post.chain);
+        let mut chain = core::mem::take(&mut s.post.chain);
         chain.clear();
         if let Some(regs) = cmd.and_then(|id| s.post.pending_reg.remove(&id)) {
             chain.extend(regs);
@@ -245,14 +247,14 @@ impl Adapter {
     /// Posts work requests of the registration (LOCAL_INVs); without a QP they count as
     /// flushed, so the pool retries them on the next connection.
     pub(crate) fn post_reg(&self, s: &mut Inner, wrs: impl IntoIterator<Item = SendWr>) {
-        let mut chain = std::mem::take(&mut s.post.chain);
+        let mut chain = core::mem::take(&mut s.post.chain);
         chain.clear();
         chain.extend(wrs);
         if chain.is_empty() {
             s.post.chain = chain;
             return;
         }
-        let mut ids = std::mem::take(&mut s.post.chain_ids);
+        let mut ids = core::mem::take(&mut s.post.chain_ids);
         ids.clear();
         ids.extend(chain.iter().map(|w| w.wr_id));
         let posted = match s.link.qp {
@@ -289,7 +291,7 @@ impl Adapter {
         s.post.send_free = (0..super::adapter::SEND_SLOTS).rev().collect();
         s.link.qp_failed = false;
         let mut reg = self.reg();
-        for id in s.post.inflight_inv.drain() {
+        for id in core::mem::take(&mut s.post.inflight_inv) {
             let _ = reg.handle_send_done(id, WcStatus::WrFlushErr);
         }
     }

@@ -5,6 +5,8 @@
 //! the access layer's PnP (IBAL's ibiou: the IOU's DM sweeps create and remove IOC
 //! devices). The StorPort miniport runs without it: StorPort hides device removal from a
 //! miniport. Under rdma-core there is no QP1 of ours, so no watch.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use access_layer::cm::ConnectionManager;
 use access_layer::dm::DmEvent;

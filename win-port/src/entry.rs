@@ -11,11 +11,13 @@
 //! ([`trips`](access_layer::verbs::verifier::trips), process-wide), the count rose during
 //! a dispatch-level entry. Each port turns an [`EntryFault`] into its own violation and
 //! bugchecks.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use access_layer::verbs::{DispatchGuard, verifier as al_verifier};
-use std::any::Any;
-use std::cell::Cell;
-use std::collections::BTreeMap;
+use alloc::collections::BTreeMap;
+use core::any::Any;
+use core::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 

@@ -12,6 +12,8 @@
 //! miniport calls none of them; a miniport that must stall under a manual-mode port (the
 //! simulator's virtual time) calls its port's own stall (StorPort: `PortServices::stall_execution`),
 //! which follows the port.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use crate::entry;
 use access_layer::verbs::{in_dispatch, verifier as al_verifier};
@@ -49,7 +51,7 @@ fn may_block(call: &'static str) -> Result<(), KeError> {
 pub fn stall_execution(d: Duration) {
     let start = Instant::now();
     while start.elapsed() < d {
-        std::hint::spin_loop();
+        core::hint::spin_loop();
     }
 }
 

@@ -16,15 +16,33 @@
 //! (system memory, data buffers), [`sgl`] (scatter-gather lists), [`ke`] (kernel
 //! primitives), [`entry`] (running an entry point under the verifier; the watchdog's
 //! table).
+//!
+//! With no `std` (the default feature off: a kernel driver's build) the SRB, its data buffer
+//! and scatter-gather list and the status codes remain: `core` + `alloc`. The kernel
+//! primitives and the entry verifier stand for the kernel and its verifier, so they are
+//! `std` only (a driver has the real ones).
 #![deny(unsafe_code)]
+#![no_std]
 
+extern crate alloc;
+#[cfg(any(feature = "std", test))]
+#[macro_use]
+extern crate std;
+
+/// The `alloc` names a `std` crate has in its prelude (`use crate::prelude::*`).
+#[allow(unused_imports)]
+use ib_verbs::prelude;
+
+#[cfg(feature = "std")]
 pub mod entry;
+#[cfg(feature = "std")]
 pub mod ke;
 pub mod memory;
 pub mod sgl;
 pub mod srb;
 pub mod status;
 
+#[cfg(feature = "std")]
 pub use entry::{DispatchCalls, EntryFault, run_entry};
 pub use memory::{DataBuffer, MemoryError, SystemMemory};
 pub use sgl::{PAGE_SIZE, ScatterGatherList, SgElement};

@@ -19,10 +19,15 @@
 //!   it drops — after its SRB completed and every holder (the submitter, the miniport)
 //!   let go, so a late DMA can never land in someone else's buffer.
 //! - Nothing here allocates per buffer: a buffer is a page run, its element list computed.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use crate::sgl::ScatterGatherList;
+use alloc::sync::Arc;
 use ib_verbs::mem::MemBlock;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use ib_verbs::sync::{Lock, LockGuard};
+#[cfg(feature = "std")]
+use std::sync::{Condvar, PoisonError};
 
 /// The page size of the emulated machine.
 pub const PAGE_SIZE: usize = 4096;
@@ -133,7 +138,9 @@ impl Frames {
 #[derive(Debug)]
 pub struct SystemMemory {
     block: Arc<MemBlock>,
-    frames: Mutex<Frames>,
+    frames: Lock<Frames>,
+    /// Wakes submitters waiting for pages (`std`: without it a wait is refused).
+    #[cfg(feature = "std")]
     freed: Condvar,
 }
 
@@ -143,12 +150,13 @@ impl SystemMemory {
         let pages = pages.max(1);
         Arc::new(SystemMemory {
             block: MemBlock::new(pages * PAGE_SIZE),
-            frames: Mutex::new(Frames {
+            frames: Lock::new(Frames {
                 used: vec![0; pages.div_ceil(64)],
                 total: pages,
                 free: pages,
                 cursor: 0,
             }),
+            #[cfg(feature = "std")]
             freed: Condvar::new(),
         })
     }
@@ -168,8 +176,8 @@ impl SystemMemory {
         self.frames().free
     }
 
-    fn frames(&self) -> MutexGuard<'_, Frames> {
-        self.frames.lock().unwrap_or_else(PoisonError::into_inner)
+    fn frames(&self) -> LockGuard<'_, Frames> {
+        self.frames.lock()
     }
 
     fn pages_for(&self, len: usize) -> Result<usize, MemoryError> {
@@ -224,10 +232,32 @@ impl SystemMemory {
                 drop(f);
                 return Ok(self.buffer(first, pages, len, zero));
             }
+            f = self.wait_freed(f, pages)?;
+        }
+    }
+
+    /// Waits until pages are given back (a submitter's thread; refused at dispatch level).
+    /// With no `std` there is no waiting here: the request is refused as exhausted (a
+    /// kernel submitter's buffer is the OS's own, never this emulated memory).
+    fn wait_freed<'a>(
+        &'a self,
+        f: LockGuard<'a, Frames>,
+        pages: usize,
+    ) -> Result<LockGuard<'a, Frames>, MemoryError> {
+        #[cfg(feature = "std")]
+        {
+            let _ = pages;
             if access_layer::verbs::verifier::may_block("SystemMemory::alloc").is_err() {
                 return Err(MemoryError::AtDispatch);
             }
-            f = self.freed.wait(f).unwrap_or_else(PoisonError::into_inner);
+            Ok(self.freed.wait(f).unwrap_or_else(PoisonError::into_inner))
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            Err(MemoryError::Exhausted {
+                pages,
+                free: f.free,
+            })
         }
     }
 
@@ -254,6 +284,7 @@ impl SystemMemory {
 
     fn give(&self, first: usize, pages: usize) {
         self.frames().give(first, pages);
+        #[cfg(feature = "std")]
         self.freed.notify_all();
     }
 }
@@ -267,8 +298,8 @@ pub struct DataBuffer {
     len: usize,
 }
 
-impl std::fmt::Debug for DataBuffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for DataBuffer {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("DataBuffer")
             .field("len", &self.len)
             .field("first_frame", &self.first)
@@ -460,13 +491,13 @@ mod tests {
         });
         // Nothing while every page is held (it waits, it does not fail or spin out)...
         assert!(
-            rx.recv_timeout(std::time::Duration::from_millis(50))
+            rx.recv_timeout(core::time::Duration::from_millis(50))
                 .is_err(),
             "no pages: the allocation waits"
         );
         // ...and the page given back wakes it.
         drop(a);
-        let got = rx.recv_timeout(std::time::Duration::from_secs(5));
+        let got = rx.recv_timeout(core::time::Duration::from_secs(5));
         assert_eq!(got, Ok(Ok(PAGE_SIZE)), "woken by the free");
     }
 

@@ -5,6 +5,8 @@
 //! page run (nothing is allocated per request). The miniport moves data only through
 //! [`ScatterGatherList`] lookups (the one checked access path): an address range must lie
 //! inside one element.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 pub use crate::memory::PAGE_SIZE;
 
@@ -129,7 +131,7 @@ impl ScatterGatherList {
             });
         };
         let mut at = offset;
-        Ok(std::iter::from_fn(move || {
+        Ok(core::iter::from_fn(move || {
             if at >= end {
                 return None;
             }

@@ -8,14 +8,17 @@
 //! the SRB status, SCSI status and autosense ([`Srb::set_sense`] copies the sense and sets
 //! `SRB_STATUS_AUTOSENSE_VALID`), and keeps its per-request state in the SRB extension.
 //! Closures given to [`Srb::with_extension`] must not complete the SRB.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use crate::memory::DataBuffer;
 use crate::sgl::{ScatterGatherList, SglError};
 use crate::status::SrbStatus;
-use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use alloc::sync::Arc;
+use core::fmt;
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::time::Duration;
+use ib_verbs::sync::{Lock, LockGuard};
 
 /// A request's identity, unique in the process (for logs, aborts, verifier reports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -255,7 +258,7 @@ struct Inner<X> {
     id: SrbId,
     request: SrbRequest,
     sg: ScatterGatherList,
-    io: Mutex<SrbIo<X>>,
+    io: Lock<SrbIo<X>>,
     completed: AtomicBool,
 }
 
@@ -289,7 +292,7 @@ impl<X: Default> Inner<X> {
         Inner {
             id,
             sg: data.sg_list(),
-            io: Mutex::new(SrbIo {
+            io: Lock::new(SrbIo {
                 data_transfer_length: data.len(),
                 data,
                 status: SrbStatus::PENDING,
@@ -307,7 +310,7 @@ impl<X: Default> Inner<X> {
 /// lookaside lists likewise): one is reused once nothing else holds it — the miniport let
 /// go of its handles — so a request allocates no SRB in the steady state.
 pub struct Lookaside<X> {
-    retired: Mutex<Vec<Arc<Inner<X>>>>,
+    retired: Lock<Vec<Arc<Inner<X>>>>,
 }
 
 /// SRBs a lookaside list keeps at most.
@@ -318,7 +321,7 @@ const LOOKASIDE_SCAN: usize = 8;
 impl<X> Default for Lookaside<X> {
     fn default() -> Self {
         Lookaside {
-            retired: Mutex::new(Vec::new()),
+            retired: Lock::new(Vec::new()),
         }
     }
 }
@@ -326,7 +329,7 @@ impl<X> Default for Lookaside<X> {
 impl<X: Default> Lookaside<X> {
     /// Keeps a completed SRB's memory for a later request (the port's, not a driver's).
     pub fn retire(&self, srb: Srb<X>) {
-        let mut r = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut r = self.retired.lock();
         if r.len() < LOOKASIDE_DEPTH {
             r.push(srb.inner);
         }
@@ -334,7 +337,7 @@ impl<X: Default> Lookaside<X> {
 
     /// A retired SRB nothing else holds any more, if one is near the front.
     fn take_free(&self) -> Option<Arc<Inner<X>>> {
-        let mut r = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut r = self.retired.lock();
         let i = r
             .iter()
             .take(LOOKASIDE_SCAN)
@@ -417,14 +420,14 @@ impl<X: Default> Srb<X> {
     /// port re-issues a request the miniport completed with `SRB_STATUS_BUSY`. The
     /// port's, not a driver's.
     pub fn reissue(&self, lookaside: &Lookaside<X>) -> Srb<X> {
-        let data = std::mem::take(&mut self.io().data);
+        let data = core::mem::take(&mut self.io().data);
         Srb::new(lookaside, self.inner.id, self.inner.request.again(), data)
     }
 }
 
 impl<X> Srb<X> {
-    fn io(&self) -> MutexGuard<'_, SrbIo<X>> {
-        self.inner.io.lock().unwrap_or_else(PoisonError::into_inner)
+    fn io(&self) -> LockGuard<'_, SrbIo<X>> {
+        self.inner.io.lock()
     }
 
     /// Its identity.
@@ -560,7 +563,7 @@ impl<X> Srb<X> {
             data_transfer_length: 0,
         };
         let io = if forced {
-            self.inner.io.try_lock().ok()
+            self.inner.io.try_lock()
         } else {
             Some(self.io())
         };
@@ -571,7 +574,7 @@ impl<X> Srb<X> {
                 r.sense = io.sense.clone();
             }
             r.data_transfer_length = io.data_transfer_length;
-            r.data = std::mem::take(&mut io.data);
+            r.data = core::mem::take(&mut io.data);
         }
         r
     }

@@ -2,7 +2,7 @@
 //! bits are flags (`SRB_STATUS_QUEUE_FROZEN`, `SRB_STATUS_AUTOSENSE_VALID`). An open code:
 //! values without a name survive as they are.
 
-use std::fmt;
+use core::fmt;
 
 /// An SRB status byte, flags included.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -108,7 +108,7 @@ pub(crate) struct Conn {
     pub(crate) retries_left: u8,
     pub(crate) max_retries: u8,
     /// How long to wait for an answer before resending.
-    pub(crate) timeout: std::time::Duration,
+    pub(crate) timeout: core::time::Duration,
     pub(crate) timer: Option<Time>,
     /// The peer's QP (from its REQ or REP), for DREQ.
     pub(crate) peer_qpn: ib_verbs::Qpn,
@@ -176,7 +176,7 @@ mod tests {
             final_sent: None,
             retries_left,
             max_retries: 3,
-            timeout: std::time::Duration::from_millis(1),
+            timeout: core::time::Duration::from_millis(1),
             timer: None,
             peer_qpn: ib_verbs::Qpn::default(),
             req: None,

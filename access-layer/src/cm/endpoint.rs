@@ -1,5 +1,7 @@
 //! One port's Communication Manager: connections by local communication ID, listens by
 //! service ID, retransmission timers, and the MADs each transition sends.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::CmError;
 use super::conn::{Action, Conn, ConnState, Input, Role};
@@ -17,9 +19,9 @@ use ib_verbs::time::{Time, ack_timeout};
 /// 21, 4.096 µs × 2^21 ≈ 8.6 s. Linux's RDMA-CM asks 20 (≈ 4.3 s); a REQ asking up to 31
 /// (≈ 2.4 h per try) would keep a half-open connection for a day.
 pub(crate) const MAX_PEER_RESPONSE_TIMEOUT: u8 = 21;
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use core::time::Duration;
 use ib_verbs::{Gid, Guid, Lid, Psn, QKey, Qpn};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::Duration;
 
 /// A connection, named by our local communication ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

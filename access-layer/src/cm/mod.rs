@@ -22,6 +22,8 @@
 //! Files: `conn` (one connection's state and the transition table), `endpoint` (demultiplexing,
 //! listens, timers, MAD building), `psn` (the QP PSNs a CM exchange sets), `seam` (the
 //! connection-manager interface every provider's CM offers).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 mod conn;
 mod endpoint;
@@ -37,7 +39,9 @@ pub use seam::{
 };
 
 /// A random first communication ID for [`CmSetup::first_comm_id`] from the system's
-/// randomness (a simulated run draws from its fabric instead).
+/// randomness (a simulated run draws from its fabric instead; a kernel driver from the
+/// kernel's generator).
+#[cfg(feature = "std")]
 pub fn random_comm_id() -> u32 {
     (crate::verbs::device::system_random() as u32).max(1)
 }

@@ -32,14 +32,16 @@
 //! Private data: what the consumer gives and gets is its own. For a service ID in the
 //! RDMA-CM port space the CM adds the 36-byte cma header to a REQ and strips it from a
 //! received one (56 bytes remain), as the kernel's RDMA-CM does for a librdmacm listener.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{CmError, ConnId, ConnState};
 use crate::dm::{DmAgent, DmClient};
 use crate::mad::ServiceId;
 use crate::mad::cm::CmRejReason;
+use core::net::IpAddr;
+use core::time::Duration;
 use ib_verbs::{Gid, Guid, PKey, PathMtu, Qpn, RcConnect, Time};
-use std::net::IpAddr;
-use std::time::Duration;
 
 /// What a connection manager is opened with, beyond its port.
 #[derive(Clone, Copy, Debug)]

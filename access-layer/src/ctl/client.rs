@@ -1,5 +1,7 @@
 //! [`CtlClient`]: the blocking client of a control socket (srpctl, tests). Never for
 //! dispatch contexts: every call waits for the daemon.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::WireError;
 use super::frame::{ReadError, Reply, Request, read_message, write_message};

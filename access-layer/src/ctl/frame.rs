@@ -1,4 +1,6 @@
 //! Typed requests and replies, and reading and writing whole messages on a stream.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::WireError;
 use super::wire::{

@@ -20,6 +20,8 @@
 //! that grow with every release; a field added to an answer is ignored by an older client
 //! and defaults for a newer one (`#[serde(default)]`), where a fixed layout would need a new
 //! protocol version for each.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::wire::{CtlStatus, MAX_BODY};
 use serde::de::DeserializeOwned;

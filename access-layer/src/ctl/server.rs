@@ -10,6 +10,8 @@
 //! served at once. Every refusal is answered with an error reply naming why
 //! ([`CtlStatus::PermissionDenied`], [`CtlStatus::Busy`]), counted ([`CtlServerStats`]) and
 //! logged.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::frame::{ReadError, Reply, Request, read_message, write_message};
 use super::wire::{

@@ -1,6 +1,8 @@
 //! The control protocol's wire formats: a 24-byte header and fixed-layout bodies, all
 //! big-endian, no pointers or `usize` (64-bit clean: a 32-bit srpctl talks to a 64-bit
 //! daemon). Strings are NUL-padded fixed arrays.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::WireError;
 use wirekit::WireRepr;

@@ -1,5 +1,7 @@
 //! The four wire tests per control message type (STYLE.md): known bytes decode, emit into
 //! 0xa5 reproduces them, parse(emit(x)) == x, truncation errors.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::*;
 use wirekit::wire_repr::check;

@@ -5,6 +5,8 @@
 //! [`DmAgent::poll_transmit`], the GetResp to hand to `GsiAgent::send`. [`DmAgent::answer`]
 //! is the pure core. Registry changes ([`DmAgent::add_ioc`], [`DmAgent::remove_ioc`]) bump
 //! IOUnitInfo's change ID so clients know to read the profiles again.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::DmError;
 use crate::mad::class_port_info::ClassPortInfo;
@@ -15,7 +17,7 @@ use crate::mad::dm::{
 use crate::mad::{
     AnyMad, DmAttribute, MadAddress, MadBuf, MadHeader, MadOut, MadStatus, Method, MgmtClass,
 };
-use std::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, VecDeque};
 
 /// Most answers queued; requests beyond are dropped (the client retries).
 const MAX_QUEUED: usize = 256;

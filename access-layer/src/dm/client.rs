@@ -12,6 +12,8 @@
 //! Inputs: [`DmClient::add_portal`], [`DmClient::handle_timeout`], [`DmClient::handle_event`]
 //! (the GSI agent's responses and timeouts); outputs: [`DmClient::poll_event`],
 //! [`DmClient::poll_timeout`]. Requests go out through the `&mut GsiAgent` the inputs take.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::DmError;
 use crate::gsi::{GsiAgent, GsiError, GsiEvent, RequestOptions};
@@ -23,10 +25,10 @@ use crate::mad::{
     AnyMad, DmAttribute, MadAddress, MadBody, MadBuf, MadError, MadHeader, MadStatus, Method,
     MgmtClass, RmppHeader, Tid, parse_any,
 };
+use alloc::collections::{BTreeMap, VecDeque};
 use core::time::Duration;
 use ib_verbs::Guid;
 use ib_verbs::time::Time;
-use std::collections::{BTreeMap, VecDeque};
 
 /// Settings of the client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

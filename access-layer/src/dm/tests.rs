@@ -1,4 +1,6 @@
 //! Unit tests of the DM agent's answers and of discovery on the in-memory GSI link.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::*;
 use crate::gsi::tests::{Link, addr, request};
@@ -234,7 +236,7 @@ impl World {
             }
             moved += self.link.deliver();
             self.events
-                .extend(std::iter::from_fn(|| self.client.poll_event()));
+                .extend(core::iter::from_fn(|| self.client.poll_event()));
             if moved == 0 {
                 return;
             }

@@ -4,12 +4,14 @@
 //! [`GsiAgent::handle_timeout`], [`GsiAgent::send_request`] and [`GsiAgent::send`].
 //! Outputs: [`GsiAgent::poll_transmit`], [`GsiAgent::poll_event`],
 //! [`GsiAgent::poll_timeout`]. See the [module docs](super) for the driver loop.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::GsiError;
 use crate::mad::{MadAddress, MadBuf, MadHeader, MadOut, MadStatus, Method, MgmtClass, Tid};
+use alloc::collections::{BTreeMap, VecDeque};
 use core::time::Duration;
 use ib_verbs::time::Time;
-use std::collections::{BTreeMap, VecDeque};
 
 /// Sizes of the agent's bounded queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

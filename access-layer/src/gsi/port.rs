@@ -13,10 +13,14 @@
 //! Opening takes the resource verbs' blocking form ([`SyncCa`]: a passive-level caller);
 //! sending, receiving and arming are the data path's direct calls, allowed at dispatch
 //! level.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::GsiError;
 use crate::mad::{MAD_LEN, MadAddress, MadBuf, MadOut};
 use crate::verbs::{ChannelInterface, MrSpec, SyncCa};
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
 use ib_verbs::ids::{QKey, Qpn};
 use ib_verbs::mem::MemBlock;
 use ib_verbs::mr::{Access, MrKeys};
@@ -26,8 +30,6 @@ use ib_verbs::wr::{
     ArmMode, RecvWr, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcOpcode, WcStatus,
 };
 use ib_verbs::{CqId, QpId};
-use std::collections::VecDeque;
-use std::sync::Arc;
 
 /// Bytes a receive needs: the GRH area and a MAD.
 const RECV_LEN: usize = UD_GRH_LEN + MAD_LEN;
@@ -86,8 +88,8 @@ pub struct GsiPort {
     stats: GsiPortStats,
 }
 
-impl std::fmt::Debug for GsiPort {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for GsiPort {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("GsiPort")
             .field("port", &self.port)
             .field("qp", &self.qp)

@@ -1,12 +1,14 @@
 //! Unit tests of the GSI agent on a deterministic in-memory link, and the link itself (the DM
 //! tests use it too).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::*;
 use crate::mad::{MadAddress, MadBuf, MadHeader, MadOut, MadStatus, Method, MgmtClass, Tid};
+use core::net::{IpAddr, Ipv4Addr};
 use core::time::Duration;
 use ib_verbs::Gid;
 use ib_verbs::time::Time;
-use std::net::{IpAddr, Ipv4Addr};
 
 /// The GSI address of test node `n` (127.0.0.n, port 1).
 pub(crate) fn addr(n: u8) -> MadAddress {
@@ -99,7 +101,7 @@ impl Link {
 }
 
 fn events(a: &mut GsiAgent) -> Vec<GsiEvent> {
-    std::iter::from_fn(|| a.poll_event()).collect()
+    core::iter::from_fn(|| a.poll_event()).collect()
 }
 
 /// Node 0 a DM client, node 1 a DM server.

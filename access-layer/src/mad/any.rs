@@ -1,6 +1,8 @@
 //! [`parse_any`]: a whole 256-byte MAD to a typed value, dispatched on (class, class
 //! version, attribute). Attributes this crate does not model stay raw, so every MAD with a
 //! valid common header parses. Used by the GSI agent and the `mad` fuzz target.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::class_port_info::ClassPortInfo;
 use super::cm::{CM_CLASS_VERSION, CmAttr, CmDrep, CmDreq, CmMra, CmRej, CmRep, CmReq, CmRtu};

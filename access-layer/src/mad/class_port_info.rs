@@ -1,6 +1,8 @@
 //! ClassPortInfo (attribute 0x0001), 72 bytes, the same for every GSI class: CM, SA and DM
 //! answer Get(ClassPortInfo) with it (IBTA Vol1 13.4.8.1, table 150; Linux
 //! `struct ib_class_port_info`, where CapabilityMask2/RespTimeValue is `cap_mask2_resp_time`).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{MadError, check_width, read_fixed, write_fixed};
 use ib_verbs::{Gid, Lid, PKey, QKey, Qpn};
@@ -208,7 +210,7 @@ impl<'a> WireRepr<'a> for ClassPortInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
+    use core::net::Ipv4Addr;
     use wirekit::wire_repr::check;
 
     /// SA ClassPortInfo: traps supported, RespTimeValue 18, no redirect, trap to

@@ -1,5 +1,7 @@
 //! The 24-byte MAD common header (IBTA Vol1 13.4.3, table 145; Linux `struct ib_mad_hdr`), its
 //! code points, and helpers for a whole 256-byte MAD.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{MadError, Tid, read_fixed, write_fixed};
 use wirekit::WireRepr;

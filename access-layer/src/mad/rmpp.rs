@@ -1,5 +1,7 @@
 //! The 12-byte RMPP header that follows the common header in SA and DM MADs, active or not
 //! (IBTA Vol1 13.6.2, table 169; Linux `struct ib_rmpp_hdr`).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{MadError, check_width, read_fixed, write_fixed};
 use wirekit::WireRepr;

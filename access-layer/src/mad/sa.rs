@@ -4,6 +4,8 @@
 //!
 //! An SA MAD is the common header (24), the RMPP header (12), the SA header (20) and 200 data
 //! bytes; records sit at `56 + n × AttributeOffset × 8`.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{MadError, ServiceId, check_width, read_fixed, write_fixed};
 use ib_verbs::{Gid, Lid, PKey};
@@ -363,7 +365,7 @@ impl<'a> WireRepr<'a> for PathRecord {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
+    use core::net::Ipv4Addr;
     use wirekit::wire_repr::check;
 
     /// SA header of a PathRecord Get: SGID, DGID, P_Key and NumbPath in the mask.

@@ -2,6 +2,8 @@
 //! responses become [`ConnEvent`]s, the RDMA-CM header is added and stripped here, and the
 //! QP attributes each side needs come from the REQ and REP (PSNs as Linux reads them,
 //! [`QpPsns`]).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{MadService, Ours};
 use crate::cm::{

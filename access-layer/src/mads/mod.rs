@@ -11,6 +11,8 @@
 //!
 //! Files: this one (opening, routing MADs, timers, transmits), `cm.rs` (the seam over
 //! [`CmEndpoint`]).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 mod cm;
 
@@ -20,10 +22,10 @@ use crate::cm::{
 use crate::gsi::{GsiAgent, GsiConfig, GsiError, GsiEvent, GsiPort, GsiPortConfig};
 use crate::mad::{MadAddress, MadBuf, MgmtClass};
 use crate::verbs::{Device, PortInterface, SyncCa};
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::sync::Arc;
+use core::net::IpAddr;
 use ib_verbs::{Gid, PathMtu, Psn, Qpn, Time};
-use std::collections::{BTreeMap, VecDeque};
-use std::net::IpAddr;
-use std::sync::Arc;
 
 /// What our side of a connection chose, kept for the seam's later calls.
 #[derive(Clone, Copy, Debug)]
@@ -55,8 +57,8 @@ pub struct MadService {
     unknown_events: u64,
 }
 
-impl std::fmt::Debug for MadService {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for MadService {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("MadService")
             .field("port", &self.port.identity())
             .field("gsi", &self.gsi)
@@ -191,10 +193,10 @@ impl MadService {
         let agents = dm
             .agents
             .iter_mut()
-            .flat_map(|a| std::iter::from_fn(move || a.poll_transmit()));
-        let rest = std::iter::from_fn(|| others.poll_transmit())
-            .chain(std::iter::from_fn(|| client_agent.poll_transmit()))
-            .chain(std::iter::from_fn(|| cm.poll_transmit()));
+            .flat_map(|a| core::iter::from_fn(move || a.poll_transmit()));
+        let rest = core::iter::from_fn(|| others.poll_transmit())
+            .chain(core::iter::from_fn(|| client_agent.poll_transmit()))
+            .chain(core::iter::from_fn(|| cm.poll_transmit()));
         for out in agents.chain(rest) {
             let _ = gsi.send(&out);
         }

@@ -14,10 +14,12 @@
 //! running; it is how a close from inside a callback is recognised (it cannot wait for its
 //! own frame) and how a close on a manager's delivering thread knows it needs no wait.
 //! Generic over the event type so other client kinds can reuse it.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use crate::verbs::{Completer, Completion, VerbsError, verifier};
-use std::cell::RefCell;
-use std::fmt;
+use core::cell::RefCell;
+use core::fmt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// A client's callback, with its owner captured.
@@ -164,7 +166,7 @@ impl<E> Slot<E> {
         let waiters = {
             let mut inner = self.lock();
             inner.life = Life::Released;
-            std::mem::take(&mut inner.waiters)
+            core::mem::take(&mut inner.waiters)
         };
         self.released.notify_all();
         for w in waiters {
@@ -298,7 +300,7 @@ impl<E> Drop for ClientHandle<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use core::sync::atomic::{AtomicU32, Ordering};
 
     fn slot(owner: &Arc<AtomicU32>) -> Arc<Slot<u32>> {
         let owner = owner.clone();
@@ -334,7 +336,7 @@ mod tests {
         let cb = s.enter().expect("open");
         let h = ClientHandle::new(s.clone());
         let closer = std::thread::spawn(move || h.close());
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(core::time::Duration::from_millis(50));
         assert!(!closer.is_finished(), "close must wait for the callback");
         assert!(s.enter().is_none(), "no new callback once closing");
         drop(cb);

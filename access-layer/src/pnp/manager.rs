@@ -14,18 +14,20 @@
 //! which bounds the queue; a deliverer hands the role to such a waiter once its own items
 //! are out, so nobody delivers other callers' events forever. Dispatch-level callers
 //! (callbacks included) never wait.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::lifetime::{Callback, ClientHandle, Frame, FrameGuard, Slot};
 use super::topology::Topology;
 use super::{EventClasses, PnpConfig, PnpError, PnpEvent};
 use crate::dm::DmEvent;
 use crate::verbs::{CaAttr, DispatchGuard, at_dispatch, in_dispatch};
+use alloc::collections::{BTreeMap, VecDeque};
+use core::fmt;
+use core::sync::atomic::{AtomicU64, Ordering};
 use ib_verbs::Event;
 use ib_verbs::Guid;
-use std::collections::{BTreeMap, VecDeque};
-use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// Ids of managers and clients, unique in the process (the thread-local frames compare

@@ -29,12 +29,19 @@
 //! Modules: [`lifetime`] (client reference counting), `topology` (the sans-IO state: what
 //! exists and which events a change makes) and `manager` ([`PnpManager`]: queueing and
 //! delivery).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
+#[cfg(feature = "std")]
 pub mod lifetime;
+#[cfg(feature = "std")]
 mod manager;
+#[cfg(feature = "std")]
 mod topology;
 
+#[cfg(feature = "std")]
 pub use lifetime::{ClientHandle, Closed};
+#[cfg(feature = "std")]
 pub use manager::PnpManager;
 
 use crate::dm::IocRecord;

@@ -2,13 +2,15 @@
 //! through them. Each input updates the state and returns the events it makes, in
 //! delivery order (parents arrive first, children go first); [`Topology::replay`] lists
 //! the current state as arrivals. Refused inputs change nothing.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{ChildDevice, PnpError, PnpEvent};
 use crate::dm::{DmEvent, IocRecord};
 use crate::mad::MadAddress;
 use crate::verbs::CaAttr;
+use alloc::collections::BTreeMap;
 use ib_verbs::Guid;
-use std::collections::BTreeMap;
 
 #[derive(Debug)]
 struct CaState {

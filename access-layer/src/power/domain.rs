@@ -1,11 +1,14 @@
 //! [`PowerDomain`]: an HCA and the client devices configured as children of its ports, with
 //! the seed's ordering: power-down runs children first (last registered first) and the HCA
 //! last; power-up runs the HCA first, then the children in registration order.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{PowerError, PowerState};
 use crate::verbs::{Completer, Completion, VerbsError};
-use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use alloc::sync::Arc;
+use core::fmt;
+use ib_verbs::sync::{Lock, LockGuard};
 
 /// A device with power states: the HCA ([`super::PoweredCa`]) or a client device (an SRP
 /// initiator instance, an IPoIB-like port child). Both callbacks return at once; the
@@ -38,13 +41,13 @@ struct State {
 
 struct Inner {
     hca: Arc<dyn PowerDevice>,
-    state: Mutex<State>,
+    state: Lock<State>,
 }
 
 impl Inner {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> LockGuard<'_, State> {
         // Only this module's short critical sections run under the lock.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 }
 
@@ -79,7 +82,7 @@ impl PowerDomain {
         PowerDomain {
             inner: Arc::new(Inner {
                 hca,
-                state: Mutex::new(State {
+                state: Lock::new(State {
                     power: PowerState::D0,
                     busy: false,
                     children: Vec::new(),

@@ -22,10 +22,12 @@
 //! [`switch`] ([`PowerSwitch`], which providers implement).
 
 pub mod domain;
+#[cfg(feature = "std")]
 pub mod powered;
 pub mod switch;
 
 pub use domain::{ChildId, PowerDevice, PowerDomain};
+#[cfg(feature = "std")]
 pub use powered::{PowerPolicy, PowerStats, PoweredCa};
 pub use switch::PowerSwitch;
 

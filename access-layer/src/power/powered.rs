@@ -11,19 +11,21 @@
 //! Data-path polling ([`ChannelInterface::poll_cq`], [`ChannelInterface::req_notify_cq`])
 //! passes through in every state: completions generated before the power-down stay
 //! reachable, and none is lost.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{PowerDevice, PowerState, PowerSwitch};
 use crate::verbs::dispatch::DispatchGuard;
 use crate::verbs::{ChannelInterface, Completion, EventHandler, VerbsError};
+use core::cell::Cell;
+use core::fmt;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use ib_verbs::ids::Qpn;
 use ib_verbs::qp::state::{QpAttrMask, QpState};
 use ib_verbs::qp::{QpAttr, QpInit};
 use ib_verbs::wr::{SendOp, Wc, WcOpcode, WcStatus};
 use ib_verbs::{CqId, Event, QpId};
-use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
-use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 
 /// The error of a request refused because the power-down queue (of `max` requests) is full.

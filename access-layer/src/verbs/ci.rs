@@ -12,8 +12,11 @@
 //! earlier one is started from that one's completion routine (or after waiting, at
 //! passive level). Data-path verbs are direct calls; they never block, so they are
 //! allowed at dispatch level.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{Completion, VerbsError};
+use alloc::sync::Arc;
 use ib_verbs::PathMtu;
 use ib_verbs::ids::{Gid, Guid, Rkey};
 use ib_verbs::mem::MemBlock;
@@ -22,7 +25,6 @@ use ib_verbs::qp::state::{QpAttrMask, QpState};
 use ib_verbs::qp::{QpAttr, QpInit};
 use ib_verbs::wr::{ArmMode, RecvWr, SendWr, Wc};
 use ib_verbs::{CqId, Event, QpId, RcConnect, SrqId};
-use std::sync::Arc;
 
 /// An asynchronous event handler (IBAL's `pfn_async_event_cb`): called at dispatch level,
 /// one event at a time, in the order the provider produced them; it must not block.

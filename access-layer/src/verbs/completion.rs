@@ -7,15 +7,24 @@
 //! gets [`VerbsError::AlreadyClaimed`], and every registered routine is called exactly once.
 //! Routines run at dispatch level ([`super::in_dispatch`]) and never under this module's
 //! lock, so they may register further routines and start further verbs, but not block.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::VerbsError;
 use super::dispatch::DispatchGuard;
+#[cfg(any(not(feature = "std"), test))]
+use super::kernel_wait::{EventWaker, KernelEvent};
+#[cfg(feature = "std")]
 use super::verifier;
-use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Waker};
+use alloc::sync::Arc;
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll, Waker};
+use ib_verbs::sync::{Lock, LockGuard};
+#[cfg(feature = "std")]
+use std::sync::{Condvar, PoisonError};
+#[cfg(feature = "std")]
 use std::time::{Duration, Instant};
 
 /// A completion routine.
@@ -39,7 +48,7 @@ struct State<T> {
 impl<T> State<T> {
     /// The result for a taker, once completed.
     fn take_if_done(&mut self) -> Option<Result<T, VerbsError>> {
-        match std::mem::replace(&mut self.slot, Slot::Claimed) {
+        match core::mem::replace(&mut self.slot, Slot::Claimed) {
             Slot::Pending => {
                 self.slot = Slot::Pending;
                 None
@@ -51,26 +60,29 @@ impl<T> State<T> {
 }
 
 struct Inner<T> {
-    state: Mutex<State<T>>,
+    state: Lock<State<T>>,
+    /// Wakes blocked waiters (`std`; a kernel caller takes the routine or `.await`).
+    #[cfg(feature = "std")]
     done: Condvar,
 }
 
 impl<T> Inner<T> {
     fn new() -> Arc<Inner<T>> {
         Arc::new(Inner {
-            state: Mutex::new(State {
+            state: Lock::new(State {
                 slot: Slot::Pending,
                 routine: None,
                 wakers: Vec::new(),
             }),
+            #[cfg(feature = "std")]
             done: Condvar::new(),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State<T>> {
+    fn lock(&self) -> LockGuard<'_, State<T>> {
         // Routines never run under this lock, so a poisoned lock only means a panic in
         // this module's own short critical sections; the state is still consistent.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 
     fn complete(&self, result: Result<T, VerbsError>) {
@@ -80,7 +92,7 @@ impl<T> Inner<T> {
                 debug_assert!(false, "completed twice");
                 return;
             }
-            let wakers = std::mem::take(&mut s.wakers);
+            let wakers = core::mem::take(&mut s.wakers);
             match s.routine.take() {
                 Some(routine) => {
                     s.slot = Slot::Claimed;
@@ -92,6 +104,7 @@ impl<T> Inner<T> {
                 }
             }
         };
+        #[cfg(feature = "std")]
         self.done.notify_all();
         wakers.into_iter().for_each(Waker::wake);
         if let Some((routine, result)) = routine {
@@ -125,7 +138,7 @@ pub struct Completer<T> {
 /// operation started through [`CompletionPool::pair`] allocates nothing in the steady
 /// state. A pool is per user (a port, a channel), shared by its threads.
 pub struct CompletionPool<T> {
-    retired: Mutex<Vec<Arc<Inner<T>>>>,
+    retired: Lock<Vec<Arc<Inner<T>>>>,
 }
 
 /// Completed objects a pool keeps at most.
@@ -143,14 +156,14 @@ impl<T: Send + 'static> CompletionPool<T> {
     /// An empty pool.
     pub fn new() -> Arc<CompletionPool<T>> {
         Arc::new(CompletionPool {
-            retired: Mutex::new(Vec::new()),
+            retired: Lock::new(Vec::new()),
         })
     }
 
     /// [`Completion::pair`], reusing a completed object when one is free.
     pub fn pair(self: &Arc<Self>) -> (Completer<T>, Completion<T>) {
         let reused = {
-            let mut r = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut r = self.retired.lock();
             let free = r
                 .iter()
                 .take(POOL_SCAN)
@@ -160,7 +173,7 @@ impl<T: Send + 'static> CompletionPool<T> {
         let inner = match reused {
             Some(mut inner) => {
                 if let Some(i) = Arc::get_mut(&mut inner) {
-                    let s = i.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+                    let s = i.state.get_mut();
                     s.slot = Slot::Pending;
                     s.routine = None;
                     s.wakers.clear();
@@ -181,7 +194,7 @@ impl<T: Send + 'static> CompletionPool<T> {
 
 impl<T> CompletionPool<T> {
     fn retire(&self, inner: Arc<Inner<T>>) {
-        let mut r = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut r = self.retired.lock();
         if r.len() < POOL_DEPTH {
             r.push(inner);
         }
@@ -270,6 +283,7 @@ impl<T: Send + 'static> Completion<T> {
     /// may block. At dispatch level this trips the [`verifier`] (a panic in debug builds,
     /// [`VerbsError::BlockingAtDispatch`] in release) and leaves the completion untouched,
     /// so the caller can still take the asynchronous path.
+    #[cfg(feature = "std")]
     pub fn wait(&self) -> Result<T, VerbsError> {
         verifier::may_block("Completion::wait")?;
         let mut s = self.inner.lock();
@@ -287,6 +301,7 @@ impl<T: Send + 'static> Completion<T> {
 
     /// As [`Completion::wait`], giving up with [`VerbsError::TimedOut`] after `timeout`
     /// (the operation goes on; its result can still be taken later).
+    #[cfg(feature = "std")]
     pub fn wait_timeout(&self, timeout: Duration) -> Result<T, VerbsError> {
         verifier::may_block("Completion::wait_timeout")?;
         let deadline = Instant::now() + timeout;
@@ -304,6 +319,60 @@ impl<T: Send + 'static> Completion<T> {
                 .wait_timeout(s, left)
                 .map(|(g, _)| g)
                 .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+}
+
+/// The blocking waits with no `std` (a kernel driver): the waiter polls the completion as a
+/// future and sleeps on a kernel event ([`super::kernel_wait`]) the completion sets; without
+/// the kernel's calls installed a wait is [`VerbsError::Unsupported`].
+#[cfg(not(feature = "std"))]
+impl<T: Send + 'static> Completion<T> {
+    /// As the `std` build's `wait`: blocks until the operation completes (passive level).
+    pub fn wait(&self) -> Result<T, VerbsError> {
+        self.wait_kernel("Completion::wait", None)
+    }
+
+    /// As the `std` build's `wait_timeout`.
+    pub fn wait_timeout(&self, timeout: core::time::Duration) -> Result<T, VerbsError> {
+        self.wait_kernel("Completion::wait_timeout", Some(timeout))
+    }
+
+    fn wait_kernel(
+        &self,
+        call: &'static str,
+        timeout: Option<core::time::Duration>,
+    ) -> Result<T, VerbsError> {
+        super::verifier::may_block(call)?;
+        let Some(kernel) = super::kernel_wait::kernel_wait() else {
+            return Err(VerbsError::Unsupported { verb: call });
+        };
+        self.wait_on_event(&(kernel.new_event)(), timeout)
+    }
+}
+
+/// The kernel wait itself: built where it is used, the `no_std` build and the tests.
+#[cfg(any(not(feature = "std"), test))]
+impl<T: Send + 'static> Completion<T> {
+    /// Waits on `event` (a kernel event with no `std`; any [`KernelEvent`] in tests): polls
+    /// the completion as a future whose waker sets the event, and sleeps on the event
+    /// between polls. Only the completion sets it, once its result is stored, so a wait
+    /// that ends with the event unset is the timeout.
+    pub(crate) fn wait_on_event(
+        &self,
+        event: &Arc<dyn KernelEvent>,
+        timeout: Option<core::time::Duration>,
+    ) -> Result<T, VerbsError> {
+        let waker = Waker::from(Arc::new(EventWaker(event.clone())));
+        let mut cx = Context::from_waker(&waker);
+        let mut this = self.clone();
+        loop {
+            if let Poll::Ready(r) = Pin::new(&mut this).poll(&mut cx) {
+                return r;
+            }
+            if !event.wait(timeout) {
+                return Err(VerbsError::TimedOut);
+            }
         }
     }
 }

@@ -1,9 +1,10 @@
 use super::*;
 use crate::verbs::dispatch::{DispatchGuard, in_dispatch};
+use alloc::task::Wake;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Barrier;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::sync::mpsc;
-use std::task::Wake;
 
 /// A minimal executor: polls on this thread, parks between wake-ups.
 fn block_on<F: Future + Unpin>(mut f: F) -> F::Output {
@@ -225,5 +226,69 @@ fn a_pool_reuses_an_object_only_once_every_handle_is_gone() {
     c3.on_complete(move |r| *seen.lock().expect("lock") = Some(r));
     done3.complete(Ok(routine_result));
     assert_eq!(*hit.lock().expect("lock"), Some(Ok(3)));
-    assert_eq!(pool.retired.lock().expect("lock").len(), 2);
+    assert_eq!(pool.retired.lock().len(), 2);
+}
+
+/// A KEVENT as a driver's glue would make one, over a condition variable: set once,
+/// counted, waited on with a timeout.
+#[derive(Default)]
+struct TestEvent {
+    set: Mutex<u32>,
+    cv: std::sync::Condvar,
+}
+
+impl crate::verbs::KernelEvent for TestEvent {
+    fn set(&self) {
+        *self.set.lock().expect("event lock") += 1;
+        self.cv.notify_all();
+    }
+
+    fn wait(&self, timeout: Option<Duration>) -> bool {
+        let g = self.set.lock().expect("event lock");
+        let limit = timeout.unwrap_or(Duration::from_secs(3600));
+        let (g, _) = self
+            .cv
+            .wait_timeout_while(g, limit, |n| *n == 0)
+            .expect("event lock");
+        *g > 0
+    }
+}
+
+/// The no-`std` build's blocking wait (a kernel event the completion's waker sets): the
+/// result completed on another thread reaches the waiter, which slept on the event (the
+/// event was set exactly once, by the completion).
+#[test]
+fn kernel_event_wait_gets_a_result_completed_elsewhere() {
+    let (done, c) = Completion::<u32>::pair();
+    let ev = Arc::new(TestEvent::default());
+    let event: Arc<dyn crate::verbs::KernelEvent> = ev.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        done.complete(Ok(9));
+    });
+    assert_eq!(
+        c.wait_on_event(&event, Some(Duration::from_secs(10))),
+        Ok(9)
+    );
+    t.join().expect("completer");
+    assert_eq!(
+        *ev.set.lock().expect("event lock"),
+        1,
+        "set once, by the completion"
+    );
+    assert_eq!(c.try_take(), Some(Err(VerbsError::AlreadyClaimed)));
+}
+
+/// The kernel wait's timeout: an operation still pending after it is `TimedOut`, and its
+/// result can still be taken once it completes.
+#[test]
+fn kernel_event_wait_times_out_and_leaves_the_result() {
+    let (done, c) = Completion::<u32>::pair();
+    let event: Arc<dyn crate::verbs::KernelEvent> = Arc::new(TestEvent::default());
+    assert_eq!(
+        c.wait_on_event(&event, Some(Duration::from_millis(20))),
+        Err(VerbsError::TimedOut)
+    );
+    done.complete(Ok(4));
+    assert_eq!(c.try_take(), Some(Ok(4)));
 }

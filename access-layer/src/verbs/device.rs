@@ -7,14 +7,17 @@
 //! `providers`) opens the software HCA or rdma-core as the spec says; the whole-stack
 //! simulator passes its seeded net as a fabric of its own (virtual time, seeded
 //! randomness, no threads).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::ChannelInterface;
 use super::port::PortInterface;
+use alloc::sync::Arc;
+use core::fmt;
+use core::net::SocketAddr;
+#[cfg(feature = "std")]
 use ib_verbs::time::Clock;
 use ib_verbs::{Gid, Guid};
-use std::fmt;
-use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// Which provider a device is on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -46,7 +49,7 @@ impl fmt::Display for ProviderKind {
     }
 }
 
-impl std::str::FromStr for ProviderKind {
+impl core::str::FromStr for ProviderKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
@@ -156,12 +159,15 @@ pub enum OpenError {
     },
 }
 
-/// Where devices, time and randomness come from. See the module doc.
+/// Where devices, time and randomness come from. See the module doc. (`std`: in a kernel
+/// driver, devices arrive through PnP and the clock is the kernel's.)
 pub trait Fabric: Send + Sync + fmt::Debug {
     /// Opens the device `spec` names.
     fn open(&self, spec: &DeviceSpec) -> Result<Device, OpenError>;
 
-    /// The clock the layers above read (the system's, or a simulated net's).
+    /// The clock the layers above read (the system's, or a simulated net's; `std`: a
+    /// kernel driver reads the kernel's).
+    #[cfg(feature = "std")]
     fn clock(&self) -> Arc<dyn Clock>;
 
     /// 64 random bits (CM communication IDs): the system's entropy, or a simulated run's
@@ -177,8 +183,9 @@ pub trait Fabric: Send + Sync + fmt::Debug {
 
 /// 64 bits from the system's randomness (a fresh hasher's random keys, the time and the
 /// process): what a real fabric's [`Fabric::random`] returns.
+#[cfg(feature = "std")]
 pub fn system_random() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
+    use core::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
         std::time::SystemTime::now()

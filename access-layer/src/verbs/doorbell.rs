@@ -17,8 +17,8 @@
 //! }
 //! ```
 
+use core::time::Duration;
 use std::sync::{Condvar, Mutex, PoisonError};
-use std::time::Duration;
 
 /// A wake-up flag and the condition variable that waits for it.
 #[derive(Debug, Default)]
@@ -51,14 +51,14 @@ impl Doorbell {
                 .map(|(g, _)| g)
                 .unwrap_or_else(|p| p.into_inner().0);
         }
-        std::mem::take(&mut *rung)
+        core::mem::take(&mut *rung)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use alloc::sync::Arc;
     use std::time::Instant;
 
     #[test]

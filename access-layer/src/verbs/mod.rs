@@ -22,12 +22,16 @@
 //! through a [`Fabric`]: the one seam where a provider is chosen) and [`sync`]
 //! ([`SyncCa`]). Providers implement these interfaces over the `ib-verbs` vocabulary: the
 //! software HCA (`hca`), rdma-core (`rdma-core-provider`) and the simulator's net.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 pub mod ci;
 pub mod completion;
 pub mod device;
 pub mod dispatch;
+#[cfg(feature = "std")]
 pub mod doorbell;
+pub mod kernel_wait;
 pub mod port;
 pub mod sync;
 pub mod verifier;
@@ -35,8 +39,10 @@ pub mod verifier;
 pub use ci::{CaAttr, CaCaps, CaStats, ChannelInterface, EventHandler, MrSpec, PortAttr};
 pub use completion::{Completer, Completion, CompletionPool};
 pub use device::{Device, DeviceSpec, Fabric, OpenError, PortInfo, ProviderKind};
-pub use dispatch::{DispatchGuard, at_dispatch, in_dispatch};
+pub use dispatch::{DispatchGuard, KernelLevel, at_dispatch, in_dispatch, install_kernel_level};
+#[cfg(feature = "std")]
 pub use doorbell::Doorbell;
+pub use kernel_wait::{KernelEvent, KernelWait, install_kernel_wait};
 pub use port::PortInterface;
 pub use sync::SyncCa;
 

@@ -5,13 +5,15 @@
 //!
 //! A provider implements it with the [`super::ChannelInterface`] of the same device; the
 //! pair is a [`super::Device`]. Every call is short and non-blocking.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::VerbsError;
 use super::ci::PortAttr;
 use super::device::ProviderKind;
 use crate::cm::{CmError, CmSetup, ConnectionManager};
+use core::fmt;
 use ib_verbs::{PKey, PortCounters, Resources, Time};
-use std::fmt;
 
 /// Which port of which device on which provider: what listings show.
 #[derive(Clone, Debug, PartialEq, Eq)]

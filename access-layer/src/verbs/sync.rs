@@ -8,12 +8,12 @@
 
 use super::ci::{CaAttr, ChannelInterface, EventHandler, MrSpec};
 use super::{Completion, VerbsError, verifier};
+use alloc::sync::Arc;
+use core::time::Duration;
 use ib_verbs::mr::{MrKeys, PdId};
 use ib_verbs::qp::state::{QpAttrMask, QpState};
 use ib_verbs::qp::{QpAttr, QpInit};
 use ib_verbs::{CqId, QpId, RcConnect, Rkey, SrqId};
-use std::sync::Arc;
-use std::time::Duration;
 
 /// Blocking verbs over a channel interface `C` (see the module doc). The data path needs
 /// no wrapper: it is [`SyncCa::ci`]'s direct calls.
@@ -22,8 +22,8 @@ pub struct SyncCa<C: ?Sized = dyn ChannelInterface> {
     timeout: Duration,
 }
 
-impl<C: ?Sized> std::fmt::Debug for SyncCa<C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<C: ?Sized> core::fmt::Debug for SyncCa<C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SyncCa")
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()

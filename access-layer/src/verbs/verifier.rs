@@ -4,10 +4,12 @@
 //! test that exercises the path fails where the bug is; release builds refuse the call with
 //! [`VerbsError::BlockingAtDispatch`] and count it ([`trips`]) instead of stalling a
 //! completion thread.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::VerbsError;
 use super::dispatch::in_dispatch;
-use std::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Blocking calls refused at dispatch level since the process started.
 static TRIPS: AtomicU64 = AtomicU64::new(0);

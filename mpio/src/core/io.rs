@@ -1,13 +1,16 @@
 //! A command's way through the core: [`MpCore::acquire`] a path, send it there (the
 //! driver's part), [`MpCore::complete`] with its outcome; wait for a path meanwhile with
 //! [`MpCore::wait_begin`], [`MpCore::no_path_wait`] and [`MpCore::wait_end`].
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{MpCore, no_path_error};
+use crate::clock::Instant;
 use crate::dsm::Verdict;
 use crate::outcome::Outcome;
 use crate::path::{PathEvent, PathState};
+use core::time::Duration;
 use srp_host::DeviceError;
-use std::time::{Duration, Instant};
 
 /// Where a command goes now ([`MpCore::acquire`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +113,7 @@ impl<D: Clone> MpCore<D> {
         waiting_since: Instant,
         now: Instant,
     ) -> Result<Duration, DeviceError> {
-        let waited = now.saturating_duration_since(waiting_since);
+        let waited = crate::clock::since(now, waiting_since);
         if waited >= self.config.no_path_retry {
             self.counters.errors += 1;
             return Err(no_path_error(&self.identity, &self.config));
@@ -150,7 +153,7 @@ impl<D: Clone> MpCore<D> {
                         2
                     }
                 };
-                let us = now.saturating_duration_since(io.started).as_micros();
+                let us = crate::clock::since(now, io.started).as_micros();
                 c.latency[kind].record(u64::try_from(us).unwrap_or(u64::MAX));
                 Completion::Done
             }
@@ -178,7 +181,7 @@ impl<D: Clone> MpCore<D> {
         p.in_flight = p.in_flight.saturating_sub(1);
         p.blocks_in_flight = p.blocks_in_flight.saturating_sub(io.blocks);
         if ok {
-            let us = now.saturating_duration_since(io.started).as_micros() as u64;
+            let us = crate::clock::since(now, io.started).as_micros() as u64;
             p.service_us = if p.service_us == 0 {
                 us
             } else {

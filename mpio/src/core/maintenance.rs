@@ -4,13 +4,15 @@
 //! ([`MpCore::verify_cdb`]), then REPORT TARGET PORT GROUPS ([`RTPG_CDB`]) if
 //! [`MpCore::needs_rtpg`] — and hands the answers to [`MpCore::verify_done`] (or
 //! [`MpCore::verify_abandoned`] when it could not run it).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{MpCore, Transport};
 use crate::alua::{group_of, parse_groups};
+use crate::clock::Instant;
 use crate::dsm::DsmIdentifier;
 use crate::outcome::Outcome;
 use crate::path::{PathEvent, PathState};
-use std::time::Instant;
 
 /// REPORT TARGET PORT GROUPS (MAINTENANCE IN, service action 0Ah), 4 KiB allocation.
 pub const RTPG_CDB: [u8; 12] = [0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0];
@@ -76,7 +78,7 @@ impl<D: Clone> MpCore<D> {
             p.path.handle_timeout(now);
             let due = p
                 .last_verify
-                .is_none_or(|t| now.duration_since(t) >= period);
+                .is_none_or(|t| crate::clock::since(now, t) >= period);
             let failed = p.path.state() == PathState::Failed;
             if transport == Transport::Up
                 && !p.verifying

@@ -1,14 +1,16 @@
 //! The disk's and its paths' descriptions: what a path is when added ([`PathSpec`]), the
 //! disk's settings ([`MpConfig`]) and identity ([`DiskIdentity`]), a path's transport
 //! ([`Transport`]) and the snapshots for displays.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use crate::alua::AluaState;
 use crate::dsm::DsmIdentifier;
-use crate::mpdisk::PathDevice;
 use crate::path::{Damping, PathState};
+use crate::path_device::PathDevice;
 use crate::policy::Policy;
-use std::sync::Arc;
-use std::time::Duration;
+use alloc::sync::Arc;
+use core::time::Duration;
 
 /// A path's transport, as its owner sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

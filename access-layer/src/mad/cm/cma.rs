@@ -3,6 +3,8 @@
 //!
 //! When the service ID is in the TCP or UDP port space, the first 36 bytes of a REQ's
 //! private data are a `cma_hdr`, leaving 92 − 36 = 56 bytes to the consumer.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::req::REQ_PRIVATE_DATA_LEN;
 use crate::mad::{MadError, PrivateData, ServiceId, read_fixed, write_fixed};

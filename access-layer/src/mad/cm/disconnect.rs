@@ -1,5 +1,7 @@
 //! DREQ, DisconnectRequest (0x0015), and DREP, DisconnectReply (0x0016)
 //! (IBTA Vol1 tables 112–113 via `ibta_vol1_c12.h`).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::rtu::{IdsAndDataRaw, RTU_PRIVATE_DATA_LEN};
 use super::{CM_MSG_LEN, hi24, pack24};

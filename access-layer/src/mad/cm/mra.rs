@@ -1,5 +1,7 @@
 //! MRA, MessageReceiptAcknowledgement (attribute 0x0011): asks the peer to wait longer
 //! (IBTA Vol1 table 107 via `ibta_vol1_c12.h`).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::CM_MSG_LEN;
 use crate::mad::{CommId, MadError, PrivateData, check_width, read_fixed, write_fixed};

@@ -1,6 +1,8 @@
 //! REJ, ConnectReject (attribute 0x0012): reason, up to 72 bytes of additional rejection
 //! information (ARI) and 148 bytes of private data (IBTA Vol1 table 108 via
 //! `ibta_vol1_c12.h`; reasons: table 109 via Linux `enum ib_cm_rej_reason`).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::CM_MSG_LEN;
 use crate::mad::{CommId, MadError, PrivateData, check_width, read_fixed, write_fixed};

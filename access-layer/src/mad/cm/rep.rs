@@ -1,5 +1,7 @@
 //! REP, ConnectReply (attribute 0x0013): 36 bytes of fields and 196 of private data
 //! (IBTA Vol1 table 110 via `ibta_vol1_c12.h`).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{CM_MSG_LEN, hi24, pack24};
 use crate::mad::{CommId, MadError, PrivateData, check_width, read_fixed, write_fixed};

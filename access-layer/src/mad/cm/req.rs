@@ -1,5 +1,7 @@
 //! REQ, ConnectRequest (attribute 0x0010): 140 bytes of fields and 92 of private data
 //! (IBTA Vol1 table 106 via `ibta_vol1_c12.h`).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{CM_MSG_LEN, hi24, pack24};
 use crate::mad::{
@@ -371,7 +373,7 @@ impl<'a> WireRepr<'a> for CmReq {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
+    use core::net::Ipv4Addr;
     use wirekit::wire_repr::check;
 
     /// An RDMA-CM REQ as Linux ib_srp sends it over RoCEv2/IPv4 (192.168.1.10:40000 →

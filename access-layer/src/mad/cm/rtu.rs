@@ -1,5 +1,7 @@
 //! RTU, ReadyToUse (attribute 0x0014): the active side's last handshake message
 //! (IBTA Vol1 table 111 via `ibta_vol1_c12.h`).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::CM_MSG_LEN;
 use crate::mad::{CommId, MadError, PrivateData, read_fixed, write_fixed};

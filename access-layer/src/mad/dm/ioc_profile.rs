@@ -1,6 +1,8 @@
 //! IOControllerProfile (attribute 0x0011, modifier = slot), 128 bytes (IBTA Vol1 16.3.3.4
 //! via python-rdma `DMIOControllerProfile`; Linux `struct ib_dm_ioc_profile`;
 //! srp-linux.md §2.3 for what SRP puts in it).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{IoClass, SRP_IO_SUBCLASS, SRP_PROTOCOL, SRP_PROTOCOL_VERSION};
 use crate::mad::{MadError, check_width, read_fixed, write_fixed};

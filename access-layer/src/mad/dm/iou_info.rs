@@ -1,6 +1,8 @@
 //! IOUnitInfo (attribute 0x0010), 132 bytes: which slots of an I/O unit hold controllers
 //! (IBTA Vol1 16.3.3.3; Linux `struct ib_dm_iou_info`; python-rdma `DMIOUnitInfo` for the
 //! DiagDeviceID/OptionROM bits).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use crate::mad::{MadError, read_fixed, write_fixed};
 use wirekit::WireRepr;

@@ -1,6 +1,8 @@
 //! ServiceEntries (attribute 0x0012), up to 4 × {ServiceName (40 bytes), ServiceID} = 192 bytes,
 //! and the attribute-modifier that selects them (IBTA Vol1 16.3.3.5; Linux
 //! `struct ib_dm_svc_entries`; the SRP name form "SRP.T10:<id_ext>" from ib_srpt / srp_daemon).
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use crate::mad::{MadError, ServiceId, read_fixed, write_fixed};
 use wirekit::WireRepr;

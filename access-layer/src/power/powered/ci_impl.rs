@@ -1,15 +1,17 @@
 //! The verbs of [`PoweredCa`]: each one straight to the provider in D0, queued otherwise.
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 use super::{Events, Item, PoweredCa, Replay, Shared, lock, send_opcode};
 use crate::power::PowerSwitch;
 use crate::verbs::{CaAttr, ChannelInterface, Completion, EventHandler, MrSpec, VerbsError};
+use alloc::sync::Arc;
+use core::sync::atomic::Ordering;
 use ib_verbs::mr::{MrKeys, PdId};
 use ib_verbs::qp::state::{QpAttrMask, QpState};
 use ib_verbs::qp::{QpAttr, QpInit};
 use ib_verbs::wr::{ArmMode, RecvWr, SendWr, Wc, WcOpcode};
 use ib_verbs::{CqId, QpId, RcConnect, SrqId};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 impl<C: ChannelInterface + PowerSwitch + 'static> ChannelInterface for PoweredCa<C> {
     fn open_ca(&self, on_event: EventHandler) -> Completion<CaAttr> {
@@ -154,7 +156,7 @@ impl<C: ChannelInterface + PowerSwitch + 'static> ChannelInterface for PoweredCa
     fn post_send_list(&self, qp: QpId, wrs: &mut Vec<SendWr>) -> Result<(), VerbsError> {
         // Held for a replay while powered down: the list is moved, not borrowed.
         self.post(
-            std::mem::take(wrs),
+            core::mem::take(wrs),
             |inner, mut wrs| inner.post_send_list(qp, &mut wrs),
             |wrs| {
                 Box::new(move |r| {
