@@ -425,3 +425,147 @@ fn hca_port_down_and_up_reach_the_client() {
     assert_eq!(seen, want);
     assert_eq!(h.close(), Ok(Closed::Released));
 }
+
+fn device(ioc: u64, id: &str, arrived: bool) -> PnpEvent {
+    let (ca, addr, ioc, id) = (CA, portal(1, 9), Guid(ioc), id.to_string());
+    if arrived {
+        PnpEvent::DeviceArrived { ca, addr, ioc, id }
+    } else {
+        PnpEvent::DeviceRemoved { ca, addr, ioc, id }
+    }
+}
+
+/// The tree's fourth level (HCA → IOU → IOC → device, issue #31 Deliver 5): a device is
+/// attached to a present IOC only, replayed after its IOC, removed by its driver, and goes
+/// before its IOC when the IOC leaves, changes, or its unit or CA goes — last attached
+/// first.
+#[test]
+fn devices_hang_under_their_ioc_and_go_before_it() {
+    let mgr = populated();
+    let addr = portal(1, 9);
+    let (rec, _h) = record(&mgr, EventClasses::IOC | EventClasses::DEVICE);
+    rec.take();
+    mgr.device_added(CA, addr, Guid(0x10), "SRP\\a").expect("a");
+    mgr.device_added(CA, addr, Guid(0x10), "SRP\\b").expect("b");
+    mgr.device_added(CA, addr, Guid(0x20), "SRP\\c").expect("c");
+    assert_eq!(
+        rec.take(),
+        vec![
+            device(0x10, "SRP\\a", true),
+            device(0x10, "SRP\\b", true),
+            device(0x20, "SRP\\c", true)
+        ]
+    );
+    // Refused: a second device of one id, an IOC or unit not there, a device not there.
+    let before = mgr.snapshot();
+    assert_eq!(
+        mgr.device_added(CA, addr, Guid(0x10), "SRP\\a"),
+        Err(PnpError::DuplicateDevice {
+            ioc: Guid(0x10),
+            id: "SRP\\a".into()
+        })
+    );
+    assert_eq!(
+        mgr.device_added(CA, addr, Guid(0x30), "SRP\\d"),
+        Err(PnpError::UnknownIoc {
+            ca: CA,
+            addr,
+            ioc: Guid(0x30)
+        })
+    );
+    let stranger = portal(2, 4);
+    assert_eq!(
+        mgr.device_added(CA, stranger, Guid(0x10), "SRP\\d"),
+        Err(PnpError::UnknownIou {
+            ca: CA,
+            addr: stranger
+        })
+    );
+    assert_eq!(
+        mgr.device_removed(CA, addr, Guid(0x20), "SRP\\a"),
+        Err(PnpError::UnknownDevice {
+            ioc: Guid(0x20),
+            id: "SRP\\a".into()
+        })
+    );
+    assert_eq!(mgr.snapshot(), before);
+    // The replay: each device right after its IOC.
+    let tree = mgr.snapshot();
+    let at = |ev: &PnpEvent| tree.iter().position(|e| e == ev).expect("in the tree");
+    let ioc10 = tree
+        .iter()
+        .position(|e| matches!(e, PnpEvent::IocArrived { record, .. } if record.profile.guid == Guid(0x10)))
+        .expect("IOC 0x10");
+    assert_eq!(at(&device(0x10, "SRP\\a", true)), ioc10 + 1);
+    assert_eq!(at(&device(0x10, "SRP\\b", true)), ioc10 + 2);
+    // A driver removes its device.
+    mgr.device_removed(CA, addr, Guid(0x20), "SRP\\c")
+        .expect("c");
+    assert_eq!(rec.take(), vec![device(0x20, "SRP\\c", false)]);
+    // The IOC leaves: its devices first, last attached first, then the IOC.
+    mgr.dm_event(
+        CA,
+        DmEvent::IocRemoved {
+            addr,
+            guid: Guid(0x10),
+        },
+    )
+    .expect("IOC gone");
+    assert_eq!(
+        rec.take(),
+        vec![
+            device(0x10, "SRP\\b", false),
+            device(0x10, "SRP\\a", false),
+            PnpEvent::IocRemoved {
+                ca: CA,
+                addr,
+                guid: Guid(0x10)
+            }
+        ]
+    );
+    // A changed IOC goes with its devices and arrives again bare.
+    mgr.device_added(CA, addr, Guid(0x20), "SRP\\e").expect("e");
+    rec.take();
+    let mut changed = ioc(2, 0x20);
+    changed.slot = 5;
+    mgr.dm_event(
+        CA,
+        DmEvent::IocUpdated {
+            addr,
+            record: changed.clone(),
+        },
+    )
+    .expect("IOC changed");
+    assert_eq!(
+        rec.take(),
+        vec![
+            device(0x20, "SRP\\e", false),
+            PnpEvent::IocRemoved {
+                ca: CA,
+                addr,
+                guid: Guid(0x20)
+            },
+            PnpEvent::IocArrived {
+                ca: CA,
+                addr,
+                record: changed
+            }
+        ]
+    );
+    // The CA goes: the device before its IOC, before its unit.
+    mgr.device_added(CA, addr, Guid(0x20), "SRP\\f").expect("f");
+    rec.take();
+    mgr.ca_removed(CA).expect("CA gone");
+    let gone = rec.take();
+    assert_eq!(
+        gone[..2],
+        [
+            device(0x20, "SRP\\f", false),
+            PnpEvent::IocRemoved {
+                ca: CA,
+                addr,
+                guid: Guid(0x20)
+            }
+        ]
+    );
+}

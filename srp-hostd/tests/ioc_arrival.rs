@@ -3,12 +3,18 @@
 //! that session's adapter; when the operator enables the target's second IOC, the watch
 //! sees it arrive in the unit (the access layer's PnP) and the daemon sweeps the portal at
 //! once and logs in to it — well before the periodic portal sweep (16 s here), which stays
-//! the fallback. Under both driver models. Needs root and /dev/fuse.
+//! the fallback. Each session is then the SRP device of its IOC in the daemon's PnP tree
+//! (HCA → IOU → IOC → SRP device); when the operator disables ioc-b again (torn down
+//! without a word, as a dead controller), the watch sees it leave, the tree removes its
+//! device, and the daemon drops that session as the IOC leaving (not as a lost path): the
+//! disk keeps its other path. Under both driver models. Needs root and /dev/fuse.
 
 mod common;
 
+use access_layer::pnp::PnpEvent;
 use common::TempDir;
 use common::verify::wait_for;
+use ib_verbs::Guid;
 use srp_hostd::{HostConfig, HostDaemon};
 use srp_target::config::TargetConfig;
 use srp_target::control::{ControlAnswer, ControlRequest, DisableMode};
@@ -52,7 +58,7 @@ fn host_config(dir: &Path, driver: &str) -> HostConfig {
 }
 
 #[test]
-fn an_ioc_enabled_at_the_target_is_logged_in_to_before_the_next_sweep() {
+fn an_ioc_arriving_is_logged_in_to_at_once_and_leaving_takes_its_srp_device() {
     for driver in ["storport", "iscsi-model"] {
         eprintln!("driver model: {driver}");
         arrival(driver);
@@ -95,6 +101,86 @@ fn arrival(driver: &str) {
         || host.disks().first().is_some_and(|d| d.paths.len() == 2),
     );
     assert_eq!(host.disks().len(), 1, "one disk, two paths");
+    // The tree: each session's device right under its IOC, under its unit, under its CA
+    // (a new session's device joins once its watch's first sweep found its IOC).
+    let has_device = |tree: &[PnpEvent], id: u32| {
+        let id = format!("SRP\\session-{id}");
+        tree.iter()
+            .any(|e| matches!(e, PnpEvent::DeviceArrived { id: i, .. } if *i == id))
+    };
+    wait_for(
+        "every session's SRP device",
+        Duration::from_secs(10),
+        || {
+            let tree = host.ioc_tree();
+            host.sessions().iter().all(|s| has_device(&tree, s.id))
+        },
+    );
+    let tree = host.ioc_tree();
+    for s in host.sessions() {
+        let ioc = session_ioc(&s.ioc_name, &s.ioc_guid);
+        let id = format!("SRP\\session-{}", s.id);
+        let dev = tree
+            .iter()
+            .position(|e| matches!(e, PnpEvent::DeviceArrived { ioc: g, id: i, .. } if *g == ioc && *i == id))
+            .unwrap_or_else(|| panic!("{driver}: no device {id} under IOC {ioc:?} in {tree:#?}"));
+        let PnpEvent::DeviceArrived { ca, addr, .. } = &tree[dev] else {
+            unreachable!()
+        };
+        let parent = tree[..dev]
+            .iter()
+            .rposition(|e| !matches!(e, PnpEvent::DeviceArrived { .. }));
+        assert!(
+            parent.is_some_and(|p| matches!(&tree[p], PnpEvent::IocArrived { ca: c, addr: a, record } if c == ca && a == addr && record.profile.guid == ioc)),
+            "{driver}: {id} follows its IOC: {tree:#?}"
+        );
+        assert!(tree.iter().any(
+            |e| matches!(e, PnpEvent::IouArrived { ca: c, addr: a, .. } if c == ca && a == addr)
+        ));
+        assert!(
+            tree.iter()
+                .any(|e| matches!(e, PnpEvent::CaArrived { ca: c } if c == ca))
+        );
+    }
+    // ioc-b leaves (torn down silently): its device goes, and its session with it.
+    let b = host
+        .sessions()
+        .into_iter()
+        .find(|s| s.ioc_name == "ioc-b")
+        .expect("the ioc-b session");
+    match target.control().call(ControlRequest::SetIoc {
+        name: "ioc-b".into(),
+        enabled: false,
+        mode: DisableMode::Drop,
+    }) {
+        Ok(ControlAnswer::Done { .. }) => {}
+        other => panic!("disabling ioc-b: {other:?}"),
+    }
+    let disabled = Instant::now();
+    wait_for("the ioc-b session to go", Duration::from_secs(10), || {
+        host.sessions().iter().all(|s| s.id != b.id)
+    });
+    eprintln!(
+        "{driver}: ioc-b's session dropped {:?} after the IOC left",
+        disabled.elapsed()
+    );
+    let gone = format!("SRP\\session-{}", b.id);
+    assert!(
+        !host
+            .ioc_tree()
+            .iter()
+            .any(|e| matches!(e, PnpEvent::DeviceArrived { id, .. } if *id == gone)),
+        "{driver}: {gone} left the tree"
+    );
+    wait_for("the disk back to one path", Duration::from_secs(10), || {
+        host.disks().first().is_some_and(|d| d.paths.len() == 1)
+    });
     host.shutdown();
     drop(target.shutdown());
+}
+
+/// A session's IOC GUID as the control model lists it (`0x…`).
+fn session_ioc(name: &str, guid: &str) -> Guid {
+    let hex = guid.trim_start_matches("0x");
+    Guid(u64::from_str_radix(hex, 16).unwrap_or_else(|e| panic!("{name}: IOC GUID {guid:?}: {e}")))
 }

@@ -21,6 +21,7 @@ use super::lifetime::{Callback, ClientHandle, Frame, FrameGuard, Slot};
 use super::topology::Topology;
 use super::{EventClasses, PnpConfig, PnpError, PnpEvent};
 use crate::dm::DmEvent;
+use crate::mad::MadAddress;
 use crate::verbs::{CaAttr, DispatchGuard, at_dispatch, in_dispatch};
 use alloc::collections::{BTreeMap, VecDeque};
 use core::fmt;
@@ -213,6 +214,36 @@ impl PnpManager {
     /// [`PnpError::UnknownIou`] for an IOC before its unit.
     pub fn dm_event(&self, ca: Guid, event: DmEvent) -> Result<(), PnpError> {
         self.input(|t| t.dm_event(ca, event))
+    }
+
+    /// A driver attached device `id` to IOC `ioc` of the unit at `addr` reached through
+    /// `ca` (IBAL: a driver loaded on the IOC's PDO; the host: a session logged in to it).
+    /// It goes before its IOC when the IOC, its unit or the CA goes.
+    ///
+    /// # Errors
+    /// [`PnpError::UnknownIou`], [`PnpError::UnknownIoc`], [`PnpError::DuplicateDevice`].
+    pub fn device_added(
+        &self,
+        ca: Guid,
+        addr: MadAddress,
+        ioc: Guid,
+        id: &str,
+    ) -> Result<(), PnpError> {
+        self.input(|t| t.device_added(ca, addr, ioc, id))
+    }
+
+    /// The driver removed device `id` of IOC `ioc`.
+    ///
+    /// # Errors
+    /// [`PnpError::UnknownIou`], [`PnpError::UnknownIoc`], [`PnpError::UnknownDevice`].
+    pub fn device_removed(
+        &self,
+        ca: Guid,
+        addr: MadAddress,
+        ioc: Guid,
+        id: &str,
+    ) -> Result<(), PnpError> {
+        self.input(|t| t.device_removed(ca, addr, ioc, id))
     }
 
     /// The current state as [`PnpManager::register`] would replay it (without

@@ -63,6 +63,9 @@ bitflags::bitflags! {
         const IOC = 0x08;
         /// Configured child device creation and removal.
         const CHILD = 0x10;
+        /// Devices attached to an I/O controller (the driver stack on an IOC's PDO in
+        /// IBAL; for the host, an SRP session to that IOC) arriving and going.
+        const DEVICE = 0x20;
     }
 }
 
@@ -161,6 +164,29 @@ pub enum PnpEvent {
         /// Its GUID.
         guid: Guid,
     },
+    /// A device attached to an I/O controller (after the IOC's arrival).
+    DeviceArrived {
+        /// The CA whose port reaches the IOC.
+        ca: Guid,
+        /// The IOC's unit's portal.
+        addr: MadAddress,
+        /// The IOC's GUID.
+        ioc: Guid,
+        /// The device's id (e.g. `"SRP\\session-3"`).
+        id: String,
+    },
+    /// A device attached to an I/O controller went away: removed by its driver, or, before
+    /// its IOC, because the IOC (or its unit, or the CA) did.
+    DeviceRemoved {
+        /// The CA whose port reached the IOC.
+        ca: Guid,
+        /// The IOC's unit's portal.
+        addr: MadAddress,
+        /// The IOC's GUID.
+        ioc: Guid,
+        /// The device's id.
+        id: String,
+    },
     /// A configured child device of a port was created.
     ChildCreated {
         /// Its CA.
@@ -197,6 +223,7 @@ impl PnpEvent {
             PnpEvent::IouArrived { .. } | PnpEvent::IouRemoved { .. } => EventClasses::IOU,
             PnpEvent::IocArrived { .. } | PnpEvent::IocRemoved { .. } => EventClasses::IOC,
             PnpEvent::ChildCreated { .. } | PnpEvent::ChildRemoved { .. } => EventClasses::CHILD,
+            PnpEvent::DeviceArrived { .. } | PnpEvent::DeviceRemoved { .. } => EventClasses::DEVICE,
             PnpEvent::RegistrationComplete => return None,
         })
     }
@@ -227,5 +254,31 @@ pub enum PnpError {
         ca: Guid,
         /// The portal.
         addr: MadAddress,
+    },
+    /// A device was attached to an IOC the unit does not list.
+    #[error("no IOC {ioc:?} in the I/O unit at {addr:?} on CA {ca:?}")]
+    UnknownIoc {
+        /// The CA.
+        ca: Guid,
+        /// The portal.
+        addr: MadAddress,
+        /// The IOC.
+        ioc: Guid,
+    },
+    /// The IOC already has a device of that id.
+    #[error("IOC {ioc:?} already has device {id:?}")]
+    DuplicateDevice {
+        /// The IOC.
+        ioc: Guid,
+        /// The device's id.
+        id: String,
+    },
+    /// The IOC has no device of that id.
+    #[error("IOC {ioc:?} has no device {id:?}")]
+    UnknownDevice {
+        /// The IOC.
+        ioc: Guid,
+        /// The device's id.
+        id: String,
     },
 }

@@ -1,5 +1,5 @@
-//! What exists, sans-IO: CAs and their ports, and the I/O units and controllers found
-//! through them. Each input updates the state and returns the events it makes, in
+//! What exists, sans-IO: CAs and their ports, the I/O units and controllers found through
+//! them, and the devices attached to each controller (HCA → IOU → IOC → device). Each input updates the state and returns the events it makes, in
 //! delivery order (parents arrive first, children go first); [`Topology::replay`] lists
 //! the current state as arrivals. Refused inputs change nothing.
 #[allow(unused_imports)]
@@ -22,6 +22,24 @@ struct CaState {
 struct IouState {
     change_id: u16,
     iocs: BTreeMap<Guid, IocRecord>,
+    /// Per IOC, the devices attached to it, in arrival order.
+    devices: BTreeMap<Guid, Vec<String>>,
+}
+
+impl IouState {
+    /// Removes IOC `guid`'s devices (last attached first) and then the IOC, if known.
+    fn remove_ioc(&mut self, ca: Guid, addr: MadAddress, guid: Guid, out: &mut Vec<PnpEvent>) {
+        let devices = self.devices.remove(&guid).unwrap_or_default();
+        out.extend(devices.into_iter().rev().map(|id| PnpEvent::DeviceRemoved {
+            ca,
+            addr,
+            ioc: guid,
+            id,
+        }));
+        if self.iocs.remove(&guid).is_some() {
+            out.push(PnpEvent::IocRemoved { ca, addr, guid });
+        }
+    }
 }
 
 /// An I/O unit is known per CA and portal (the portal names our port).
@@ -124,6 +142,7 @@ impl Topology {
                         IouState {
                             change_id,
                             iocs: BTreeMap::new(),
+                            devices: BTreeMap::new(),
                         },
                     );
                     out.push(PnpEvent::IouArrived {
@@ -139,27 +158,95 @@ impl Topology {
                     .get_mut(&key)
                     .ok_or(PnpError::UnknownIou { ca, addr })?;
                 let guid = record.profile.guid;
-                match iou.iocs.insert(guid, record.clone()) {
-                    Some(old) if old == record => {}
+                match iou.iocs.get(&guid) {
+                    Some(old) if *old == record => {}
                     Some(_) => {
-                        out.push(PnpEvent::IocRemoved { ca, addr, guid });
+                        // A changed IOC goes (its devices first) and arrives again bare.
+                        iou.remove_ioc(ca, addr, guid, &mut out);
+                        iou.iocs.insert(guid, record.clone());
                         out.push(PnpEvent::IocArrived { ca, addr, record });
                     }
-                    None => out.push(PnpEvent::IocArrived { ca, addr, record }),
+                    None => {
+                        iou.iocs.insert(guid, record.clone());
+                        out.push(PnpEvent::IocArrived { ca, addr, record });
+                    }
                 }
             }
             DmEvent::IocRemoved { guid, .. } => {
-                let removed = self
-                    .ious
-                    .get_mut(&key)
-                    .and_then(|iou| iou.iocs.remove(&guid));
-                if removed.is_some() {
-                    out.push(PnpEvent::IocRemoved { ca, addr, guid });
+                if let Some(iou) = self.ious.get_mut(&key) {
+                    iou.remove_ioc(ca, addr, guid, &mut out);
                 }
             }
             DmEvent::IouRemoved { .. } => self.remove_iou(key, &mut out),
         }
         Ok(out)
+    }
+
+    /// Device `id` was attached to IOC `ioc` of the unit at `addr` reached through `ca`.
+    pub(super) fn device_added(
+        &mut self,
+        ca: Guid,
+        addr: MadAddress,
+        ioc: Guid,
+        id: &str,
+    ) -> Result<Vec<PnpEvent>, PnpError> {
+        let iou = self.ioc_mut(ca, addr, ioc)?;
+        let devices = iou.devices.entry(ioc).or_default();
+        if devices.iter().any(|d| d == id) {
+            return Err(PnpError::DuplicateDevice {
+                ioc,
+                id: id.to_string(),
+            });
+        }
+        devices.push(id.to_string());
+        Ok(vec![PnpEvent::DeviceArrived {
+            ca,
+            addr,
+            ioc,
+            id: id.to_string(),
+        }])
+    }
+
+    /// Device `id` of IOC `ioc` went away (its driver removed it).
+    pub(super) fn device_removed(
+        &mut self,
+        ca: Guid,
+        addr: MadAddress,
+        ioc: Guid,
+        id: &str,
+    ) -> Result<Vec<PnpEvent>, PnpError> {
+        let iou = self.ioc_mut(ca, addr, ioc)?;
+        let devices = iou.devices.entry(ioc).or_default();
+        let Some(at) = devices.iter().position(|d| d == id) else {
+            return Err(PnpError::UnknownDevice {
+                ioc,
+                id: id.to_string(),
+            });
+        };
+        devices.remove(at);
+        Ok(vec![PnpEvent::DeviceRemoved {
+            ca,
+            addr,
+            ioc,
+            id: id.to_string(),
+        }])
+    }
+
+    /// The unit holding a present IOC.
+    fn ioc_mut(
+        &mut self,
+        ca: Guid,
+        addr: MadAddress,
+        ioc: Guid,
+    ) -> Result<&mut IouState, PnpError> {
+        let iou = self
+            .ious
+            .get_mut(&(ca, addr))
+            .ok_or(PnpError::UnknownIou { ca, addr })?;
+        if !iou.iocs.contains_key(&ioc) {
+            return Err(PnpError::UnknownIoc { ca, addr, ioc });
+        }
+        Ok(iou)
     }
 
     /// The current state as arrival events, in the order they would have arrived.
@@ -174,11 +261,20 @@ impl Topology {
                 addr,
                 change_id: iou.change_id,
             });
-            out.extend(iou.iocs.values().map(|record| PnpEvent::IocArrived {
-                ca,
-                addr,
-                record: record.clone(),
-            }));
+            for (&guid, record) in &iou.iocs {
+                out.push(PnpEvent::IocArrived {
+                    ca,
+                    addr,
+                    record: record.clone(),
+                });
+                let devices = iou.devices.get(&guid).into_iter().flatten();
+                out.extend(devices.map(|id| PnpEvent::DeviceArrived {
+                    ca,
+                    addr,
+                    ioc: guid,
+                    id: id.clone(),
+                }));
+            }
         }
         out
     }
@@ -205,15 +301,14 @@ impl Topology {
 
     /// Removes an I/O unit: its IOCs, then itself. Nothing if unknown.
     fn remove_iou(&mut self, key: IouKey, out: &mut Vec<PnpEvent>) {
-        let Some(iou) = self.ious.remove(&key) else {
+        let Some(mut iou) = self.ious.remove(&key) else {
             return;
         };
         let (ca, addr) = key;
-        out.extend(
-            iou.iocs
-                .into_keys()
-                .map(|guid| PnpEvent::IocRemoved { ca, addr, guid }),
-        );
+        let iocs: Vec<Guid> = iou.iocs.keys().copied().collect();
+        for guid in iocs {
+            iou.remove_ioc(ca, addr, guid, out);
+        }
         out.push(PnpEvent::IouRemoved { ca, addr });
     }
 

@@ -325,7 +325,7 @@ impl Shared {
                         st.sessions.insert(id, s.clone());
                     }
                     if s.watched() {
-                        self.bus.add(id, s.local());
+                        self.bus.add(id, s.local(), s.service().ioc_guid);
                     }
                     self.expose(&s);
                     created.push(s.info());

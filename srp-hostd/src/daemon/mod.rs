@@ -304,6 +304,13 @@ impl HostDaemon {
         self.shared.disks()
     }
 
+    /// The IOC bus's PnP tree as arrival events, parents first: each watched session's
+    /// adapter (a CA), the I/O unit and controllers its watch found, and the session as the
+    /// SRP device of its IOC (`SRP\session-N`).
+    pub fn ioc_tree(&self) -> Vec<access_layer::pnp::PnpEvent> {
+        self.shared.bus.snapshot()
+    }
+
     /// The control socket's path, if one is served.
     pub fn control_socket(&self) -> Option<&Path> {
         self.server.as_ref().map(CtlServer::path)
