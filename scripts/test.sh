@@ -89,13 +89,14 @@ done
 # formats (wirekit, scsi, srp), the verbs vocabulary (ib-verbs), the access layer's cores
 # (MAD, GSI, CM, DM, verbs, completions, PnP events, the power domain), the SRB and port
 # primitives (win-port), the initiator transport (srp-initiator) and the multipath core
-# (mpio, with opskit's histograms and srp-host's device interface), each without its `std`
+# (mpio, with opskit's histograms and srp-host's device interface) and the StorPort
+# miniport's routines (srp-initiator-storport's `hw` and `srp`), each without its `std`
 # feature. A target that has no `std` at all proves nothing in their dependency graph links
 # it; the same crates are then checked for both Windows targets with `core` and `alloc`
 # built from source and no `std` in the sysroot (nightly's -Z build-std, installed here if
 # missing). docs/architecture.md, "Windows portability", gives each gated piece's reason.
 # About 1 minute on a fresh clone (the nightly toolchain and its library source), seconds after.
-NOSTD="-p wirekit -p ib-verbs -p scsi -p srp -p access-layer -p win-port -p srp-initiator -p opskit -p srp-host -p mpio"
+NOSTD="-p wirekit -p ib-verbs -p scsi -p srp -p access-layer -p win-port -p srp-initiator -p srp-initiator-storport -p opskit -p srp-host -p mpio"
 echo "== no_std: the driver's crates for x86_64-unknown-none (no std exists there)"
 if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-none; then
     rustup target add x86_64-unknown-none
@@ -118,6 +119,18 @@ done
 # Windows build; the tests themselves ~30 s).
 echo "== Windows: the portable crates' tests under Wine (scripts/wine-test.sh)"
 bash scripts/wine-test.sh
+
+# The StorPort miniport as kernel driver images, x64 and x86 (srp.sys; issue #31 Deliver 4):
+# built with mingw-w64 and checked structurally by the script (PE machine, native
+# subsystem, imports only from ntoskrnl.exe, hal.dll and storport.sys, DriverEntry the
+# entry, x86 stdcall); the glue's safe half tested on the host; every storport import
+# mapped to its emulated-port counterpart by srp-initiator-storport's driver_imports test
+# (in the cargo test run below). About 2 minutes on a fresh clone, seconds after.
+echo "== Windows: the StorPort driver images (scripts/driver-image.sh)"
+bash scripts/driver-image.sh
+cargo fmt --manifest-path driver/storport/Cargo.toml -- --check
+cargo clippy --manifest-path driver/storport/Cargo.toml --all-targets --locked --quiet -- -D warnings
+cargo test --manifest-path driver/storport/Cargo.toml --locked --quiet
 
 echo "== cargo doc -D warnings (intra-doc links)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet

@@ -14,8 +14,18 @@
 //! and HwAdapterControl StopAdapter (an orderly SRP_I_LOGOUT and CM disconnect, no
 //! reconnects) and RestartAdapter (a fresh login).
 //!
-//! Modules: [`port`], [`srp`].
+//! Modules: [`port`] (`std`), [`hw`], [`srp`].
+//!
+//! With no `std` (the default feature off: a kernel driver's build) [`hw`] and [`srp`]
+//! remain — the SRP miniport's HW_INITIALIZATION_DATA routines written against the StorPort
+//! calls they make ([`hw::StorPortCalls`]) — and the emulated port, which stands for
+//! `storport.sys`, is left out.
 #![deny(unsafe_code)]
+#![cfg_attr(not(feature = "std"), no_std)]
 
+extern crate alloc;
+
+pub mod hw;
+#[cfg(feature = "std")]
 pub mod port;
 pub mod srp;

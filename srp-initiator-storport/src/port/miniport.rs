@@ -21,92 +21,10 @@
 
 use super::services::PortServices;
 use super::srb::Srb;
-
-/// `SP_RETURN_*`: HwFindAdapter's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FindAdapterStatus {
-    /// `SP_RETURN_FOUND`.
-    Found,
-    /// `SP_RETURN_NOT_FOUND`.
-    NotFound,
-    /// `SP_RETURN_ERROR`.
-    Error,
-    /// `SP_RETURN_BAD_CONFIG`.
-    BadConfig,
-}
-
-/// `SynchronizationModel`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SynchronizationModel {
-    /// `StorSynchronizeHalfDuplex` (the StorPort default; StartIo at DIRQL — here the
-    /// same dispatch level).
-    #[default]
-    HalfDuplex,
-    /// `StorSynchronizeFullDuplex`.
-    FullDuplex,
-}
-
-/// The parts of `PORT_CONFIGURATION_INFORMATION` the port enforces. HwFindAdapter must set
-/// `maximum_transfer_length` and `number_of_physical_breaks` (non-zero), or the adapter
-/// fails to start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortConfigurationInfo {
-    /// `MaximumTransferLength` in bytes; longer requests complete `INVALID_REQUEST`.
-    pub maximum_transfer_length: u32,
-    /// `NumberOfPhysicalBreaks`: a request's list may hold one element more than this.
-    pub number_of_physical_breaks: u32,
-    /// `NumberOfBuses`: valid PathIds are below it.
-    pub number_of_buses: u8,
-    /// `MaximumNumberOfTargets`.
-    pub maximum_number_of_targets: u8,
-    /// `MaximumNumberOfLogicalUnits` per target.
-    pub maximum_number_of_logical_units: u8,
-    /// `SynchronizationModel`.
-    pub synchronization_model: SynchronizationModel,
-}
-
-impl Default for PortConfigurationInfo {
-    fn default() -> Self {
-        PortConfigurationInfo {
-            maximum_transfer_length: 0,
-            number_of_physical_breaks: 0,
-            number_of_buses: 1,
-            maximum_number_of_targets: 1,
-            maximum_number_of_logical_units: 1,
-            synchronization_model: SynchronizationModel::HalfDuplex,
-        }
-    }
-}
-
-/// What `QuerySupportedControlTypes` fills in (QuerySupportedControlTypes itself is
-/// always supported).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SupportedControlTypes {
-    /// `ScsiStopAdapter`.
-    pub stop_adapter: bool,
-    /// `ScsiRestartAdapter` (without it the port re-runs FindAdapter and Initialize).
-    pub restart_adapter: bool,
-}
-
-/// `SCSI_ADAPTER_CONTROL_TYPE`, with the query's output buffer.
-#[derive(Debug, PartialEq, Eq)]
-pub enum AdapterControl<'a> {
-    /// `ScsiQuerySupportedControlTypes`.
-    QuerySupportedControlTypes(&'a mut SupportedControlTypes),
-    /// `ScsiStopAdapter`: I/O is drained first.
-    StopAdapter,
-    /// `ScsiRestartAdapter`.
-    RestartAdapter,
-}
-
-/// `SCSI_ADAPTER_CONTROL_STATUS`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdapterControlStatus {
-    /// `ScsiAdapterControlSuccess`.
-    Success,
-    /// `ScsiAdapterControlUnsuccessful`.
-    Unsuccessful,
-}
+pub use crate::hw::{
+    AdapterControl, AdapterControlStatus, FindAdapterStatus, PortConfigurationInfo,
+    SupportedControlTypes, SynchronizationModel,
+};
 
 /// A StorPort miniport: `Self` is the device extension, one per adapter.
 pub trait Miniport: Default + Send + Sync + Sized + 'static {

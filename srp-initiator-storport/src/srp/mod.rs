@@ -43,6 +43,7 @@
 //! `srp-initiator`, which the iSCSI-model driver shares; this module is the miniport's
 //! face of it: [`SrpMiniport`] and the port's services as the transport's [`PortSide`].
 
+#[cfg(feature = "std")]
 pub mod power;
 
 pub use srp_initiator::{
@@ -50,21 +51,26 @@ pub use srp_initiator::{
     SrbExt, SrpAdapterConfig, SrpTransport,
 };
 
-use crate::port::{
-    AdapterControl, AdapterControlStatus, FindAdapterStatus, Miniport, PortConfigurationInfo,
-    PortServices, Srb, SynchronizationModel, SystemMemory,
+use crate::hw::{
+    AdapterControl, AdapterControlStatus, FindAdapterStatus, PortConfigurationInfo, StorPortCalls,
+    SynchronizationModel,
 };
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+#[cfg(feature = "std")]
+use crate::port::{Miniport, PortServices, SystemMemory};
+#[cfg(feature = "std")]
+use alloc::sync::Arc;
+use core::time::Duration;
+use ib_verbs::sync::SetOnce;
+use win_port::{LuAddress, PAGE_SIZE, Srb, SrbStatus};
 
 /// The device extension.
 #[derive(Default)]
 pub struct SrpMiniport {
-    adapter: OnceLock<SrpTransport>,
+    adapter: SetOnce<SrpTransport>,
 }
 
-impl std::fmt::Debug for SrpMiniport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for SrpMiniport {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SrpMiniport")
             .field("found", &self.adapter.get().is_some())
             .finish()
@@ -135,11 +141,15 @@ impl SrpMiniport {
 /// their submitters and new requests start between bursts.
 const DPC_ROUNDS: usize = 8;
 
+/// The HW_INITIALIZATION_DATA routines, written against the StorPort calls they make
+/// ([`StorPortCalls`]): the emulated port reaches them through [`Miniport`] (`std`), a
+/// kernel driver's glue through these directly.
 impl SrpMiniport {
     /// The DPC routine (and HwTimer): rounds while there is work, at most [`DPC_ROUNDS`];
     /// with none left, the CQs armed, a timer call at the next core or CM timer (at most
-    /// `max_wait`, a guard against a lost notification).
-    fn run_dpc(&self, port: &PortServices<Self>) {
+    /// `max_wait`, a guard against a lost notification). Still busy after its rounds, it
+    /// queues itself again.
+    pub fn hw_dpc(&self, port: &dyn StorPortCalls) {
         let Some(t) = self.transport() else {
             return;
         };
@@ -154,84 +164,83 @@ impl SrpMiniport {
         }
         port.issue_dpc();
     }
-}
 
-impl Miniport for SrpMiniport {
-    type HwContext = SrpAdapterConfig;
-    type SrbExtension = SrbExt;
-
-    fn find_adapter(
+    /// HwFindAdapter (passive): the limits into `config`, then the adapter's transport
+    /// opened from `context` (once: a second call finds it open).
+    pub fn hw_find_adapter(
         &self,
-        port: &PortServices<Self>,
+        port: &dyn StorPortCalls,
         context: &SrpAdapterConfig,
         config: &mut PortConfigurationInfo,
     ) -> FindAdapterStatus {
         config.maximum_transfer_length = context.max_transfer;
-        config.number_of_physical_breaks = context.max_transfer / crate::port::PAGE_SIZE as u32;
+        config.number_of_physical_breaks = context.max_transfer / PAGE_SIZE as u32;
         config.maximum_number_of_logical_units = context.max_luns;
         config.synchronization_model = SynchronizationModel::FullDuplex;
         if self.adapter.get().is_some() {
             return FindAdapterStatus::Found;
         }
-        let t = match SrpTransport::open(context.clone(), Arc::new(port.clone())) {
+        let t = match SrpTransport::open(context.clone(), port.side()) {
             Ok(t) => t,
             Err(e) => {
                 tracing::error!(%e, local = %context.local, "the adapter could not be opened");
                 return FindAdapterStatus::Error;
             }
         };
-        if self.adapter.set(t).is_err() {
+        if !self.adapter.set(t) {
             return FindAdapterStatus::Error;
         }
         FindAdapterStatus::Found
     }
 
-    fn initialize(&self, port: &PortServices<Self>) -> bool {
+    /// HwInitialize (dispatch): each LU's queue depth, then the login started (the adapter
+    /// paused until it succeeds); false with no adapter.
+    pub fn hw_initialize(&self, port: &dyn StorPortCalls) -> bool {
         let Some(t) = self.transport() else {
             return false;
         };
         for lun in 0..t.config().max_luns {
-            port.set_device_queue_depth(
-                crate::port::LuAddress::new(0, 0, lun),
-                t.config().queue_depth,
-            );
+            port.set_device_queue_depth(LuAddress::new(0, 0, lun), t.config().queue_depth);
         }
         // Paused until the login succeeds; the login's timers are the DPC's.
         t.connect();
         true
     }
 
-    fn build_io(&self, port: &PortServices<Self>, srb: &Srb<SrbExt>) -> bool {
+    /// HwBuildIo (dispatch, concurrent): the SRB mapped, or completed NO_HBA with no
+    /// adapter (false: already completed).
+    pub fn hw_build_io(&self, port: &dyn StorPortCalls, srb: &Srb<SrbExt>) -> bool {
         match self.transport() {
             Some(t) => t.build_io(srb),
             None => {
-                srb.set_status(crate::port::SrbStatus::NO_HBA);
+                srb.set_status(SrbStatus::NO_HBA);
                 port.request_complete(srb);
                 false
             }
         }
     }
 
-    fn start_io(&self, port: &PortServices<Self>, srb: Srb<SrbExt>) -> bool {
+    /// HwStartIo (dispatch, serialized): the SRB handed to the channel, or completed
+    /// NO_HBA with no adapter.
+    pub fn hw_start_io(&self, port: &dyn StorPortCalls, srb: Srb<SrbExt>) -> bool {
         match self.transport() {
             Some(t) => t.start_io(srb),
             None => {
-                srb.set_status(crate::port::SrbStatus::NO_HBA);
+                srb.set_status(SrbStatus::NO_HBA);
                 port.request_complete(&srb);
                 true
             }
         }
     }
 
-    fn reset_bus(&self, _port: &PortServices<Self>, _path_id: u8) -> bool {
+    /// HwResetBus (dispatch): see the module contract; false with no adapter.
+    pub fn hw_reset_bus(&self, _path_id: u8) -> bool {
         self.transport().is_some_and(SrpTransport::reset_bus)
     }
 
-    fn adapter_control(
-        &self,
-        _port: &PortServices<Self>,
-        control: AdapterControl<'_>,
-    ) -> AdapterControlStatus {
+    /// HwAdapterControl: both controls supported; StopAdapter logs out, RestartAdapter
+    /// logs in again.
+    pub fn hw_adapter_control(&self, control: AdapterControl<'_>) -> AdapterControlStatus {
         match (control, self.transport()) {
             (AdapterControl::QuerySupportedControlTypes(t), _) => {
                 t.stop_adapter = true;
@@ -249,16 +258,81 @@ impl Miniport for SrpMiniport {
             _ => AdapterControlStatus::Unsuccessful,
         }
     }
+}
+
+/// The emulated port's face of the routines above.
+#[cfg(feature = "std")]
+impl Miniport for SrpMiniport {
+    type HwContext = SrpAdapterConfig;
+    type SrbExtension = SrbExt;
+
+    fn find_adapter(
+        &self,
+        port: &PortServices<Self>,
+        context: &SrpAdapterConfig,
+        config: &mut PortConfigurationInfo,
+    ) -> FindAdapterStatus {
+        self.hw_find_adapter(port, context, config)
+    }
+
+    fn initialize(&self, port: &PortServices<Self>) -> bool {
+        self.hw_initialize(port)
+    }
+
+    fn build_io(&self, port: &PortServices<Self>, srb: &Srb<SrbExt>) -> bool {
+        self.hw_build_io(port, srb)
+    }
+
+    fn start_io(&self, port: &PortServices<Self>, srb: Srb<SrbExt>) -> bool {
+        self.hw_start_io(port, srb)
+    }
+
+    fn reset_bus(&self, _port: &PortServices<Self>, path_id: u8) -> bool {
+        self.hw_reset_bus(path_id)
+    }
+
+    fn adapter_control(
+        &self,
+        _port: &PortServices<Self>,
+        control: AdapterControl<'_>,
+    ) -> AdapterControlStatus {
+        self.hw_adapter_control(control)
+    }
 
     fn dpc(&self, port: &PortServices<Self>) {
-        self.run_dpc(port);
+        self.hw_dpc(port);
     }
 
     fn timer(&self, port: &PortServices<Self>) {
-        self.run_dpc(port);
+        self.hw_dpc(port);
     }
 }
 
+/// The emulated port's StorPort calls (`PortServices`), as the routines make them.
+#[cfg(feature = "std")]
+impl StorPortCalls for PortServices<SrpMiniport> {
+    fn issue_dpc(&self) -> bool {
+        PortServices::issue_dpc(self)
+    }
+
+    fn request_timer_call(&self, after: Duration) {
+        PortServices::request_timer_call(self, after);
+    }
+
+    fn request_complete(&self, srb: &Srb<SrbExt>) {
+        PortServices::request_complete(self, srb);
+    }
+
+    fn set_device_queue_depth(&self, lu: LuAddress, depth: u32) -> bool {
+        PortServices::set_device_queue_depth(self, lu, depth)
+    }
+
+    fn side(&self) -> Arc<dyn PortSide> {
+        Arc::new(self.clone())
+    }
+}
+
+#[cfg(feature = "std")]
 impl PortSide for PortServices<SrpMiniport> {
     fn complete(&self, srb: &Srb<SrbExt>) {
         self.request_complete(srb);
