@@ -145,7 +145,7 @@ const DPC_ROUNDS: usize = 8;
 /// ([`StorPortCalls`]): the emulated port reaches them through [`Miniport`] (`std`), a
 /// kernel driver's glue through these directly.
 impl SrpMiniport {
-    /// The DPC routine (and HwTimer): rounds while there is work, at most [`DPC_ROUNDS`];
+    /// The DPC routine (and HwTimer): rounds while there is work, at most `DPC_ROUNDS` (8);
     /// with none left, the CQs armed, a timer call at the next core or CM timer (at most
     /// `max_wait`, a guard against a lost notification). Still busy after its rounds, it
     /// queues itself again.
