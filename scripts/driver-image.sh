@@ -2,7 +2,7 @@
 # The SRP StorPort miniport as Windows kernel driver images (issue #31, Deliver 4): srp.sys
 # for x64 and x86, built here with the mingw-w64 toolchain and checked structurally; they
 # are loaded only on Windows (docs/windows-driver.md). A step of scripts/test.sh; installs
-# what it needs (gcc-mingw-w64 for both architectures, nightly with rust-src). About 2
+# what it needs (gcc-mingw-w64 for both architectures, nightly with rust-src). About 1½
 # minutes on a fresh clone (core and alloc built from source twice), seconds after.
 #
 # How: a target per architecture made from rustc's own *-pc-windows-gnu spec with the C

@@ -125,7 +125,8 @@ bash scripts/wine-test.sh
 # subsystem, imports only from ntoskrnl.exe, hal.dll and storport.sys, DriverEntry the
 # entry, x86 stdcall); the glue's safe half tested on the host; every storport import
 # mapped to its emulated-port counterpart by srp-initiator-storport's driver_imports test
-# (in the cargo test run below). About 2 minutes on a fresh clone, seconds after.
+# (in the cargo test run below). About 1½ minutes on a fresh clone (core and alloc built
+# from source for each architecture), seconds after.
 echo "== Windows: the StorPort driver images (scripts/driver-image.sh)"
 bash scripts/driver-image.sh
 cargo fmt --manifest-path driver/storport/Cargo.toml -- --check
