@@ -106,6 +106,16 @@ pub fn ioc_watch_period(sweep_interval: Duration) -> Duration {
     (sweep_interval / 4).max(Duration::from_millis(250))
 }
 
+/// The IOC watch an adapter on `provider` is asked for: none under rdma-core, where the
+/// kernel owns QP1 and there is no Device Management to watch with (asking would only
+/// have the adapter warn at every login); every [`ioc_watch_period`] elsewhere.
+pub fn ioc_watch(provider: ProviderKind, sweep_interval: Duration) -> Option<Duration> {
+    match provider {
+        ProviderKind::RdmaCore => None,
+        ProviderKind::Soft | ProviderKind::Sim => Some(ioc_watch_period(sweep_interval)),
+    }
+}
+
 /// Where session `id`'s adapter starts numbering QPs. Every adapter of the daemon has the
 /// node GUID, so to a target they are ports of one CA and must not reuse each other's
 /// QPNs (Linux's CM rejects a REQ whose CA GUID and QPN match a live connection as stale
@@ -241,8 +251,9 @@ impl Session {
         let local = hw.local;
         // The IOC is watched for removal under both models (the IOC bus, `daemon/bus.rs`):
         // the iSCSI model sees it as its device's surprise removal, StorPort as a bus
-        // change whose re-enumeration finds the IOC's LUs gone.
-        hw.ioc_watch = Some(ioc_watch_period(config.sweep_interval));
+        // change whose re-enumeration finds the IOC's LUs gone. Not under rdma-core: no
+        // Device Management there.
+        hw.ioc_watch = ioc_watch(hw.provider, config.sweep_interval);
         // The previous attempt's adapter (another login form) is gone: dropping its port
         // joined the port's threads and closed its HCA, UDP socket included.
         let provider = hw.provider;
@@ -433,7 +444,27 @@ pub fn initiator_port(config: &HostConfig) -> PortId {
 
 #[cfg(test)]
 mod tests {
-    use super::first_qpn;
+    use super::{first_qpn, ioc_watch};
+    use access_layer::verbs::ProviderKind;
+    use std::time::Duration;
+
+    #[test]
+    fn the_ioc_is_watched_where_device_management_exists() {
+        let sweep = Duration::from_secs(16);
+        assert_eq!(
+            ioc_watch(ProviderKind::Soft, sweep),
+            Some(Duration::from_secs(4))
+        );
+        assert_eq!(
+            ioc_watch(ProviderKind::Sim, sweep),
+            Some(Duration::from_secs(4))
+        );
+        assert_eq!(
+            ioc_watch(ProviderKind::RdmaCore, sweep),
+            None,
+            "the kernel owns QP1 under rdma-core: no DM, no watch (and no warning per login)"
+        );
+    }
 
     #[test]
     fn every_session_numbers_its_qps_in_a_range_of_its_own() {
