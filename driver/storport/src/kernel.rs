@@ -199,9 +199,17 @@ struct KernelCalls {
     ext: usize,
     /// The DPC StorPort queues for `issue_dpc`, in the extension's allocation.
     dpc: Lock<StorDpc>,
-    /// The OS SRB behind each miniport SRB in flight, by id.
-    in_flight: Lock<BTreeMap<SrbId, (usize, SrbOwner<SrbExt>)>>,
+    /// The requests in flight, found by either side's handle.
+    in_flight: Lock<InFlight>,
     next_id: Lock<u64>,
+}
+
+/// The OS SRB behind each miniport SRB in flight: by the miniport SRB's id (its
+/// completion) and by the OS SRB's address (HwStartIo after HwBuildIo admitted it).
+#[derive(Default)]
+struct InFlight {
+    by_id: BTreeMap<SrbId, usize>,
+    by_os: BTreeMap<usize, SrbOwner<SrbExt>>,
 }
 
 impl KernelCalls {
@@ -244,8 +252,15 @@ impl StorPortCalls for KernelCalls {
     }
 
     fn request_complete(&self, srb: &Srb<SrbExt>) {
-        let Some((os, owner)) = self.in_flight.lock().remove(&srb.id()) else {
-            return;
+        let (os, owner) = {
+            let mut f = self.in_flight.lock();
+            let Some(os) = f.by_id.remove(&srb.id()) else {
+                return;
+            };
+            let Some(owner) = f.by_os.remove(&os) else {
+                return;
+            };
+            (os, owner)
         };
         let result = owner.take_result(None, false);
         let os = os as *mut ScsiRequestBlock;
@@ -344,7 +359,9 @@ fn admit(calls: &KernelCalls, os: *mut ScsiRequestBlock) -> Result<Srb<SrbExt>, 
     };
     let owner = SrbOwner::new(id, request, win_port::DataBuffer::empty());
     let srb = owner.srb().clone();
-    calls.in_flight.lock().insert(id, (os as usize, owner));
+    let mut f = calls.in_flight.lock();
+    f.by_id.insert(id, os as usize);
+    f.by_os.insert(os as usize, owner);
     Ok(srb)
 }
 
@@ -371,7 +388,7 @@ unsafe extern "system" fn hw_find_adapter(
     let calls = Arc::new(KernelCalls {
         ext: ext as usize,
         dpc: Lock::new(StorDpc { words: [0; 9] }),
-        in_flight: Lock::new(BTreeMap::new()),
+        in_flight: Lock::new(InFlight::default()),
         next_id: Lock::new(0),
     });
     // SAFETY: StorPort allocated DeviceExtensionSize (= size_of::<DeviceExtension>()) zeroed
@@ -419,19 +436,10 @@ unsafe extern "system" fn hw_build_io(ext: *mut c_void, os: *mut ScsiRequestBloc
 unsafe extern "system" fn hw_start_io(ext: *mut c_void, os: *mut ScsiRequestBlock) -> u8 {
     // SAFETY: called only after HwFindAdapter.
     let e = unsafe { extension(ext) };
-    let srb = match e
-        .calls
-        .in_flight
-        .lock()
-        .values()
-        .find(|(p, _)| *p == os as usize)
-    {
-        Some((_, owner)) => Ok(owner.srb().clone()),
-        None => Err(()),
-    };
-    let srb = match srb {
-        Ok(srb) => srb,
-        Err(()) => match admit(&e.calls, os) {
+    let admitted = (e.calls.in_flight.lock().by_os.get(&(os as usize))).map(|o| o.srb().clone());
+    let srb = match admitted {
+        Some(srb) => srb,
+        None => match admit(&e.calls, os) {
             Ok(srb) => srb,
             Err(status) => {
                 complete_now(ext, os, status);
