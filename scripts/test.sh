@@ -96,7 +96,7 @@ done
 # built from source and no `std` in the sysroot (nightly's -Z build-std, installed here if
 # missing). docs/architecture.md, "Windows portability", gives each gated piece's reason.
 # About 1 minute on a fresh clone (the nightly toolchain and its library source), seconds after.
-NOSTD="-p wirekit -p ib-verbs -p scsi -p srp -p access-layer -p win-port -p srp-initiator -p srp-initiator-storport -p opskit -p srp-host -p mpio"
+NOSTD="-p wirekit -p ib-verbs -p scsi -p srp -p access-layer -p win-port -p srp-initiator -p srp-initiator-storport -p srp-initiator-iscsi-model -p opskit -p srp-host -p mpio"
 echo "== no_std: the driver's crates for x86_64-unknown-none (no std exists there)"
 if ! rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-none; then
     rustup target add x86_64-unknown-none

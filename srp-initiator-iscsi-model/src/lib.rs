@@ -19,8 +19,24 @@
 //! persistent logins. The port is proven with a RAM driver, the SRP driver against the
 //! real target (`tests/`).
 //!
-//! Modules: [`port`], [`srp`] (the SRP driver).
+//! Modules: [`model`] (what the model gives a driver: levels, limits, requests, the port
+//! calls), [`port`] (`std`), [`srp`] (the SRP driver).
+//!
+//! With no `std` (the default feature off: a kernel driver's build) [`model`] and [`srp`]
+//! remain — the SRP driver's entry points written against the port calls it makes
+//! ([`model::IscsiPortCalls`]), its worker a system thread and its sleeps kernel events
+//! from the access layer's hooks — and the emulated port, which stands for the system's
+//! port driver, is left out with the power domain that names it.
 #![deny(unsafe_code)]
+#![cfg_attr(not(feature = "std"), no_std)]
 
+extern crate alloc;
+
+/// The `alloc` names a `std` crate has in its prelude (`use crate::prelude::*`).
+#[allow(unused_imports)]
+use ib_verbs::prelude;
+
+pub mod model;
+#[cfg(feature = "std")]
 pub mod port;
 pub mod srp;

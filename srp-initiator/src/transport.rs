@@ -47,6 +47,12 @@ impl SrpTransport {
         })
     }
 
+    /// Now, on the device's clock (the transport's timers run on it; a driver's bounded
+    /// waits should too).
+    pub fn now(&self) -> ib_verbs::time::Time {
+        self.a.now()
+    }
+
     /// The configuration it was opened with.
     pub fn config(&self) -> &SrpAdapterConfig {
         &self.a.cfg

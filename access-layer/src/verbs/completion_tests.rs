@@ -243,6 +243,10 @@ impl crate::verbs::KernelEvent for TestEvent {
         self.cv.notify_all();
     }
 
+    fn clear(&self) {
+        *self.set.lock().expect("event lock") = 0;
+    }
+
     fn wait(&self, timeout: Option<Duration>) -> bool {
         let g = self.set.lock().expect("event lock");
         let limit = timeout.unwrap_or(Duration::from_secs(3600));

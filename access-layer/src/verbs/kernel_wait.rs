@@ -9,10 +9,13 @@ use core::time::Duration;
 #[cfg(not(feature = "std"))]
 use ib_verbs::sync::SetOnce;
 
-/// A notification event (KEVENT): set once, waited on by one thread.
+/// A notification event (KEVENT): set, waited on, cleared for the next wait.
 pub trait KernelEvent: Send + Sync {
     /// Sets the event, releasing its waiter (`KeSetEvent`; callable at dispatch level).
     fn set(&self);
+    /// Clears the event, so the next wait sleeps until the next set (`KeClearEvent`;
+    /// callable at dispatch level).
+    fn clear(&self);
     /// Waits until the event is set or `timeout` passes (`None`: no limit); whether it was
     /// set (`KeWaitForSingleObject`; passive level only).
     fn wait(&self, timeout: Option<Duration>) -> bool;
@@ -43,6 +46,70 @@ pub fn install_kernel_wait(wait: KernelWait) -> bool {
     }
 }
 
+/// A fresh, unset event for a passive-level waiter of the layers above (a driver's worker
+/// sleeping until it is woken): a condition variable with `std`; with no `std` the
+/// installed kernel event, `None` if the driver's glue installed none.
+pub fn new_event() -> Option<Arc<dyn KernelEvent>> {
+    #[cfg(feature = "std")]
+    {
+        Some(Arc::new(StdEvent::default()))
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        kernel_wait().map(|k| (k.new_event)())
+    }
+}
+
+/// A notification event on the system's condition variable (`std`).
+#[cfg(feature = "std")]
+#[derive(Default)]
+struct StdEvent {
+    set: std::sync::Mutex<bool>,
+    cond: std::sync::Condvar,
+}
+
+#[cfg(feature = "std")]
+impl KernelEvent for StdEvent {
+    fn set(&self) {
+        *self
+            .set
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        self.cond.notify_all();
+    }
+
+    fn clear(&self) {
+        *self
+            .set
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = false;
+    }
+
+    fn wait(&self, timeout: Option<Duration>) -> bool {
+        // Waiting is blocking: the dispatch verifier's rule holds here as for a Completion.
+        if super::verifier::may_block("KernelEvent::wait").is_err() {
+            return false;
+        }
+        let set = self
+            .set
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match timeout {
+            None => *self
+                .cond
+                .wait_while(set, |s| !*s)
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            Some(t) => {
+                *self
+                    .cond
+                    .wait_timeout_while(set, t, |s| !*s)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0
+            }
+        }
+    }
+}
+
 /// The installed calls (no `std`).
 #[cfg(not(feature = "std"))]
 pub(crate) fn kernel_wait() -> Option<&'static KernelWait> {
@@ -62,5 +129,32 @@ impl alloc::task::Wake for EventWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.0.set();
+    }
+}
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_set_before_or_during_a_wait_releases_it_and_an_unset_one_times_out() {
+        let e = new_event().expect("std events");
+        assert!(
+            !e.wait(Some(Duration::from_millis(20))),
+            "unset: the wait times out"
+        );
+        let setter = e.clone();
+        let t = std::thread::spawn(move || setter.set());
+        assert!(
+            e.wait(Some(Duration::from_secs(10))),
+            "set by another thread"
+        );
+        t.join().expect("setter");
+        assert!(e.wait(None), "a notification event stays set");
+        e.clear();
+        assert!(
+            !e.wait(Some(Duration::from_millis(20))),
+            "cleared: the wait times out again"
+        );
     }
 }

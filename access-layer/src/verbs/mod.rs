@@ -31,6 +31,7 @@ pub mod device;
 pub mod dispatch;
 #[cfg(feature = "std")]
 pub mod doorbell;
+pub mod kernel_thread;
 pub mod kernel_wait;
 pub mod port;
 pub mod sync;
@@ -42,7 +43,10 @@ pub use device::{Device, DeviceSpec, Fabric, OpenError, PortInfo, ProviderKind};
 pub use dispatch::{DispatchGuard, KernelLevel, at_dispatch, in_dispatch, install_kernel_level};
 #[cfg(feature = "std")]
 pub use doorbell::Doorbell;
-pub use kernel_wait::{KernelEvent, KernelWait, install_kernel_wait};
+pub use kernel_thread::{
+    KernelThread, KernelThreadError, KernelThreads, install_kernel_threads, spawn_thread,
+};
+pub use kernel_wait::{KernelEvent, KernelWait, install_kernel_wait, new_event};
 pub use port::PortInterface;
 pub use sync::SyncCa;
 

@@ -9,59 +9,9 @@
 //! threads, start or join them.
 
 use super::handle::PortHandle;
-use super::request::Request;
-use std::fmt;
+use crate::model::{DriverInfo, InitializeError, PowerState, Request};
 
-/// The level an entry point runs at (the IRQL, in two values).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Level {
-    /// PASSIVE_LEVEL: may block.
-    Passive,
-    /// DISPATCH_LEVEL: must not block.
-    Dispatch,
-}
-
-/// A device power state (D0 working, D3 off; XP's D1/D2 are not used by storage).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PowerState {
-    /// Working.
-    D0,
-    /// Off: the port holds the queue and the driver holds no request.
-    D3,
-}
-
-/// The driver's limits, returned by [`Driver::initialize`] (what an iSCSI HBA's
-/// PORT_CONFIGURATION_INFORMATION says in this model).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DriverInfo {
-    /// Buses (PathId values 0..n).
-    pub number_of_buses: u8,
-    /// Targets per bus.
-    pub max_targets: u8,
-    /// LUNs per target.
-    pub max_luns: u8,
-    /// The largest transfer, in bytes.
-    pub max_transfer_bytes: usize,
-    /// Requests outstanding in the driver per LU, each under its own tag (1 to 255).
-    pub tags_per_lu: u16,
-}
-
-impl Default for DriverInfo {
-    fn default() -> Self {
-        DriverInfo {
-            number_of_buses: 1,
-            max_targets: 1,
-            max_luns: 1,
-            max_transfer_bytes: 1 << 20,
-            tags_per_lu: 32,
-        }
-    }
-}
-
-/// Why [`Driver::initialize`] failed (the driver's own words).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct InitializeError(pub String);
+pub use crate::model::Level;
 
 /// A driver of the iSCSI model. The port calls each entry point as documented and never
 /// two of [`Driver::start_request`] at once; it calls none after [`Driver::unload`], nor
@@ -107,13 +57,4 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// threads. The port calls nothing after it, and a call from the driver into the port
     /// afterwards is a violation.
     fn unload(&self, port: &PortHandle<Self>);
-}
-
-impl fmt::Display for Level {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Level::Passive => "PASSIVE_LEVEL",
-            Level::Dispatch => "DISPATCH_LEVEL",
-        })
-    }
 }

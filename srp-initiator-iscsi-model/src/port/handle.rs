@@ -107,3 +107,15 @@ impl<D: Driver> PortHandle<D> {
         self.port("now").map(|sh| sh.now())
     }
 }
+
+/// The emulated port's side of the calls the SRP driver makes (what a kernel driver's glue
+/// implements over `ScsiPortNotification`).
+impl<D: Driver> crate::model::IscsiPortCalls<D::Extension> for PortHandle<D> {
+    fn complete_request(&self, request: &Request<D::Extension>) {
+        PortHandle::complete_request(self, request);
+    }
+
+    fn system_memory(&self) -> Option<Arc<SystemMemory>> {
+        PortHandle::system_memory(self)
+    }
+}

@@ -46,8 +46,8 @@
 //! is [`Violation::CallAfterUnload`]. The port's life is a table-driven state machine
 //! ([`lifecycle`]).
 //!
-//! Reused from the StorPort crate (the SCSI_REQUEST_BLOCK is the same structure in both
-//! models): [`Srb`], [`SrbOwner`], [`SrbRequest`], [`SrbResult`], [`SrbStatus`],
+//! Shared with the StorPort port through `win-port` (the SCSI_REQUEST_BLOCK is the same
+//! structure in both models): [`Srb`], [`SrbOwner`], [`SrbRequest`], [`SrbResult`], [`SrbStatus`],
 //! [`LuAddress`], [`SrbId`], [`SrbFunction`], [`DataDirection`], [`SrbData`], the machine's
 //! [`SystemMemory`] and its [`DataBuffer`]s; the submitter's handle is access-layer's
 //! [`Completion`](access_layer::verbs::Completion).
@@ -59,8 +59,9 @@
 //! own, so a reset stuck in the driver cannot stop the watchdog). Submitters start
 //! requests from their own thread too. The driver's worker threads are the driver's.
 //!
-//! Modules: [`driver`] (the trait and its levels), [`handle`] (the services the driver
-//! calls), [`request`] (request handles and tags), [`lifecycle`] (the port's states),
+//! Modules: [`driver`] (the trait), [`handle`] (the services the driver calls; the
+//! [`IscsiPortCalls`](crate::model::IscsiPortCalls) of the SRP driver among them), the
+//! levels, limits and [`request`] handles of [`crate::model`] re-exported, [`lifecycle`] (the port's states),
 //! [`verifier`] (violations); inside: `queue` (per-LU queues and tag tables), `shared`
 //! (state, the entry-point wrapper, completion, flush, bugcheck), `owner` ([`Port`]),
 //! `timer` (the two threads, timeouts, resets).
@@ -70,12 +71,13 @@ pub mod handle;
 pub mod lifecycle;
 mod owner;
 mod queue;
-pub mod request;
+pub use crate::model::request;
 mod shared;
 mod timer;
 pub mod verifier;
 
-pub use driver::{Driver, DriverInfo, InitializeError, Level, PowerState};
+pub use crate::model::{DriverInfo, InitializeError, Level, PowerState, REMOVAL_STATUS};
+pub use driver::Driver;
 pub use handle::PortHandle;
 pub use lifecycle::{LifeEvent, Lifecycle};
 pub use owner::{LuStats, Port};
@@ -88,11 +90,6 @@ pub use win_port::{
 
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The status the port fails requests with at device removal (its own queued ones, and
-/// those the driver left behind): `SRB_STATUS_NO_DEVICE`, as SCSIport does for a device
-/// that is gone.
-pub const REMOVAL_STATUS: SrbStatus = SrbStatus::NO_DEVICE;
 
 /// The port's own knobs.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 //! that may wait (start, removal, power, reset, unload) is for passive level; from
 //! dispatch level it is refused.
 
-use super::driver::{Driver, DriverInfo, PowerState};
+use super::driver::Driver;
 use super::lifecycle::{LifeEvent, Lifecycle};
 use super::queue::Queued;
 use super::request::{FlushCause, QueueTag};
@@ -15,6 +15,7 @@ use super::{
     REMOVAL_STATUS, ResetCause, SrbData, SrbFunction, SrbId, SrbOwner, SrbRequest, SrbResult,
     SrbStatus, SystemMemory, timer,
 };
+use crate::model::{DriverInfo, PowerState};
 use access_layer::verbs::{Completion, verifier as al_verifier};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;

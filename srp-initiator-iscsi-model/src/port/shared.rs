@@ -3,13 +3,14 @@
 //! that runs every entry at its level under the verifier, starting requests, the
 //! completion and flush paths, and the bugcheck.
 
-use super::driver::{Driver, DriverInfo, Level};
+use super::driver::Driver;
 use super::handle::PortHandle;
 use super::lifecycle::{LifeEvent, Lifecycle};
 use super::queue::{Queued, Queues};
 use super::request::{End, FlushCause, QueueTag, Request, RequestState};
 use super::verifier::{EntryPoint, Violation};
 use super::{LuAddress, PortConfig, PortError, PortEvent, SrbId, SrbResult, SrbStatus};
+use crate::model::{DriverInfo, Level};
 use access_layer::verbs::Completer;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -29,38 +29,53 @@
 //!   is left of the channel is torn down). A driver dropped without its unload stops and
 //!   joins its worker too, so the soft HCA port and its address are always released.
 //!
+//! The entry points are the driver's own methods (`on_*`), written against the port
+//! calls they make ([`IscsiPortCalls`]) with no `std`: the worker is a system thread
+//! (`access_layer::verbs::spawn_thread`), its sleeps kernel events, its bounds on the
+//! transport's device clock. Under the emulated port ([`crate::port`], `std`) the
+//! [`Driver`](crate::port::Driver) implementation hands each entry to its method; a kernel
+//! driver's glue would do the same from its IRP handlers.
+//!
 //! Files: `side` (held requests, wake-ups, completion to the port), `worker` (the worker
-//! thread), [`power`] (the driver in its HCA's power domain: down before it, up after).
+//! thread), `entry` (the emulated port's `Driver` over the methods, `std`), [`power`] (the
+//! driver in its HCA's power domain: down before it, up after; `std`, as it names the
+//! emulated port).
 
+#[cfg(feature = "std")]
+mod entry;
+#[cfg(feature = "std")]
 pub mod power;
 mod side;
 mod worker;
 
-use crate::port::{
-    Driver, DriverInfo, InitializeError, PortHandle, PowerState, REMOVAL_STATUS, Request,
+use crate::model::{
+    DriverInfo, InitializeError, IscsiPortCalls, PowerState, REMOVAL_STATUS, Request,
 };
-use side::Side;
+use crate::prelude::*;
+use access_layer::verbs::{KernelThread, spawn_thread};
+use alloc::sync::Arc;
+use core::sync::atomic::Ordering::Relaxed;
+use core::time::Duration;
+use ib_verbs::sync::{Lock, SetOnce};
+use side::{PortCalls, Side};
 use srp_initiator::{AdapterStatus, SrbExt, SrpAdapterConfig, SrpTransport};
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use win_port::SrbStatus;
 
 /// What `initialize` opened.
 struct Running {
     side: Arc<Side>,
     transport: Arc<SrpTransport>,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    worker: Lock<Option<Box<dyn KernelThread>>>,
 }
 
 /// The SRP initiator driver of the iSCSI model (see the module doc).
 pub struct SrpDriver {
     cfg: SrpAdapterConfig,
-    running: OnceLock<Running>,
+    running: SetOnce<Running>,
 }
 
-impl std::fmt::Debug for SrpDriver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for SrpDriver {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SrpDriver")
             .field("local", &self.cfg.local)
             .field("target", &self.cfg.target)
@@ -75,8 +90,13 @@ impl SrpDriver {
     pub fn new(cfg: SrpAdapterConfig) -> SrpDriver {
         SrpDriver {
             cfg,
-            running: OnceLock::new(),
+            running: SetOnce::new(),
         }
+    }
+
+    /// The login it was made for.
+    pub fn config(&self) -> &SrpAdapterConfig {
+        &self.cfg
     }
 
     /// The transport, once initialized.
@@ -112,77 +132,30 @@ impl SrpDriver {
             .map_or(0, |r| r.side.dropped_completions.load(Relaxed))
     }
 
-    /// Logs out and waits (bounded) for the channel to close.
-    fn logout(r: &Running, bound: Duration) {
-        r.transport.stop();
-        if !r.side.wait_for(bound, || r.transport.closed()) {
-            tracing::warn!(target = %r.transport.config().target, "the logout did not finish in {bound:?}; the channel is torn down");
-        }
-    }
-
-    /// Fails every request the driver holds with `status` (removal).
-    fn fail_all(r: &Running, status: crate::port::SrbStatus) {
-        let _gate = r.side.gate();
-        let (waiting, inside) = r.side.take_all();
-        // The transport's completions for these now find nothing held: failed here, once.
-        for req in waiting.iter().chain(inside.iter()) {
-            req.set_status(status);
-            r.side.port.complete_request(req);
-        }
-        r.transport.abandon(status);
-    }
-}
-
-impl Running {
-    /// Stops the worker and joins it (unload; or the driver dropped without one).
-    fn stop_worker(&self) {
-        self.side.lock().stop = true;
-        self.side.wake.notify_all();
-        let worker = self
-            .worker
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(w) = worker {
-            let _ = w.join();
-        }
-    }
-}
-
-/// A driver dropped without its unload (a port dropped while the device was there, or
-/// after a bugcheck) still stops its worker: the thread holds the transport, and with it
-/// the soft HCA port and its address.
-impl Drop for SrpDriver {
-    fn drop(&mut self) {
-        if let Some(r) = self.running.get() {
-            r.stop_worker();
-        }
-    }
-}
-
-impl Driver for SrpDriver {
-    type Extension = SrbExt;
-
-    fn initialize(&self, port: &PortHandle<Self>) -> Result<DriverInfo, InitializeError> {
+    /// Start (DriverEntry, AddDevice, IRP_MN_START_DEVICE; passive level): opens the
+    /// transport, starts the worker thread and the login; returns the limits. No request
+    /// arrives before it returns.
+    pub fn on_initialize(&self, port: PortCalls) -> Result<DriverInfo, InitializeError> {
         let memory = port
             .system_memory()
             .ok_or_else(|| InitializeError("the port has no system memory".into()))?;
-        let side = Arc::new(Side::new(port.clone(), memory));
+        let side = Side::new(port, memory).ok_or_else(|| {
+            InitializeError("no kernel events to sleep on (install_kernel_wait)".into())
+        })?;
+        let side = Arc::new(side);
         let transport = SrpTransport::open(self.cfg.clone(), side.clone())
             .map_err(|e| InitializeError(format!("opening the SRP transport: {e}")))?;
         let transport = Arc::new(transport);
         let (s, t, max_wait) = (side.clone(), transport.clone(), self.cfg.max_wait);
-        let worker = std::thread::Builder::new()
-            .name("srp-iscsi-worker".into())
-            .spawn(move || worker::run(s, t, max_wait))
+        let worker = spawn_thread("srp-iscsi-worker", move || worker::run(s, t, max_wait))
             .map_err(|e| InitializeError(format!("the worker thread: {e}")))?;
         transport.connect();
         let running = Running {
             side,
             transport,
-            worker: Mutex::new(Some(worker)),
+            worker: Lock::new(Some(worker)),
         };
-        if self.running.set(running).is_err() {
+        if !self.running.set(running) {
             return Err(InitializeError("initialized twice".into()));
         }
         Ok(DriverInfo {
@@ -194,17 +167,21 @@ impl Driver for SrpDriver {
         })
     }
 
-    fn start_request(&self, port: &PortHandle<Self>, request: Request<SrbExt>) {
+    /// The StartIo-like entry (dispatch level): queues the request for the worker and
+    /// wakes it; nothing else. Before `initialize` it fails `NO_HBA`.
+    pub fn on_start_request(&self, port: &dyn IscsiPortCalls<SrbExt>, request: Request<SrbExt>) {
         match self.running.get() {
             Some(r) => r.side.queue(request),
             None => {
-                request.set_status(crate::port::SrbStatus::NO_HBA);
+                request.set_status(SrbStatus::NO_HBA);
                 port.complete_request(&request);
             }
         }
     }
 
-    fn reset(&self, _port: &PortHandle<Self>, _path_id: u8) -> bool {
+    /// A bus reset (dispatch level): takes every request back from the worker's queue and
+    /// the transport (they are the port's to complete BUS_RESET) and resets the channel.
+    pub fn on_reset(&self, _path_id: u8) -> bool {
         let Some(r) = self.running.get() else {
             return false;
         };
@@ -220,7 +197,10 @@ impl Driver for SrpDriver {
         r.transport.reset()
     }
 
-    fn remove(&self, _port: &PortHandle<Self>, surprise: bool) {
+    /// Removal (passive level; `surprise`: the IOC is gone): completes every request the
+    /// driver holds before it returns — finished within the command timeout and then
+    /// failed (orderly, with a logout), or failed at once (surprise).
+    pub fn on_remove(&self, surprise: bool) {
         let Some(r) = self.running.get() else {
             return;
         };
@@ -230,14 +210,19 @@ impl Driver for SrpDriver {
             return;
         }
         let bound = self.cfg.cmd_timeout + Duration::from_secs(1);
-        if !r.side.wait_for(bound, || r.side.held() == 0) {
+        if !r
+            .side
+            .wait_for(bound, || r.transport.now(), || r.side.held() == 0)
+        {
             tracing::warn!(target = %self.cfg.target, held = r.side.held(), "removal: requests still held after {bound:?}; failing them");
         }
         Self::fail_all(r, REMOVAL_STATUS);
         Self::logout(r, Duration::from_secs(2));
     }
 
-    fn power(&self, _port: &PortHandle<Self>, state: PowerState) {
+    /// IRP_MN_SET_POWER (passive level): D3 logs out and closes the channel (the port
+    /// drained the driver first); D0 logs in afresh.
+    pub fn on_power(&self, state: PowerState) {
         let Some(r) = self.running.get() else {
             return;
         };
@@ -247,7 +232,53 @@ impl Driver for SrpDriver {
         }
     }
 
-    fn unload(&self, _port: &PortHandle<Self>) {
+    /// DriverUnload (passive level): the worker stops and is joined.
+    pub fn on_unload(&self) {
+        if let Some(r) = self.running.get() {
+            r.stop_worker();
+        }
+    }
+
+    /// Logs out and waits (bounded) for the channel to close.
+    fn logout(r: &Running, bound: Duration) {
+        r.transport.stop();
+        if !r
+            .side
+            .wait_for(bound, || r.transport.now(), || r.transport.closed())
+        {
+            tracing::warn!(target = %r.transport.config().target, "the logout did not finish in {bound:?}; the channel is torn down");
+        }
+    }
+
+    /// Fails every request the driver holds with `status` (removal).
+    fn fail_all(r: &Running, status: SrbStatus) {
+        let _gate = r.side.gate();
+        let (waiting, inside) = r.side.take_all();
+        // The transport's completions for these now find nothing held: failed here, once.
+        for req in waiting.iter().chain(inside.iter()) {
+            req.set_status(status);
+            r.side.port.complete_request(req);
+        }
+        r.transport.abandon(status);
+    }
+}
+
+impl Running {
+    /// Stops the worker and joins it (unload; or the driver dropped without one).
+    fn stop_worker(&self) {
+        self.side.stop();
+        let worker = self.worker.lock().take();
+        if let Some(w) = worker {
+            w.join();
+        }
+    }
+}
+
+/// A driver dropped without its unload (a port dropped while the device was there, or
+/// after a bugcheck) still stops its worker: the thread holds the transport, and with it
+/// the soft HCA port and its address.
+impl Drop for SrpDriver {
+    fn drop(&mut self) {
         if let Some(r) = self.running.get() {
             r.stop_worker();
         }

@@ -8,25 +8,36 @@
 //! only if it is still in `held`: a reset or removal that emptied `held` has made every
 //! request the port's (rule c), and a completion the transport produces for one of them
 //! afterwards is dropped here, counted.
+//!
+//! Sleeping (no `std` needed): the worker sleeps on one event (a kernel event in a driver,
+//! a condition variable with `std`: `access_layer::verbs::new_event`), cleared under the
+//! state lock before it sleeps and set under the same lock by whoever wakes it, so no
+//! wake-up is lost; a passive-level waiter ([`Side::wait_for`]) sleeps on an event of its
+//! own that the next progress sets, its deadline on the transport's device clock.
 
-use crate::port::{PortHandle, Request, SrbId, SrbStatus, SystemMemory};
+use crate::model::{IscsiPortCalls, Request};
+use access_layer::verbs::{KernelEvent, new_event};
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use core::time::Duration;
+use ib_verbs::sync::{Lock, LockGuard};
+use ib_verbs::time::Time;
 use srp_initiator::{PortSide, SrbExt};
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
-use win_port::Srb;
+use win_port::{Srb, SrbId, SrbStatus, SystemMemory};
 
-use super::SrpDriver;
+/// The port as the SRP driver calls it.
+pub(crate) type PortCalls = Arc<dyn IscsiPortCalls<SrbExt>>;
 
 /// What the worker and the entry points share, under [`Side::lock`].
 #[derive(Default)]
 pub(crate) struct SideState {
-    /// Requests [`Driver::start_request`](crate::port::Driver::start_request) queued for
-    /// the worker, oldest first; a request the transport gave back goes to the front.
+    /// Requests the driver's `start_request` queued for the worker, oldest first; a
+    /// request the transport gave back goes to the front.
     pub(crate) incoming: VecDeque<Request<SrbExt>>,
     /// Every request the driver holds: incoming or in the transport.
-    pub(crate) held: HashMap<SrbId, Request<SrbExt>>,
+    pub(crate) held: BTreeMap<SrbId, Request<SrbExt>>,
     /// The worker has something to do.
     pub(crate) woken: bool,
     /// The channel is logging in: nothing is submitted until it is up.
@@ -36,52 +47,69 @@ pub(crate) struct SideState {
     /// Counts the worker's rounds that did work and the completions handed to the port:
     /// what a passive-level waiter ([`Side::wait_for`]) waits to change.
     pub(crate) progress: u64,
+    /// The worker sleeps on [`Side::wake_event`] (so a wake-up sets it).
+    sleeping: bool,
+    /// Passive-level waiters' events, set when `progress` moves.
+    watchers: Vec<Arc<dyn KernelEvent>>,
 }
 
 /// The driver's side of the transport (see the module doc).
 pub(crate) struct Side {
-    pub(crate) port: PortHandle<SrpDriver>,
+    pub(crate) port: PortCalls,
     pub(crate) memory: Arc<SystemMemory>,
     /// Serializes moving requests into the transport against taking them all back.
-    pub(crate) gate: Mutex<()>,
-    state: Mutex<SideState>,
-    pub(crate) wake: Condvar,
-    /// Signalled when `progress` moves.
-    progressed: Condvar,
+    gate: Lock<()>,
+    state: Lock<SideState>,
+    /// What the worker sleeps on.
+    wake_event: Arc<dyn KernelEvent>,
     /// Completions the transport produced for requests a reset or removal had already
     /// handed to the port.
     pub(crate) dropped_completions: AtomicU64,
 }
 
 impl Side {
-    pub(crate) fn new(port: PortHandle<SrpDriver>, memory: Arc<SystemMemory>) -> Side {
-        Side {
+    /// The side of a driver on `port`; `None` when there is no event to sleep on (no
+    /// `std`, and the driver's glue installed no kernel events).
+    pub(crate) fn new(port: PortCalls, memory: Arc<SystemMemory>) -> Option<Side> {
+        Some(Side {
             port,
             memory,
-            gate: Mutex::new(()),
-            state: Mutex::new(SideState::default()),
-            wake: Condvar::new(),
-            progressed: Condvar::new(),
+            gate: Lock::new(()),
+            state: Lock::new(SideState::default()),
+            wake_event: new_event()?,
             dropped_completions: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn lock(&self) -> LockGuard<'_, SideState> {
+        self.state.lock()
+    }
+
+    pub(crate) fn gate(&self) -> LockGuard<'_, ()> {
+        self.gate.lock()
+    }
+
+    /// Marks work for the worker and wakes it if it sleeps (under the state lock).
+    fn wake_worker(&self, s: &mut SideState) {
+        s.woken = true;
+        if s.sleeping {
+            self.wake_event.set();
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, SideState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Tells the worker to exit and wakes it.
+    pub(crate) fn stop(&self) {
+        let mut s = self.lock();
+        s.stop = true;
+        self.wake_worker(&mut s);
     }
 
-    pub(crate) fn gate(&self) -> MutexGuard<'_, ()> {
-        self.gate.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Queues a request for the worker (dispatch level: a short lock, a notify).
+    /// Queues a request for the worker (dispatch level: a short lock, a wake-up).
     pub(crate) fn queue(&self, request: Request<SrbExt>) {
         let mut s = self.lock();
         s.held.insert(request.request_id(), request.clone());
         s.incoming.push_back(request);
-        s.woken = true;
-        drop(s);
-        self.wake.notify_one();
+        self.wake_worker(&mut s);
     }
 
     /// Completes `request` with `status` now, if the driver still holds it.
@@ -101,7 +129,7 @@ impl Side {
         for r in &waiting {
             s.held.remove(&r.request_id());
         }
-        let inside = s.held.drain().map(|(_, r)| r).collect();
+        let inside = core::mem::take(&mut s.held).into_values().collect();
         (waiting, inside)
     }
 
@@ -109,29 +137,46 @@ impl Side {
     /// passive-level waiters.
     pub(crate) fn progress(&self, s: &mut SideState) {
         s.progress = s.progress.wrapping_add(1);
-        self.progressed.notify_all();
+        for w in s.watchers.drain(..) {
+            w.set();
+        }
     }
 
-    /// Waits (passive level: removal, power) until `done()` holds or `bound` passes,
-    /// looking again each time the worker makes progress; whether it holds. `done` runs
-    /// without the side's lock held (it may take the transport's).
-    pub(crate) fn wait_for(&self, bound: Duration, mut done: impl FnMut() -> bool) -> bool {
-        let end = std::time::Instant::now() + bound;
+    /// Waits (passive level: removal, power) until `done()` holds or `bound` passes on
+    /// the clock `now` reads (the transport's device clock), looking again each time the
+    /// worker makes progress; whether it holds. `done` runs without the side's lock held
+    /// (it may take the transport's).
+    pub(crate) fn wait_for(
+        &self,
+        bound: Duration,
+        now: impl Fn() -> Time,
+        mut done: impl FnMut() -> bool,
+    ) -> bool {
+        let end = now() + bound;
         loop {
             let seen = self.lock().progress;
             if done() {
                 return true;
             }
-            let left = end.saturating_duration_since(std::time::Instant::now());
+            let left = end.since(now());
             if left.is_zero() {
                 return false;
             }
-            let s = self.lock();
-            drop(
-                self.progressed
-                    .wait_timeout_while(s, left, |s| s.progress == seen)
-                    .unwrap_or_else(PoisonError::into_inner),
-            );
+            let Some(event) = new_event() else {
+                return false;
+            };
+            {
+                let mut s = self.lock();
+                if s.progress != seen {
+                    continue;
+                }
+                s.watchers.push(event.clone());
+            }
+            if !event.wait(Some(left)) {
+                // The rest of the bound passed with no progress.
+                self.lock().watchers.retain(|w| !Arc::ptr_eq(w, &event));
+                return done();
+            }
         }
     }
 
@@ -140,13 +185,19 @@ impl Side {
         self.lock().held.len()
     }
 
-    /// Waits (passive level, the worker) until woken or `timeout` passes.
-    pub(crate) fn wait_for_work(&self, timeout: Duration) -> MutexGuard<'_, SideState> {
-        let s = self.lock();
-        let (mut s, _) = self
-            .wake
-            .wait_timeout_while(s, timeout, |s| !s.woken && !s.stop)
-            .unwrap_or_else(PoisonError::into_inner);
+    /// Waits (passive level, the worker) until woken or `timeout` passes; returns with the
+    /// state locked and the wake-up consumed.
+    pub(crate) fn wait_for_work(&self, timeout: Duration) -> LockGuard<'_, SideState> {
+        let mut s = self.lock();
+        if !s.woken && !s.stop {
+            // Cleared under the lock a waker sets it under: no wake-up is lost.
+            self.wake_event.clear();
+            s.sleeping = true;
+            drop(s);
+            self.wake_event.wait(Some(timeout));
+            s = self.lock();
+            s.sleeping = false;
+        }
         s.woken = false;
         s
     }
@@ -169,8 +220,7 @@ impl PortSide for Side {
     }
 
     fn wake(&self) {
-        self.lock().woken = true;
-        self.wake.notify_one();
+        self.wake_worker(&mut self.lock());
     }
 
     fn hold(&self, _timeout_secs: u32) {
@@ -180,12 +230,14 @@ impl PortSide for Side {
     fn release(&self) {
         let mut s = self.lock();
         s.holding = false;
-        s.woken = true;
-        drop(s);
-        self.wake.notify_one();
+        self.wake_worker(&mut s);
     }
 
     fn system_memory(&self) -> Option<Arc<SystemMemory>> {
         Some(self.memory.clone())
     }
 }
+
+#[cfg(all(test, feature = "std"))]
+#[path = "side_tests.rs"]
+mod tests;

@@ -11,10 +11,10 @@
 //! miniport would answer BUSY and leave it to the port.
 
 use super::side::Side;
-use crate::port::SrbStatus;
+use alloc::sync::Arc;
+use core::time::Duration;
 use srp_initiator::SrpTransport;
-use std::sync::Arc;
-use std::time::Duration;
+use win_port::SrbStatus;
 
 /// Rounds the worker runs before it looks at the incoming queue again.
 const ROUNDS: usize = 8;

@@ -3,10 +3,11 @@
 //! ([`RequestState`]: queued → started → completed by the driver, or flushed by the port),
 //! which is how the port tells a double completion from a completion after a flush.
 
-use super::{LuAddress, Srb, SrbId, SrbOwner};
-use std::fmt;
-use std::ops::Deref;
-use std::sync::{Arc, Mutex, PoisonError};
+use alloc::sync::Arc;
+use core::fmt;
+use core::ops::Deref;
+use ib_verbs::sync::Lock;
+use win_port::{LuAddress, Srb, SrbId, SrbOwner};
 
 /// SRB `QueueTag`: a request's tag, unique among its LU's outstanding requests. 0 to 254;
 /// 255 is `SP_UNTAGGED`, never a tag here.
@@ -49,6 +50,7 @@ pub enum RequestState {
 }
 
 /// What ending a request's life is, for [`RequestState::end`].
+#[cfg_attr(not(feature = "std"), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum End {
     /// The driver completes it.
@@ -60,6 +62,7 @@ pub(crate) enum End {
 impl RequestState {
     /// The transition table: only a started request ends; ending an ended one gives back
     /// the state it was in (the caller turns it into a violation).
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
     pub(crate) fn end(self, how: End) -> Result<RequestState, RequestState> {
         match (self, how) {
             // The one legal end of each kind.
@@ -75,7 +78,7 @@ impl RequestState {
 struct Inner<X> {
     owner: SrbOwner<X>,
     tag: QueueTag,
-    state: Mutex<RequestState>,
+    state: Lock<RequestState>,
 }
 
 /// A request the port gave the driver: clones are the same request. Derefs to its
@@ -112,13 +115,14 @@ impl<X> Deref for Request<X> {
 }
 
 impl<X> Request<X> {
-    /// A started request.
-    pub(crate) fn new(owner: SrbOwner<X>, tag: QueueTag) -> Request<X> {
+    /// A started request: how the port (the emulated one, or a kernel driver's glue over
+    /// the SRB the system handed it) gives an SRB and its tag to the driver.
+    pub fn new(owner: SrbOwner<X>, tag: QueueTag) -> Request<X> {
         Request {
             inner: Arc::new(Inner {
                 owner,
                 tag,
-                state: Mutex::new(RequestState::Started),
+                state: Lock::new(RequestState::Started),
             }),
         }
     }
@@ -130,11 +134,7 @@ impl<X> Request<X> {
 
     /// Where it is in its life.
     pub fn state(&self) -> RequestState {
-        *self
-            .inner
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        *self.inner.state.lock()
     }
 
     /// Whether two handles are the same request.
@@ -152,20 +152,17 @@ impl<X> Request<X> {
         self.address()
     }
 
-    /// Ends its life (see [`RequestState::end`]).
+    /// Ends its life (see [`RequestState::end`]; the emulated port's rule keeping).
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
     pub(crate) fn end(&self, how: End) -> Result<RequestState, RequestState> {
-        let mut s = self
-            .inner
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut s = self.inner.state.lock();
         let next = s.end(how)?;
         *s = next;
         Ok(next)
     }
 
     /// The port's side of the SRB.
-    pub(crate) fn owner(&self) -> &SrbOwner<X> {
+    pub fn owner(&self) -> &SrbOwner<X> {
         &self.inner.owner
     }
 }
