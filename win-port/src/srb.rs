@@ -396,6 +396,21 @@ impl<X: Default> SrbOwner<X> {
     }
 }
 
+impl<X: Default> SrbOwner<X> {
+    /// [`SrbOwner::new`], the SRB from `lookaside` when it holds a free one (retire it
+    /// there, [`Lookaside::retire`], once the request is over).
+    pub fn from_lookaside(
+        lookaside: &Lookaside<X>,
+        id: SrbId,
+        request: SrbRequest,
+        data: DataBuffer,
+    ) -> SrbOwner<X> {
+        SrbOwner {
+            srb: Srb::new(lookaside, id, request, data),
+        }
+    }
+}
+
 impl<X> SrbOwner<X> {
     /// The handle the driver gets (clones are the same SRB).
     pub fn srb(&self) -> &Srb<X> {

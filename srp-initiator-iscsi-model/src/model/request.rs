@@ -167,6 +167,65 @@ impl<X> Request<X> {
     }
 }
 
+/// Requests the port ended, kept for new ones (as the SRBs' lookaside list): one is reused
+/// once nothing else holds it — the driver let go of its handles — so starting a request
+/// allocates nothing in the steady state. A handle the driver still holds keeps its request
+/// (and its ended state, which is how a late or second completion is told apart) out of
+/// reuse.
+#[cfg(feature = "std")]
+pub(crate) struct RequestLookaside<X> {
+    retired: Lock<alloc::vec::Vec<Arc<Inner<X>>>>,
+}
+
+/// Requests a lookaside list keeps at most.
+#[cfg(feature = "std")]
+const LOOKASIDE_DEPTH: usize = 256;
+/// Retired requests one start looks at (the oldest are likeliest to be free).
+#[cfg(feature = "std")]
+const LOOKASIDE_SCAN: usize = 8;
+
+#[cfg(feature = "std")]
+impl<X> Default for RequestLookaside<X> {
+    fn default() -> Self {
+        RequestLookaside {
+            retired: Lock::new(alloc::vec::Vec::new()),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl<X> RequestLookaside<X> {
+    /// Keeps an ended request's memory for a later one.
+    pub(crate) fn retire(&self, request: Request<X>) {
+        let mut r = self.retired.lock();
+        if r.len() < LOOKASIDE_DEPTH {
+            r.push(request.inner);
+        }
+    }
+
+    /// A started request for `owner` under `tag`: a retired one nothing else holds, if
+    /// one is near the front, else a new one.
+    pub(crate) fn start(&self, owner: SrbOwner<X>, tag: QueueTag) -> Request<X> {
+        let free = {
+            let mut r = self.retired.lock();
+            let i = r
+                .iter()
+                .take(LOOKASIDE_SCAN)
+                .position(|a| Arc::strong_count(a) == 1);
+            i.map(|i| r.swap_remove(i))
+        };
+        if let Some(mut inner) = free
+            && let Some(slot) = Arc::get_mut(&mut inner)
+        {
+            slot.owner = owner;
+            slot.tag = tag;
+            *slot.state.get_mut() = RequestState::Started;
+            return Request { inner };
+        }
+        Request::new(owner, tag)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,5 +242,38 @@ mod tests {
             "a double completion"
         );
         assert_eq!(flushed.end(End::Complete), Err(flushed), "after a flush");
+    }
+
+    #[cfg(feature = "std")]
+    fn owner(id: u64) -> SrbOwner<()> {
+        use win_port::{DataBuffer, DataDirection, SrbRequest};
+        let lu = LuAddress::new(0, 0, 0);
+        let req = SrbRequest::scsi(lu, &[0; 6], DataDirection::None, DataBuffer::empty());
+        SrbOwner::new(SrbId(id), req, DataBuffer::empty())
+    }
+
+    /// An ended request nothing else holds is started again in the same memory, as new;
+    /// one the driver still holds a handle to is left alone (its ended state is how the
+    /// port tells a second completion from a first).
+    #[cfg(feature = "std")]
+    #[test]
+    fn the_lookaside_reuses_only_a_request_nobody_holds() {
+        let pool = RequestLookaside::default();
+        let first = pool.start(owner(1), QueueTag(3));
+        first.end(End::Complete).expect("started");
+        let at = Arc::as_ptr(&first.inner);
+        pool.retire(first);
+        let again = pool.start(owner(2), QueueTag(4));
+        assert_eq!(Arc::as_ptr(&again.inner), at, "reused");
+        assert_eq!(again.state(), RequestState::Started);
+        assert_eq!((again.request_id(), again.tag()), (SrbId(2), QueueTag(4)));
+
+        again.end(End::Complete).expect("started");
+        let kept = again.clone();
+        pool.retire(again);
+        let other = pool.start(owner(3), QueueTag(5));
+        assert!(!other.same(&kept), "a request the driver holds was reused");
+        assert_eq!(kept.state(), RequestState::Completed);
+        assert_eq!(kept.request_id(), SrbId(2));
     }
 }

@@ -176,8 +176,8 @@ impl<D: Driver> Port<D> {
         };
         let lu = request.address;
         let len = data.len();
-        let owner = SrbOwner::new(sh.next_id(), request, data);
-        let (completer, completion) = Completion::pair();
+        let owner = SrbOwner::from_lookaside(&sh.lookaside, sh.next_id(), request, data);
+        let (completer, completion) = sh.completions.pair();
         let item = Queued {
             owner,
             tag,

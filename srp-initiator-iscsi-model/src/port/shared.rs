@@ -7,17 +7,18 @@ use super::driver::Driver;
 use super::handle::PortHandle;
 use super::lifecycle::{LifeEvent, Lifecycle};
 use super::queue::{Queued, Queues};
-use super::request::{End, FlushCause, QueueTag, Request, RequestState};
+use super::request::{End, FlushCause, QueueTag, Request, RequestLookaside, RequestState};
 use super::verifier::{EntryPoint, Violation};
 use super::{LuAddress, PortConfig, PortError, PortEvent, SrbId, SrbResult, SrbStatus};
 use crate::model::{DriverInfo, Level};
-use access_layer::verbs::Completer;
+use access_layer::verbs::{Completer, CompletionPool};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 use win_port::SystemMemory;
 use win_port::entry::{DispatchCalls, EntryFault, run_entry};
+use win_port::srb::Lookaside;
 
 /// Pages of a port's own memory when none is given (16 MiB).
 const DEFAULT_PAGES: usize = 4096;
@@ -67,7 +68,14 @@ pub(crate) struct Shared<D: Driver> {
     pub(crate) driver: D,
     pub(crate) config: PortConfig,
     pub(crate) memory: Arc<SystemMemory>,
+    /// SRBs, requests and submitters' completions the port ended, kept for new requests
+    /// (the system's lookaside lists): a request in the steady state allocates none.
+    pub(crate) lookaside: Lookaside<D::Extension>,
+    requests: RequestLookaside<D::Extension>,
+    pub(crate) completions: Arc<CompletionPool<SrbResult>>,
     state: Mutex<State<D::Extension>>,
+    /// The last delivered batch's emptied vector, for the next batch.
+    spare_done: Mutex<Vec<(Completer<SrbResult>, SrbResult)>>,
     /// Wakes the DPC thread.
     pub(crate) dpc_wake: Condvar,
     /// Wakes the timer thread out of its idle sleep.
@@ -90,6 +98,9 @@ impl<D: Driver> Shared<D> {
         Shared {
             driver,
             memory,
+            lookaside: Lookaside::default(),
+            requests: RequestLookaside::default(),
+            completions: CompletionPool::new(),
             state: Mutex::new(State {
                 life: Lifecycle::Starting,
                 queues: Queues::new(usize::from(info.tags_per_lu)),
@@ -107,6 +118,7 @@ impl<D: Driver> Shared<D> {
                 shutdown: false,
             }),
             config,
+            spare_done: Mutex::new(Vec::new()),
             dpc_wake: Condvar::new(),
             timer_wake: Condvar::new(),
             changed: Condvar::new(),
@@ -173,11 +185,22 @@ impl<D: Driver> Shared<D> {
     /// Hands every waiting completion to its submitter (routines run at dispatch level,
     /// here), with no lock held.
     pub(crate) fn deliver(&self) -> usize {
-        let done = std::mem::take(&mut self.lock().done);
-        let n = done.len();
-        for (completer, result) in done {
+        // The batch's vector goes back as the next one's spare: no allocation per batch.
+        let mut batch = std::mem::take(
+            &mut *self
+                .spare_done
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        std::mem::swap(&mut self.lock().done, &mut batch);
+        let n = batch.len();
+        for (completer, result) in batch.drain(..) {
             completer.complete(Ok(result));
         }
+        *self
+            .spare_done
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = batch;
         n
     }
 
@@ -256,7 +279,7 @@ impl<D: Driver> Shared<D> {
                         },
                         tag,
                     )) => {
-                        let request = Request::new(owner, tag);
+                        let request = self.requests.start(owner, tag);
                         let started = self.now();
                         self.wake_timer(&mut s);
                         s.outstanding.insert(
@@ -332,6 +355,7 @@ impl<D: Driver> Shared<D> {
             s.queues.ended(o.request.address(), o.request.tag());
             s.done
                 .push((o.completer, o.request.owner().take_result(None, false)));
+            self.retire(o.request);
         }
         s.kicked = true;
         drop(s);
@@ -383,7 +407,14 @@ impl<D: Driver> Shared<D> {
             s.queues.ended(o.request.address(), o.request.tag());
             let result = o.request.owner().take_result(Some(status), true);
             s.done.push((o.completer, result));
+            self.retire(o.request);
         }
+    }
+
+    /// Keeps an ended request and its SRB for new ones.
+    fn retire(&self, request: Request<D::Extension>) {
+        self.lookaside.retire(request.owner().srb().clone());
+        self.requests.retire(request);
     }
 
     /// Completes a request the driver never saw with `status`.
