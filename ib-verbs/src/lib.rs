@@ -26,6 +26,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod ca;
+pub mod id_table;
 pub mod ids;
 pub mod inline_one;
 pub mod mem;
@@ -48,6 +49,7 @@ pub mod time;
 pub mod wr;
 
 pub use ca::{CqId, Event, QpId, Resources, SrqId};
+pub use id_table::{IdKey, IdTable};
 pub use ids::{Gid, Guid, IdError, Lid, Lkey, PKey, Psn, QKey, Qpn, Rkey};
 pub use inline_one::InlineOne;
 pub use mem::{MemBlock, MemError};

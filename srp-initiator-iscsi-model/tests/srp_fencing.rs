@@ -132,8 +132,10 @@ fn fenced_after(
     assert_eq!(r.status, SrbStatus::ABORT_FAILED);
     let id = SrbId(r.id.0 + 1);
     let held = port.submit(make(&port)).expect("accepted");
-    wait_until("the command at the target", || {
-        Stats::get(&stats.commands) >= 1
+    // Held, not only seen: the target counts the command before it records the
+    // descriptors it keeps, and counts the fault after (a wait on `commands` raced that).
+    wait_until("the command held at the target", || {
+        Stats::get(&stats.faults) >= 1
     });
     assert_eq!(
         stats.late_access(kind),

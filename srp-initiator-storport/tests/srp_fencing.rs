@@ -93,8 +93,10 @@ fn fenced_after(
         id: SrbId(r.id.0 + 1),
         done: port.submit(request).expect("accepted"),
     };
-    wait_until("the command at the target", || {
-        Stats::get(&stats.commands) >= 1
+    // Held, not only seen: the target counts the command before it records the
+    // descriptors it keeps, and counts the fault after (a wait on `commands` raced that).
+    wait_until("the command held at the target", || {
+        Stats::get(&stats.faults) >= 1
     });
     assert_eq!(
         stats.late_access(kind),

@@ -40,7 +40,7 @@ use ib_verbs::mem::MemBlock;
 use ib_verbs::mr::{Access, MrKey, MrKeys, PdId};
 use ib_verbs::sync::{Lock, LockGuard};
 use ib_verbs::wr::SendWr;
-use ib_verbs::{CqId, Gid, Lkey, QpId, Qpn};
+use ib_verbs::{CqId, Gid, IdTable, Lkey, QpId, Qpn};
 use srp::initiator::registration::{
     AllMemoryStrategy, FrmrConfig, FrmrStrategy, MapHandle, RegionKind, Registration, Strategy,
     WindowConfig, WindowStrategy,
@@ -126,7 +126,7 @@ pub(crate) struct Link {
 /// The channel core and the SRBs it holds for the port.
 pub(crate) struct ChannelState {
     pub(crate) channel: InitiatorChannel,
-    pub(crate) cmds: BTreeMap<CmdId, Active>,
+    pub(crate) cmds: IdTable<CmdId, Active>,
     /// Management SRBs by the core's TMF id.
     pub(crate) mgmt: BTreeMap<TmfId, Mgmt>,
     /// LUNs the target answered commands for: what a bus reset resets.
@@ -141,7 +141,7 @@ pub(crate) struct ChannelState {
 pub(crate) struct Posting {
     pub(crate) cq: CqId,
     /// REG_MRs of mapped commands not sent yet, by command.
-    pub(crate) pending_reg: BTreeMap<CmdId, InlineOne<SendWr>>,
+    pub(crate) pending_reg: IdTable<CmdId, InlineOne<SendWr>>,
     /// The send chain being built (REG_MRs, then the SEND; or LOCAL_INVs), kept between
     /// posts so that posting allocates nothing.
     pub(crate) chain: Vec<SendWr>,
@@ -325,7 +325,7 @@ impl Adapter {
             },
             ch: ChannelState {
                 channel: InitiatorChannel::new(Self::channel_config(&cfg)),
-                cmds: BTreeMap::new(),
+                cmds: IdTable::new(),
                 mgmt: BTreeMap::new(),
                 known_luns: alloc::collections::BTreeSet::new(),
                 target_reset: None,
@@ -333,7 +333,7 @@ impl Adapter {
             },
             post: Posting {
                 cq,
-                pending_reg: BTreeMap::new(),
+                pending_reg: IdTable::new(),
                 chain: Vec::new(),
                 chain_ids: Vec::new(),
                 send_free: (0..SEND_SLOTS).rev().collect(),

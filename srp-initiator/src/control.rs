@@ -46,7 +46,7 @@ impl Adapter {
                         s.ch.cmds
                             .iter()
                             .find(|(_, a)| Some(a.srb.id()) == named)
-                            .map(|(id, _)| *id);
+                            .map(|(id, _)| id);
                     if let Some(id) = cmd {
                         let tmf = s.ch.channel.abort_task(now, id);
                         s.ch.mgmt.insert(

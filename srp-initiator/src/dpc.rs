@@ -270,7 +270,7 @@ impl Adapter {
     fn remap(&self, s: &mut Inner, id: srp::initiator::CmdId) {
         use srp::initiator::Remapped;
         let now = self.now();
-        let Some(a) = s.ch.cmds.get_mut(&id) else {
+        let Some(a) = s.ch.cmds.get_mut(id) else {
             s.ch.channel.handle_remapped(now, id, Remapped::Failed);
             return;
         };
@@ -287,7 +287,7 @@ impl Adapter {
             return;
         };
         let old = core::mem::replace(&mut a.handle, m.handle);
-        s.post.pending_reg.remove(&id);
+        s.post.pending_reg.remove(id);
         self.discard(old);
         if !m.pre_wrs.is_empty() {
             s.post.pending_reg.insert(id, m.pre_wrs);
@@ -306,7 +306,7 @@ impl Adapter {
     /// discard its regions otherwise (their REG_MRs may not have run), set the SRB's
     /// status. A read's data is already in the SRB's pages: the HCA wrote it there.
     fn finish(&self, s: &mut Inner, c: Completion, done: &mut Done) {
-        let Some(a) = s.ch.cmds.remove(&c.id) else {
+        let Some(a) = s.ch.cmds.remove(c.id) else {
             return; // Its SRB was already completed by a bus reset.
         };
         let invalidated = match &c.outcome {
@@ -316,7 +316,7 @@ impl Adapter {
             }
             _ => None,
         };
-        let never_posted = s.post.pending_reg.remove(&c.id).is_some();
+        let never_posted = s.post.pending_reg.remove(c.id).is_some();
         if matches!(c.outcome, srp::initiator::Outcome::Done(_)) && !never_posted {
             // The target answered: its REG_MRs ran on the live QP.
             let invs = self.reg().unmap(a.handle, invalidated).unwrap_or_default();

@@ -226,13 +226,13 @@ impl Adapter {
     /// Completes every SRB the adapter holds with `status` (its regions discarded: posted on
     /// a QP just destroyed, or never), management SRBs included.
     pub(crate) fn flush_held(&self, s: &mut Inner, status: SrbStatus, done: &mut dpc::Done) {
-        let active: Vec<Active> = core::mem::take(&mut s.ch.cmds).into_values().collect();
-        for a in active {
+        let active = s.ch.cmds.drain_by_id();
+        for (_, a) in active {
             self.discard(a.handle);
             a.srb.set_status(status);
             done.push(a.srb);
         }
-        s.post.pending_reg.clear();
+        drop(s.post.pending_reg.drain_by_id());
         for (_, m) in core::mem::take(&mut s.ch.mgmt).into_iter() {
             m.srb.set_status(status);
             done.push(m.srb);

@@ -229,10 +229,10 @@ impl Adapter {
     /// back that the target may still run (their LUN's reset ends them).
     fn hand_back_for_reset(&self, s: &mut Inner, done: &mut Done) -> (bool, Vec<u8>) {
         let (mut exposed, mut live) = (false, Vec::new());
-        let active: Vec<_> = core::mem::take(&mut s.ch.cmds).into_iter().collect();
+        let active = s.ch.cmds.drain_by_id();
         for (id, a) in active {
             let withdrawn = s.ch.channel.withdraw(id);
-            let never_posted = s.post.pending_reg.remove(&id).is_some();
+            let never_posted = s.post.pending_reg.remove(id).is_some();
             if withdrawn || never_posted {
                 self.discard(a.handle);
             } else {

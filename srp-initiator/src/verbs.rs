@@ -228,7 +228,7 @@ impl Adapter {
         }
         let mut chain = core::mem::take(&mut s.post.chain);
         chain.clear();
-        if let Some(regs) = cmd.and_then(|id| s.post.pending_reg.remove(&id)) {
+        if let Some(regs) = cmd.and_then(|id| s.post.pending_reg.remove(id)) {
             chain.extend(regs);
         }
         chain.push(SendWr {

@@ -24,6 +24,12 @@ use ib_verbs::sync::{Lock, LockGuard};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SrbId(pub u64);
 
+impl ib_verbs::IdKey for SrbId {
+    fn id_bits(self) -> u64 {
+        self.0
+    }
+}
+
 impl fmt::Display for SrbId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "#{}", self.0)

@@ -14,6 +14,12 @@ use win_port::{LuAddress, Srb, SrbId, SrbOwner};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QueueTag(pub u8);
 
+impl ib_verbs::IdKey for QueueTag {
+    fn id_bits(self) -> u64 {
+        u64::from(self.0)
+    }
+}
+
 impl QueueTag {
     /// `SP_UNTAGGED`.
     pub const UNTAGGED: QueueTag = QueueTag(0xff);

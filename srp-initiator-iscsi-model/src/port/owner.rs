@@ -331,7 +331,7 @@ impl<D: Driver> Port<D> {
             if s.life == Lifecycle::BugChecked {
                 return Err(PortError::BugChecked);
             }
-            let left: Vec<SrbId> = s.outstanding.keys().copied().collect();
+            let left: Vec<SrbId> = s.outstanding.ids_in_order();
             for id in &left {
                 sh.flush(&mut s, *id, REMOVAL_STATUS, FlushCause::Removal);
             }

@@ -31,7 +31,7 @@ pub(crate) struct LuQueue<X> {
     /// Waiting, oldest first.
     pub(crate) waiting: VecDeque<Queued<X>>,
     /// Tags in use, and by which request.
-    pub(crate) tags: BTreeMap<QueueTag, SrbId>,
+    pub(crate) tags: ib_verbs::IdTable<QueueTag, SrbId>,
     /// In the driver.
     pub(crate) outstanding: usize,
     /// The driver reported the device gone: nothing is accepted for it.
@@ -42,7 +42,7 @@ impl<X> LuQueue<X> {
     fn new() -> Self {
         LuQueue {
             waiting: VecDeque::new(),
-            tags: BTreeMap::new(),
+            tags: ib_verbs::IdTable::new(),
             outstanding: 0,
             gone: false,
         }
@@ -52,7 +52,7 @@ impl<X> LuQueue<X> {
     fn free_tag(&self) -> Option<QueueTag> {
         (0..QueueTag::COUNT)
             .map(|t| QueueTag(t as u8))
-            .find(|t| !self.tags.contains_key(t))
+            .find(|t| !self.tags.contains_key(*t))
     }
 }
 
@@ -84,7 +84,7 @@ impl<X> Queues<X> {
     pub(crate) fn push(&mut self, lu: LuAddress, item: Queued<X>) -> Result<(), Queued<X>> {
         let q = self.lu(lu);
         if let Some(tag) = item.tag {
-            if tag == QueueTag::UNTAGGED || q.tags.contains_key(&tag) {
+            if tag == QueueTag::UNTAGGED || q.tags.contains_key(tag) {
                 return Err(item);
             }
             q.tags.insert(tag, item.id());
@@ -132,7 +132,7 @@ impl<X> Queues<X> {
         let q = self.lu(lu);
         debug_assert!(q.outstanding > 0, "LU {lu} outstanding underflow");
         q.outstanding = q.outstanding.saturating_sub(1);
-        q.tags.remove(&tag);
+        q.tags.remove(tag);
     }
 
     /// Takes every waiting request of `lu` (all LUs: `None`), freeing the tags they
@@ -146,7 +146,7 @@ impl<X> Queues<X> {
         {
             for item in q.waiting.drain(..) {
                 if let Some(tag) = item.tag {
-                    q.tags.remove(&tag);
+                    q.tags.remove(tag);
                 }
                 out.push(item);
             }

@@ -12,7 +12,7 @@ use super::verifier::{EntryPoint, Violation};
 use super::{LuAddress, PortConfig, PortError, PortEvent, SrbId, SrbResult, SrbStatus};
 use crate::model::{DriverInfo, Level};
 use access_layer::verbs::{Completer, CompletionPool};
-use std::collections::BTreeMap;
+use ib_verbs::IdTable;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -41,8 +41,9 @@ pub(crate) struct Outstanding<X> {
 pub(crate) struct State<X> {
     pub(crate) life: Lifecycle,
     pub(crate) queues: Queues<X>,
-    /// By id: ordered, so whatever walks it (timeouts, flushes) does so in submit order.
-    pub(crate) outstanding: BTreeMap<SrbId, Outstanding<X>>,
+    /// By id (no allocation per request); whatever walks it (timeouts, flushes) sorts
+    /// the ids first, so it does so in submit order.
+    pub(crate) outstanding: IdTable<SrbId, Outstanding<X>>,
     /// Completions for submitters, delivered outside the lock.
     pub(crate) done: Vec<(Completer<SrbResult>, SrbResult)>,
     pub(crate) events: Vec<PortEvent>,
@@ -104,7 +105,7 @@ impl<D: Driver> Shared<D> {
             state: Mutex::new(State {
                 life: Lifecycle::Starting,
                 queues: Queues::new(usize::from(info.tags_per_lu)),
-                outstanding: BTreeMap::new(),
+                outstanding: IdTable::new(),
                 done: Vec::new(),
                 events: Vec::new(),
                 violations: Vec::new(),
@@ -324,7 +325,7 @@ impl<D: Driver> Shared<D> {
         }
         let ours = s
             .outstanding
-            .get(&id)
+            .get(id)
             .is_some_and(|o| o.request.same(request));
         if !ours {
             let v = match request.state() {
@@ -348,7 +349,7 @@ impl<D: Driver> Shared<D> {
             drop(s);
             return self.bugcheck(Violation::BadStatus { id, status });
         }
-        if let Some(o) = s.outstanding.remove(&id) {
+        if let Some(o) = s.outstanding.remove(id) {
             let ended = o.request.end(End::Complete);
             debug_assert!(ended.is_ok(), "an outstanding request is started");
             o.request.owner().mark_completed();
@@ -388,8 +389,8 @@ impl<D: Driver> Shared<D> {
         lu: LuAddress,
         tag: QueueTag,
     ) -> Option<Request<D::Extension>> {
-        let id = s.queues.lus.get(&lu)?.tags.get(&tag)?;
-        s.outstanding.get(id).map(|o| o.request.clone())
+        let id = s.queues.lus.get(&lu)?.tags.get(tag)?;
+        s.outstanding.get(*id).map(|o| o.request.clone())
     }
 
     /// Completes a request the driver holds on the port's own authority.
@@ -400,7 +401,7 @@ impl<D: Driver> Shared<D> {
         status: SrbStatus,
         cause: FlushCause,
     ) {
-        if let Some(o) = s.outstanding.remove(&id) {
+        if let Some(o) = s.outstanding.remove(id) {
             let ended = o.request.end(End::Flush(cause));
             debug_assert!(ended.is_ok(), "an outstanding request is started");
             o.request.owner().mark_completed();
@@ -444,8 +445,7 @@ impl<D: Driver> Shared<D> {
             return;
         }
         self.bugchecked.store(true, Ordering::Release);
-        let ids: Vec<SrbId> = s.outstanding.keys().copied().collect();
-        for id in ids {
+        for id in s.outstanding.ids_in_order() {
             self.flush(&mut s, id, SrbStatus::INTERNAL_ERROR, FlushCause::BugCheck);
         }
         for item in s.queues.drain(None) {

@@ -54,12 +54,13 @@ impl<D: Driver> Shared<D> {
         if s.life == Lifecycle::BugChecked {
             return Err(PortError::BugChecked);
         }
-        let flushed: Vec<SrbId> = s
+        let mut flushed: Vec<SrbId> = s
             .outstanding
             .iter()
             .filter(|(_, o)| o.request.address().path_id == path_id)
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect();
+        flushed.sort();
         for id in &flushed {
             self.flush(&mut s, *id, SrbStatus::BUS_RESET, FlushCause::Reset);
         }
@@ -100,13 +101,22 @@ impl<D: Driver> Shared<D> {
                 o.timed_out = true;
                 let lu = o.request.address();
                 events.push(PortEvent::RequestTimedOut {
-                    id: *id,
+                    id,
                     lu,
                     tag: o.request.tag(),
                 });
-                if !paths.contains(&lu.path_id) {
-                    paths.push(lu.path_id);
-                }
+            }
+        }
+        // In submit order, as the buses to reset.
+        events.sort_by_key(|e| match e {
+            PortEvent::RequestTimedOut { id, .. } => *id,
+            _ => SrbId(0),
+        });
+        for e in &events {
+            if let PortEvent::RequestTimedOut { lu, .. } = e
+                && !paths.contains(&lu.path_id)
+            {
+                paths.push(lu.path_id);
             }
         }
         s.events.extend(events);

@@ -17,11 +17,12 @@
 
 use crate::model::{IscsiPortCalls, Request};
 use access_layer::verbs::{KernelEvent, new_event};
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use core::time::Duration;
+use ib_verbs::IdTable;
 use ib_verbs::sync::{Lock, LockGuard};
 use ib_verbs::time::Time;
 use srp_initiator::{PortSide, SrbExt};
@@ -37,7 +38,7 @@ pub(crate) struct SideState {
     /// request the transport gave back goes to the front.
     pub(crate) incoming: VecDeque<Request<SrbExt>>,
     /// Every request the driver holds: incoming or in the transport.
-    pub(crate) held: BTreeMap<SrbId, Request<SrbExt>>,
+    pub(crate) held: IdTable<SrbId, Request<SrbExt>>,
     /// The worker has something to do.
     pub(crate) woken: bool,
     /// The channel is logging in: nothing is submitted until it is up.
@@ -114,7 +115,7 @@ impl Side {
 
     /// Completes `request` with `status` now, if the driver still holds it.
     pub(crate) fn finish(&self, s: &mut SideState, request: &Request<SrbExt>, status: SrbStatus) {
-        if s.held.remove(&request.request_id()).is_some() {
+        if s.held.remove(request.request_id()).is_some() {
             request.set_status(status);
             self.port.complete_request(request);
         }
@@ -127,9 +128,9 @@ impl Side {
         let mut s = self.lock();
         let waiting: Vec<_> = s.incoming.drain(..).collect();
         for r in &waiting {
-            s.held.remove(&r.request_id());
+            s.held.remove(r.request_id());
         }
-        let inside = core::mem::take(&mut s.held).into_values().collect();
+        let inside = s.held.drain_by_id().into_iter().map(|(_, r)| r).collect();
         (waiting, inside)
     }
 
@@ -206,7 +207,7 @@ impl Side {
 impl PortSide for Side {
     fn complete(&self, srb: &Srb<SrbExt>) {
         let mut s = self.lock();
-        match s.held.remove(&srb.id()) {
+        match s.held.remove(srb.id()) {
             // Under the lock, so a reset or removal cannot hand it to the port meanwhile.
             Some(request) => {
                 self.port.complete_request(&request);

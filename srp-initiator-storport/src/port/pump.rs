@@ -55,7 +55,7 @@ impl<M: Miniport> Shared<M> {
         {
             let now = self.now();
             let mut s = self.lock();
-            match s.owned.get_mut(&srb.id()) {
+            match s.owned.get_mut(srb.id()) {
                 Some(o) => o.started = Some(now),
                 None => return,
             }

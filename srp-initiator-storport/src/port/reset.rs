@@ -54,7 +54,7 @@ impl<M: Miniport> Shared<M> {
             .owned
             .iter()
             .filter(|(_, o)| o.started.is_some() && o.srb.address().path_id == path)
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect();
         left.sort();
         for id in &left {
@@ -90,12 +90,21 @@ impl<M: Miniport> Shared<M> {
             if late && !o.timed_out {
                 o.timed_out = true;
                 expired.push(PortEvent::RequestTimedOut {
-                    id: *id,
+                    id,
                     lu: o.srb.address(),
                 });
-                if !paths.contains(&o.srb.address().path_id) {
-                    paths.push(o.srb.address().path_id);
-                }
+            }
+        }
+        // In submit order, as the paths to reset.
+        expired.sort_by_key(|e| match e {
+            PortEvent::RequestTimedOut { id, .. } => *id,
+            _ => SrbId(0),
+        });
+        for e in &expired {
+            if let PortEvent::RequestTimedOut { lu, .. } = e
+                && !paths.contains(&lu.path_id)
+            {
+                paths.push(lu.path_id);
             }
         }
         s.events.extend(expired);

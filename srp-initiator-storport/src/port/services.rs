@@ -104,7 +104,7 @@ impl<M: Miniport> PortServices<M> {
                         && target_id.is_none_or(|t| t == a.target_id)
                         && lun.is_none_or(|l| l == a.lun)
                 })
-                .map(|(id, _)| *id)
+                .map(|(id, _)| id)
                 .collect();
             ids.sort();
             for id in ids {

@@ -3,9 +3,9 @@
 //! miniport routine runs), the StartIo lock, the call wrapper that runs every routine at
 //! dispatch level under the verifier, the completion path and the bugcheck.
 //!
-//! The tables are ordered by SRB id (`BTreeMap`), so whatever walks them — timeouts, the
-//! bugcheck, a reset's check — does so in the same order on every run (the simulator
-//! replays a run from its seed).
+//! The tables are keyed by SRB id (`ib_verbs::IdTable`: no allocation per request), and
+//! whatever walks them — timeouts, the bugcheck, a reset's check — sorts the ids first, so
+//! it does so in submit order on every run (the simulator replays a run from its seed).
 
 use super::PortMode;
 use super::miniport::{Miniport, PortConfigurationInfo, SupportedControlTypes};
@@ -16,7 +16,7 @@ use super::status::SrbStatus;
 use super::verifier::{Routine, Violation};
 use super::{PortConfig, PortEvent};
 use access_layer::verbs::Completer;
-use std::collections::BTreeMap;
+use ib_verbs::IdTable;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -48,8 +48,8 @@ pub(crate) struct Owned<X> {
 pub(crate) struct State<X> {
     pub(crate) run: RunState,
     pub(crate) queues: Queues<Srb<X>>,
-    pub(crate) owned: BTreeMap<SrbId, Owned<X>>,
-    pub(crate) completers: BTreeMap<SrbId, Completer<SrbResult>>,
+    pub(crate) owned: IdTable<SrbId, Owned<X>>,
+    pub(crate) completers: IdTable<SrbId, Completer<SrbResult>>,
     /// Completions for the worker to deliver, in order.
     pub(crate) done: Vec<(Completer<SrbResult>, SrbResult)>,
     pub(crate) events: Vec<PortEvent>,
@@ -128,8 +128,8 @@ impl<M: Miniport> Shared<M> {
             state: Mutex::new(State {
                 run: RunState::Stopped,
                 queues: Queues::new(config.lu_queue_depth, config.busy_retry),
-                owned: BTreeMap::new(),
-                completers: BTreeMap::new(),
+                owned: IdTable::new(),
+                completers: IdTable::new(),
                 done: Vec::new(),
                 events: Vec::new(),
                 violations: Vec::new(),
@@ -274,7 +274,7 @@ impl<M: Miniport> Shared<M> {
         if s.run == RunState::BugChecked {
             return;
         }
-        let Some(owned) = s.owned.remove(&srb.id()) else {
+        let Some(owned) = s.owned.remove(srb.id()) else {
             drop(s);
             self.bugcheck(Violation::NotOwned { id: srb.id() });
             return;
@@ -284,7 +284,7 @@ impl<M: Miniport> Shared<M> {
             let now = self.now();
             s.queues
                 .requeue(srb.address(), again, now, self.config.tick);
-        } else if let (Some(c), Some(result)) = (s.completers.remove(&srb.id()), result) {
+        } else if let (Some(c), Some(result)) = (s.completers.remove(srb.id()), result) {
             s.done.push((c, result));
         }
         drop(s);
@@ -299,10 +299,10 @@ impl<M: Miniport> Shared<M> {
         id: SrbId,
         status: SrbStatus,
     ) {
-        if let Some(o) = s.owned.remove(&id) {
+        if let Some(o) = s.owned.remove(id) {
             s.queues.completed(o.srb.address());
             o.srb.mark_completed();
-            if let Some(c) = s.completers.remove(&id) {
+            if let Some(c) = s.completers.remove(id) {
                 s.done.push((c, o.srb.take_result(Some(status), true)));
             }
         }
@@ -316,7 +316,7 @@ impl<M: Miniport> Shared<M> {
         status: SrbStatus,
     ) {
         srb.mark_completed();
-        if let Some(c) = s.completers.remove(&srb.id()) {
+        if let Some(c) = s.completers.remove(srb.id()) {
             s.done.push((c, srb.take_result(Some(status), true)));
         }
     }
@@ -358,7 +358,7 @@ impl<M: Miniport> Shared<M> {
         s.run = RunState::BugChecked;
         self.bugchecked.store(true, Ordering::Release);
         s.events.push(PortEvent::BugCheck(violation));
-        let owned: Vec<SrbId> = s.owned.keys().copied().collect();
+        let owned: Vec<SrbId> = s.owned.ids_in_order();
         for id in owned {
             self.force_complete(&mut s, id, SrbStatus::INTERNAL_ERROR);
         }

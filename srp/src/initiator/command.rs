@@ -18,6 +18,12 @@ use scsi::status::Status;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CmdId(pub u64);
 
+impl ib_verbs::IdKey for CmdId {
+    fn id_bits(self) -> u64 {
+        self.0
+    }
+}
+
 /// Direction of the data transfer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DataDir {
