@@ -5,8 +5,9 @@
 //!
 //! Storage: open addressing over a power-of-two slot array, Fibonacci hashing of the id,
 //! linear probing, deletion by backward shift (no tombstones); kept at most half full, it
-//! doubles when an insert would pass that. Ids are chosen by the stack (sequence numbers),
-//! not by a peer.
+//! doubles when an insert would pass that. A table made `with_capacity(n)` and kept at `n`
+//! entries by its user never grows: ids a peer chooses to collide (srp's `TagTable` at a
+//! target) cost it probes bounded by the table, never memory.
 
 use alloc::vec::Vec;
 

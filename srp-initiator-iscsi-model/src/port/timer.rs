@@ -93,33 +93,23 @@ impl<D: Driver> Shared<D> {
             });
             return Vec::new();
         }
-        let mut paths = Vec::new();
-        let mut events = Vec::new();
+        let mut expired = Vec::new();
         for (id, o) in s.outstanding.iter_mut() {
             let late = now.saturating_duration_since(o.started) > o.request.timeout();
             if late && !o.timed_out {
                 o.timed_out = true;
-                let lu = o.request.address();
-                events.push(PortEvent::RequestTimedOut {
-                    id,
-                    lu,
-                    tag: o.request.tag(),
-                });
+                expired.push((id, o.request.address(), o.request.tag()));
             }
         }
         // In submit order, as the buses to reset.
-        events.sort_by_key(|e| match e {
-            PortEvent::RequestTimedOut { id, .. } => *id,
-            _ => SrbId(0),
-        });
-        for e in &events {
-            if let PortEvent::RequestTimedOut { lu, .. } = e
-                && !paths.contains(&lu.path_id)
-            {
+        expired.sort_by_key(|&(id, ..)| id);
+        let mut paths = Vec::new();
+        for (id, lu, tag) in expired {
+            s.events.push(PortEvent::RequestTimedOut { id, lu, tag });
+            if !paths.contains(&lu.path_id) {
                 paths.push(lu.path_id);
             }
         }
-        s.events.extend(events);
         paths
     }
 }

@@ -81,7 +81,6 @@ impl<M: Miniport> Shared<M> {
             });
             return Vec::new();
         }
-        let mut paths = Vec::new();
         let mut expired = Vec::new();
         for (id, o) in s.owned.iter_mut() {
             let late = o
@@ -89,25 +88,18 @@ impl<M: Miniport> Shared<M> {
                 .is_some_and(|t| now.duration_since(t) > o.srb.timeout());
             if late && !o.timed_out {
                 o.timed_out = true;
-                expired.push(PortEvent::RequestTimedOut {
-                    id,
-                    lu: o.srb.address(),
-                });
+                expired.push((id, o.srb.address()));
             }
         }
         // In submit order, as the paths to reset.
-        expired.sort_by_key(|e| match e {
-            PortEvent::RequestTimedOut { id, .. } => *id,
-            _ => SrbId(0),
-        });
-        for e in &expired {
-            if let PortEvent::RequestTimedOut { lu, .. } = e
-                && !paths.contains(&lu.path_id)
-            {
+        expired.sort_by_key(|&(id, _)| id);
+        let mut paths = Vec::new();
+        for (id, lu) in expired {
+            s.events.push(PortEvent::RequestTimedOut { id, lu });
+            if !paths.contains(&lu.path_id) {
                 paths.push(lu.path_id);
             }
         }
-        s.events.extend(expired);
         paths
     }
 }

@@ -5,121 +5,66 @@
 //! shadow the first (SAM-5 5.10: overlapped commands). The table is bounded by the credit
 //! window, so a conforming initiator cannot fill it.
 //!
-//! Storage: an open-addressing table sized at creation (twice the window, a power of two;
-//! linear probing, deletion by backward shift), so tracking a request allocates nothing
-//! and needs only `core` + `alloc` (no `std` hash map in a kernel driver). Tags are the
-//! initiator's choice: a hostile one can make its tags collide, which costs it probes
-//! bounded by its own window, never more memory.
+//! Storage: an `ib_verbs::IdTable` sized at creation for the window (it never grows, so
+//! tracking a request allocates nothing and needs only `core` + `alloc`: no `std` hash map
+//! in a kernel driver), bounded here by the window. Tags are the initiator's choice: a
+//! hostile one can make its tags collide, which costs it probes bounded by its own window,
+//! never more memory.
 
 use super::ChannelError;
 use crate::wire::Tag;
 use alloc::vec::Vec;
+use ib_verbs::{IdKey, IdTable};
+
+impl IdKey for Tag {
+    fn id_bits(self) -> u64 {
+        self.0
+    }
+}
 
 /// Requests in progress, by tag, with per-request state `T`.
 #[derive(Debug)]
 pub struct TagTable<T> {
-    slots: Vec<Option<(Tag, T)>>,
-    /// 64 minus log2 of the slot count: a tag's home slot is the top bits of its hash.
-    shift: u32,
-    len: usize,
+    table: IdTable<Tag, T>,
     capacity: usize,
 }
-
-/// Fibonacci hashing's multiplier (2^64 / φ).
-const FIB: u64 = 0x9E37_79B9_7F4A_7C15;
 
 impl<T> TagTable<T> {
     /// An empty table holding at most `capacity` requests (the credit window).
     pub fn new(capacity: usize) -> TagTable<T> {
-        let n = capacity.saturating_mul(2).max(8).next_power_of_two();
-        let mut slots = Vec::with_capacity(n);
-        slots.resize_with(n, || None);
         TagTable {
-            slots,
-            shift: 64 - n.trailing_zeros(),
-            len: 0,
+            table: IdTable::with_capacity(capacity),
             capacity,
-        }
-    }
-
-    fn mask(&self) -> usize {
-        self.slots.len() - 1
-    }
-
-    fn home(&self, tag: Tag) -> usize {
-        (tag.0.wrapping_mul(FIB) >> self.shift) as usize
-    }
-
-    /// The slot holding `tag`. The table is never more than half full, so a probe meets an
-    /// empty slot.
-    fn find(&self, tag: Tag) -> Option<usize> {
-        let mut i = self.home(tag);
-        loop {
-            match &self.slots[i] {
-                None => return None,
-                Some((t, _)) if *t == tag => return Some(i),
-                Some(_) => i = (i + 1) & self.mask(),
-            }
         }
     }
 
     /// Starts tracking `tag`; refuses a tag already live or a table that is full.
     pub fn insert(&mut self, tag: Tag, state: T) -> Result<(), ChannelError> {
-        if self.find(tag).is_some() {
+        if self.table.contains_key(tag) {
             return Err(ChannelError::DuplicateTag(tag));
         }
-        if self.len >= self.capacity {
+        if self.table.len() >= self.capacity {
             return Err(ChannelError::TooManyOutstanding {
                 capacity: self.capacity,
             });
         }
-        let mut i = self.home(tag);
-        while self.slots[i].is_some() {
-            i = (i + 1) & self.mask();
-        }
-        self.slots[i] = Some((tag, state));
-        self.len += 1;
+        self.table.insert(tag, state);
         Ok(())
     }
 
     /// The state of a live request.
     pub fn get(&self, tag: Tag) -> Option<&T> {
-        let i = self.find(tag)?;
-        self.slots[i].as_ref().map(|(_, s)| s)
+        self.table.get(tag)
     }
 
     /// The state of a live request, for update.
     pub fn get_mut(&mut self, tag: Tag) -> Option<&mut T> {
-        let i = self.find(tag)?;
-        self.slots[i].as_mut().map(|(_, s)| s)
+        self.table.get_mut(tag)
     }
 
     /// Stops tracking `tag` (its response was sent or it was aborted).
     pub fn remove(&mut self, tag: Tag) -> Option<T> {
-        let mut hole = self.find(tag)?;
-        let (_, state) = self.slots[hole].take()?;
-        self.len -= 1;
-        // Backward shift: an entry after the hole moves into it unless its home lies
-        // cyclically in (hole, j], where a probe for it would stop before the hole.
-        let mask = self.mask();
-        let mut j = hole;
-        loop {
-            j = (j + 1) & mask;
-            let Some((t, _)) = &self.slots[j] else {
-                break;
-            };
-            let h = self.home(*t);
-            let stays = if hole <= j {
-                hole < h && h <= j
-            } else {
-                hole < h || h <= j
-            };
-            if !stays {
-                self.slots[hole] = self.slots[j].take();
-                hole = j;
-            }
-        }
-        Some(state)
+        self.table.remove(tag)
     }
 
     /// Removes and returns every request matching `pred` (ABORT TASK SET, LUN RESET), in tag
@@ -138,17 +83,17 @@ impl<T> TagTable<T> {
 
     /// Requests in progress.
     pub fn len(&self) -> usize {
-        self.len
+        self.table.len()
     }
 
     /// Whether nothing is in progress.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.table.is_empty()
     }
 
     /// Iterates the live requests (in no particular order).
     pub fn iter(&self) -> impl Iterator<Item = (Tag, &T)> {
-        self.slots.iter().flatten().map(|(t, s)| (*t, s))
+        self.table.iter()
     }
 }
 
